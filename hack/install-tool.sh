@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# install-tool.sh builds one pinned tool from source through the Go module
+# proxy, caches it per version outside the clone, and links it into bin/.
+#
+#   hack/install-tool.sh NAME     NAME is one of the tools listed in usage().
+#
+# The cache lives in $OPKIT_CACHE (default ${XDG_CACHE_HOME:-$HOME/.cache}/opkit),
+# one directory per tool and version. A directory is used only once its
+# .complete stamp exists, so an interrupted build is redone on the next call.
+# Concurrent calls for the same tool wait for each other (flock).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cache=${OPKIT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/opkit}
+bindir=${BIN_DIR:-$root/bin}
+
+# Pinned versions. Bump here (and in hack/tools/*/go.mod) only.
+K8S_VERSION=v1.36.3
+ETCD_VERSION=v3.6.16
+KWOK_VERSION=v0.7.0
+CONTROLLER_GEN_VERSION=v0.23.0
+GOLANGCI_LINT_VERSION=v2.15.0
+VERSITYGW_VERSION=v1.8.0
+BENCHSTAT_VERSION=v0.0.0-20260908200009-22c9c6c9d4da
+
+usage() {
+	cat >&2 <<USAGE
+usage: $0 NAME
+NAME: kubernetes (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl)
+      etcd | kwok (kwok, kwokctl) | controller-gen | golangci-lint | versitygw | benchstat
+USAGE
+	exit 2
+}
+
+# build NAME VERSION BINARIES... -- runs build_NAME into a fresh cache dir
+# unless a complete one exists, then links BINARIES into bin/.
+install() {
+	local name=$1 version=$2
+	shift 2
+	local dest="$cache/$name-$version"
+	mkdir -p "$cache" "$bindir"
+	exec 9>"$cache/.$name-$version.lock"
+	flock 9
+	if [[ ! -f "$dest/.complete" ]]; then
+		rm -rf "$dest"
+		mkdir -p "$dest"
+		echo ">> building $name $version into $dest (this can take minutes on 2 cores)" >&2
+		local start=$SECONDS
+		"build_${name//-/_}" "$dest" "$version"
+		touch "$dest/.complete"
+		echo ">> built $name $version in $((SECONDS - start))s" >&2
+	fi
+	local b
+	for b in "$@"; do
+		if [[ ! -x "$dest/$b" ]]; then
+			echo "install-tool: $name $version did not produce $b" >&2
+			exit 1
+		fi
+		ln -sfn "$dest/$b" "$bindir/$b"
+	done
+	exec 9>&-
+}
+
+build_kubernetes() {
+	local dest=$1 version=$2 minor
+	minor=${version#v1.}
+	minor=${minor%%.*}
+	(cd "$root/hack/tools/k8s" && go build -trimpath -o "$dest/" \
+		-ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor" \
+		k8s.io/kubernetes/cmd/kube-apiserver \
+		k8s.io/kubernetes/cmd/kube-controller-manager \
+		k8s.io/kubernetes/cmd/kube-scheduler \
+		k8s.io/kubernetes/cmd/kubectl)
+}
+
+build_etcd() {
+	local dest=$1
+	(cd "$root/hack/tools/etcd" && go build -trimpath -ldflags "-s -w" -o "$dest/etcd" go.etcd.io/etcd/server/v3)
+}
+
+# goinstall DEST PKG@VERSION... installs with GOBIN=DEST; these tools carry
+# their own go.mod, so no module of ours pins their dependencies.
+goinstall() {
+	local dest=$1
+	shift
+	GOBIN="$dest" GOFLAGS=-trimpath go install -ldflags "-s -w" "$@"
+}
+
+build_kwok() { goinstall "$1" "sigs.k8s.io/kwok/cmd/kwok@$2" "sigs.k8s.io/kwok/cmd/kwokctl@$2"; }
+build_controller_gen() { goinstall "$1" "sigs.k8s.io/controller-tools/cmd/controller-gen@$2"; }
+build_golangci_lint() { goinstall "$1" "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$2"; }
+build_versitygw() { goinstall "$1" "github.com/versity/versitygw/cmd/versitygw@$2"; }
+build_benchstat() { goinstall "$1" "golang.org/x/perf/cmd/benchstat@$2"; }
+
+[[ $# -eq 1 ]] || usage
+case $1 in
+kubernetes) install kubernetes "$K8S_VERSION" kube-apiserver kube-controller-manager kube-scheduler kubectl ;;
+etcd) install etcd "$ETCD_VERSION" etcd ;;
+kwok) install kwok "$KWOK_VERSION" kwok kwokctl ;;
+controller-gen) install controller-gen "$CONTROLLER_GEN_VERSION" controller-gen ;;
+golangci-lint) install golangci-lint "$GOLANGCI_LINT_VERSION" golangci-lint ;;
+versitygw) install versitygw "$VERSITYGW_VERSION" versitygw ;;
+benchstat) install benchstat "$BENCHSTAT_VERSION" benchstat ;;
+*) usage ;;
+esac

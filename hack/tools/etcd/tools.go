@@ -1,0 +1,7 @@
+//go:build tools
+
+// Package tools records the commands this module builds, so that go mod tidy
+// keeps their dependencies.
+package tools
+
+import _ "go.etcd.io/etcd/server/v3"
