@@ -1,0 +1,148 @@
+package fsstore_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/opkit-dev/opkit/backup"
+	"github.com/opkit-dev/opkit/backup/fsstore"
+	"github.com/opkit-dev/opkit/backup/internal/storetest"
+)
+
+func newStore(t *testing.T) *fsstore.Store {
+	t.Helper()
+	s, err := fsstore.New(t.TempDir())
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) backup.Store { return newStore(t) }, storetest.Options{})
+}
+
+func TestNew(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, root, wantErr string
+	}{
+		{"ok", dir, ""},
+		{"empty", "", "root is empty"},
+		{"missing", filepath.Join(dir, "missing"), "mount the backup volume"},
+		{"file", file, "is not a directory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := fsstore.New(tc.root)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("New(%q): %v", tc.root, err)
+				}
+				if s.Root() != tc.root {
+					t.Errorf("Root() = %q, want %q", s.Root(), tc.root)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("New(%q) error = %v, want it to contain %q", tc.root, err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestUnmountedRootIsUnavailable(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "vol")
+	if err := os.Mkdir(root, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	s, err := fsstore.New(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(root); err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	_, putErr := s.Put(ctx, "k", strings.NewReader("x"))
+	_, getErr := s.Get(ctx, "k")
+	_, listErr := s.List(ctx, "")
+	delErr := s.Delete(ctx, "k")
+	_, cleanErr := s.CleanIncomplete(ctx, "", time.Now())
+	for name, err := range map[string]error{"Put": putErr, "Get": getErr, "List": listErr, "Delete": delErr, "CleanIncomplete": cleanErr} {
+		if !errors.Is(err, backup.ErrStoreUnavailable) {
+			t.Errorf("%s on a removed root: error = %v, want ErrStoreUnavailable", name, err)
+		}
+	}
+}
+
+func TestCleanIncomplete(t *testing.T) {
+	s := newStore(t)
+	old := time.Now().Add(-48 * time.Hour)
+	mk := func(rel string, mod time.Time) string {
+		t.Helper()
+		p := filepath.Join(s.Root(), filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("partial"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, mod, mod); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	oldTmp := mk("a/.x.data.tmp-123", old)
+	newTmp := mk("a/.y.data.tmp-456", time.Now())
+	otherPrefix := mk("b/.z.data.tmp-789", old)
+	hidden := mk("a/.keep", old)
+	storetest.MustPut(t, s, "a/real.data", []byte("real"))
+
+	if diff := cmp.Diff([]string{"a/real.data"}, storetest.Keys(t, s, "")); diff != "" {
+		t.Errorf("List hides temporary files (-want +got):\n%s", diff)
+	}
+	n, err := s.CleanIncomplete(t.Context(), "a/", time.Now().Add(-time.Hour))
+	if err != nil || n != 1 {
+		t.Fatalf("CleanIncomplete = %d, %v; want 1, nil", n, err)
+	}
+	for p, want := range map[string]bool{oldTmp: false, newTmp: true, otherPrefix: true, hidden: true} {
+		_, err := os.Stat(p)
+		if got := err == nil; got != want {
+			t.Errorf("%s exists = %v, want %v", p, got, want)
+		}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := s.CleanIncomplete(ctx, "", time.Now()); !errors.Is(err, context.Canceled) {
+		t.Errorf("CleanIncomplete with a cancelled context = %v, want context.Canceled", err)
+	}
+}
+
+func TestPutCreatesPrivateFiles(t *testing.T) {
+	s := newStore(t)
+	storetest.MustPut(t, s, "d/secret.data", []byte("s3cr3t"))
+	fi, err := os.Stat(filepath.Join(s.Root(), "d", "secret.data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perm := fi.Mode().Perm(); perm != 0o600 {
+		t.Errorf("mode = %v, want 0600", perm)
+	}
+	if err := os.Mkdir(filepath.Join(s.Root(), "dir.data"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(t.Context(), "dir.data"); !errors.Is(err, backup.ErrNotFound) {
+		t.Errorf("Get of a directory = %v, want ErrNotFound", err)
+	}
+}

@@ -1,0 +1,167 @@
+package backup
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+)
+
+// maxManifestSize bounds how much of a manifest object is read.
+const maxManifestSize = 1 << 20
+
+// ErrNoBackup is returned by [Latest] when the store holds no complete
+// backup.
+var ErrNoBackup = errors.New("no complete backup")
+
+// List returns the manifests of all complete backups in store, newest first.
+// A backup is complete when its manifest is readable and valid and its data
+// object exists with the manifest's size. Incomplete backups are not returned.
+// List does not read the data; use [Verify] for that.
+func List(ctx context.Context, store Store) ([]Manifest, error) {
+	inv, err := scan(ctx, store)
+	if err != nil {
+		return nil, err
+	}
+	return inv.complete, nil
+}
+
+// Latest returns the manifest of the newest complete backup in store, or an
+// error wrapping [ErrNoBackup].
+func Latest(ctx context.Context, store Store) (Manifest, error) {
+	all, err := List(ctx, store)
+	if err != nil {
+		return Manifest{}, err
+	}
+	if len(all) == 0 {
+		return Manifest{}, fmt.Errorf("backup: %w in store", ErrNoBackup)
+	}
+	return all[0], nil
+}
+
+// inventory is what scan found in a store.
+type inventory struct {
+	complete   []Manifest // newest first
+	incomplete []leftover
+}
+
+// leftover is an incomplete backup: the objects that exist for its ID.
+type leftover struct {
+	id      string
+	objects []ObjectInfo
+	newest  time.Time
+}
+
+func scan(ctx context.Context, store Store) (inventory, error) {
+	if store == nil {
+		return inventory{}, errors.New("backup: store is nil")
+	}
+	objs, err := store.List(ctx, "")
+	if err != nil {
+		return inventory{}, fmt.Errorf("backup: listing store: %w", err)
+	}
+	type entry struct {
+		data, manifest *ObjectInfo
+	}
+	byID := map[string]*entry{}
+	for i := range objs {
+		o := &objs[i]
+		var id string
+		var isData bool
+		if s, ok := strings.CutSuffix(o.Key, dataSuffix); ok {
+			id, isData = s, true
+		} else if s, ok := strings.CutSuffix(o.Key, manifestSuffix); ok {
+			id = s
+		} else {
+			continue // not ours: never touched
+		}
+		if CheckID(id) != nil {
+			continue
+		}
+		e := byID[id]
+		if e == nil {
+			e = &entry{}
+			byID[id] = e
+		}
+		if isData {
+			e.data = o
+		} else {
+			e.manifest = o
+		}
+	}
+
+	var inv inventory
+	for id, e := range byID {
+		if e.manifest != nil && e.data != nil {
+			m, err := readManifest(ctx, store, id)
+			switch {
+			case err == nil && m.Size == e.data.Size:
+				inv.complete = append(inv.complete, m)
+				continue
+			case err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, errBadManifest):
+				// The store failed: do not guess.
+				return inventory{}, err
+			}
+		}
+		l := leftover{id: id}
+		for _, o := range []*ObjectInfo{e.manifest, e.data} {
+			if o != nil {
+				l.objects = append(l.objects, *o)
+				if o.ModTime.After(l.newest) {
+					l.newest = o.ModTime
+				}
+			}
+		}
+		inv.incomplete = append(inv.incomplete, l)
+	}
+	sortNewestFirst(inv.complete)
+	slices.SortFunc(inv.incomplete, func(a, b leftover) int { return strings.Compare(a.id, b.id) })
+	return inv, nil
+}
+
+func sortNewestFirst(ms []Manifest) {
+	slices.SortFunc(ms, func(a, b Manifest) int {
+		if c := b.StartTime.Compare(a.StartTime); c != 0 {
+			return c
+		}
+		return strings.Compare(b.ID, a.ID)
+	})
+}
+
+// errBadManifest marks a manifest object that exists but is unusable.
+var errBadManifest = errors.New("unusable manifest")
+
+// readManifest reads and validates the manifest of backup id. A missing
+// manifest wraps ErrNotFound, an unusable one errBadManifest.
+func readManifest(ctx context.Context, store Store, id string) (Manifest, error) {
+	if err := CheckID(id); err != nil {
+		return Manifest{}, fmt.Errorf("backup: %w", err)
+	}
+	rc, err := store.Get(ctx, ManifestKeyFor(id))
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return Manifest{}, fmt.Errorf("backup %s has no manifest (it is incomplete or does not exist): %w", id, err)
+		}
+		return Manifest{}, fmt.Errorf("backup %s: reading manifest: %w", id, err)
+	}
+	defer func() { _ = rc.Close() }()
+	raw, err := io.ReadAll(io.LimitReader(rc, maxManifestSize+1))
+	if err != nil {
+		return Manifest{}, fmt.Errorf("backup %s: reading manifest: %w", id, err)
+	}
+	if len(raw) > maxManifestSize {
+		return Manifest{}, fmt.Errorf("backup %s: %w: larger than %d bytes", id, errBadManifest, maxManifestSize)
+	}
+	var m Manifest
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return Manifest{}, fmt.Errorf("backup %s: %w: %w", id, errBadManifest, err)
+	}
+	if err := m.validate(id); err != nil {
+		return Manifest{}, fmt.Errorf("backup %s: %w: %w", id, errBadManifest, err)
+	}
+	return m, nil
+}
