@@ -218,8 +218,10 @@ func TestBackupFailuresLeaveNothingListed(t *testing.T) {
 			wantIs:  context.Canceled,
 		},
 		{
-			name:    "data put fails",
-			store:   func(t *testing.T) backup.Store { return &faultStore{Store: newFS(t), putErr: map[string]error{".data": errUnreachable}} },
+			name: "data put fails",
+			store: func(t *testing.T) backup.Store {
+				return &faultStore{Store: newFS(t), putErr: map[string]error{".data": errUnreachable}}
+			},
 			snap:    func() backup.Snapshotter { return snapOf(big) },
 			wantErr: "storing data",
 			wantIs:  errUnreachable,
