@@ -28,6 +28,9 @@ UNIT_TIMEOUT ?= 20m
 E2E_TIMEOUT ?= 30m
 BENCH_COUNT ?= 6
 
+# API packages controller-gen generates deepcopy code and CRDs for.
+API_DIRS = internal/testapi $(wildcard examples/*/api)
+
 # Packages with unit and envtest tests: all but the e2e suites.
 UNIT_PKGS = $(shell go list ./... | grep -v '/e2e')
 
@@ -70,7 +73,7 @@ benchstat: ## Build benchstat.
 
 .PHONY: generate
 generate: controller-gen ## Generate deepcopy code (controller-gen object).
-	$(CONTROLLER_GEN) object paths=./internal/testapi/... paths=./examples/...
+	$(CONTROLLER_GEN) object $(foreach d,$(API_DIRS),paths=./$(d)/...)
 
 .PHONY: manifests
 manifests: controller-gen ## Generate CRDs and RBAC from markers.

@@ -46,7 +46,12 @@ install() {
 		mkdir -p "$dest"
 		echo ">> building $name $version into $dest (this can take minutes on 2 cores)" >&2
 		local start=$SECONDS
-		"build_${name//-/_}" "$dest" "$version"
+		# Build output (module downloads, compiler) goes to a log shown on failure.
+		if ! "build_${name//-/_}" "$dest" "$version" >"$dest.log" 2>&1; then
+			cat "$dest.log" >&2
+			echo "install-tool: building $name $version failed (log: $dest.log)" >&2
+			exit 1
+		fi
 		touch "$dest/.complete"
 		echo ">> built $name $version in $((SECONDS - start))s" >&2
 	fi

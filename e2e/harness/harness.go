@@ -1,0 +1,201 @@
+// Package harness is the shared TestMain setup of opkit's e2e-framework suites.
+//
+// By default each suite (each test binary) creates its own uniquely named
+// local cluster through e2e-framework's kwok provider, with the binaries in
+// opkit's bin/ (`make cluster-tools`), adds fake nodes, and deletes the cluster
+// when the suite ends. Environment variables change that:
+//
+//	E2E_CLUSTER=existing   use the cluster of --kubeconfig / $KUBECONFIG; create and delete nothing
+//	E2E_PROVIDER=kind      create a kind cluster instead (needs Docker and kind on PATH)
+//	E2E_NODES=N            number of kwok fake nodes (default 3)
+//
+// Teardown: the cluster is deleted after the tests, after a failing setup, and
+// on SIGINT/SIGTERM. A test binary killed outright (a test's panic, go test's
+// -timeout) cannot clean up after itself, so each kwok cluster is named after
+// the process that made it (opkit-e2e-PID) and the next suite to start deletes
+// clusters whose process is gone.
+//
+// Use:
+//
+//	var testEnv env.Environment
+//
+//	func TestMain(m *testing.M) { harness.Main(m, &testEnv) }
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/e2e-framework/pkg/env"
+	"sigs.k8s.io/e2e-framework/pkg/envconf"
+	"sigs.k8s.io/e2e-framework/pkg/envfuncs"
+	"sigs.k8s.io/e2e-framework/support"
+	"sigs.k8s.io/e2e-framework/support/kind"
+	"sigs.k8s.io/e2e-framework/third_party/kwok"
+
+	"github.com/opkit-dev/opkit/internal/localcluster"
+)
+
+// Environment variables read by New.
+const (
+	EnvCluster  = "E2E_CLUSTER"
+	EnvProvider = "E2E_PROVIDER"
+	EnvNodes    = "E2E_NODES"
+)
+
+// ClusterPrefix starts the name of every cluster the harness creates.
+const ClusterPrefix = "opkit-e2e-"
+
+// Main builds the environment with New, stores it in *testEnv, runs the
+// tests and exits. A setup error fails the run with its message.
+func Main(m *testing.M, testEnv *env.Environment) {
+	e, err := New()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e harness:", err)
+		os.Exit(1)
+	}
+	*testEnv = e
+	os.Exit(e.Run(m))
+}
+
+// New returns an e2e-framework environment whose setup creates (or reuses) a
+// cluster as described in the package documentation.
+func New() (env.Environment, error) {
+	cfg, err := envconf.NewFromFlags()
+	if err != nil {
+		return nil, fmt.Errorf("parsing e2e flags: %w", err)
+	}
+	if os.Getenv(EnvCluster) == "existing" {
+		if cfg.KubeconfigFile() == "" {
+			cfg.WithKubeconfigFile(os.Getenv("KUBECONFIG"))
+		}
+		if cfg.KubeconfigFile() == "" {
+			return nil, fmt.Errorf("%s=existing needs --kubeconfig or $KUBECONFIG", EnvCluster)
+		}
+		return env.NewWithConfig(cfg), nil
+	}
+
+	nodes := 3
+	if s := os.Getenv(EnvNodes); s != "" {
+		if nodes, err = strconv.Atoi(s); err != nil || nodes < 1 {
+			return nil, fmt.Errorf("%s=%q: want a positive number of nodes", EnvNodes, s)
+		}
+	}
+	name := ClusterPrefix + strconv.Itoa(os.Getpid())
+
+	var provider support.E2EClusterProvider
+	var afterCreate env.Func
+	switch p := os.Getenv(EnvProvider); p {
+	case "", "kwok":
+		bin, err := localcluster.BinDir()
+		if err != nil {
+			return nil, err
+		}
+		// The kwok provider runs kwokctl with this process's environment.
+		if err := localcluster.Setenv(bin); err != nil {
+			return nil, err
+		}
+		cluster := &localcluster.Cluster{Name: name, BinDir: bin}
+		if err := deleteOrphans(bin); err != nil {
+			return nil, err
+		}
+		provider = kwok.NewProvider().WithPath(cluster.Kwokctl()).
+			WithOpts(kwok.WithWaitDuration(2 * time.Minute))
+		afterCreate = func(ctx context.Context, c *envconf.Config) (context.Context, error) {
+			return ctx, cluster.ScaleNodes(ctx, nodes)
+		}
+	case "kind":
+		provider = kind.NewProvider()
+		afterCreate = func(ctx context.Context, _ *envconf.Config) (context.Context, error) { return ctx, nil }
+	default:
+		return nil, fmt.Errorf("%s=%q: want kwok (default) or kind", EnvProvider, p)
+	}
+
+	e := env.NewWithConfig(cfg)
+	destroy := envfuncs.DestroyCluster(name)
+	stopSignals := destroyOnSignal(name, provider)
+	e.Setup(createCluster(provider, name), afterCreate)
+	e.Finish(func(ctx context.Context, c *envconf.Config) (context.Context, error) {
+		stopSignals()
+		return destroy(ctx, c)
+	})
+	return e, nil
+}
+
+// createCluster is envfuncs.CreateCluster, but a failed create still deletes
+// whatever part of the cluster was started.
+func createCluster(p support.E2EClusterProvider, name string) env.Func {
+	create := envfuncs.CreateCluster(p, name)
+	return func(ctx context.Context, cfg *envconf.Config) (context.Context, error) {
+		out, err := create(ctx, cfg)
+		if err != nil {
+			if derr := p.Destroy(context.WithoutCancel(ctx)); derr != nil {
+				err = errors.Join(err, fmt.Errorf("cleaning up after the failed create: %w", derr))
+			}
+			return ctx, fmt.Errorf("creating cluster %s: %w", name, err)
+		}
+		// Later steps find the cluster under its name; Finish deletes it.
+		return out, nil
+	}
+}
+
+// destroyOnSignal deletes the cluster and exits when the process is
+// interrupted. The returned func stops watching.
+func destroyOnSignal(name string, p support.E2EClusterProvider) func() {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case sig := <-ch:
+			fmt.Fprintf(os.Stderr, "e2e harness: %v: deleting cluster %s\n", sig, name)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := p.Destroy(ctx); err != nil {
+				fmt.Fprintln(os.Stderr, "e2e harness:", err)
+			}
+			os.Exit(1)
+		case <-done:
+		}
+	}()
+	return func() {
+		signal.Stop(ch)
+		close(done)
+	}
+}
+
+// deleteOrphans deletes kwok clusters named ClusterPrefix+PID whose process
+// no longer exists: leftovers of suites that were killed.
+func deleteOrphans(bin string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	names, err := localcluster.List(ctx, bin)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		pid, err := strconv.Atoi(strings.TrimPrefix(n, ClusterPrefix))
+		if !strings.HasPrefix(n, ClusterPrefix) || err != nil || processAlive(pid) {
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "e2e harness: deleting orphaned cluster %s\n", n)
+		c := &localcluster.Cluster{Name: n, BinDir: bin}
+		if err := c.Delete(ctx); err != nil {
+			return fmt.Errorf("deleting orphaned cluster %s: %w", n, err)
+		}
+	}
+	return nil
+}
+
+func processAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
