@@ -164,7 +164,11 @@ func streamSnapshot(ctx context.Context, store Store, snap Snapshotter, key stri
 	res := <-done
 	switch {
 	case res.err != nil && putErr != nil && errors.Is(putErr, res.err):
+		// The snapshot failed first; the store saw its error.
 		return Metadata{}, 0, "", res.err
+	case res.err != nil && putErr != nil && errors.Is(res.err, putErr):
+		// The store failed first; the snapshotter saw its error.
+		return Metadata{}, 0, "", fmt.Errorf("storing data: %w", putErr)
 	case res.err != nil && putErr != nil:
 		return Metadata{}, 0, "", fmt.Errorf("storing data: %w (%w)", putErr, res.err)
 	case res.err != nil:

@@ -146,3 +146,37 @@ func TestPutCreatesPrivateFiles(t *testing.T) {
 		t.Errorf("Get of a directory = %v, want ErrNotFound", err)
 	}
 }
+
+func TestErrors(t *testing.T) {
+	s := newStore(t)
+	storetest.MustPut(t, s, "file", []byte("x"))
+	storetest.MustPut(t, s, "dir/inner", []byte("x"))
+	cancelled, cancel := context.WithCancel(t.Context())
+	cancel()
+	for _, tc := range []struct {
+		name    string
+		run     func() error
+		wantErr string
+	}{
+		{"put below a file", func() error { _, err := s.Put(t.Context(), "file/sub", strings.NewReader("x")); return err }, "not a directory"},
+		{"put over a directory", func() error { _, err := s.Put(t.Context(), "dir", strings.NewReader("x")); return err }, "rename"},
+		{"put cancelled", func() error { _, err := s.Put(cancelled, "k", strings.NewReader("x")); return err }, "context canceled"},
+		{"get cancelled", func() error { _, err := s.Get(cancelled, "file"); return err }, "context canceled"},
+		{"list cancelled", func() error { _, err := s.List(cancelled, ""); return err }, "context canceled"},
+		{"delete cancelled", func() error { return s.Delete(cancelled, "file") }, "context canceled"},
+		{"delete a non-empty directory", func() error { return s.Delete(t.Context(), "dir") }, "directory not empty"},
+		{"get below a file", func() error { _, err := s.Get(t.Context(), "file/sub"); return err }, "not a directory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.run()
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("error = %v, want it to contain %q", err, tc.wantErr)
+			}
+		})
+	}
+	// Failed Puts leave no temporary files behind.
+	n, err := s.CleanIncomplete(t.Context(), "", time.Now().Add(time.Hour))
+	if err != nil || n != 0 {
+		t.Errorf("CleanIncomplete after failed Puts = %d, %v; want 0 leftovers", n, err)
+	}
+}

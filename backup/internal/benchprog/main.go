@@ -1,0 +1,410 @@
+// Command benchprog measures backup throughput and peak memory: it backs up a
+// synthetic snapshot (generated in memory, never read from disk) to the
+// filesystem store and to the S3 store (a versitygw started on loopback), and
+// compares the throughput with a plain io.Copy of the same generator into a
+// file. Every measurement runs in its own child process so that its peak RSS
+// (VmHWM from /proc/self/status) is its own.
+//
+//	go run ./backup/internal/benchprog -size 1GiB
+//
+// prints a Markdown table (committed in docs/benchmarks/backup.md).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/opkit-dev/opkit/backup"
+	"github.com/opkit-dev/opkit/backup/fsstore"
+	"github.com/opkit-dev/opkit/backup/s3"
+)
+
+const (
+	accessKey = "opkit-bench"
+	secretKey = "opkit-bench-secret-0123456789"
+	bucket    = "opkit-bench"
+	blockSize = 1 << 20
+)
+
+type result struct {
+	Mode    string  `json:"mode"`
+	Bytes   int64   `json:"bytes"`
+	Seconds float64 `json:"seconds"`
+	HWMKiB  int64   `json:"vmhwmKiB"`
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "benchprog:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	sizeFlag := flag.String("size", "1GiB", "snapshot size (bytes, or with KiB/MiB/GiB suffix)")
+	dirFlag := flag.String("dir", "", "scratch directory (default: a new directory in $TMPDIR)")
+	count := flag.Int("count", 1, "runs per mode; the median is reported")
+	modes := flag.String("modes", "copy,copy+fsync,fsstore,s3", "comma-separated modes")
+	child := flag.String("child", "", "internal: run one measurement in this process")
+	endpoint := flag.String("endpoint", "", "internal: S3 endpoint for -child s3")
+	flag.Parse()
+
+	size, err := parseSize(*sizeFlag)
+	if err != nil {
+		return err
+	}
+	if *child != "" {
+		return measure(*child, size, *dirFlag, *endpoint)
+	}
+
+	dir := *dirFlag
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "opkit-benchprog-"); err != nil {
+			return err
+		}
+		defer func() { _ = os.RemoveAll(dir) }()
+	}
+	var ep string
+	if slices.Contains(strings.Split(*modes, ","), "s3") {
+		stop, e, err := startVersitygw(dir)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		ep = e
+	}
+
+	results := map[string][]result{}
+	order := strings.Split(*modes, ",")
+	for i := 0; i < *count; i++ {
+		for _, mode := range order {
+			r, err := runChild(mode, *sizeFlag, dir, ep)
+			if err != nil {
+				return fmt.Errorf("mode %s: %w", mode, err)
+			}
+			results[mode] = append(results[mode], r)
+			fmt.Fprintf(os.Stderr, "%-11s %6.2fs %8.1f MiB/s  peak RSS %6.1f MiB\n", mode, r.Seconds, mibps(r), float64(r.HWMKiB)/1024)
+		}
+	}
+	report(order, results, size, *count)
+	return nil
+}
+
+func mibps(r result) float64 { return float64(r.Bytes) / (1 << 20) / r.Seconds }
+
+func median(rs []result) result {
+	s := slices.Clone(rs)
+	slices.SortFunc(s, func(a, b result) int {
+		if a.Seconds < b.Seconds {
+			return -1
+		}
+		if a.Seconds > b.Seconds {
+			return 1
+		}
+		return 0
+	})
+	return s[len(s)/2]
+}
+
+func report(order []string, results map[string][]result, size int64, count int) {
+	base := map[string]float64{}
+	for _, b := range []string{"copy", "copy+fsync"} {
+		if rs, ok := results[b]; ok {
+			base[b] = mibps(median(rs))
+		}
+	}
+	fmt.Printf("Snapshot size %s, median of %d run(s), %s/%s, %d CPUs, %s.\n\n", formatSize(size), count, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())
+	fmt.Println("| mode | MiB/s | vs plain io.Copy | vs io.Copy + fsync | peak RSS (VmHWM) |")
+	fmt.Println("|---|---:|---:|---:|---:|")
+	for _, mode := range order {
+		r := median(results[mode])
+		ratio := func(b string) string {
+			if v, ok := base[b]; ok {
+				return fmt.Sprintf("%.2fx", mibps(r)/v)
+			}
+			return "-"
+		}
+		fmt.Printf("| %s | %.0f | %s | %s | %.1f MiB |\n", mode, mibps(r), ratio("copy"), ratio("copy+fsync"), float64(r.HWMKiB)/1024)
+	}
+}
+
+func runChild(mode, size, dir, endpoint string) (result, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return result{}, err
+	}
+	cmd := exec.Command(self, "-child", mode, "-size", size, "-dir", dir, "-endpoint", endpoint)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return result{}, err
+	}
+	var r result
+	if err := json.Unmarshal(out, &r); err != nil {
+		return result{}, fmt.Errorf("child output %q: %w", out, err)
+	}
+	return r, nil
+}
+
+// measure runs one mode in this process and prints a JSON result.
+func measure(mode string, size int64, dir, endpoint string) error {
+	ctx := context.Background()
+	var n int64
+	start := time.Now()
+	switch mode {
+	case "copy", "copy+fsync":
+		f, err := os.Create(filepath.Join(dir, "plain.data"))
+		if err != nil {
+			return err
+		}
+		if n, err = io.Copy(f, newGenerator(size)); err != nil {
+			return err
+		}
+		if mode == "copy+fsync" {
+			if err := f.Sync(); err != nil {
+				return err
+			}
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+		defer func() { _ = os.Remove(f.Name()) }()
+	case "fsstore", "s3":
+		var store backup.Store
+		if mode == "fsstore" {
+			root := filepath.Join(dir, "fsstore")
+			if err := os.MkdirAll(root, 0o750); err != nil {
+				return err
+			}
+			s, err := fsstore.New(root)
+			if err != nil {
+				return err
+			}
+			store = s
+			defer func() { _ = os.RemoveAll(root) }()
+		} else {
+			s, err := s3.New(s3.Config{Endpoint: endpoint, Bucket: bucket, AccessKeyID: accessKey, SecretAccessKey: secretKey, Region: "us-east-1", PathStyle: true})
+			if err != nil {
+				return err
+			}
+			store = s
+		}
+		m, err := backup.Backup(ctx, store, backup.SnapshotterFunc(func(ctx context.Context, w io.Writer) (backup.Metadata, error) {
+			_, err := newGenerator(size).WriteTo(w)
+			return backup.Metadata{Engine: "synthetic"}, err
+		}))
+		if err != nil {
+			return err
+		}
+		n = m.Size
+		defer func() {
+			_ = store.Delete(ctx, backup.ManifestKeyFor(m.ID))
+			_ = store.Delete(ctx, m.DataKey)
+		}()
+	default:
+		return fmt.Errorf("unknown mode %q", mode)
+	}
+	elapsed := time.Since(start)
+	if n != size {
+		return fmt.Errorf("wrote %d bytes, want %d", n, size)
+	}
+	hwm, err := vmHWM()
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(os.Stdout).Encode(result{Mode: mode, Bytes: n, Seconds: elapsed.Seconds(), HWMKiB: hwm})
+}
+
+// generator yields size pseudo-random-looking bytes from one 1 MiB block
+// whose first 8 bytes are stamped with a counter, so no two blocks are equal.
+type generator struct {
+	remaining int64
+	block     []byte
+	off       int
+	seq       uint64
+}
+
+func newGenerator(size int64) *generator {
+	b := make([]byte, blockSize)
+	x := uint64(0x9e3779b97f4a7c15)
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		b[i] = byte(x)
+	}
+	return &generator{remaining: size, block: b, off: blockSize}
+}
+
+func (g *generator) next() {
+	g.seq++
+	for i := range 8 {
+		g.block[i] = byte(g.seq >> (8 * i))
+	}
+	g.off = 0
+}
+
+func (g *generator) Read(p []byte) (int, error) {
+	if g.remaining == 0 {
+		return 0, io.EOF
+	}
+	if g.off == blockSize {
+		g.next()
+	}
+	n := copy(p, g.block[g.off:min(blockSize, g.off+int(min(int64(blockSize), g.remaining)))])
+	g.off += n
+	g.remaining -= int64(n)
+	return n, nil
+}
+
+// WriteTo writes whole blocks to w without an intermediate copy.
+func (g *generator) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	for g.remaining > 0 {
+		g.next()
+		chunk := g.block[:min(int64(blockSize), g.remaining)]
+		n, err := w.Write(chunk)
+		total += int64(n)
+		g.remaining -= int64(n)
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+func vmHWM() (int64, error) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			return strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+		}
+	}
+	return 0, errors.New("VmHWM not found in /proc/self/status")
+}
+
+func parseSize(s string) (int64, error) {
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		m      int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if v, ok := strings.CutSuffix(s, u.suffix); ok {
+			s, mult = v, u.m
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("-size %q: want a positive number with an optional KiB/MiB/GiB suffix", s)
+	}
+	return n * mult, nil
+}
+
+func formatSize(n int64) string {
+	switch {
+	case n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// startVersitygw starts versitygw on a free loopback port with a fresh
+// bucket and returns a function that stops it.
+func startVersitygw(dir string) (stop func(), endpoint string, err error) {
+	bin, err := findBin("versitygw")
+	if err != nil {
+		return nil, "", err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", err
+	}
+	host := l.Addr().String()
+	_ = l.Close()
+	data := filepath.Join(dir, "versitygw")
+	if err := os.MkdirAll(data, 0o750); err != nil {
+		return nil, "", err
+	}
+	cmd := exec.Command(bin, "--port", host, "posix", data)
+	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+accessKey, "ROOT_SECRET_KEY="+secretKey)
+	if err := cmd.Start(); err != nil {
+		return nil, "", err
+	}
+	stop = func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}
+	client, err := minio.New(host, &minio.Options{Creds: credentials.NewStaticV4(accessKey, secretKey, ""), BucketLookup: minio.BucketLookupPath, Region: "us-east-1", MaxRetries: 1})
+	if err != nil {
+		stop()
+		return nil, "", err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		err = client.MakeBucket(ctx, bucket, minio.MakeBucketOptions{})
+		cancel()
+		if err == nil {
+			return stop, "http://" + host, nil
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return nil, "", fmt.Errorf("versitygw at %s: %w", host, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// findBin returns $OPKIT_BIN/name or <module root>/bin/name.
+func findBin(name string) (string, error) {
+	dir := os.Getenv("OPKIT_BIN")
+	if dir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return "", err
+		}
+		for d := wd; ; d = filepath.Dir(d) {
+			if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+				dir = filepath.Join(d, "bin")
+				break
+			}
+			if filepath.Dir(d) == d {
+				return "", errors.New("go.mod not found above the working directory; set OPKIT_BIN")
+			}
+		}
+	}
+	p := filepath.Join(dir, name)
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("%s not found (%v): run `make %s`", p, err, name)
+	}
+	return p, nil
+}
