@@ -32,6 +32,7 @@ import (
 
 	"github.com/opkit-dev/opkit/backup"
 	"github.com/opkit-dev/opkit/backup/fsstore"
+	"github.com/opkit-dev/opkit/backup/internal/storetest"
 	"github.com/opkit-dev/opkit/backup/s3"
 )
 
@@ -39,7 +40,6 @@ const (
 	accessKey = "opkit-bench"
 	secretKey = "opkit-bench-secret-0123456789"
 	bucket    = "opkit-bench"
-	blockSize = 1 << 20
 )
 
 type result struct {
@@ -173,7 +173,7 @@ func measure(mode string, size int64, dir, endpoint string) error {
 		if err != nil {
 			return err
 		}
-		if n, err = io.Copy(f, newGenerator(size)); err != nil {
+		if n, err = io.Copy(f, storetest.NewGenerator(size)); err != nil {
 			return err
 		}
 		if mode == "copy+fsync" {
@@ -206,7 +206,7 @@ func measure(mode string, size int64, dir, endpoint string) error {
 			store = s
 		}
 		m, err := backup.Backup(ctx, store, backup.SnapshotterFunc(func(ctx context.Context, w io.Writer) (backup.Metadata, error) {
-			_, err := newGenerator(size).WriteTo(w)
+			_, err := storetest.NewGenerator(size).WriteTo(w)
 			return backup.Metadata{Engine: "synthetic"}, err
 		}))
 		if err != nil {
@@ -229,64 +229,6 @@ func measure(mode string, size int64, dir, endpoint string) error {
 		return err
 	}
 	return json.NewEncoder(os.Stdout).Encode(result{Mode: mode, Bytes: n, Seconds: elapsed.Seconds(), HWMKiB: hwm})
-}
-
-// generator yields size pseudo-random-looking bytes from one 1 MiB block
-// whose first 8 bytes are stamped with a counter, so no two blocks are equal.
-type generator struct {
-	remaining int64
-	block     []byte
-	off       int
-	seq       uint64
-}
-
-func newGenerator(size int64) *generator {
-	b := make([]byte, blockSize)
-	x := uint64(0x9e3779b97f4a7c15)
-	for i := range b {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		b[i] = byte(x)
-	}
-	return &generator{remaining: size, block: b, off: blockSize}
-}
-
-func (g *generator) next() {
-	g.seq++
-	for i := range 8 {
-		g.block[i] = byte(g.seq >> (8 * i))
-	}
-	g.off = 0
-}
-
-func (g *generator) Read(p []byte) (int, error) {
-	if g.remaining == 0 {
-		return 0, io.EOF
-	}
-	if g.off == blockSize {
-		g.next()
-	}
-	n := copy(p, g.block[g.off:min(blockSize, g.off+int(min(int64(blockSize), g.remaining)))])
-	g.off += n
-	g.remaining -= int64(n)
-	return n, nil
-}
-
-// WriteTo writes whole blocks to w without an intermediate copy.
-func (g *generator) WriteTo(w io.Writer) (int64, error) {
-	var total int64
-	for g.remaining > 0 {
-		g.next()
-		chunk := g.block[:min(int64(blockSize), g.remaining)]
-		n, err := w.Write(chunk)
-		total += int64(n)
-		g.remaining -= int64(n)
-		if err != nil {
-			return total, err
-		}
-	}
-	return total, nil
 }
 
 func vmHWM() (int64, error) {
