@@ -1,0 +1,257 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/opkit-dev/opkit/ownership"
+)
+
+// Operation tells what EnsureChild or DeleteChild did.
+type Operation string
+
+// The operations of EnsureChild and DeleteChild.
+const (
+	OperationNone    Operation = "unchanged"
+	OperationCreated Operation = "created"
+	OperationUpdated Operation = "updated"
+	OperationDeleted Operation = "deleted"
+)
+
+// Children writes the children of a reconciled object: the objects it
+// creates and owns by controller reference.
+//
+// # How it decides whether to write
+//
+// EnsureChild reads the child through the client (the manager's cache) and
+// writes only when the live object does not already carry every field the
+// desired object sets. The comparison is apimachinery's
+// equality.Semantic.DeepDerivative: nil pointers, nil or empty maps and
+// slices, and empty strings in the desired object mean "not mine, don't
+// care", so fields the API server defaults (imagePullPolicy,
+// terminationMessagePath, a Service's clusterIP, ...) never cause a write;
+// maps such as labels are compared as subsets. A steady-state pass therefore
+// sends no request.
+//
+// When a write is needed it is a server-side apply with the field owner and
+// forced ownership: the server merges our fields into the live object and
+// keeps everything owned by others (defaults, other controllers, kubectl
+// label). Fields we set before and no longer set are removed by the server,
+// because our field manager owned them.
+//
+// Trade-offs and footguns:
+//   - A non-pointer number or bool in the desired object is always compared,
+//     even when zero. Set such fields explicitly when the server defaults
+//     them (for example a Service port's targetPort), or the child is
+//     re-applied on every pass.
+//   - A label or annotation dropped from the desired object is not noticed
+//     by the comparison (subset semantics); it is removed at the next write
+//     of that child.
+//   - The child type must be served from the cache: declare it with
+//     WithOwns (SetupWithManager) or Owns, or every read lists from the
+//     cluster.
+type Children struct {
+	client     client.Client
+	scheme     *runtime.Scheme
+	fieldOwner string
+}
+
+// NewChildren returns a Children writing through c (the manager's client)
+// as fieldOwner. Use the same field owner as the Reconciler (WithFieldOwner,
+// default "opkit-<kind>").
+func NewChildren(c client.Client, scheme *runtime.Scheme, fieldOwner string) (*Children, error) {
+	if c == nil || scheme == nil {
+		return nil, errors.New("reconcile.NewChildren: client and scheme are required")
+	}
+	if fieldOwner == "" {
+		return nil, errors.New("reconcile.NewChildren: fieldOwner must not be empty")
+	}
+	return &Children{client: c, scheme: scheme, fieldOwner: fieldOwner}, nil
+}
+
+// EnsureChild makes the child described by desired exist, be controlled by
+// owner, and carry every field desired sets. desired must have a name (and
+// the owner's namespace, if namespaced) and be of a type registered in the
+// scheme. On return desired holds the live object (after a write, the
+// server's response; otherwise the cached object).
+//
+// It refuses, with *ownership.AlreadyControlledError, to touch a child that
+// another controller controls. An existing child without a controller is
+// adopted.
+func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object) (Operation, error) {
+	if desired.GetName() == "" {
+		return OperationNone, fmt.Errorf("EnsureChild: desired %T has no metadata.name", desired)
+	}
+	if err := ownership.SetControllerReference(owner, desired, c.scheme); err != nil {
+		return OperationNone, fmt.Errorf("EnsureChild %s: %w", desired.GetName(), err)
+	}
+	gvk, err := apiutil.GVKForObject(desired, c.scheme)
+	if err != nil {
+		return OperationNone, fmt.Errorf("EnsureChild %s: %w", desired.GetName(), err)
+	}
+
+	current, ok := desired.DeepCopyObject().(client.Object)
+	if !ok {
+		return OperationNone, fmt.Errorf("EnsureChild: %T is not a client.Object", desired)
+	}
+	op := OperationCreated
+	switch err := c.client.Get(ctx, client.ObjectKeyFromObject(desired), current); {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return OperationNone, fmt.Errorf("reading %s %s: %w", gvk.Kind, desired.GetName(), err)
+	default:
+		if ctl := metav1.GetControllerOf(current); ctl != nil && ctl.UID != owner.GetUID() {
+			return OperationNone, &ownership.AlreadyControlledError{Object: current, Owner: *ctl}
+		}
+		if ownership.IsControlledBy(current, owner) && matches(desired, current) {
+			return OperationNone, copyInto(current, desired)
+		}
+		op = OperationUpdated
+	}
+
+	u, err := applyContent(desired, gvk.GroupVersion().String(), gvk.Kind)
+	if err != nil {
+		return OperationNone, err
+	}
+	if err := c.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
+		client.FieldOwner(c.fieldOwner), client.ForceOwnership); err != nil {
+		return OperationNone, fmt.Errorf("applying %s %s: %w", gvk.Kind, desired.GetName(), err)
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, desired); err != nil {
+		return op, fmt.Errorf("reading applied %s %s: %w", gvk.Kind, desired.GetName(), err)
+	}
+	return op, nil
+}
+
+// DeleteChild deletes obj (identified by its name and namespace) if it exists
+// and owner controls it. It reads through the cache first, so deleting a child
+// that is already gone sends no request. A child controlled by another
+// object is left alone and reported with *ownership.AlreadyControlledError.
+func (c *Children) DeleteChild(ctx context.Context, owner, obj client.Object) (Operation, error) {
+	if err := c.client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return OperationNone, nil
+		}
+		return OperationNone, fmt.Errorf("reading %s: %w", obj.GetName(), err)
+	}
+	if !obj.GetDeletionTimestamp().IsZero() {
+		return OperationNone, nil
+	}
+	if !ownership.IsControlledBy(obj, owner) {
+		if ctl := metav1.GetControllerOf(obj); ctl != nil {
+			return OperationNone, &ownership.AlreadyControlledError{Object: obj, Owner: *ctl}
+		}
+		return OperationNone, fmt.Errorf("DeleteChild: %s is not controlled by %s; refusing to delete it", obj.GetName(), owner.GetName())
+	}
+	uid := obj.GetUID()
+	err := c.client.Delete(ctx, obj, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	if err != nil && !apierrors.IsNotFound(err) {
+		return OperationNone, fmt.Errorf("deleting %s: %w", obj.GetName(), err)
+	}
+	return OperationDeleted, nil
+}
+
+// matches reports whether current carries every field desired sets.
+// Metadata is compared for labels and annotations only (owner references
+// are checked by the caller), and status not at all.
+func matches(desired, current client.Object) bool {
+	if !equality.Semantic.DeepDerivative(desired.GetLabels(), current.GetLabels()) ||
+		!equality.Semantic.DeepDerivative(desired.GetAnnotations(), current.GetAnnotations()) {
+		return false
+	}
+	if du, ok := desired.(*unstructured.Unstructured); ok {
+		cu, ok := current.(*unstructured.Unstructured)
+		if !ok {
+			return false
+		}
+		return equality.Semantic.DeepDerivative(bodyOf(du.Object), bodyOf(cu.Object))
+	}
+	// Typed objects: DeepDerivative's "unset" rules (nil pointers, empty
+	// strings) need the Go types, so compare copies without metadata and
+	// status.
+	dt, ct := reflect.ValueOf(desired.DeepCopyObject()), reflect.ValueOf(current.DeepCopyObject())
+	if dt.Kind() != reflect.Pointer || ct.Kind() != reflect.Pointer || dt.Type() != ct.Type() {
+		return false
+	}
+	for _, v := range []reflect.Value{dt.Elem(), ct.Elem()} {
+		for _, name := range []string{"ObjectMeta", "TypeMeta", "Status"} {
+			if f := v.FieldByName(name); f.IsValid() && f.CanSet() {
+				f.Set(reflect.Zero(f.Type()))
+			}
+		}
+	}
+	return equality.Semantic.DeepDerivative(dt.Interface(), ct.Interface())
+}
+
+// bodyOf returns unstructured content without metadata, status and type
+// fields.
+func bodyOf(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		switch k {
+		case "metadata", "status", "apiVersion", "kind":
+		default:
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// applyContent converts desired into the unstructured content of an apply
+// request: no status, no server-set metadata, no nulls.
+func applyContent(desired client.Object, apiVersion, kind string) (*unstructured.Unstructured, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(desired)
+	if err != nil {
+		return nil, fmt.Errorf("converting %s: %w", desired.GetName(), err)
+	}
+	delete(m, "status")
+	if meta, ok := m["metadata"].(map[string]any); ok {
+		for _, k := range []string{"creationTimestamp", "resourceVersion", "uid", "generation", "managedFields", "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds"} {
+			delete(meta, k)
+		}
+	}
+	pruneNulls(m)
+	u := &unstructured.Unstructured{Object: m}
+	u.SetAPIVersion(apiVersion)
+	u.SetKind(kind)
+	return u, nil
+}
+
+// pruneNulls removes null values, which typed structs produce for unset
+// times (creationTimestamp: null) and which apply would otherwise claim.
+func pruneNulls(v any) {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, e := range t {
+			if e == nil {
+				delete(t, k)
+				continue
+			}
+			pruneNulls(e)
+		}
+	case []any:
+		for _, e := range t {
+			pruneNulls(e)
+		}
+	}
+}
+
+// copyInto makes dst a copy of src, which must be of the same type.
+func copyInto(src, dst client.Object) error {
+	sv, dv := reflect.ValueOf(src), reflect.ValueOf(dst)
+	if sv.Type() != dv.Type() || sv.Kind() != reflect.Pointer {
+		return fmt.Errorf("copying %T into %T: types differ", src, dst)
+	}
+	dv.Elem().Set(sv.Elem())
+	return nil
+}

@@ -1,0 +1,126 @@
+package reconcile
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/opkit-dev/opkit/statusutil"
+)
+
+// Option configures New and SetupWithManager.
+type Option func(*options)
+
+type options struct {
+	name       string
+	finalizer  string
+	fieldOwner string
+	recorder   events.EventRecorder
+	summary    []statusutil.SummaryOption
+
+	// SetupWithManager only.
+	owns          []client.Object
+	predicates    []predicate.Predicate
+	maxConcurrent int
+	skipNameCheck bool
+}
+
+func defaultOptions(gvk schema.GroupVersionKind) options {
+	kind := strings.ToLower(gvk.Kind)
+	group := gvk.Group
+	if group == "" {
+		group = "core"
+	}
+	return options{
+		name:       kind,
+		finalizer:  group + "/" + kind + "-cleanup",
+		fieldOwner: "opkit-" + kind,
+	}
+}
+
+func (o *options) validate() error {
+	var errs []error
+	if o.name == "" {
+		errs = append(errs, errors.New("WithName: the controller name must not be empty"))
+	}
+	if msgs := validation.IsQualifiedName(o.finalizer); len(msgs) > 0 || !strings.Contains(o.finalizer, "/") {
+		errs = append(errs, fmt.Errorf("WithFinalizer(%q): a finalizer must be a domain-qualified name such as example.com/cleanup: %s", o.finalizer, strings.Join(msgs, "; ")))
+	}
+	if o.fieldOwner == "" || len(o.fieldOwner) > 128 {
+		errs = append(errs, fmt.Errorf("WithFieldOwner(%q): the field owner must be 1 to 128 characters", o.fieldOwner))
+	}
+	if o.maxConcurrent < 0 {
+		errs = append(errs, fmt.Errorf("WithMaxConcurrentReconciles(%d): must be 0 (the default) or more", o.maxConcurrent))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("reconcile: invalid options: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// WithName sets the controller name, used in metrics labels, as the events'
+// reporting controller, and by SetupWithManager as the controller's name.
+// The default is the kind in lower case.
+func WithName(name string) Option { return func(o *options) { o.name = name } }
+
+// WithFinalizer sets the finalizer added when the hooks implement Finalizer.
+// The default is "<group>/<kind>-cleanup".
+//
+// Footgun: renaming the finalizer of a released operator strands objects
+// that carry the old name; remove the old one in Finalize first.
+func WithFinalizer(name string) Option { return func(o *options) { o.finalizer = name } }
+
+// WithFieldOwner sets the server-side-apply field manager for status and
+// children writes. The default is "opkit-<kind>".
+//
+// Footgun: changing it leaves the old manager owning fields, which it then
+// never removes.
+func WithFieldOwner(name string) Option { return func(o *options) { o.fieldOwner = name } }
+
+// WithEventRecorder sets the events.k8s.io recorder. SetupWithManager uses
+// the manager's recorder by default; New records no events without it.
+func WithEventRecorder(r events.EventRecorder) Option {
+	return func(o *options) { o.recorder = r }
+}
+
+// WithConditions names the positive-polarity conditions (True is good, e.g.
+// Available) that the hooks set and that Ready summarises.
+func WithConditions(types ...string) Option {
+	return func(o *options) { o.summary = append(o.summary, statusutil.WithConditions(types...)) }
+}
+
+// WithNegativePolarityConditions names the abnormal-true conditions (True is
+// bad, e.g. Degraded) that the hooks set and that Ready summarises.
+func WithNegativePolarityConditions(types ...string) Option {
+	return func(o *options) {
+		o.summary = append(o.summary, statusutil.WithNegativePolarityConditions(types...))
+	}
+}
+
+// WithOwns makes SetupWithManager watch these child types and reconcile
+// their controller when they change.
+func WithOwns(objs ...client.Object) Option {
+	return func(o *options) { o.owns = append(o.owns, objs...) }
+}
+
+// WithPredicates replaces SetupWithManager's default predicates for the
+// reconciled kind (see SetupWithManager).
+func WithPredicates(ps ...predicate.Predicate) Option {
+	return func(o *options) { o.predicates = append(o.predicates, ps...) }
+}
+
+// WithMaxConcurrentReconciles sets how many objects SetupWithManager's
+// controller reconciles at once (default 1; different objects only, the
+// work queue never runs one object twice at the same time).
+func WithMaxConcurrentReconciles(n int) Option { return func(o *options) { o.maxConcurrent = n } }
+
+// WithSkipNameValidation lets several controllers with the same name be set
+// up in one process, which controller-runtime refuses by default. Meant for
+// tests.
+func WithSkipNameValidation() Option { return func(o *options) { o.skipNameCheck = true } }

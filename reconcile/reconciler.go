@@ -1,0 +1,351 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	"github.com/opkit-dev/opkit/ownership"
+	"github.com/opkit-dev/opkit/statusutil"
+)
+
+// Object is what a Reconciler manages: a Kubernetes object whose status has
+// conditions and an observedGeneration. A CRD type satisfies it with four
+// one-line methods (see the package example).
+type Object interface {
+	client.Object
+	statusutil.Setter
+	statusutil.ObservedGenerationSetter
+}
+
+// Hooks is the domain logic of one kind. Reconcile drives the world toward
+// obj's spec and records what it saw in obj's status, in memory only: the
+// Reconciler writes the status afterwards, once, and only if it changed.
+//
+// Reconcile must not write obj itself (no Update, Patch or Status().Update of
+// obj): such a write races the Reconciler's own and wastes a request. Writing
+// children is what it is for.
+type Hooks[T Object] interface {
+	Reconcile(ctx context.Context, obj T) Result
+}
+
+// Finalizer is implemented by Hooks that must clean up before their object is
+// deleted. When the hooks implement it, the Reconciler adds its finalizer to
+// every live object and calls Finalize once the object is being deleted; the
+// finalizer is removed when Finalize returns Done (or RequeueAfter).
+//
+// Finalize must be idempotent: after a failure, or a crash after it succeeded
+// but before the finalizer was removed, it runs again. Children that carry a
+// controller reference are deleted by the garbage collector and need no
+// Finalize; use it for things outside the cluster or not owned by reference.
+type Finalizer[T Object] interface {
+	Finalize(ctx context.Context, obj T) Result
+}
+
+// Defaulter is implemented by Hooks that fill in defaults before Validate and
+// Reconcile. Defaults are applied to the in-memory copy for this pass only,
+// never written back to the spec (the spec belongs to the user); use CRD
+// defaults or a webhook for defaults that should be visible.
+type Defaulter[T Object] interface {
+	Default(ctx context.Context, obj T)
+}
+
+// Validator is implemented by Hooks with semantic checks that the CRD schema
+// and CEL rules cannot express. A non-empty list stalls the object:
+// Stalled=True with reason InvalidSpec and a message naming each field, no
+// retries, and Reconcile is not called. The next spec change is validated
+// afresh.
+type Validator[T Object] interface {
+	Validate(ctx context.Context, obj T) field.ErrorList
+}
+
+// Condition reasons set by the Reconciler.
+const (
+	ReasonInvalidSpec     = "InvalidSpec"
+	ReasonReconcileFailed = "ReconcileFailed"
+	ReasonRetrying        = "RetryingAfterError"
+	ReasonFinalizing      = "Finalizing"
+)
+
+// Reconciler runs the whole lifecycle of one kind: fetch, deletion and
+// finalizer flow, the author's hooks, conditions derived from the outcome, and
+// a single status write per pass. It implements controller-runtime's
+// reconcile.Reconciler; build one with New or SetupWithManager.
+type Reconciler[T Object] struct {
+	client   client.Client
+	hooks    Hooks[T]
+	gvk      schema.GroupVersionKind
+	newObj   func() T
+	opts     options
+	recorder events.EventRecorder
+	metrics  *metrics
+}
+
+var _ crreconcile.Reconciler = &Reconciler[Object]{}
+
+// New returns a Reconciler for T, the pointer type of a registered kind (e.g.
+// *v1alpha1.Memcached). c should be the manager's client: reads come from its
+// cache, so a steady-state pass sends no request at all.
+func New[T Object](c client.Client, scheme *runtime.Scheme, hooks Hooks[T], opts ...Option) (*Reconciler[T], error) {
+	return build(c, scheme, hooks, nil, opts)
+}
+
+// build is New with a source of the default event recorder, called with the
+// controller name once the options are resolved.
+func build[T Object](c client.Client, scheme *runtime.Scheme, hooks Hooks[T], defaultRecorder func(name string) recorder.EventRecorder, opts []Option) (*Reconciler[T], error) {
+	if c == nil || scheme == nil || hooks == nil {
+		return nil, errors.New("reconcile.New: client, scheme and hooks are required")
+	}
+	newObj, err := constructor[T]()
+	if err != nil {
+		return nil, err
+	}
+	gvk, err := apiutil.GVKForObject(newObj(), scheme)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile.New: %w (register the type with the scheme)", err)
+	}
+	o := defaultOptions(gvk)
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	m, err := metricsFor(o.name)
+	if err != nil {
+		return nil, err
+	}
+	var rec events.EventRecorder = discardRecorder{}
+	switch {
+	case o.recorder != nil:
+		rec = o.recorder
+	case defaultRecorder != nil:
+		rec = defaultRecorder(o.name)
+	}
+	return &Reconciler[T]{client: c, hooks: hooks, gvk: gvk, newObj: newObj, opts: o, recorder: rec, metrics: m}, nil
+}
+
+// constructor returns a func allocating a new T, which must be a pointer to a
+// struct (the usual *MyKind).
+func constructor[T Object]() (func() T, error) {
+	t := reflect.TypeFor[T]()
+	if t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
+		return nil, fmt.Errorf("reconcile.New: type parameter %v must be a pointer to a struct, such as *v1.MyKind", t)
+	}
+	elem := t.Elem()
+	return func() T { return reflect.New(elem).Interface().(T) }, nil
+}
+
+// Name returns the controller name used for metrics, events and the field
+// owner.
+func (r *Reconciler[T]) Name() string { return r.opts.name }
+
+// FinalizerName returns the finalizer the Reconciler adds when the hooks
+// implement Finalizer.
+func (r *Reconciler[T]) FinalizerName() string { return r.opts.finalizer }
+
+// Reconcile runs one pass for the object named by req. It implements
+// controller-runtime's reconcile.Reconciler.
+func (r *Reconciler[T]) Reconcile(ctx context.Context, req crreconcile.Request) (ctrl.Result, error) {
+	obj := r.newObj()
+	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			// Deleted and finalized: nothing left to do, and nothing wrong.
+			r.metrics.outcome("not_found")
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("getting %s %s: %w", r.gvk.Kind, req.NamespacedName, err)
+	}
+	before := obj.DeepCopyObject().(T)
+
+	if !obj.GetDeletionTimestamp().IsZero() {
+		return r.finalize(ctx, before, obj)
+	}
+
+	if _, ok := r.hooks.(Finalizer[T]); ok {
+		if _, err := ownership.EnsureFinalizer(ctx, r.client, obj, r.opts.finalizer); err != nil {
+			switch {
+			case apierrors.IsNotFound(err):
+				r.metrics.outcome("not_found")
+				return ctrl.Result{}, nil
+			case errors.Is(err, ownership.ErrBeingDeleted):
+				// Deleted since we read it; the deletion event brings us back.
+				return ctrl.Result{}, nil
+			}
+			return ctrl.Result{}, fmt.Errorf("adding finalizer %s: %w", r.opts.finalizer, err)
+		}
+	}
+
+	res := r.run(ctx, obj)
+	r.setConditions(obj, res)
+	return r.finish(ctx, before, obj, res)
+}
+
+// run calls the author's hooks: Default, Validate, Reconcile.
+func (r *Reconciler[T]) run(ctx context.Context, obj T) Result {
+	if d, ok := r.hooks.(Defaulter[T]); ok {
+		d.Default(ctx, obj)
+	}
+	if v, ok := r.hooks.(Validator[T]); ok {
+		if errs := v.Validate(ctx, obj); len(errs) > 0 {
+			return Result{kind: KindTerminal, reason: ReasonInvalidSpec, err: errs.ToAggregate(), invalid: true}
+		}
+	}
+	return r.hooks.Reconcile(ctx, obj)
+}
+
+// finalize runs the deletion flow: Finalize while our finalizer is present,
+// then remove it.
+func (r *Reconciler[T]) finalize(ctx context.Context, before, obj T) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(obj, r.opts.finalizer) {
+		// Not ours to hold up (or already released): the API server and the
+		// garbage collector finish the deletion.
+		return ctrl.Result{}, nil
+	}
+	res := Done()
+	if f, ok := r.hooks.(Finalizer[T]); ok {
+		res = f.Finalize(ctx, obj)
+	}
+	if !res.succeeded() {
+		// Say why deletion is held up, once, then retry or wait.
+		r.setFinalizingConditions(obj, res)
+		return r.finish(ctx, before, obj, res)
+	}
+	if _, err := ownership.RemoveFinalizer(ctx, r.client, obj, r.opts.finalizer); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.metrics.outcome("finalized")
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("removing finalizer %s: %w", r.opts.finalizer, err)
+	}
+	r.metrics.outcome("finalized")
+	return ctrl.Result{}, nil
+}
+
+// setConditions derives Ready, Reconciling and Stalled from the outcome of a
+// normal pass, and observedGeneration when the pass acted on this
+// generation.
+func (r *Reconciler[T]) setConditions(obj T, res Result) {
+	switch res.kind {
+	case KindDone, KindRequeueAfter:
+		statusutil.ClearReconciling(obj)
+		statusutil.ClearStalled(obj)
+	case KindWaiting:
+		statusutil.MarkReconciling(obj, res.reason, res.message)
+	case KindRetry:
+		statusutil.MarkReconciling(obj, ReasonRetrying, res.Message())
+	case KindTerminal:
+		statusutil.MarkStalled(obj, res.reason, res.Message())
+	}
+	statusutil.SetSummary(obj, r.opts.summary...)
+	if res.kind == KindRetry {
+		// The error is the most useful thing Ready can say.
+		statusutil.MarkFalse(obj, statusutil.ReadyCondition, ReasonReconcileFailed, res.Message())
+	} else {
+		// The pass acted on this generation; a retry has not, yet.
+		statusutil.SetObservedGeneration(obj)
+	}
+}
+
+// setFinalizingConditions reports why deletion is held up.
+func (r *Reconciler[T]) setFinalizingConditions(obj T, res Result) {
+	switch res.kind {
+	case KindTerminal:
+		statusutil.MarkStalled(obj, res.reason, res.Message())
+	case KindWaiting:
+		statusutil.MarkReconciling(obj, res.reason, res.message)
+	default:
+		statusutil.MarkReconciling(obj, ReasonFinalizing, res.Message())
+	}
+	statusutil.MarkFalse(obj, statusutil.ReadyCondition, ReasonFinalizing,
+		"deletion is waiting for cleanup: "+res.Message())
+}
+
+// finish writes the status, records events and metrics, and converts the
+// outcome for controller-runtime.
+func (r *Reconciler[T]) finish(ctx context.Context, before, obj T, res Result) (ctrl.Result, error) {
+	written, err := r.writeStatus(ctx, before, obj)
+	if err != nil {
+		r.metrics.statusWrite("failed")
+		return ctrl.Result{}, err
+	}
+	if written {
+		r.metrics.statusWrite("written")
+	} else {
+		r.metrics.statusWrite("skipped")
+	}
+	r.recordEvents(before, obj, res)
+	outcome := res.kind.String()
+	if res.invalid {
+		outcome = "invalid"
+	}
+	r.metrics.outcome(outcome)
+
+	switch res.kind {
+	case KindRequeueAfter, KindWaiting:
+		return ctrl.Result{RequeueAfter: res.after}, nil
+	case KindRetry:
+		return ctrl.Result{}, res.err
+	case KindTerminal:
+		if res.invalid {
+			// A user error, surfaced in status and an event: not a
+			// controller error to log on every change.
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, crreconcile.TerminalError(res.err)
+	}
+	return ctrl.Result{}, nil
+}
+
+// recordEvents emits events for transitions of Ready and Stalled, and for a
+// failure whose message differs from the last one, so that a steady state or
+// a repeated error does not produce an event per pass.
+func (r *Reconciler[T]) recordEvents(before, after T, res Result) {
+	const action = "Reconcile"
+	oldReady, newReady := statusutil.Get(before, statusutil.ReadyCondition), statusutil.Get(after, statusutil.ReadyCondition)
+	oldStalled := statusutil.IsTrue(before, statusutil.StalledCondition)
+	switch {
+	case res.kind == KindTerminal && (!oldStalled || conditionMessage(oldReady) != res.Message()):
+		r.recorder.Eventf(after, nil, "Warning", res.reason, action, "%s", res.Message())
+	case res.kind == KindRetry && conditionMessage(oldReady) != res.Message():
+		r.recorder.Eventf(after, nil, "Warning", ReasonReconcileFailed, action, "%s", res.Message())
+	case newReady != nil && newReady.Status == metav1.ConditionTrue && (oldReady == nil || oldReady.Status != metav1.ConditionTrue):
+		r.recorder.Eventf(after, nil, "Normal", "Ready", action, "%s", readyNote(newReady))
+	case newReady != nil && newReady.Status == metav1.ConditionFalse && oldReady != nil && oldReady.Status == metav1.ConditionTrue:
+		r.recorder.Eventf(after, nil, "Warning", newReady.Reason, action, "%s", readyNote(newReady))
+	}
+}
+
+func conditionMessage(c *metav1.Condition) string {
+	if c == nil {
+		return ""
+	}
+	return c.Message
+}
+
+func readyNote(c *metav1.Condition) string {
+	if c.Message != "" {
+		return c.Message
+	}
+	return "Ready is " + string(c.Status) + ": " + c.Reason
+}
+
+// discardRecorder drops events; used when no recorder is configured.
+type discardRecorder struct{}
+
+func (discardRecorder) Eventf(runtime.Object, runtime.Object, string, string, string, string, ...any) {
+}

@@ -1,0 +1,135 @@
+package reconcile
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Kind tells what a Result asks the Reconciler to do next.
+type Kind int
+
+// The kinds of Result, from the constructors of the same names.
+const (
+	// KindDone: the pass succeeded; wait for the next change.
+	KindDone Kind = iota
+	// KindRequeueAfter: the pass succeeded; look again after a delay.
+	KindRequeueAfter
+	// KindWaiting: progress depends on something that takes time (pods
+	// starting, a rollout); Reconciling=True with the reason, requeued.
+	KindWaiting
+	// KindRetry: a transient failure; retried with the controller's
+	// rate-limited backoff.
+	KindRetry
+	// KindTerminal: a failure that retrying cannot fix; Stalled=True, not
+	// retried until the object changes.
+	KindTerminal
+)
+
+// String returns the kind's name as used in metrics and logs.
+func (k Kind) String() string {
+	switch k {
+	case KindDone:
+		return "done"
+	case KindRequeueAfter:
+		return "requeue_after"
+	case KindWaiting:
+		return "waiting"
+	case KindRetry:
+		return "retry"
+	case KindTerminal:
+		return "terminal"
+	default:
+		return fmt.Sprintf("Kind(%d)", int(k))
+	}
+}
+
+// Result is the outcome of a Reconcile or Finalize hook. It carries the error,
+// if any, so that a requeue request can never be returned alongside an error
+// (controller-runtime ignores a Result returned with a non-nil error).
+//
+// Build one with Done, RequeueAfter, Waiting, Retry or Terminal. The zero
+// Result is Done.
+type Result struct {
+	kind    Kind
+	after   time.Duration
+	reason  string
+	message string
+	err     error
+	invalid bool // Terminal produced by a Validator
+}
+
+// Done reports a successful pass: nothing to do until the object or one of its
+// children changes.
+func Done() Result { return Result{kind: KindDone} }
+
+// RequeueAfter reports a successful pass that wants to look again after d, for
+// example to poll an external system. A d <= 0 is the same as Done.
+func RequeueAfter(d time.Duration) Result {
+	if d <= 0 {
+		return Done()
+	}
+	return Result{kind: KindRequeueAfter, after: d}
+}
+
+// Waiting reports that the desired state is applied but not reached yet:
+// Reconciling=True with reason and message, Ready=Unknown, and a requeue after
+// d (a d <= 0 uses DefaultWaitingRequeue). Changes to owned children also
+// trigger a pass, so d is a safety net, not a poll interval.
+//
+// The reason should be CamelCase (e.g. "PodsStarting"); invalid characters
+// are replaced as statusutil does.
+func Waiting(reason, message string, d time.Duration) Result {
+	if d <= 0 {
+		d = DefaultWaitingRequeue
+	}
+	return Result{kind: KindWaiting, after: d, reason: reason, message: message}
+}
+
+// DefaultWaitingRequeue is the requeue delay of Waiting results given d <= 0.
+const DefaultWaitingRequeue = 30 * time.Second
+
+// Retry reports a transient failure. The pass is retried with the
+// controller's rate-limited exponential backoff; Ready=False shows the error.
+// A nil err is treated as an error too ("retry requested"), never as success.
+func Retry(err error) Result {
+	if err == nil {
+		err = errors.New("retry requested")
+	}
+	return Result{kind: KindRetry, err: err}
+}
+
+// Terminal reports a failure that retrying cannot fix without a change to the
+// object, such as a reference to something that does not exist by design.
+// Stalled=True and Ready=False carry reason and err's message; the object is
+// not requeued. A new generation (a spec change) starts a fresh pass.
+func Terminal(reason string, err error) Result {
+	if err == nil {
+		err = errors.New("terminal failure")
+	}
+	return Result{kind: KindTerminal, reason: reason, err: err}
+}
+
+// Kind returns what the result asks for.
+func (r Result) Kind() Kind { return r.kind }
+
+// Err returns the error of a Retry or Terminal result, otherwise nil.
+func (r Result) Err() error { return r.err }
+
+// After returns the requeue delay of a RequeueAfter or Waiting result.
+func (r Result) After() time.Duration { return r.after }
+
+// Reason returns the reason of a Waiting or Terminal result.
+func (r Result) Reason() string { return r.reason }
+
+// Message returns the message of a Waiting result, or the error message of a
+// Retry or Terminal result.
+func (r Result) Message() string {
+	if r.err != nil {
+		return r.err.Error()
+	}
+	return r.message
+}
+
+// succeeded reports whether the pass reached the desired state.
+func (r Result) succeeded() bool { return r.kind == KindDone || r.kind == KindRequeueAfter }

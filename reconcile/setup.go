@@ -1,0 +1,80 @@
+package reconcile
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+)
+
+// SetupWithManager builds a Reconciler for T with New, using the manager's
+// client, scheme and event recorder, and registers a controller for it:
+//
+//	For(T) with the default predicates (or WithPredicates),
+//	Owns(each WithOwns type), MaxConcurrentReconciles (WithMaxConcurrentReconciles).
+//
+// The default predicates let through what the Reconciler must act on and
+// drop what it need not: a change of generation (spec), of labels or
+// annotations, of finalizers, the start of deletion, creations and
+// deletions. Status-only updates, including the Reconciler's own status
+// writes, and periodic resyncs are dropped, so they cost no pass. Owned
+// children's events are not filtered.
+//
+// For anything else (watches of unowned kinds, custom handlers) build the
+// controller with ctrl.NewControllerManagedBy and pass a Reconciler from New.
+func SetupWithManager[T Object](mgr ctrl.Manager, hooks Hooks[T], opts ...Option) (*Reconciler[T], error) {
+	if mgr == nil {
+		return nil, fmt.Errorf("reconcile.SetupWithManager: manager is nil")
+	}
+	newObj, err := constructor[T]()
+	if err != nil {
+		return nil, err
+	}
+	r, err := build(mgr.GetClient(), mgr.GetScheme(), hooks, mgr.GetEventRecorder, opts)
+	if err != nil {
+		return nil, err
+	}
+
+	preds := r.opts.predicates
+	if len(preds) == 0 {
+		preds = []predicate.Predicate{DefaultPredicate()}
+	}
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named(r.opts.name).
+		For(newObj(), builder.WithPredicates(preds...)).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: r.opts.maxConcurrent,
+			SkipNameValidation:      &r.opts.skipNameCheck,
+		})
+	for _, o := range r.opts.owns {
+		b = b.Owns(o)
+	}
+	if err := b.Complete(r); err != nil {
+		return nil, fmt.Errorf("setting up controller %s: %w", r.opts.name, err)
+	}
+	return r, nil
+}
+
+// DefaultPredicate is SetupWithManager's filter for the reconciled kind: it
+// passes creations, deletions, and updates that change the generation,
+// labels, annotations or finalizers, or that start deletion.
+func DefaultPredicate() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, n := e.ObjectOld, e.ObjectNew
+			if o == nil || n == nil {
+				return true
+			}
+			return o.GetGeneration() != n.GetGeneration() ||
+				!maps.Equal(o.GetLabels(), n.GetLabels()) ||
+				!maps.Equal(o.GetAnnotations(), n.GetAnnotations()) ||
+				!slices.Equal(o.GetFinalizers(), n.GetFinalizers()) ||
+				o.GetDeletionTimestamp().IsZero() != n.GetDeletionTimestamp().IsZero()
+		},
+	}
+}

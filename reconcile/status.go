@@ -1,0 +1,154 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// writeStatus writes obj's status if it differs from before's, and reports
+// whether it sent a request.
+//
+// The write is a server-side apply of the status subresource with the
+// Reconciler's field owner and forced ownership. The applied configuration
+// holds every status field except conditions, and only the conditions this
+// controller owns: the ones it changed in this pass plus the ones its field
+// manager already owns (read from metadata.managedFields). Conditions owned
+// by other controllers are never sent, so they survive, and no
+// resourceVersion is sent, so a concurrent write of labels, spec or another
+// controller's condition causes no conflict and no lost update.
+//
+// This relies on the conditions list being a map list keyed by type
+// (+listType=map, +listMapKey=type, as API conventions require); with an
+// atomic list, the apply would replace other controllers' conditions.
+func (r *Reconciler[T]) writeStatus(ctx context.Context, before, after T) (bool, error) {
+	oldStatus, err := statusMap(before)
+	if err != nil {
+		return false, err
+	}
+	newStatus, err := statusMap(after)
+	if err != nil {
+		return false, err
+	}
+	if reflect.DeepEqual(oldStatus, newStatus) {
+		return false, nil
+	}
+
+	owned := ownedConditionTypes(after.GetManagedFields(), r.opts.fieldOwner)
+	for t := range changedConditionTypes(before.GetConditions(), after.GetConditions()) {
+		owned[t] = true
+	}
+	apply := make(map[string]any, len(newStatus))
+	for k, v := range newStatus {
+		if k != "conditions" {
+			apply[k] = v
+		}
+	}
+	var conds []any
+	for _, c := range after.GetConditions() {
+		if owned[c.Type] {
+			m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&c)
+			if err != nil {
+				return false, fmt.Errorf("converting condition %s: %w", c.Type, err)
+			}
+			conds = append(conds, m)
+		}
+	}
+	if len(conds) > 0 {
+		apply["conditions"] = conds
+	}
+
+	u := &unstructured.Unstructured{Object: map[string]any{"status": apply}}
+	u.SetGroupVersionKind(r.gvk)
+	u.SetName(after.GetName())
+	u.SetNamespace(after.GetNamespace())
+	err = r.client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
+		client.FieldOwner(r.opts.fieldOwner), client.ForceOwnership)
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			// Deleted during the pass: there is no status left to write.
+			return true, nil
+		}
+		return true, fmt.Errorf("applying status of %s %s: %w", r.gvk.Kind, client.ObjectKeyFromObject(after), err)
+	}
+	// Keep the caller's copy current (resourceVersion, managedFields).
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, after); err != nil {
+		return true, fmt.Errorf("reading applied status: %w", err)
+	}
+	return true, nil
+}
+
+// statusMap returns obj's status as unstructured content (nil when absent).
+func statusMap(obj runtime.Object) (map[string]any, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, fmt.Errorf("converting %T: %w", obj, err)
+	}
+	s, _ := m["status"].(map[string]any)
+	return s, nil
+}
+
+// changedConditionTypes returns the types whose condition was added, removed
+// or changed between before and after.
+func changedConditionTypes(before, after []metav1.Condition) map[string]bool {
+	changed := map[string]bool{}
+	old := make(map[string]metav1.Condition, len(before))
+	for _, c := range before {
+		old[c.Type] = c
+	}
+	for _, c := range after {
+		if o, ok := old[c.Type]; !ok || !conditionEqual(o, c) {
+			changed[c.Type] = true
+		}
+		delete(old, c.Type)
+	}
+	for t := range old {
+		changed[t] = true
+	}
+	return changed
+}
+
+func conditionEqual(a, b metav1.Condition) bool {
+	return a.Status == b.Status && a.Reason == b.Reason && a.Message == b.Message &&
+		a.ObservedGeneration == b.ObservedGeneration && a.LastTransitionTime.Equal(&b.LastTransitionTime)
+}
+
+// ownedConditionTypes returns the condition types that manager owns on the
+// status subresource according to managedFields.
+func ownedConditionTypes(entries []metav1.ManagedFieldsEntry, manager string) map[string]bool {
+	owned := map[string]bool{}
+	for _, e := range entries {
+		if e.Manager != manager || e.Subresource != "status" || e.FieldsV1 == nil {
+			continue
+		}
+		var fields struct {
+			Status struct {
+				Conditions map[string]json.RawMessage `json:"f:conditions"`
+			} `json:"f:status"`
+		}
+		if err := json.Unmarshal(e.FieldsV1.Raw, &fields); err != nil {
+			continue
+		}
+		for k := range fields.Status.Conditions {
+			key, ok := strings.CutPrefix(k, "k:")
+			if !ok {
+				continue
+			}
+			var id struct {
+				Type string `json:"type"`
+			}
+			if json.Unmarshal([]byte(key), &id) == nil && id.Type != "" {
+				owned[id.Type] = true
+			}
+		}
+	}
+	return owned
+}
