@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // KubeVersion is the Kubernetes version of the binaries hack/install-tool.sh
@@ -155,10 +156,47 @@ func (c *Cluster) Kubeconfig(ctx context.Context) ([]byte, error) {
 	return c.run(ctx, "get", "kubeconfig")
 }
 
-// Delete deletes the cluster: it stops its processes and removes its state.
+// Delete deletes the cluster: it stops its processes, waits until they have
+// exited, and removes its state.
 func (c *Cluster) Delete(ctx context.Context) error {
-	_, err := c.run(ctx, "delete", "cluster")
-	return err
+	if _, err := c.run(ctx, "delete", "cluster"); err != nil {
+		return err
+	}
+	// kwokctl signals the components and returns; wait for them to exit so
+	// that no process outlives Delete.
+	marker := filepath.Join(".kwok", "clusters", c.Name) + string(filepath.Separator)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		pids := processesWith(marker)
+		if len(pids) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cluster %s: processes %v still running 30s after kwokctl delete", c.Name, pids)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// processesWith returns the PIDs whose command line contains s.
+func processesWith(s string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.Contains(cmdline, []byte(s)) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // Exists reports whether kwokctl knows the cluster.
