@@ -18,9 +18,9 @@
 //	  pathStyle: "true"
 //
 // Put streams with multipart upload and bounded memory: at most
-// PartSize × Concurrency bytes of buffers per upload (16 MiB × 2 by default),
+// part size × concurrency bytes of buffers per upload (8 MiB × 2 by default),
 // whatever the size of the backup. The maximum object size is
-// PartSize × 10000 parts (156 GiB by default); raise [WithPartSize] for
+// part size × 10000 parts (78 GiB by default); raise [WithPartSize] for
 // bigger databases. Objects smaller than one small-object threshold (1 MiB)
 // are written with a single PUT. Either way an object becomes visible only
 // when complete. An upload that fails or is cancelled is aborted; one whose

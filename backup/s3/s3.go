@@ -20,11 +20,12 @@ import (
 )
 
 const (
-	// DefaultPartSize is the multipart part size; with 10000 parts it allows
-	// objects up to 156 GiB.
-	DefaultPartSize = 16 << 20
-	// MinPartSize is the smallest part size accepted by [WithPartSize].
-	MinPartSize = 16 << 20
+	// DefaultPartSize is the multipart part size. With at most 10000 parts
+	// per upload it allows objects up to 78 GiB; see [WithPartSize].
+	DefaultPartSize = 8 << 20
+	// MinPartSize is the smallest part size accepted by [WithPartSize], the
+	// S3 minimum for all parts but the last.
+	MinPartSize = 5 << 20
 	// DefaultConcurrency is the number of parts buffered and uploaded in
 	// parallel.
 	DefaultConcurrency = 2
@@ -44,7 +45,9 @@ type options struct {
 
 // WithPartSize sets the multipart part size, at least [MinPartSize]. Memory
 // per upload is part size × concurrency; the largest object is part size ×
-// 10000.
+// 10000 (an upload of a larger snapshot fails, it is never truncated). For
+// example 64 MiB parts allow 625 GiB with 128 MiB of buffers at the default
+// concurrency.
 func WithPartSize(n uint64) Option { return func(o *options) { o.partSize = n } }
 
 // WithConcurrency sets how many parts are buffered and uploaded in parallel

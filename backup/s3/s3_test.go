@@ -304,7 +304,7 @@ func TestNewOptions(t *testing.T) {
 	}{
 		{"defaults", cfg, nil, ""},
 		{"all options", cfg, []s3.Option{s3.WithPartSize(64 << 20), s3.WithConcurrency(4), s3.WithMaxRetries(3), s3.WithTransport(nil)}, ""},
-		{"part size too small", cfg, []s3.Option{s3.WithPartSize(5 << 20)}, "below the minimum"},
+		{"part size too small", cfg, []s3.Option{s3.WithPartSize(4 << 20)}, "below the minimum"},
 		{"no concurrency", cfg, []s3.Option{s3.WithConcurrency(0)}, "concurrency is 0"},
 		{"negative retries", cfg, []s3.Option{s3.WithMaxRetries(-1)}, "negative"},
 		{"invalid config", s3.Config{}, nil, `key "endpoint" is missing`},

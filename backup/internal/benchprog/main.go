@@ -42,6 +42,11 @@ const (
 	bucket    = "opkit-bench"
 )
 
+var (
+	s3Concurrency uint
+	s3PartSize    uint64
+)
+
 type result struct {
 	Mode    string  `json:"mode"`
 	Bytes   int64   `json:"bytes"`
@@ -63,6 +68,8 @@ func run() error {
 	modes := flag.String("modes", "copy,copy+fsync,fsstore,s3", "comma-separated modes")
 	child := flag.String("child", "", "internal: run one measurement in this process")
 	endpoint := flag.String("endpoint", "", "internal: S3 endpoint for -child s3")
+	flag.UintVar(&s3Concurrency, "s3-concurrency", s3.DefaultConcurrency, "parts uploaded in parallel by the S3 store")
+	flag.Uint64Var(&s3PartSize, "s3-part-size", s3.DefaultPartSize, "S3 multipart part size in bytes")
 	flag.Parse()
 
 	size, err := parseSize(*sizeFlag)
@@ -149,7 +156,8 @@ func runChild(mode, size, dir, endpoint string) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	cmd := exec.Command(self, "-child", mode, "-size", size, "-dir", dir, "-endpoint", endpoint)
+	cmd := exec.Command(self, "-child", mode, "-size", size, "-dir", dir, "-endpoint", endpoint,
+		"-s3-concurrency", strconv.FormatUint(uint64(s3Concurrency), 10), "-s3-part-size", strconv.FormatUint(s3PartSize, 10))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
@@ -199,7 +207,8 @@ func measure(mode string, size int64, dir, endpoint string) error {
 			store = s
 			defer func() { _ = os.RemoveAll(root) }()
 		} else {
-			s, err := s3.New(s3.Config{Endpoint: endpoint, Bucket: bucket, AccessKeyID: accessKey, SecretAccessKey: secretKey, Region: "us-east-1", PathStyle: true})
+			s, err := s3.New(s3.Config{Endpoint: endpoint, Bucket: bucket, AccessKeyID: accessKey, SecretAccessKey: secretKey, Region: "us-east-1", PathStyle: true},
+				s3.WithConcurrency(s3Concurrency), s3.WithPartSize(s3PartSize))
 			if err != nil {
 				return err
 			}
