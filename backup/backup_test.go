@@ -136,24 +136,7 @@ func TestBackupQuiesce(t *testing.T) {
 			if tc.cancelled {
 				c, cancel := context.WithCancel(ctx)
 				ctx = c
-				snap.bytesSnap.data = storetest.Pattern(1 << 20)
-				snap.bytesSnap.failAt = -1
-				orig := snap.bytesSnap
-				snap.bytesSnap = &bytesSnap{data: orig.data, chunk: orig.chunk, meta: orig.meta, failAt: -1}
-				// Cancel once the snapshot has started.
-				go func() {
-					for {
-						snap.mu.Lock()
-						started := len(snap.calls) >= 2
-						snap.mu.Unlock()
-						if started {
-							cancel()
-							return
-						}
-						time.Sleep(time.Millisecond)
-					}
-				}()
-				snap.bytesSnap.chunk = 1
+				snap.onSnapshot = cancel
 			}
 			_, err := backup.Backup(ctx, store, snap)
 			if tc.wantErr == "" && err != nil {
@@ -180,14 +163,13 @@ func TestBackupFailuresLeaveNothingListed(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		store   func(t *testing.T) backup.Store
-		snap    func() backup.Snapshotter
-		ctx     func(t *testing.T) context.Context
+		snap    func(cancel func()) backup.Snapshotter
 		wantErr string
 		wantIs  error
 	}{
 		{
 			name: "snapshot fails mid-stream (writer killed)",
-			snap: func() backup.Snapshotter {
+			snap: func(func()) backup.Snapshotter {
 				s := snapOf(big)
 				s.failAt, s.err = 2<<20, boom
 				return s
@@ -197,7 +179,7 @@ func TestBackupFailuresLeaveNothingListed(t *testing.T) {
 		},
 		{
 			name: "context cancelled mid-upload",
-			snap: func() backup.Snapshotter {
+			snap: func(cancel func()) backup.Snapshotter {
 				var written int
 				return backup.SnapshotterFunc(func(ctx context.Context, w io.Writer) (backup.Metadata, error) {
 					for written < len(big) {
@@ -207,13 +189,12 @@ func TestBackupFailuresLeaveNothingListed(t *testing.T) {
 							return backup.Metadata{}, err
 						}
 						if written == 1<<20 {
-							cancelFromSnap()
+							cancel()
 						}
 					}
 					return backup.Metadata{Engine: "x"}, nil
 				})
 			},
-			ctx:     cancellableCtx,
 			wantErr: "context canceled",
 			wantIs:  context.Canceled,
 		},
@@ -222,7 +203,7 @@ func TestBackupFailuresLeaveNothingListed(t *testing.T) {
 			store: func(t *testing.T) backup.Store {
 				return &faultStore{Store: newFS(t), putErr: map[string]error{".data": errUnreachable}}
 			},
-			snap:    func() backup.Snapshotter { return snapOf(big) },
+			snap:    func(func()) backup.Snapshotter { return snapOf(big) },
 			wantErr: "storing data",
 			wantIs:  errUnreachable,
 		},
@@ -231,13 +212,13 @@ func TestBackupFailuresLeaveNothingListed(t *testing.T) {
 			store: func(t *testing.T) backup.Store {
 				return &faultStore{Store: newFS(t), putErr: map[string]error{".manifest.json": errUnreachable}, putCommits: true}
 			},
-			snap:    func() backup.Snapshotter { return snapOf(big) },
+			snap:    func(func()) backup.Snapshotter { return snapOf(big) },
 			wantErr: "writing manifest",
 			wantIs:  errUnreachable,
 		},
 		{
 			name: "snapshotter returns no engine",
-			snap: func() backup.Snapshotter {
+			snap: func(func()) backup.Snapshotter {
 				s := snapOf([]byte("x"))
 				s.meta = backup.Metadata{}
 				return s
@@ -252,11 +233,9 @@ func TestBackupFailuresLeaveNothingListed(t *testing.T) {
 			} else {
 				store = newFS(t)
 			}
-			ctx := t.Context()
-			if tc.ctx != nil {
-				ctx = tc.ctx(t)
-			}
-			_, err := backup.Backup(ctx, store, tc.snap())
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			_, err := backup.Backup(ctx, store, tc.snap(cancel))
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("Backup error = %v, want it to contain %q", err, tc.wantErr)
 			}
@@ -272,16 +251,6 @@ func TestBackupFailuresLeaveNothingListed(t *testing.T) {
 			}
 		})
 	}
-}
-
-// cancelFromSnap cancels the context made by cancellableCtx.
-var cancelFromSnap func()
-
-func cancellableCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithCancel(t.Context())
-	cancelFromSnap = cancel
-	t.Cleanup(cancel)
-	return ctx
 }
 
 func TestBackupArgs(t *testing.T) {

@@ -58,6 +58,7 @@ type quiesceSnap struct {
 	calls      []string
 	quiesceErr error
 	resumeErr  error
+	onSnapshot func() // called before the snapshot is written
 }
 
 func (q *quiesceSnap) record(s string) {
@@ -73,6 +74,9 @@ func (q *quiesceSnap) Quiesce(ctx context.Context) error {
 
 func (q *quiesceSnap) Snapshot(ctx context.Context, w io.Writer) (backup.Metadata, error) {
 	q.record("snapshot")
+	if q.onSnapshot != nil {
+		q.onSnapshot()
+	}
 	return q.bytesSnap.Snapshot(ctx, w)
 }
 
