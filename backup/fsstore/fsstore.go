@@ -79,7 +79,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) (n int64, err 
 	}
 	final := s.path(key)
 	dir := filepath.Dir(final)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	if err := s.ensureDir(dir); err != nil {
 		return 0, fmt.Errorf("fsstore: put %s: %w", key, err)
 	}
 	f, err := os.CreateTemp(dir, "."+filepath.Base(final)+tempMarker+"*")
@@ -289,6 +289,23 @@ func (s *Store) CleanIncomplete(ctx context.Context, prefix string, olderThan ti
 		return removed, fmt.Errorf("fsstore: cleaning temporary files: %w", err)
 	}
 	return removed, nil
+}
+
+// ensureDir creates dir (below the root) if needed and makes the new
+// directory entries durable by syncing their parents.
+func (s *Store) ensureDir(dir string) error {
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return err
+	}
+	for d := dir; d != s.root && strings.HasPrefix(d, s.root); d = filepath.Dir(d) {
+		if err := syncDir(filepath.Dir(d)); err != nil {
+			return fmt.Errorf("fsync directory: %w", err)
+		}
+	}
+	return nil
 }
 
 func syncDir(dir string) error {

@@ -227,3 +227,26 @@ func BenchmarkBackup(b *testing.B) {
 		}
 	}
 }
+
+func TestListSkipsHiddenAndSpecialFiles(t *testing.T) {
+	s := newStore(t)
+	storetest.MustPut(t, s, "a/b.data", []byte("x"))
+	for _, p := range []string{".snapshot/x.data", "a/.hidden/y.data"} {
+		full := filepath.Join(s.Root(), filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("b.data", filepath.Join(s.Root(), "a", "link.data")); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"a/b.data"}, storetest.Keys(t, s, "")); diff != "" {
+		t.Errorf("List (-want +got):\n%s", diff)
+	}
+	if n, err := s.CleanIncomplete(t.Context(), "zzz/", time.Now().Add(time.Hour)); err != nil || n != 0 {
+		t.Errorf("CleanIncomplete(other prefix) = %d, %v", n, err)
+	}
+}
