@@ -118,7 +118,7 @@ test-unit: envtest-assets versitygw ## Unit and envtest tests (with -race, fuzz 
 
 .PHONY: test-e2e
 test-e2e: cluster-tools ## e2e-framework suites on a throwaway local kwok cluster (E2E_PROVIDER=kind for kind).
-	go test -count=1 -timeout $(E2E_TIMEOUT) ./e2e/... -args -v=0
+	go test -count=1 -timeout $(E2E_TIMEOUT) ./e2e/...
 
 .PHONY: cover
 cover: envtest-assets versitygw ## Unit tests with a coverage summary per package.
