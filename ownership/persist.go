@@ -40,8 +40,9 @@ func patchWithRetry(ctx context.Context, c client.Client, obj client.Object, p p
 			if err != nil {
 				return err
 			}
-			// A fresh object, not cur: decoding into a used object keeps
-			// fields the new response omits (an emptied finalizer list).
+			// A fresh object, not cur: decoding into a used object can keep
+			// fields the new response omits (an emptied finalizer list)
+			// with the JSON decoder.
 			if err := c.Get(ctx, client.ObjectKeyFromObject(obj), fresh); err != nil {
 				return err
 			}
