@@ -163,7 +163,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) (int64, error)
 	head := make([]byte, smallObjectSize)
 	n, err := io.ReadFull(r, head)
 	switch {
-	case err == io.EOF || err == io.ErrUnexpectedEOF:
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
 		if err := ctx.Err(); err != nil {
 			return 0, s.wrap("put", key, err)
 		}

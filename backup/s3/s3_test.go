@@ -212,8 +212,7 @@ func TestFailedBackupLeavesNothing(t *testing.T) {
 
 func TestCleanIncompleteAbortsDeadUploads(t *testing.T) {
 	store := newStore(t, "p")
-	bucket := strings.TrimPrefix(store.String(), "s3://")
-	bucket = bucket[:strings.Index(bucket, "/")]
+	bucket, _, _ := strings.Cut(strings.TrimPrefix(store.String(), "s3://"), "/")
 	client, err := adminClient()
 	if err != nil {
 		t.Fatal(err)

@@ -78,7 +78,7 @@ func launch() error {
 		return err
 	}
 	if _, err := os.Stat(bin); err != nil {
-		return fmt.Errorf("versitygw not found at %s (%v): run `make versitygw`", bin, err)
+		return fmt.Errorf("versitygw not found at %s (%w): run `make versitygw`", bin, err)
 	}
 	dir, err := os.MkdirTemp("", "opkit-versitygw-")
 	if err != nil {
@@ -127,7 +127,7 @@ func launch() error {
 		select {
 		case <-server.exited:
 			log, _ := os.ReadFile(filepath.Join(dir, "versitygw.log"))
-			return fmt.Errorf("versitygw exited (%v) before answering:\n%s", server.waitErr, log)
+			return fmt.Errorf("versitygw exited (%w) before answering:\n%s", server.waitErr, log)
 		default:
 		}
 		if time.Now().After(deadline) {

@@ -355,7 +355,7 @@ func findBin(name string) (string, error) {
 	}
 	p := filepath.Join(dir, name)
 	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("%s not found (%v): run `make %s`", p, err, name)
+		return "", fmt.Errorf("%s not found (%w): run `make %s`", p, err, name)
 	}
 	return p, nil
 }
