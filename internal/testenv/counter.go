@@ -42,6 +42,20 @@ func (c *Counter) Writes() int {
 	return c.counts[http.MethodPost] + c.counts[http.MethodPut] + c.counts[http.MethodPatch] + c.counts[http.MethodDelete]
 }
 
+// WritesTo returns the number of write requests whose URL path contains
+// substr, e.g. "/widgets" or "/configmaps".
+func (c *Counter) WritesTo(substr string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, p := range c.paths {
+		if strings.Contains(p, substr) {
+			n++
+		}
+	}
+	return n
+}
+
 // Total returns the number of requests of any method.
 func (c *Counter) Total() int {
 	c.mu.Lock()
@@ -76,7 +90,7 @@ func (c *Counter) observe(r *http.Request) {
 		c.counts = map[string]int{}
 	}
 	c.counts[r.Method]++
-	if r.Method != http.MethodGet {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		c.paths = append(c.paths, r.Method+" "+r.URL.Path)
 	}
 }

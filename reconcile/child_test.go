@@ -1,0 +1,168 @@
+package reconcile_test
+
+import (
+	"errors"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
+	"github.com/opkit-dev/opkit/ownership"
+	"github.com/opkit-dev/opkit/reconcile"
+)
+
+func desiredDeployment(ns, image string, env ...corev1.EnvVar) *appsv1.Deployment {
+	labels := map[string]string{"app": "web"}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns, Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](2),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: "web", Image: image, Env: env,
+					Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+				}}},
+			},
+		},
+	}
+}
+
+func TestEnsureChild(t *testing.T) {
+	f := newFixture(t)
+	ch := f.children()
+	owner := f.createWidget("owner", testv1.WidgetSpec{})
+	ctx := t.Context()
+
+	ensure := func(d client.Object, want reconcile.Operation, wantWrites int) {
+		t.Helper()
+		f.counter.Reset()
+		op, err := ch.EnsureChild(ctx, owner, d)
+		if err != nil {
+			t.Fatalf("EnsureChild: %v", err)
+		}
+		if op != want {
+			t.Errorf("EnsureChild = %s, want %s", op, want)
+		}
+		f.wantWrites(wantWrites)
+	}
+
+	ensure(desiredDeployment(f.ns, "web:1", corev1.EnvVar{Name: "A", Value: "1"}), reconcile.OperationCreated, 1)
+
+	// The API server defaulted strategy, revisionHistoryLimit,
+	// imagePullPolicy, protocol, terminationMessagePath, ...: none of that is
+	// a difference.
+	live := &appsv1.Deployment{}
+	must(t, env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "web"}, live))
+	if live.Spec.RevisionHistoryLimit == nil || live.Spec.Template.Spec.Containers[0].ImagePullPolicy == "" {
+		t.Fatalf("expected server defaults on the live Deployment, got %+v", live.Spec)
+	}
+	ensure(desiredDeployment(f.ns, "web:1", corev1.EnvVar{Name: "A", Value: "1"}), reconcile.OperationNone, 0)
+
+	// Someone else labels it; that is not ours to undo, and no write.
+	live.Labels["team"] = "payments"
+	must(t, env.Client.Update(ctx, live))
+	ensure(desiredDeployment(f.ns, "web:1", corev1.EnvVar{Name: "A", Value: "1"}), reconcile.OperationNone, 0)
+
+	// A real change is applied; others' fields and server defaults stay;
+	// a field we stop setting (the env var) is removed.
+	ensure(desiredDeployment(f.ns, "web:2"), reconcile.OperationUpdated, 1)
+	must(t, env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "web"}, live))
+	c := live.Spec.Template.Spec.Containers[0]
+	if c.Image != "web:2" || len(c.Env) != 0 || live.Labels["team"] != "payments" || live.Spec.RevisionHistoryLimit == nil {
+		t.Errorf("after update: image %q env %v labels %v revisionHistoryLimit %v", c.Image, c.Env, live.Labels, live.Spec.RevisionHistoryLimit)
+	}
+	if ctl := metav1.GetControllerOf(live); ctl == nil || ctl.UID != owner.UID {
+		t.Errorf("controller = %v, want owner", ctl)
+	}
+	ensure(desiredDeployment(f.ns, "web:2"), reconcile.OperationNone, 0)
+}
+
+func TestEnsureChildAdoptsOrphanAndRefusesOthers(t *testing.T) {
+	f := newFixture(t)
+	ch := f.children()
+	owner := f.createWidget("owner", testv1.WidgetSpec{})
+	other := f.createWidget("other", testv1.WidgetSpec{})
+	ctx := t.Context()
+
+	// An orphan with our name is adopted.
+	orphan := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "orphan", Namespace: f.ns}, Data: map[string]string{"k": "v"}}
+	must(t, env.Client.Create(ctx, orphan))
+	op, err := ch.EnsureChild(ctx, owner, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "orphan", Namespace: f.ns}, Data: map[string]string{"k": "v"}})
+	if err != nil || op != reconcile.OperationUpdated {
+		t.Fatalf("adopting an orphan: %s, %v", op, err)
+	}
+	must(t, env.Client.Get(ctx, client.ObjectKeyFromObject(orphan), orphan))
+	if !ownership.IsControlledBy(orphan, owner) {
+		t.Errorf("orphan not adopted: ownerReferences %v", orphan.OwnerReferences)
+	}
+
+	// A child controlled by another owner is refused, without a write.
+	theirs := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "theirs", Namespace: f.ns}}
+	must(t, ownership.SetControllerReference(other, theirs, env.Scheme))
+	must(t, env.Client.Create(ctx, theirs))
+	f.counter.Reset()
+	_, err = ch.EnsureChild(ctx, owner, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "theirs", Namespace: f.ns}, Data: map[string]string{"x": "y"}})
+	var ace *ownership.AlreadyControlledError
+	if !errors.As(err, &ace) {
+		t.Fatalf("EnsureChild on another's child: err = %v, want *ownership.AlreadyControlledError", err)
+	}
+	f.wantWrites(0)
+
+	// Bad input names the problem.
+	if _, err := ch.EnsureChild(ctx, owner, &corev1.ConfigMap{}); err == nil {
+		t.Error("EnsureChild without a name succeeded")
+	}
+}
+
+func TestDeleteChild(t *testing.T) {
+	f := newFixture(t)
+	ch := f.children()
+	owner := f.createWidget("owner", testv1.WidgetSpec{})
+	other := f.createWidget("other", testv1.WidgetSpec{})
+	ctx := t.Context()
+
+	mine := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "mine", Namespace: f.ns}}
+	if _, err := ch.EnsureChild(ctx, owner, mine); err != nil {
+		t.Fatal(err)
+	}
+	theirs := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "theirs", Namespace: f.ns}}
+	if _, err := ch.EnsureChild(ctx, other, theirs); err != nil {
+		t.Fatal(err)
+	}
+	unowned := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "unowned", Namespace: f.ns}}
+	must(t, env.Client.Create(ctx, unowned))
+
+	tests := []struct {
+		name       string
+		obj        string
+		wantOp     reconcile.Operation
+		wantErr    bool
+		wantWrites int
+	}{
+		{"controlled child is deleted", "mine", reconcile.OperationDeleted, false, 1},
+		{"absent child costs no request", "mine", reconcile.OperationNone, false, 0},
+		{"another's child is refused", "theirs", reconcile.OperationNone, true, 0},
+		{"an uncontrolled object is refused", "unowned", reconcile.OperationNone, true, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f.counter.Reset()
+			op, err := ch.DeleteChild(ctx, owner, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: tt.obj, Namespace: f.ns}})
+			if (err != nil) != tt.wantErr || op != tt.wantOp {
+				t.Errorf("DeleteChild(%s) = %s, %v; want %s, error %v", tt.obj, op, err, tt.wantOp, tt.wantErr)
+			}
+			f.wantWrites(tt.wantWrites)
+		})
+	}
+	err := env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "mine"}, &corev1.ConfigMap{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("deleted child still readable: %v", err)
+	}
+}

@@ -1,0 +1,161 @@
+package reconcile_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
+	"github.com/opkit-dev/opkit/reconcile"
+	"github.com/opkit-dev/opkit/statusutil"
+)
+
+// patientRetry is the backoff of the test's other writers: they contend
+// with each other and with the Reconciler, so give them room.
+var patientRetry = wait.Backoff{Steps: 30, Duration: 5 * time.Millisecond, Factor: 1.3, Jitter: 0.5, Cap: 200 * time.Millisecond}
+
+// setExternal is another controller's read-modify-write of its own
+// condition, retried on conflict as a well-behaved controller does.
+func setExternal(ctx context.Context, name, ns string, status metav1.ConditionStatus, msg string) error {
+	return retry.RetryOnConflict(patientRetry, func() error {
+		w := &testv1.Widget{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, w); err != nil {
+			return err
+		}
+		statusutil.Set(w, metav1.Condition{Type: "External", Status: status, Reason: "OtherController", Message: msg})
+		return env.Client.Status().Update(ctx, w, client.FieldOwner("other-controller"))
+	})
+}
+
+// TestStaleReadKeepsForeignCondition proves that a pass working from a stale
+// copy (as from a lagging cache) neither conflicts nor removes a condition
+// another controller wrote in the meantime.
+func TestStaleReadKeepsForeignCondition(t *testing.T) {
+	f := newFixture(t)
+	r := newReconciler(t, f, &widgetHooks{children: f.children()})
+	f.createWidget("w", testv1.WidgetSpec{Replicas: 1})
+	f.mustPass(r, "w")
+	stale := f.get("w")
+
+	// Meanwhile: another controller's condition, a label, a spec change.
+	must(t, setExternal(t.Context(), "w", f.ns, metav1.ConditionTrue, "from elsewhere"))
+	w := f.get("w")
+	w.Labels = map[string]string{"team": "a"}
+	w.Spec.Replicas = 3
+	must(t, env.Client.Update(t.Context(), w))
+
+	// A reconciler whose reads return the stale copy.
+	staleClient := interceptor.NewClient(withWatch(t, f), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if sw, ok := obj.(*testv1.Widget); ok {
+				stale.DeepCopyInto(sw)
+				sw.Spec.Replicas = 2 // the stale copy's own (older) intent
+				sw.Generation = 2
+				return nil
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	sr, err := reconcile.New[*testv1.Widget](staleClient, env.Scheme, &widgetHooks{children: f.children()})
+	must(t, err)
+	f.mustPass(sr, "w")
+
+	got := f.get("w")
+	ext := statusutil.Get(got, "External")
+	if ext == nil || ext.Status != metav1.ConditionTrue || ext.Message != "from elsewhere" {
+		t.Errorf("External condition after a stale pass = %+v, want the other controller's True", ext)
+	}
+	if got.Labels["team"] != "a" || got.Spec.Replicas != 3 {
+		t.Errorf("labels/spec changed by a status write: labels %v, replicas %d", got.Labels, got.Spec.Replicas)
+	}
+	if !statusutil.IsTrue(got, "Available") {
+		t.Errorf("our Available condition missing: %+v", conditionsOf(got))
+	}
+}
+
+func withWatch(t *testing.T, f *fixture) client.WithWatch {
+	t.Helper()
+	cfg, _ := env.CountingConfig()
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: env.Scheme})
+	must(t, err)
+	_ = f
+	return c
+}
+
+// TestConcurrentWriters runs passes while another controller flips its own
+// condition and a user edits labels and spec, all at once. No pass may fail,
+// and at the end both controllers' conditions and the latest spec are
+// reflected.
+func TestConcurrentWriters(t *testing.T) {
+	f := newFixture(t)
+	r := newReconciler(t, f, &widgetHooks{children: f.children()})
+	f.createWidget("w", testv1.WidgetSpec{Replicas: 1})
+	f.mustPass(r, "w")
+
+	const rounds = 30
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*rounds)
+	wg.Add(2)
+	go func() { // another controller
+		defer wg.Done()
+		for i := range rounds {
+			status := metav1.ConditionTrue
+			if i%2 == 1 {
+				status = metav1.ConditionFalse
+			}
+			if err := setExternal(t.Context(), "w", f.ns, status, fmt.Sprintf("round %d", i)); err != nil {
+				errs <- fmt.Errorf("other controller: %w", err)
+			}
+		}
+	}()
+	go func() { // a user
+		defer wg.Done()
+		for i := range rounds {
+			err := retry.RetryOnConflict(patientRetry, func() error {
+				w := &testv1.Widget{}
+				if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: f.ns, Name: "w"}, w); err != nil {
+					return err
+				}
+				w.Labels = map[string]string{"round": fmt.Sprint(i)}
+				w.Spec.Replicas = int32(i%5 + 1)
+				return env.Client.Update(t.Context(), w)
+			})
+			if err != nil {
+				errs <- fmt.Errorf("user: %w", err)
+			}
+		}
+	}()
+	failures := 0
+	for range rounds {
+		if _, err := f.pass(r, "w"); err != nil {
+			failures++
+			t.Errorf("pass failed during concurrent writes: %v", err)
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+
+	f.mustPass(r, "w") // settle on the final spec
+	got := f.get("w")
+	ext := statusutil.Get(got, "External")
+	if ext == nil || ext.Message != fmt.Sprintf("round %d", rounds-1) {
+		t.Errorf("External = %+v, want the other controller's last write (round %d)", ext, rounds-1)
+	}
+	if got.Status.ObservedGeneration != got.Generation || got.Status.Replicas != got.Spec.Replicas {
+		t.Errorf("status %+v does not reflect generation %d / replicas %d", got.Status, got.Generation, got.Spec.Replicas)
+	}
+	if !statusutil.IsTrue(got, statusutil.ReadyCondition) {
+		t.Errorf("Ready not True at the end: %+v", conditionsOf(got))
+	}
+}
