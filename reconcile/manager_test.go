@@ -1,0 +1,194 @@
+package reconcile_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
+	"github.com/opkit-dev/opkit/reconcile"
+	"github.com/opkit-dev/opkit/statusutil"
+)
+
+// TestWithManager runs the Reconciler the way an operator does: a manager,
+// cached reads, watches on the kind and its children. It checks convergence,
+// the writes a spec change costs, and that the steady state sends no write
+// request at all.
+func TestWithManager(t *testing.T) {
+	cfg, counter := env.CountingConfig()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 env.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	must(t, err)
+	ch, err := reconcile.NewChildren(mgr.GetClient(), mgr.GetScheme(), "opkit-widget")
+	must(t, err)
+	hooks := &finalizingHooks{widgetHooks: widgetHooks{children: ch}}
+	_, err = reconcile.SetupWithManager[*testv1.Widget](mgr, hooks,
+		reconcile.WithName("widget-manager-test"),
+		reconcile.WithOwns(&corev1.ConfigMap{}),
+		reconcile.WithConditions("Available"),
+		reconcile.WithSkipNameValidation())
+	must(t, err)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+
+	f := newFixture(t)
+	f.createWidget("w", testv1.WidgetSpec{Replicas: 1, Message: "m"})
+	waitFor(t, f, "w", func(w *testv1.Widget) bool {
+		return w.Status.ObservedGeneration == 1 && statusutil.IsTrue(w, statusutil.ReadyCondition)
+	})
+
+	// Steady state: let every watch event settle, then nothing may be
+	// written to widgets or their children for a while.
+	time.Sleep(time.Second)
+	counter.Reset()
+	time.Sleep(3 * time.Second)
+	if n := counter.WritesTo("/widgets") + counter.WritesTo("/configmaps"); n != 0 {
+		t.Errorf("steady state sent %d write requests (%s), want 0", n, counter)
+	}
+
+	// A spec change costs one child write and one status write.
+	w := f.get("w")
+	w.Spec.Replicas = 4
+	must(t, env.Client.Update(t.Context(), w))
+	counter.Reset()
+	waitFor(t, f, "w", func(w *testv1.Widget) bool { return w.Status.ObservedGeneration == 2 && w.Status.Replicas == 4 })
+	time.Sleep(time.Second)
+	if got := counter.WritesTo("/widgets"); got != 1 {
+		t.Errorf("writes to widgets for a spec change = %d, want 1 (%s)", got, counter)
+	}
+	if got := counter.WritesTo("/configmaps"); got != 1 {
+		t.Errorf("writes to configmaps for a spec change = %d, want 1 (%s)", got, counter)
+	}
+
+	// Deletion: Finalize runs and the object goes away.
+	must(t, env.Client.Delete(t.Context(), w))
+	err = wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		return f.gone("w"), nil
+	})
+	if err != nil {
+		t.Fatalf("widget not deleted: %v", err)
+	}
+	if hooks.finalized.Load() == 0 {
+		t.Error("Finalize never ran")
+	}
+
+	// The outcomes are visible on the controller-runtime registry.
+	if n := metricValue(t, reconcile.MetricOutcomes, map[string]string{"controller": "widget-manager-test", "outcome": "done"}); n < 2 {
+		t.Errorf("%s{outcome=done} = %v, want >= 2", reconcile.MetricOutcomes, n)
+	}
+	if n := metricValue(t, reconcile.MetricOutcomes, map[string]string{"controller": "widget-manager-test", "outcome": "finalized"}); n != 1 {
+		t.Errorf("%s{outcome=finalized} = %v, want 1", reconcile.MetricOutcomes, n)
+	}
+	if n := metricValue(t, reconcile.MetricStatusWrites, map[string]string{"controller": "widget-manager-test", "result": "written"}); n != 2 {
+		t.Errorf("%s{result=written} = %v, want 2", reconcile.MetricStatusWrites, n)
+	}
+}
+
+func waitFor(t *testing.T, f *fixture, name string, cond func(*testv1.Widget) bool) {
+	t.Helper()
+	var last *testv1.Widget
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		w := &testv1.Widget{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: name}, w); err != nil {
+			return false, nil
+		}
+		last = w
+		return cond(w), nil
+	})
+	if err != nil {
+		t.Fatalf("widget %s did not reach the expected state: %v; last status %+v", name, err, last.Status)
+	}
+}
+
+// metricValue returns the value of the counter with the given labels on
+// controller-runtime's registry (0 when absent).
+func metricValue(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := crmetrics.Registry.Gather()
+	must(t, err)
+	for _, fam := range families {
+		if fam.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range fam.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if want, ok := labels[lp.GetName()]; ok && want != lp.GetValue() {
+					continue metrics
+				}
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
+}
+
+// TestEvents checks that events follow transitions, not passes.
+func TestEvents(t *testing.T) {
+	f := newFixture(t)
+	rec := events.NewFakeRecorder(100)
+	var fail error
+	hooks := &widgetHooks{children: f.children(), onReconc: func(context.Context, *testv1.Widget) (reconcile.Result, bool) {
+		if fail != nil {
+			return reconcile.Retry(fail), true
+		}
+		return reconcile.Result{}, false
+	}}
+	r := newReconciler(t, f, hooks, reconcile.WithEventRecorder(rec))
+	f.createWidget("w", testv1.WidgetSpec{})
+
+	steps := []struct {
+		name string
+		fail error
+		want []string // event prefixes "Type Reason"
+	}{
+		{"becomes ready", nil, []string{"Normal Ready"}},
+		{"steady state", nil, nil},
+		{"fails", errTest("disk full"), []string{"Warning ReconcileFailed"}},
+		{"fails the same way", errTest("disk full"), nil},
+		{"fails differently", errTest("disk on fire"), []string{"Warning ReconcileFailed"}},
+		{"recovers", nil, []string{"Normal Ready"}},
+	}
+	for _, s := range steps {
+		fail = s.fail
+		_, _ = f.pass(r, "w")
+		var got []string
+	drain:
+		for {
+			select {
+			case e := <-rec.Events:
+				parts := strings.SplitN(e, " ", 3)
+				got = append(got, parts[0]+" "+parts[1])
+			default:
+				break drain
+			}
+		}
+		if strings.Join(got, ",") != strings.Join(s.want, ",") {
+			t.Errorf("%s: events %v, want %v", s.name, got, s.want)
+		}
+	}
+}
+
+type errTest string
+
+func (e errTest) Error() string { return string(e) }
