@@ -251,7 +251,7 @@ func TestVanishingObject(t *testing.T) {
 		}
 		forceRemoveFinalizers(t, key)
 		if _, err := getConfigMap(t, key); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("object still there: %v", err)
+			return fmt.Errorf("object still there: %w", err)
 		}
 		return nil
 	}

@@ -22,6 +22,9 @@ type CleanupFunc func(ctx context.Context, obj client.Object) error
 // deleted, calls Run and removes the finalizer (RemoveFinalizer) only when
 // Run returns nil.
 //
+// Run has CleanupFunc's signature, so a generic reconciler's finalize hook
+// can be f.Run itself, and one registry can be a step of another.
+//
 // The zero value is an empty registry ready to use. Register steps during
 // setup; Register and Run are safe to call concurrently, and Run sees the
 // steps registered before it started.
