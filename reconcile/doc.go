@@ -1,0 +1,74 @@
+// Package reconcile provides Reconciler[T], a controller-runtime reconciler
+// that owns the whole lifecycle of one kind, so that an operator author writes
+// only domain logic.
+//
+// # What you write
+//
+// A Hooks implementation with one method, Reconcile, which drives the world
+// toward obj's spec (create or update children, call external systems) and
+// records what it saw in obj's status in memory. It returns a Result:
+//
+//	Done()                         the desired state is reached
+//	RequeueAfter(d)                reached; look again after d
+//	Waiting(reason, message, d)    applied, not reached yet (pods starting)
+//	Retry(err)                     transient failure: rate-limited backoff
+//	Terminal(reason, err)          retrying cannot help: Stalled, no retry
+//
+// A Result carries its error, so a requeue can never be returned alongside an
+// error (controller-runtime ignores the Result in that case).
+//
+// Optional interfaces on the same value add steps: Finalizer (cleanup before
+// deletion), Defaulter (in-memory defaults for the pass) and Validator
+// (semantic checks; a failure stalls the object with a message naming the
+// field instead of looping on an error).
+//
+// # What the Reconciler does in each pass
+//
+//  1. Reads the object (through the manager's cache). NotFound ends the pass
+//     quietly.
+//  2. If the object is being deleted: runs Finalize while the Reconciler's
+//     finalizer is present, then removes the finalizer with a patch; an
+//     object that vanishes meanwhile counts as done.
+//  3. Otherwise, when the hooks implement Finalizer, makes sure the
+//     finalizer is present (never on an object being deleted).
+//  4. Runs Default, Validate and Reconcile.
+//  5. Derives Ready, Reconciling and Stalled from the Result (kstatus
+//     conventions, through statusutil) and the conditions named with
+//     WithConditions / WithNegativePolarityConditions, and sets
+//     status.observedGeneration unless the pass failed with Retry.
+//  6. Writes the status once, only if it changed, as a server-side apply of
+//     the fields this controller owns. Conditions written by other
+//     controllers are not sent and so are kept; no resourceVersion is sent, so
+//     concurrent writers cause no conflict.
+//
+// It emits events (events.k8s.io) when Ready or Stalled change and when a
+// failure's message changes, not on every pass, and counts outcomes and
+// status writes in the metrics MetricOutcomes and MetricStatusWrites.
+//
+// # Children
+//
+// Children.EnsureChild makes a child exist, be controlled by the object, and
+// carry the fields you set, writing only when one of your fields differs, so
+// that server-defaulted fields do not cause a write on every pass; see
+// Children for the comparison rules and their trade-offs.
+// Children.DeleteChild removes a child you no longer want.
+//
+// # Requirements on the kind
+//
+// T is the pointer type of a registered kind with a status subresource. Its
+// status must expose conditions and observedGeneration through the four
+// methods of Object, and the conditions list must be a map list keyed by type
+// (+listType=map, +listMapKey=type), or other controllers' conditions are
+// replaced by the apply. Do not strip metadata.managedFields from the kind in
+// a cache transform: the Reconciler reads them to know which conditions it
+// owns.
+//
+// # Footguns
+//
+//   - Reconcile must not write its own object; set status fields in memory
+//     and let the Reconciler write them once.
+//   - Finalize must be idempotent; it runs again after any failure.
+//   - SetupWithManager's default predicates drop status-only updates and
+//     resyncs of the kind. A controller that reacts to another controller's
+//     status on its own object needs WithPredicates.
+package reconcile
