@@ -95,8 +95,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) (n int64, err 
 	}()
 
 	buf := make([]byte, copyBufferSize)
-	// Hide os.File's ReadFrom so our buffer size is used.
-	n, err = io.CopyBuffer(struct{ io.Writer }{f}, ctxReader{ctx: ctx, r: r}, buf)
+	n, err = io.CopyBuffer(&writebackWriter{f: f}, ctxReader{ctx: ctx, r: r}, buf)
 	if err != nil {
 		return n, fmt.Errorf("fsstore: put %s: %w", key, err)
 	}
@@ -318,6 +317,27 @@ func syncDir(dir string) error {
 		err = cerr
 	}
 	return err
+}
+
+// writebackWindow is how much Put writes before it starts the writeback of
+// what it wrote, so that writing to disk overlaps with receiving data.
+const writebackWindow = 8 << 20
+
+// writebackWriter writes to f and starts writeback every writebackWindow
+// bytes. It also hides os.File's ReadFrom so that Put's buffer size is used.
+type writebackWriter struct {
+	f            *os.File
+	off, started int64
+}
+
+func (w *writebackWriter) Write(p []byte) (int, error) {
+	n, err := w.f.Write(p)
+	w.off += int64(n)
+	if w.off-w.started >= writebackWindow {
+		startWriteback(w.f, w.started, w.off-w.started)
+		w.started = w.off
+	}
+	return n, err
 }
 
 // ctxReader fails reads once ctx is done.

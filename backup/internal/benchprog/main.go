@@ -25,6 +25,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -101,6 +102,10 @@ func run() error {
 	order := strings.Split(*modes, ",")
 	for i := 0; i < *count; i++ {
 		for _, mode := range order {
+			// Flush the previous run's dirty pages so that their writeback
+			// does not slow this run down.
+			syscall.Sync()
+			time.Sleep(time.Second)
 			r, err := runChild(mode, *sizeFlag, dir, ep)
 			if err != nil {
 				return fmt.Errorf("mode %s: %w", mode, err)
