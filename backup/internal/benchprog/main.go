@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command benchprog measures backup throughput and peak memory: it backs up a
 // synthetic snapshot (generated in memory, never read from disk) to the
 // filesystem store and to the S3 store (a versitygw started on loopback), and
