@@ -40,7 +40,9 @@ func WithClock(now func() time.Time) Option {
 // manifest of the complete backup.
 //
 // If snap implements [Quiescer], the workload is quiesced before the snapshot
-// starts and resumed once the data is stored (or the backup failed).
+// starts and resumed once the data is stored (or the backup failed). A failed
+// Resume fails the backup, so that a workload left paused does not go
+// unnoticed; the data is discarded.
 //
 // On any error (snapshot error, store error, cancelled ctx) no manifest is
 // written and the backup is not listed; Backup deletes what it stored on a

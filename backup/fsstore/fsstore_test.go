@@ -27,7 +27,7 @@ func newStore(t *testing.T) *fsstore.Store {
 }
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) backup.Store { return newStore(t) }, storetest.Options{})
+	storetest.Run(t, func(t *testing.T) backup.Store { return newStore(t) }, storetest.Options{LargeSize: 20<<20 + 7})
 }
 
 func TestNew(t *testing.T) {

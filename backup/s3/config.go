@@ -85,6 +85,23 @@ type Config struct {
 	PathStyle bool
 }
 
+// String describes c without its credentials, so that a Config can be logged.
+func (c Config) String() string {
+	secret := ""
+	if c.SecretAccessKey != "" {
+		secret = "<redacted>"
+	}
+	token := ""
+	if c.SessionToken != "" {
+		token = "<redacted>"
+	}
+	return fmt.Sprintf("{Endpoint:%s Bucket:%s Prefix:%s AccessKeyID:%s SecretAccessKey:%s SessionToken:%s Region:%s PathStyle:%t}",
+		c.Endpoint, c.Bucket, c.Prefix, c.AccessKeyID, secret, token, c.Region, c.PathStyle)
+}
+
+// GoString is String, so that %#v does not print the credentials either.
+func (c Config) GoString() string { return "s3.Config" + c.String() }
+
 // ConfigFromSecret reads a Config from the keys of s (see
 // [SecretKeyEndpoint] and the other SecretKey constants) and validates it.
 // All problems are reported at once, each as a [*ConfigError] naming the key

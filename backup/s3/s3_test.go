@@ -60,7 +60,9 @@ func TestPrefixIsolation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := s3.New(config(bucket, "/b/"))
+	cb := config(bucket, "/b/")
+	cb.Region = "" // discovered from the bucket
+	b, err := s3.New(cb)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,6 +410,12 @@ func TestConfigFromSecret(t *testing.T) {
 				}
 			}
 		})
+	}
+	for _, format := range []string{"%v", "%+v", "%#v", "%s"} {
+		out := fmt.Sprintf(format, s3.Config{AccessKeyID: "AKIA", SecretAccessKey: "s3cr3t", SessionToken: "tok"})
+		if strings.Contains(out, "s3cr3t") || strings.Contains(out, "tok}") || !strings.Contains(out, "AKIA") {
+			t.Errorf("Sprintf(%q, Config) = %s: leaks the secret or hides the key ID", format, out)
+		}
 	}
 	if _, err := s3.ConfigFromSecret(nil); err == nil {
 		t.Error("ConfigFromSecret(nil) succeeded")
