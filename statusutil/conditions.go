@@ -103,7 +103,8 @@ type Setter interface {
 //     when the Status is unchanged, whatever c says: a new reason or message
 //     is not a transition. When the Status changes (or the condition is new),
 //     c.LastTransitionTime is used, or the current time when it is zero,
-//     truncated to whole seconds. metav1.Time serialises with second
+//     truncated to whole seconds (a time that truncates to the zero time
+//     counts as zero). metav1.Time serialises with second
 //     precision, so a truncated time is identical in memory and after a round
 //     trip through the API server, and comparing the two gives no spurious
 //     diff.
@@ -129,7 +130,6 @@ func Set(obj Setter, c metav1.Condition) (changed bool) {
 	c.Reason = SanitizeReason(c.Reason)
 	c.Message = boundMessage(c.Message)
 	c.LastTransitionTime = truncateTime(c.LastTransitionTime)
-
 	conds := obj.GetConditions()
 	dup := hasDuplicateTypes(conds)
 	if old := meta.FindStatusCondition(conds, c.Type); old != nil && old.Status == c.Status {
