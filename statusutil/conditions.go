@@ -121,6 +121,10 @@ type Setter interface {
 // in. Set does not reorder a slice when nothing else changes, so two writers
 // that sort differently do not undo each other forever.
 //
+// Set uses k8s.io/apimachinery/pkg/api/meta to find conditions but not
+// meta.SetStatusCondition, which stores times with sub-second precision,
+// neither bounds nor validates anything, and appends in insertion order.
+//
 // Type and Status are not checked: they are normally constants in the
 // caller's code. A type that is empty or badly formed, or a status other than
 // True, False or Unknown, is stored as given and the API server rejects the
