@@ -109,7 +109,7 @@ func checkSet(t *testing.T, w *testv1.Widget, c metav1.Condition, before []metav
 			t.Fatalf("Set(%s) LastTransitionTime = %v, want %v", c.Type, got.LastTransitionTime, want)
 		}
 	default:
-		if got.LastTransitionTime.Time.Before(reqTime.Truncate(time.Second)) || got.LastTransitionTime.Time.After(time.Now()) {
+		if lt := got.LastTransitionTime.Time; lt.Before(reqTime.Truncate(time.Second)) || lt.After(time.Now()) {
 			t.Fatalf("Set(%s) LastTransitionTime = %v, want about now (%v)", c.Type, got.LastTransitionTime, reqTime)
 		}
 	}
