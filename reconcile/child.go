@@ -100,9 +100,9 @@ func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object
 		return OperationNone, fmt.Errorf("EnsureChild %s: %w", desired.GetName(), err)
 	}
 
-	current, ok := desired.DeepCopyObject().(client.Object)
-	if !ok {
-		return OperationNone, fmt.Errorf("EnsureChild: %T is not a client.Object", desired)
+	current, err := newLike(desired)
+	if err != nil {
+		return OperationNone, err
 	}
 	op := OperationCreated
 	switch err := c.client.Get(ctx, client.ObjectKeyFromObject(desired), current); {
@@ -177,20 +177,45 @@ func matches(desired, current client.Object) bool {
 		return equality.Semantic.DeepDerivative(bodyOf(du.Object), bodyOf(cu.Object))
 	}
 	// Typed objects: DeepDerivative's "unset" rules (nil pointers, empty
-	// strings) need the Go types, so compare copies without metadata and
-	// status.
-	dt, ct := reflect.ValueOf(desired.DeepCopyObject()), reflect.ValueOf(current.DeepCopyObject())
-	if dt.Kind() != reflect.Pointer || ct.Kind() != reflect.Pointer || dt.Type() != ct.Type() {
+	// strings) need the Go types. Compare every top-level field but
+	// metadata and status, in place.
+	dv, cv := reflect.ValueOf(desired), reflect.ValueOf(current)
+	if dv.Kind() != reflect.Pointer || dv.Type() != cv.Type() || dv.Elem().Kind() != reflect.Struct {
 		return false
 	}
-	for _, v := range []reflect.Value{dt.Elem(), ct.Elem()} {
-		for _, name := range []string{"ObjectMeta", "TypeMeta", "Status"} {
-			if f := v.FieldByName(name); f.IsValid() && f.CanSet() {
-				f.Set(reflect.Zero(f.Type()))
-			}
+	dv, cv = dv.Elem(), cv.Elem()
+	t := dv.Type()
+	for i := range t.NumField() {
+		switch t.Field(i).Name {
+		case "TypeMeta", "ObjectMeta", "Status":
+			continue
+		}
+		if !t.Field(i).IsExported() {
+			continue
+		}
+		if !equality.Semantic.DeepDerivative(dv.Field(i).Interface(), cv.Field(i).Interface()) {
+			return false
 		}
 	}
-	return equality.Semantic.DeepDerivative(dt.Interface(), ct.Interface())
+	return true
+}
+
+// newLike returns a new, empty object of obj's type.
+func newLike(obj client.Object) (client.Object, error) {
+	if _, ok := obj.(*unstructured.Unstructured); ok {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(obj.GetObjectKind().GroupVersionKind())
+		return u, nil
+	}
+	t := reflect.TypeOf(obj)
+	if t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
+		return nil, fmt.Errorf("%T is not a pointer to a struct", obj)
+	}
+	o, ok := reflect.New(t.Elem()).Interface().(client.Object)
+	if !ok {
+		return nil, fmt.Errorf("%T is not a client.Object", obj)
+	}
+	return o, nil
 }
 
 // bodyOf returns unstructured content without metadata, status and type

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
 	"github.com/opkit-dev/opkit/reconcile"
@@ -157,5 +158,67 @@ func TestConcurrentWriters(t *testing.T) {
 	}
 	if !statusutil.IsTrue(got, statusutil.ReadyCondition) {
 		t.Errorf("Ready not True at the end: %+v", conditionsOf(got))
+	}
+}
+
+// TestReadYourWrites: a pass that reads the version from before the previous
+// pass's own writes (the cache has not caught up yet) must not repeat them.
+// Without read-your-writes it would patch the finalizer again with a stale
+// resourceVersion, a 409 conflict, and re-apply the status.
+func TestReadYourWrites(t *testing.T) {
+	f := newFixture(t)
+	created := f.createWidget("w", testv1.WidgetSpec{Replicas: 1})
+	var serveStale bool
+	cfg, counter := env.CountingConfig()
+	base, err := client.NewWithWatch(cfg, client.Options{Scheme: env.Scheme})
+	must(t, err)
+	c := interceptor.NewClient(base, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if w, ok := obj.(*testv1.Widget); ok && serveStale {
+				created.DeepCopyInto(w)
+				return nil
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	ch, err := reconcile.NewChildren(c, env.Scheme, "opkit-widget")
+	must(t, err)
+	r, err := reconcile.New[*testv1.Widget](c, env.Scheme, &finalizingHooks{widgetHooks: widgetHooks{children: ch}})
+	must(t, err)
+	req := crreconcile.Request{NamespacedName: client.ObjectKeyFromObject(created)}
+
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	if got := counter.Writes(); got != 3 {
+		t.Fatalf("first pass: %d writes, want 3 (%s)", got, counter)
+	}
+
+	serveStale = true // the cache still serves the version before those writes
+	counter.Reset()
+	for range 2 {
+		if _, err := r.Reconcile(t.Context(), req); err != nil {
+			t.Fatalf("pass on a stale read: %v", err)
+		}
+	}
+	if got := counter.Writes(); got != 0 {
+		t.Errorf("passes on a stale read sent %d writes, want 0 (%s)", got, counter)
+	}
+
+	// Once the cache serves a newer version, the real object is used again:
+	// a spec change made meanwhile is acted on.
+	serveStale = false
+	w := f.get("w")
+	w.Spec.Replicas = 5
+	must(t, env.Client.Update(t.Context(), w))
+	counter.Reset()
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.get("w").Status.Replicas; got != 5 {
+		t.Errorf("status.replicas = %d after the cache caught up, want 5", got)
+	}
+	if got := counter.Writes(); got != 2 {
+		t.Errorf("spec change after catching up: %d writes, want 2 (%s)", got, counter)
 	}
 }

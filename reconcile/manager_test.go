@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -24,9 +25,13 @@ import (
 // the writes a spec change costs, and that the steady state sends no write
 // request at all.
 func TestWithManager(t *testing.T) {
+	f := newFixture(t)
+	name := "widget-" + f.ns // metrics are process-wide: one series per run
 	cfg, counter := env.CountingConfig()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 env.Scheme,
+		Scheme: env.Scheme,
+		// Only this test's namespace: other tests leave widgets behind.
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{f.ns: {}}},
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 	})
@@ -35,7 +40,7 @@ func TestWithManager(t *testing.T) {
 	must(t, err)
 	hooks := &finalizingHooks{widgetHooks: widgetHooks{children: ch}}
 	_, err = reconcile.SetupWithManager[*testv1.Widget](mgr, hooks,
-		reconcile.WithName("widget-manager-test"),
+		reconcile.WithName(name),
 		reconcile.WithOwns(&corev1.ConfigMap{}),
 		reconcile.WithConditions("Available"),
 		reconcile.WithSkipNameValidation())
@@ -51,7 +56,6 @@ func TestWithManager(t *testing.T) {
 		}
 	})
 
-	f := newFixture(t)
 	f.createWidget("w", testv1.WidgetSpec{Replicas: 1, Message: "m"})
 	waitFor(t, f, "w", func(w *testv1.Widget) bool {
 		return w.Status.ObservedGeneration == 1 && statusutil.IsTrue(w, statusutil.ReadyCondition)
@@ -69,8 +73,8 @@ func TestWithManager(t *testing.T) {
 	// A spec change costs one child write and one status write.
 	w := f.get("w")
 	w.Spec.Replicas = 4
-	must(t, env.Client.Update(t.Context(), w))
 	counter.Reset()
+	must(t, env.Client.Update(t.Context(), w))
 	waitFor(t, f, "w", func(w *testv1.Widget) bool { return w.Status.ObservedGeneration == 2 && w.Status.Replicas == 4 })
 	time.Sleep(time.Second)
 	if got := counter.WritesTo("/widgets"); got != 1 {
@@ -93,14 +97,15 @@ func TestWithManager(t *testing.T) {
 	}
 
 	// The outcomes are visible on the controller-runtime registry.
-	if n := metricValue(t, reconcile.MetricOutcomes, map[string]string{"controller": "widget-manager-test", "outcome": "done"}); n < 2 {
+	if n := metricValue(t, reconcile.MetricOutcomes, map[string]string{"controller": name, "outcome": "done"}); n < 2 {
 		t.Errorf("%s{outcome=done} = %v, want >= 2", reconcile.MetricOutcomes, n)
 	}
-	if n := metricValue(t, reconcile.MetricOutcomes, map[string]string{"controller": "widget-manager-test", "outcome": "finalized"}); n != 1 {
+	if n := metricValue(t, reconcile.MetricOutcomes, map[string]string{"controller": name, "outcome": "finalized"}); n != 1 {
 		t.Errorf("%s{outcome=finalized} = %v, want 1", reconcile.MetricOutcomes, n)
 	}
-	if n := metricValue(t, reconcile.MetricStatusWrites, map[string]string{"controller": "widget-manager-test", "result": "written"}); n != 2 {
+	if n := metricValue(t, reconcile.MetricStatusWrites, map[string]string{"controller": name, "result": "written"}); n != 2 {
 		t.Errorf("%s{result=written} = %v, want 2", reconcile.MetricStatusWrites, n)
+
 	}
 }
 

@@ -93,6 +93,7 @@ type Reconciler[T Object] struct {
 	opts     options
 	recorder events.EventRecorder
 	metrics  *metrics
+	writes   ownWrites
 }
 
 var _ crreconcile.Reconciler = &Reconciler[Object]{}
@@ -165,15 +166,21 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req crreconcile.Request) 
 	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			// Deleted and finalized: nothing left to do, and nothing wrong.
+			r.writes.forget(req.NamespacedName)
 			r.metrics.outcome("not_found")
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("getting %s %s: %w", r.gvk.Kind, req.NamespacedName, err)
 	}
+	// Versions this pass's writes supersede, for read-your-writes.
+	readRV := obj.GetResourceVersion()
+	stale := append(r.writes.overlay(req.NamespacedName, obj, r.opts.finalizer), readRV)
 	before := obj.DeepCopyObject().(T)
 
 	if !obj.GetDeletionTimestamp().IsZero() {
-		return r.finalize(ctx, before, obj)
+		res, err := r.finalize(ctx, before, obj)
+		r.writes.record(req.NamespacedName, obj, readRV, stale)
+		return res, err
 	}
 
 	if _, ok := r.hooks.(Finalizer[T]); ok {
@@ -188,11 +195,14 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req crreconcile.Request) 
 			}
 			return ctrl.Result{}, fmt.Errorf("adding finalizer %s: %w", r.opts.finalizer, err)
 		}
+		stale = append(stale, obj.GetResourceVersion())
 	}
 
 	res := r.run(ctx, obj)
 	r.setConditions(obj, res)
-	return r.finish(ctx, before, obj, res)
+	out, err := r.finish(ctx, before, obj, res)
+	r.writes.record(req.NamespacedName, obj, readRV, stale)
+	return out, err
 }
 
 // run calls the author's hooks: Default, Validate, Reconcile.

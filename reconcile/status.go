@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -30,16 +31,13 @@ import (
 // (+listType=map, +listMapKey=type, as API conventions require); with an
 // atomic list, the apply would replace other controllers' conditions.
 func (r *Reconciler[T]) writeStatus(ctx context.Context, before, after T) (bool, error) {
-	oldStatus, err := statusMap(before)
-	if err != nil {
-		return false, err
+	if statusEqual(before, after) {
+		return false, nil
 	}
+
 	newStatus, err := statusMap(after)
 	if err != nil {
 		return false, err
-	}
-	if reflect.DeepEqual(oldStatus, newStatus) {
-		return false, nil
 	}
 
 	owned := ownedConditionTypes(after.GetManagedFields(), r.opts.fieldOwner)
@@ -84,6 +82,21 @@ func (r *Reconciler[T]) writeStatus(ctx context.Context, before, after T) (bool,
 		return true, fmt.Errorf("reading applied status: %w", err)
 	}
 	return true, nil
+}
+
+// statusEqual reports whether a and b have semantically equal status
+// fields. Typed objects are compared field by field without conversion; an
+// object without a Status field is compared through its unstructured form.
+func statusEqual(a, b runtime.Object) bool {
+	av, bv := reflect.ValueOf(a), reflect.ValueOf(b)
+	if av.Kind() == reflect.Pointer && bv.Kind() == reflect.Pointer && av.Type() == bv.Type() && av.Elem().Kind() == reflect.Struct {
+		if as, bs := av.Elem().FieldByName("Status"), bv.Elem().FieldByName("Status"); as.IsValid() && bs.IsValid() {
+			return equality.Semantic.DeepEqual(as.Interface(), bs.Interface())
+		}
+	}
+	am, err1 := statusMap(a)
+	bm, err2 := statusMap(b)
+	return err1 == nil && err2 == nil && equality.Semantic.DeepEqual(am, bm)
 }
 
 // statusMap returns obj's status as unstructured content (nil when absent).

@@ -1,0 +1,108 @@
+package reconcile
+
+import (
+	"reflect"
+	"slices"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+)
+
+// ownWrites gives a Reconciler read-your-writes over the manager's cache.
+//
+// After a pass writes its object (finalizer patch, status apply), the cache
+// serves the previous version until the watch event arrives. A pass in that
+// window, for example one triggered by the child it just created, would see
+// no finalizer and the old status: it would patch the finalizer again with a
+// stale resourceVersion (a certain 409 conflict) and re-apply the status.
+//
+// So the Reconciler remembers, per object, the resourceVersions that predate
+// its own last writes and the finalizers and status it wrote. When a pass
+// reads one of those versions, it overlays what it wrote before running. The
+// record is dropped as soon as the cache shows any other version.
+type ownWrites struct {
+	mu sync.Mutex
+	m  map[types.NamespacedName]ownWrite
+}
+
+type ownWrite struct {
+	uid      types.UID
+	staleRVs []string      // versions the cache may still serve that predate our writes
+	written  client.Object // the object as our last write left it
+}
+
+// overlay applies the remembered writes to obj when obj is a version that
+// predates them, and returns the stale versions so that the pass can carry
+// them forward. It returns nil when obj is current (and forgets the record).
+func (w *ownWrites) overlay(key types.NamespacedName, obj client.Object, finalizer string) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	rec, ok := w.m[key]
+	if !ok {
+		return nil
+	}
+	if rec.uid != obj.GetUID() || !slices.Contains(rec.staleRVs, obj.GetResourceVersion()) {
+		delete(w.m, key)
+		return nil
+	}
+	if controllerutil.ContainsFinalizer(rec.written, finalizer) {
+		controllerutil.AddFinalizer(obj, finalizer)
+	} else {
+		controllerutil.RemoveFinalizer(obj, finalizer)
+	}
+	copyStatus(rec.written.DeepCopyObject(), obj)
+	return rec.staleRVs
+}
+
+// record remembers obj as written by this pass; stale lists every version the
+// cache may still serve instead, starting with readRV, the version the pass
+// read. A pass that wrote nothing (obj is still at readRV) leaves the record
+// as it is: overlay already dropped it if the read was current.
+func (w *ownWrites) record(key types.NamespacedName, obj client.Object, readRV string, stale []string) {
+	if obj.GetResourceVersion() == readRV {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m == nil {
+		w.m = map[types.NamespacedName]ownWrite{}
+	}
+	current := obj.GetResourceVersion()
+	var rvs []string
+	for _, rv := range stale {
+		if rv != "" && rv != current && !slices.Contains(rvs, rv) {
+			rvs = append(rvs, rv)
+		}
+	}
+	if len(rvs) == 0 {
+		delete(w.m, key)
+		return
+	}
+	written, ok := obj.DeepCopyObject().(client.Object)
+	if !ok {
+		return
+	}
+	w.m[key] = ownWrite{uid: obj.GetUID(), staleRVs: rvs, written: written}
+}
+
+// forget drops the record of key.
+func (w *ownWrites) forget(key types.NamespacedName) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.m, key)
+}
+
+// copyStatus sets dst's Status field to src's, for typed objects of the same
+// type; other objects are left alone.
+func copyStatus(src, dst any) {
+	sv, dv := reflect.ValueOf(src), reflect.ValueOf(dst)
+	if sv.Kind() != reflect.Pointer || sv.Type() != dv.Type() || sv.Elem().Kind() != reflect.Struct {
+		return
+	}
+	s, d := sv.Elem().FieldByName("Status"), dv.Elem().FieldByName("Status")
+	if s.IsValid() && d.CanSet() {
+		d.Set(s)
+	}
+}
