@@ -105,7 +105,6 @@ func TestWithManager(t *testing.T) {
 	}
 	if n := metricValue(t, reconcile.MetricStatusWrites, map[string]string{"controller": name, "result": "written"}); n != 2 {
 		t.Errorf("%s{result=written} = %v, want 2", reconcile.MetricStatusWrites, n)
-
 	}
 }
 

@@ -33,8 +33,9 @@ func main() {
 	_ = fs.Parse(os.Args[2:])
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, verb, *name, *nodes, *kubeconfig, *bin); err != nil {
+	err := run(ctx, verb, *name, *nodes, *kubeconfig, *bin)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "cluster:", err)
 		os.Exit(1)
 	}
