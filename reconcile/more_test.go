@@ -1,0 +1,184 @@
+package reconcile_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
+	"github.com/opkit-dev/opkit/reconcile"
+	"github.com/opkit-dev/opkit/statusutil"
+)
+
+func TestEnsureChildUnstructured(t *testing.T) {
+	f := newFixture(t)
+	ch := f.children()
+	owner := f.createWidget("owner", testv1.WidgetSpec{})
+	desired := func(v string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"data": map[string]any{"k": v}}}
+		u.SetAPIVersion("v1")
+		u.SetKind("ConfigMap")
+		u.SetName("u")
+		u.SetNamespace(f.ns)
+		return u
+	}
+	for _, step := range []struct {
+		value      string
+		want       reconcile.Operation
+		wantWrites int
+	}{
+		{"1", reconcile.OperationCreated, 1},
+		{"1", reconcile.OperationNone, 0},
+		{"2", reconcile.OperationUpdated, 1},
+	} {
+		f.counter.Reset()
+		op, err := ch.EnsureChild(t.Context(), owner, desired(step.value))
+		if err != nil || op != step.want {
+			t.Fatalf("EnsureChild(k=%s) = %s, %v; want %s", step.value, op, err, step.want)
+		}
+		f.wantWrites(step.wantWrites)
+	}
+	cm := &corev1.ConfigMap{}
+	must(t, env.Client.Get(t.Context(), client.ObjectKey{Namespace: f.ns, Name: "u"}, cm))
+	if cm.Data["k"] != "2" {
+		t.Errorf("data = %v, want k=2", cm.Data)
+	}
+}
+
+func TestNegativePolarityCondition(t *testing.T) {
+	f := newFixture(t)
+	degraded := true
+	hooks := &widgetHooks{children: f.children(), onReconc: func(_ context.Context, w *testv1.Widget) (reconcile.Result, bool) {
+		if degraded {
+			statusutil.MarkTrue(w, "Degraded", "ReplicaLost", "1 of 3 replicas lost")
+		} else {
+			statusutil.MarkFalse(w, "Degraded", "AllReplicas", "")
+		}
+		return reconcile.Done(), true
+	}}
+	r := newReconciler(t, f, hooks, reconcile.WithNegativePolarityConditions("Degraded"))
+	f.createWidget("w", testv1.WidgetSpec{})
+	f.mustPass(r, "w")
+	ready := statusutil.Get(f.get("w"), statusutil.ReadyCondition)
+	if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != "ReplicaLost" {
+		t.Errorf("Ready with Degraded=True: %+v, want False/ReplicaLost", ready)
+	}
+	degraded = false
+	f.mustPass(r, "w")
+	if !statusutil.IsTrue(f.get("w"), statusutil.ReadyCondition) {
+		t.Errorf("Ready with Degraded=False: %+v, want True", conditionsOf(f.get("w")))
+	}
+}
+
+func TestTerminalFinalizeKeepsFinalizerWithoutRetry(t *testing.T) {
+	f := newFixture(t)
+	hooks := &finalizingHooks{
+		widgetHooks: widgetHooks{children: f.children()},
+		results:     []reconcile.Result{reconcile.Terminal("ManualCleanupNeeded", errors.New("bucket is locked"))},
+	}
+	r := newReconciler(t, f, hooks)
+	f.createWidget("w", testv1.WidgetSpec{})
+	f.mustPass(r, "w")
+	must(t, env.Client.Delete(t.Context(), f.get("w")))
+	res, err := f.pass(r, "w")
+	if err == nil || res.RequeueAfter != 0 {
+		t.Fatalf("terminal Finalize: %+v, %v; want a terminal error and no requeue", res, err)
+	}
+	w := f.get("w")
+	if !controllerutil.ContainsFinalizer(w, finalizer) || !statusutil.IsTrue(w, statusutil.StalledCondition) {
+		t.Errorf("want the finalizer kept and Stalled=True, got finalizers %v conditions %+v", w.Finalizers, conditionsOf(w))
+	}
+	// Clean up: the next (successful) Finalize releases it.
+	f.mustPass(r, "w")
+	if !f.gone("w") {
+		t.Error("widget not deleted after Finalize succeeded")
+	}
+}
+
+// A finalizer left by an earlier version whose hooks had Finalize is
+// released by hooks that no longer have it.
+func TestLeftoverFinalizerIsReleased(t *testing.T) {
+	f := newFixture(t)
+	r := newReconciler(t, f, &widgetHooks{children: f.children()})
+	w := f.createWidget("w", testv1.WidgetSpec{})
+	controllerutil.AddFinalizer(w, r.FinalizerName())
+	must(t, env.Client.Update(t.Context(), w))
+	must(t, env.Client.Delete(t.Context(), w))
+	f.mustPass(r, "w")
+	if !f.gone("w") {
+		t.Errorf("widget with a leftover %s finalizer was not released", r.FinalizerName())
+	}
+	if r.Name() != "widget" {
+		t.Errorf("default name = %q, want widget", r.Name())
+	}
+}
+
+func TestDefaultPredicate(t *testing.T) {
+	base := func() *testv1.Widget {
+		return &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", Generation: 1, Labels: map[string]string{"a": "1"}}}
+	}
+	now := metav1.Now()
+	tests := []struct {
+		name   string
+		mutate func(*testv1.Widget)
+		want   bool
+	}{
+		{"status only", func(w *testv1.Widget) { w.Status.Replicas = 3 }, false},
+		{"resync (no change)", func(*testv1.Widget) {}, false},
+		{"spec (generation)", func(w *testv1.Widget) { w.Generation = 2 }, true},
+		{"labels", func(w *testv1.Widget) { w.Labels["a"] = "2" }, true},
+		{"annotations", func(w *testv1.Widget) { w.Annotations = map[string]string{"reconcile": "now"} }, true},
+		{"finalizers", func(w *testv1.Widget) { w.Finalizers = []string{"x/y"} }, true},
+		{"deletion", func(w *testv1.Widget) { w.DeletionTimestamp = &now }, true},
+	}
+	p := reconcile.DefaultPredicate()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := base()
+			tt.mutate(n)
+			if got := p.Update(event.UpdateEvent{ObjectOld: base(), ObjectNew: n}); got != tt.want {
+				t.Errorf("Update passes = %v, want %v", got, tt.want)
+			}
+		})
+	}
+	if !p.Create(event.CreateEvent{Object: base()}) || !p.Delete(event.DeleteEvent{Object: base()}) {
+		t.Error("creations and deletions must pass")
+	}
+}
+
+func TestResultConstructors(t *testing.T) {
+	tests := []struct {
+		name        string
+		r           reconcile.Result
+		kind        reconcile.Kind
+		after       time.Duration
+		reason, msg string
+		wantErr     bool
+	}{
+		{"zero value is done", reconcile.Result{}, reconcile.KindDone, 0, "", "", false},
+		{"requeue after 0 is done", reconcile.RequeueAfter(0), reconcile.KindDone, 0, "", "", false},
+		{"requeue after", reconcile.RequeueAfter(time.Minute), reconcile.KindRequeueAfter, time.Minute, "", "", false},
+		{"waiting default delay", reconcile.Waiting("R", "m", -1), reconcile.KindWaiting, reconcile.DefaultWaitingRequeue, "R", "m", false},
+		{"retry nil is still an error", reconcile.Retry(nil), reconcile.KindRetry, 0, "", "retry requested", true},
+		{"terminal nil is still an error", reconcile.Terminal("R", nil), reconcile.KindTerminal, 0, "R", "terminal failure", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := tt.r
+			if r.Kind() != tt.kind || r.After() != tt.after || r.Reason() != tt.reason || r.Message() != tt.msg || (r.Err() != nil) != tt.wantErr {
+				t.Errorf("got kind %s after %v reason %q message %q err %v", r.Kind(), r.After(), r.Reason(), r.Message(), r.Err())
+			}
+		})
+	}
+	if s := reconcile.Kind(42).String(); s != "Kind(42)" {
+		t.Errorf("unknown kind String = %q", s)
+	}
+}
