@@ -113,7 +113,7 @@ verify: generate manifests ## Fail if generated files, formatting or go.mod are 
 test: verify vet lint test-unit test-e2e ## Everything CI runs: verify, vet, lint, unit + envtest, e2e.
 
 .PHONY: test-unit
-test-unit: envtest-assets versitygw ## Unit and envtest tests (with -race, fuzz seed corpora included).
+test-unit: envtest-assets versitygw controller-gen ## Unit and envtest tests (with -race, fuzz seed corpora included).
 	go test $(GO_TEST_FLAGS) -timeout $(UNIT_TIMEOUT) $(UNIT_PKGS)
 
 .PHONY: test-e2e
@@ -121,7 +121,7 @@ test-e2e: cluster-tools ## e2e-framework suites on a throwaway local kwok cluste
 	go test -count=1 -timeout $(E2E_TIMEOUT) ./e2e/...
 
 .PHONY: cover
-cover: envtest-assets versitygw ## Unit tests with a coverage summary per package.
+cover: envtest-assets versitygw controller-gen ## Unit tests with a coverage summary per package.
 	go test -count=1 -timeout $(UNIT_TIMEOUT) -coverprofile=.local/cover.out $(UNIT_PKGS)
 	go tool cover -func=.local/cover.out | tail -1
 
