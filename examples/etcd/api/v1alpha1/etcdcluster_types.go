@@ -1,0 +1,263 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/opkit-dev/opkit/backup"
+)
+
+// Condition types of an EtcdCluster, besides the Ready, Reconciling and
+// Stalled conditions the reconciler derives.
+const (
+	// ConditionAvailable is True while the cluster has quorum and serves
+	// requests.
+	ConditionAvailable = "Available"
+	// ConditionProgressing is True while membership or version changes are
+	// under way.
+	ConditionProgressing = "Progressing"
+	// ConditionDegraded is True while a member is unhealthy or missing.
+	ConditionDegraded = "Degraded"
+)
+
+// EtcdClusterSpec is the desired state of an EtcdCluster.
+// +kubebuilder:validation:XValidation:rule="has(self.restore) == has(oldSelf.restore)",message="restore can only be set when the cluster is created"
+type EtcdClusterSpec struct {
+	// Size is the number of voting members. Odd sizes tolerate the same
+	// number of failures as the next even size with fewer members.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=9
+	// +kubebuilder:default=3
+	// +optional
+	Size int32 `json:"size,omitempty"`
+
+	// Version is the etcd version to run, "3.MINOR.PATCH" (for example
+	// "3.6.16"). Upgrades go one member at a time and at most one minor
+	// version at a time; downgrades are refused.
+	// +kubebuilder:validation:Pattern=`^3\.[0-9]+\.[0-9]+$`
+	// +kubebuilder:validation:MaxLength=16
+	// +required
+	Version string `json:"version"`
+
+	// Repository is the image repository; the image is
+	// Repository:v<Version>.
+	// +kubebuilder:default="gcr.io/etcd-development/etcd"
+	// +kubebuilder:validation:MaxLength=255
+	// +optional
+	Repository string `json:"repository,omitempty"`
+
+	// Storage says where members keep their data.
+	// +optional
+	Storage StorageSpec `json:"storage,omitempty"`
+
+	// Backup configures scheduled backups and the final backup taken before
+	// the cluster's data is deleted.
+	// +optional
+	Backup *BackupSpec `json:"backup,omitempty"`
+
+	// Restore creates the cluster from a backup. It can only be set when the
+	// cluster is created and never changed.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="restore is immutable"
+	// +optional
+	Restore *RestoreSpec `json:"restore,omitempty"`
+
+	// PodTemplate overrides parts of the member pods.
+	// +optional
+	PodTemplate PodTemplateOverrides `json:"podTemplate,omitempty"`
+}
+
+// StorageSpec is the data volume of each member.
+// +kubebuilder:validation:XValidation:rule="!(self.ephemeral && has(self.size))",message="size and ephemeral are mutually exclusive"
+type StorageSpec struct {
+	// Ephemeral keeps data in an emptyDir: a restarted pod loses its data
+	// and is replaced as a new member. For tests and demos only.
+	// +optional
+	Ephemeral bool `json:"ephemeral,omitempty"`
+
+	// Size is the requested size of each member's PersistentVolumeClaim.
+	// +optional
+	Size *resource.Quantity `json:"size,omitempty"`
+
+	// StorageClassName is the storage class of the claims; empty uses the
+	// cluster's default class.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	StorageClassName *string `json:"storageClassName,omitempty"`
+}
+
+// StoreReference names where backups are kept. Exactly one field is set.
+// +kubebuilder:validation:XValidation:rule="has(self.s3SecretName) != has(self.pvcName)",message="set exactly one of s3SecretName and pvcName"
+type StoreReference struct {
+	// S3SecretName names a Secret in the same namespace holding an S3
+	// store configuration (see package github.com/opkit-dev/opkit/backup/s3).
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	S3SecretName string `json:"s3SecretName,omitempty"`
+
+	// PVCName names a PersistentVolumeClaim mounted into the operator at
+	// /backups/<pvcName> (a filesystem store).
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	PVCName string `json:"pvcName,omitempty"`
+}
+
+// BackupSpec configures a cluster's scheduled backups.
+type BackupSpec struct {
+	// Schedule is a cron expression ("0 3 * * *", "@every 6h"); empty takes
+	// no scheduled backups.
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	Schedule string `json:"schedule,omitempty"`
+
+	// Retention is how many of the newest complete backups are kept.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:default=7
+	// +optional
+	Retention int32 `json:"retention,omitempty"`
+
+	// StoreRef is where backups are written.
+	// +required
+	StoreRef StoreReference `json:"storeRef"`
+
+	// SkipFinalBackup deletes the cluster without taking a last snapshot.
+	// +optional
+	SkipFinalBackup bool `json:"skipFinalBackup,omitempty"`
+}
+
+// RestoreSpec names the backup a new cluster starts from.
+type RestoreSpec struct {
+	// BackupName is the name of an EtcdBackup in the same namespace whose
+	// phase is Succeeded.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	BackupName string `json:"backupName"`
+}
+
+// PodTemplateOverrides are the parts of the member pods a user may change.
+type PodTemplateOverrides struct {
+	// Labels are added to every member pod.
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+	// Annotations are added to every member pod.
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+	// Resources of the etcd container.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+	// NodeSelector of the member pods.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// Tolerations of the member pods.
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	// PriorityClassName of the member pods.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+}
+
+// MemberStatus is one etcd member as last observed.
+type MemberStatus struct {
+	// Name is the member's name, which is also its pod's name.
+	Name string `json:"name"`
+	// ID is the member's ID in hex.
+	// +optional
+	ID string `json:"id,omitempty"`
+	// PeerURL is the member's first peer URL.
+	// +optional
+	PeerURL string `json:"peerURL,omitempty"`
+	// Healthy is true when the member answered a status request.
+	Healthy bool `json:"healthy"`
+	// Learner is true while the member is a non-voting learner.
+	// +optional
+	Learner bool `json:"learner,omitempty"`
+	// Leader is true for the raft leader.
+	// +optional
+	Leader bool `json:"leader,omitempty"`
+	// Version is the etcd server version the member reported.
+	// +optional
+	Version string `json:"version,omitempty"`
+}
+
+// EtcdClusterStatus is the observed state of an EtcdCluster.
+type EtcdClusterStatus struct {
+	// ObservedGeneration is the generation the last completed pass acted on.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Members are the etcd members as last observed.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Members []MemberStatus `json:"members,omitempty"`
+
+	// ReadyMembers is the number of healthy voting members.
+	// +optional
+	ReadyMembers int32 `json:"readyMembers,omitempty"`
+
+	// Version is the lowest etcd version any member runs.
+	// +optional
+	Version string `json:"version,omitempty"`
+
+	// ClusterToken is the initial-cluster-token of the cluster, fixed at
+	// bootstrap.
+	// +optional
+	ClusterToken string `json:"clusterToken,omitempty"`
+
+	// Restored is true once the data of spec.restore was loaded.
+	// +optional
+	Restored bool `json:"restored,omitempty"`
+
+	// Backup reports the scheduled backups.
+	// +optional
+	Backup backup.Status `json:"backup,omitempty"`
+
+	// Conditions: Ready, Available, Progressing, Degraded, Reconciling,
+	// Stalled.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// EtcdCluster is an etcd cluster whose membership the operator changes one
+// member at a time without losing quorum.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Namespaced,shortName=etcd
+// +kubebuilder:printcolumn:name="Size",type=integer,JSONPath=`.spec.size`
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyMembers`
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.version`
+// +kubebuilder:printcolumn:name="Available",type=string,JSONPath=`.status.conditions[?(@.type=="Available")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type EtcdCluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   EtcdClusterSpec   `json:"spec,omitempty"`
+	Status EtcdClusterStatus `json:"status,omitempty"`
+}
+
+// GetConditions returns the cluster's conditions.
+func (c *EtcdCluster) GetConditions() []metav1.Condition { return c.Status.Conditions }
+
+// SetConditions replaces the cluster's conditions.
+func (c *EtcdCluster) SetConditions(conds []metav1.Condition) { c.Status.Conditions = conds }
+
+// GetObservedGeneration returns status.observedGeneration.
+func (c *EtcdCluster) GetObservedGeneration() int64 { return c.Status.ObservedGeneration }
+
+// SetObservedGeneration sets status.observedGeneration.
+func (c *EtcdCluster) SetObservedGeneration(g int64) { c.Status.ObservedGeneration = g }
+
+// EtcdClusterList is a list of EtcdClusters.
+//
+// +kubebuilder:object:root=true
+type EtcdClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []EtcdCluster `json:"items"`
+}

@@ -1,0 +1,117 @@
+package etcdclient
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strconv"
+)
+
+// ErrNoLeader is returned (wrapped) when the cluster has no leader, so a
+// membership change cannot be made now.
+var ErrNoLeader = errors.New("etcd cluster has no leader")
+
+// Member is one member of an etcd cluster as reported by MemberList.
+type Member struct {
+	// ID is the member's ID; it is assigned by etcd when the member is
+	// added.
+	ID uint64
+	// Name is the member's --name. It is empty for a member that was added
+	// but has not started yet.
+	Name string
+	// PeerURLs are the member's peer URLs.
+	PeerURLs []string
+	// ClientURLs are the member's advertised client URLs; empty until the
+	// member has started.
+	ClientURLs []string
+	// IsLearner is true for a non-voting learner.
+	IsLearner bool
+}
+
+// Started reports whether the member has joined and published its name.
+func (m Member) Started() bool { return m.Name != "" }
+
+// IDString returns the member ID in hex, as etcdctl prints it.
+func (m Member) IDString() string { return FormatID(m.ID) }
+
+// FormatID formats a member ID in hex, as etcdctl prints it.
+func FormatID(id uint64) string { return strconv.FormatUint(id, 16) }
+
+// Status is what one member reports about itself.
+type Status struct {
+	// ID is the responding member's ID.
+	ID uint64
+	// Version is the etcd server version of the member.
+	Version string
+	// Leader is the ID of the member it believes is the leader, 0 if none.
+	Leader uint64
+	// IsLearner is true for a learner.
+	IsLearner bool
+	// Revision is the member's current key-value store revision.
+	Revision int64
+	// RaftIndex is the member's committed raft index.
+	RaftIndex uint64
+	// RaftAppliedIndex is the member's applied raft index.
+	RaftAppliedIndex uint64
+	// DBSize is the physical size of the member's database in bytes.
+	DBSize int64
+	// Errors are alarms and health problems the member reports.
+	Errors []string
+}
+
+// Healthy reports whether the member has a leader and reports no errors.
+func (s Status) Healthy() bool { return s.Leader != 0 && len(s.Errors) == 0 }
+
+// SnapshotInfo describes a snapshot written by Client.Snapshot.
+type SnapshotInfo struct {
+	// Revision is the store revision the snapshot was taken at.
+	Revision int64
+	// Version is the etcd version of the member that sent it.
+	Version string
+	// Size is the number of bytes written, the trailing checksum included.
+	Size int64
+}
+
+// KeyValue is one key and its value, written by Client.Put in a restore.
+type KeyValue struct {
+	Key, Value []byte
+}
+
+// Client is every etcd call the operator makes. Implementations are safe for
+// concurrent use. Errors from an unreachable cluster are returned as they
+// come; callers treat any error as transient unless documented otherwise.
+type Client interface {
+	// MemberList lists the cluster's members, learners included.
+	MemberList(ctx context.Context) ([]Member, error)
+	// MemberAddAsLearner adds a learner with the given peer URL and returns
+	// it (with its new ID) and the member list after the change.
+	MemberAddAsLearner(ctx context.Context, peerURL string) (Member, []Member, error)
+	// MemberPromote promotes learner id to a voting member. etcd refuses
+	// while the learner lags behind the leader; the error says so and the
+	// call can be retried.
+	MemberPromote(ctx context.Context, id uint64) error
+	// MemberRemove removes member id.
+	MemberRemove(ctx context.Context, id uint64) error
+	// Status asks the member serving endpoint for its status.
+	Status(ctx context.Context, endpoint string) (Status, error)
+	// Snapshot streams a snapshot of the whole key space into w and checks
+	// the SHA-256 that etcd appends to the stream.
+	Snapshot(ctx context.Context, w io.Writer) (SnapshotInfo, error)
+	// Put writes kvs in one transaction (a restore's batch).
+	Put(ctx context.Context, kvs []KeyValue) error
+	// Close releases the client's connections.
+	Close() error
+}
+
+// Factory builds a Client on endpoints (client URLs).
+type Factory interface {
+	New(ctx context.Context, endpoints []string) (Client, error)
+}
+
+// FactoryFunc adapts a function to Factory.
+type FactoryFunc func(ctx context.Context, endpoints []string) (Client, error)
+
+// New calls f(ctx, endpoints).
+func (f FactoryFunc) New(ctx context.Context, endpoints []string) (Client, error) {
+	return f(ctx, endpoints)
+}

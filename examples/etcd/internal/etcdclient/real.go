@@ -1,0 +1,190 @@
+package etcdclient
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// DefaultDialTimeout bounds how long NewFactory's clients wait for a first
+// connection.
+const DefaultDialTimeout = 5 * time.Second
+
+// NewFactory returns the production Factory: clients on
+// go.etcd.io/etcd/client/v3 over plain HTTP, dialing with dialTimeout
+// (DefaultDialTimeout if <= 0).
+func NewFactory(dialTimeout time.Duration) Factory {
+	if dialTimeout <= 0 {
+		dialTimeout = DefaultDialTimeout
+	}
+	return FactoryFunc(func(ctx context.Context, endpoints []string) (Client, error) {
+		if len(endpoints) == 0 {
+			return nil, errors.New("etcd client: no endpoints")
+		}
+		c, err := clientv3.New(clientv3.Config{
+			Endpoints:   endpoints,
+			DialTimeout: dialTimeout,
+			Context:     ctx,
+			Logger:      zap.NewNop(),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("etcd client for %v: %w", endpoints, err)
+		}
+		return &real{c: c}, nil
+	})
+}
+
+type real struct {
+	c *clientv3.Client
+}
+
+func members(in []*pb.Member) []Member {
+	out := make([]Member, 0, len(in))
+	for _, m := range in {
+		out = append(out, Member{
+			ID:         m.ID,
+			Name:       m.Name,
+			PeerURLs:   append([]string(nil), m.PeerURLs...),
+			ClientURLs: append([]string(nil), m.ClientURLs...),
+			IsLearner:  m.IsLearner,
+		})
+	}
+	return out
+}
+
+func (r *real) MemberList(ctx context.Context) ([]Member, error) {
+	resp, err := r.c.MemberList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing etcd members: %w", err)
+	}
+	return members(resp.Members), nil
+}
+
+func (r *real) MemberAddAsLearner(ctx context.Context, peerURL string) (Member, []Member, error) {
+	resp, err := r.c.MemberAddAsLearner(ctx, []string{peerURL})
+	if err != nil {
+		return Member{}, nil, fmt.Errorf("adding learner %s: %w", peerURL, err)
+	}
+	added := members([]*pb.Member{resp.Member})[0]
+	return added, members(resp.Members), nil
+}
+
+func (r *real) MemberPromote(ctx context.Context, id uint64) error {
+	if _, err := r.c.MemberPromote(ctx, id); err != nil {
+		return fmt.Errorf("promoting learner %s: %w", FormatID(id), err)
+	}
+	return nil
+}
+
+func (r *real) MemberRemove(ctx context.Context, id uint64) error {
+	if _, err := r.c.MemberRemove(ctx, id); err != nil {
+		return fmt.Errorf("removing member %s: %w", FormatID(id), err)
+	}
+	return nil
+}
+
+func (r *real) Status(ctx context.Context, endpoint string) (Status, error) {
+	resp, err := r.c.Status(ctx, endpoint)
+	if err != nil {
+		return Status{}, fmt.Errorf("status of %s: %w", endpoint, err)
+	}
+	return Status{
+		ID:               resp.Header.GetMemberId(),
+		Version:          resp.Version,
+		Leader:           resp.Leader,
+		IsLearner:        resp.IsLearner,
+		Revision:         resp.Header.GetRevision(),
+		RaftIndex:        resp.RaftIndex,
+		RaftAppliedIndex: resp.RaftAppliedIndex,
+		DBSize:           resp.DbSize,
+		Errors:           append([]string(nil), resp.Errors...),
+	}, nil
+}
+
+func (r *real) Snapshot(ctx context.Context, w io.Writer) (SnapshotInfo, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	resp, err := r.c.SnapshotWithVersion(ctx)
+	if err != nil {
+		return SnapshotInfo{}, fmt.Errorf("starting snapshot: %w", err)
+	}
+	defer func() { _ = resp.Snapshot.Close() }()
+	cw := NewChecksumWriter(w)
+	n, err := io.Copy(cw, resp.Snapshot)
+	if err != nil {
+		return SnapshotInfo{}, fmt.Errorf("streaming snapshot after %d bytes: %w", n, err)
+	}
+	if err := cw.Verify(); err != nil {
+		return SnapshotInfo{}, err
+	}
+	return SnapshotInfo{Revision: resp.Header.GetRevision(), Version: resp.Version, Size: n}, nil
+}
+
+func (r *real) Put(ctx context.Context, kvs []KeyValue) error {
+	ops := make([]clientv3.Op, 0, len(kvs))
+	for _, kv := range kvs {
+		ops = append(ops, clientv3.OpPut(string(kv.Key), string(kv.Value)))
+	}
+	if _, err := r.c.Txn(ctx).Then(ops...).Commit(); err != nil {
+		return fmt.Errorf("writing %d keys: %w", len(kvs), err)
+	}
+	return nil
+}
+
+func (r *real) Close() error { return r.c.Close() }
+
+// ErrSnapshotChecksum is returned (wrapped) when a snapshot stream's trailing
+// SHA-256 does not match its data, or the stream is too short to carry one.
+var ErrSnapshotChecksum = errors.New("etcd snapshot checksum mismatch")
+
+// ChecksumWriter passes an etcd snapshot stream through to an io.Writer and
+// checks the SHA-256 of the database that etcd appends to the stream.
+type ChecksumWriter struct {
+	w    io.Writer
+	h    hash.Hash
+	tail []byte // the last sha256.Size bytes seen, not yet hashed
+	n    int64
+}
+
+// NewChecksumWriter returns a ChecksumWriter writing to w.
+func NewChecksumWriter(w io.Writer) *ChecksumWriter {
+	return &ChecksumWriter{w: w, h: sha256.New()}
+}
+
+// Write writes p to the underlying writer and hashes everything but the last
+// sha256.Size bytes seen so far.
+func (c *ChecksumWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	buf := make([]byte, 0, len(c.tail)+n)
+	buf = append(buf, c.tail...)
+	buf = append(buf, p[:n]...)
+	if len(buf) > sha256.Size {
+		cut := len(buf) - sha256.Size
+		c.h.Write(buf[:cut])
+		buf = buf[cut:]
+	}
+	c.tail = buf
+	return n, err
+}
+
+// Verify reports whether the bytes written so far end with the SHA-256 of the
+// bytes before it.
+func (c *ChecksumWriter) Verify() error {
+	if len(c.tail) < sha256.Size {
+		return fmt.Errorf("%w: stream of %d bytes has no checksum", ErrSnapshotChecksum, c.n)
+	}
+	if sum := c.h.Sum(nil); !bytes.Equal(sum, c.tail) {
+		return fmt.Errorf("%w: data hashes to %x, stream says %x", ErrSnapshotChecksum, sum, c.tail)
+	}
+	return nil
+}

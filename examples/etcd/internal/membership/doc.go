@@ -1,0 +1,26 @@
+// Package membership decides the next membership change of an etcd cluster.
+//
+// Plan is a pure function: given the desired size and version and what was
+// observed (member pods, etcd's member list, each member's health) it returns
+// exactly one Step. The controller carries the step out and observes again, so
+// the cluster changes one member at a time and every decision is made on
+// fresh observations. Because it is pure, every transition is covered by table
+// tests without Kubernetes or etcd.
+//
+// The rules, in order:
+//
+//  1. An unbootstrapped cluster gets one seed member.
+//  2. Half-finished changes are finished first: a member etcd knows but whose
+//     pod is missing gets its pod (an add interrupted after MemberAddAsLearner),
+//     a pod etcd does not know is deleted (a removal interrupted after
+//     MemberRemove), a started, healthy learner is promoted.
+//  3. A voting member whose pod is gone without its data is removed so that a
+//     replacement can be added; a pod that is gone but whose data volume
+//     remains is recreated and rejoins with its data.
+//  4. Nothing else happens while any member is unhealthy or starting.
+//  5. Scale up adds one learner; scale down removes one non-leader voting
+//     member, only if the members that remain are a healthy quorum.
+//  6. Upgrades restart one member at a time on the new version, followers
+//     first, the leader last; CheckUpgrade refuses downgrades and jumps of more
+//     than one minor version.
+package membership

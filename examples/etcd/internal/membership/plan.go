@@ -1,0 +1,311 @@
+package membership
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Action is the kind of a Step.
+type Action string
+
+// The actions Plan can return.
+const (
+	// ActionWait: nothing safe to do now; look again later.
+	ActionWait Action = "Wait"
+	// ActionNone: the cluster is as desired.
+	ActionNone Action = "None"
+	// ActionBootstrap: create the seed pod Step.Name as a new one-member
+	// cluster.
+	ActionBootstrap Action = "Bootstrap"
+	// ActionAddLearner: add Step.Name as a learner (MemberAddAsLearner),
+	// then create its pod.
+	ActionAddLearner Action = "AddLearner"
+	// ActionCreatePod: create the pod of member Step.Name, which etcd
+	// already knows (it joins as an existing member).
+	ActionCreatePod Action = "CreatePod"
+	// ActionPromote: promote learner Step.ID (MemberPromote).
+	ActionPromote Action = "Promote"
+	// ActionRemove: remove member Step.ID (MemberRemove through the other
+	// members), then delete pod Step.Name and its data.
+	ActionRemove Action = "Remove"
+	// ActionDeletePod: delete pod Step.Name and its data; etcd no longer
+	// knows the member.
+	ActionDeletePod Action = "DeletePod"
+	// ActionUpgrade: restart member Step.Name on Step.Version, keeping its
+	// data.
+	ActionUpgrade Action = "Upgrade"
+)
+
+// PodPhase is what the controller saw of a member pod.
+type PodPhase string
+
+// Pod phases as the planner needs them.
+const (
+	PodPending PodPhase = "Pending"
+	PodRunning PodPhase = "Running"
+	PodFailed  PodPhase = "Failed"
+)
+
+// Pod is an observed member pod.
+type Pod struct {
+	// Name is the pod's name, which is also the member's etcd name.
+	Name string
+	// Phase is the pod's phase; a pod being deleted is not observed.
+	Phase PodPhase
+	// Version is the etcd version the pod runs (from its image).
+	Version string
+}
+
+// Member is an observed etcd member.
+type Member struct {
+	// ID is etcd's member ID.
+	ID uint64
+	// Name is the pod name the member belongs to (from its peer URL).
+	Name string
+	// Started is true once the member has joined and published its name.
+	Started bool
+	// Learner is true for a non-voting learner.
+	Learner bool
+	// Healthy is true when the member answered a status request with a
+	// leader and no alarms.
+	Healthy bool
+	// Leader is true for the raft leader.
+	Leader bool
+}
+
+// Observed is the input of Plan.
+type Observed struct {
+	// Cluster is the EtcdCluster's name; new members are named
+	// "<Cluster>-<n>".
+	Cluster string
+	// Size is the desired number of voting members.
+	Size int
+	// Version is the desired etcd version.
+	Version string
+	// Bootstrapped is true once the seed member was created.
+	Bootstrapped bool
+	// Persistent is true when members keep their data in volumes that
+	// survive their pods; a member whose pod is gone is then recreated
+	// instead of replaced.
+	Persistent bool
+	// Pods are the member pods that exist and are not being deleted.
+	Pods []Pod
+	// Members is etcd's member list, nil when no member could be reached.
+	Members []Member
+	// Reached is true when Members was read from the cluster.
+	Reached bool
+}
+
+// Step is the one change Plan decides on.
+type Step struct {
+	Action Action
+	// Name is the pod and member name the step acts on.
+	Name string
+	// ID is the etcd member ID for Promote and Remove.
+	ID uint64
+	// Version is the target version of an Upgrade, and the version of a
+	// pod to create.
+	Version string
+	// Reason is a CamelCase reason and Message a sentence explaining the
+	// step, for conditions and events.
+	Reason, Message string
+}
+
+// Quorum returns the number of voting members that must agree in a cluster
+// of n voting members.
+func Quorum(n int) int { return n/2 + 1 }
+
+func wait(reason, format string, args ...any) Step {
+	return Step{Action: ActionWait, Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
+// Plan returns the next step for the cluster described by o.
+func Plan(o Observed) Step {
+	pods := make(map[string]Pod, len(o.Pods))
+	for _, p := range o.Pods {
+		pods[p.Name] = p
+	}
+	if !o.Bootstrapped {
+		if len(o.Pods) > 0 {
+			// The seed pod exists; the controller records bootstrap once
+			// the seed answers.
+			return wait("Bootstrapping", "waiting for seed member %s to start", o.Pods[0].Name)
+		}
+		name := o.Cluster + "-0"
+		return Step{Action: ActionBootstrap, Name: name, Version: o.Version, Reason: "Bootstrapping",
+			Message: fmt.Sprintf("creating seed member %s", name)}
+	}
+	if !o.Reached {
+		if len(o.Pods) == 0 {
+			return wait("ClusterLost", "no member pod exists and no member answers; restore from a backup")
+		}
+		return wait("Unreachable", "no member answers")
+	}
+	members := slices.Clone(o.Members)
+	slices.SortFunc(members, func(a, b Member) int { return compareNames(a.Name, b.Name) })
+	known := make(map[string]Member, len(members))
+	voters, healthyVoters := 0, 0
+	for _, m := range members {
+		known[m.Name] = m
+		if !m.Learner {
+			voters++
+			if m.Healthy {
+				healthyVoters++
+			}
+		}
+	}
+
+	// 2. Finish half-done changes.
+	for _, m := range members {
+		if _, ok := pods[m.Name]; !ok && !m.Started {
+			return Step{Action: ActionCreatePod, Name: m.Name, ID: m.ID, Version: o.Version, Reason: "MemberAdded",
+				Message: fmt.Sprintf("creating pod for added member %s", m.Name)}
+		}
+	}
+	for _, p := range sortedPods(o.Pods) {
+		if _, ok := known[p.Name]; !ok {
+			return Step{Action: ActionDeletePod, Name: p.Name, Reason: "MemberRemoved",
+				Message: fmt.Sprintf("deleting pod %s of a removed member", p.Name)}
+		}
+	}
+
+	// 3. Members whose pod is gone or failed.
+	for _, m := range members {
+		p, ok := pods[m.Name]
+		if ok && p.Phase != PodFailed {
+			continue
+		}
+		if ok && p.Phase == PodFailed {
+			// Deleting the failed pod makes it "gone" on the next pass.
+			return Step{Action: ActionDeletePod, Name: m.Name, ID: m.ID, Reason: "MemberFailed",
+				Message: fmt.Sprintf("deleting failed pod %s", m.Name)}
+		}
+		if o.Persistent {
+			return Step{Action: ActionCreatePod, Name: m.Name, ID: m.ID, Version: o.Version, Reason: "MemberRecreated",
+				Message: fmt.Sprintf("recreating pod %s on its data", m.Name)}
+		}
+		// Without its data the member can never come back: remove it, a
+		// replacement is added afterwards. The others must be a healthy
+		// quorum of what remains.
+		remaining, healthyRemaining := voters, healthyVoters
+		if !m.Learner {
+			remaining--
+			if m.Healthy {
+				healthyRemaining--
+			}
+		}
+		if remaining == 0 || healthyRemaining < Quorum(remaining) {
+			return wait("QuorumAtRisk", "member %s lost its pod and data, but removing it would leave %d of %d healthy voting members", m.Name, healthyRemaining, remaining)
+		}
+		return Step{Action: ActionRemove, Name: m.Name, ID: m.ID, Reason: "MemberLost",
+			Message: fmt.Sprintf("removing member %s, which lost its pod and data, to replace it", m.Name)}
+	}
+
+	// 4. Promote a caught-up learner; otherwise wait for everyone to be
+	// healthy.
+	for _, m := range members {
+		if m.Learner && m.Started && m.Healthy {
+			return Step{Action: ActionPromote, Name: m.Name, ID: m.ID, Reason: "PromotingLearner",
+				Message: fmt.Sprintf("promoting learner %s", m.Name)}
+		}
+	}
+	for _, m := range members {
+		if !m.Started || !m.Healthy {
+			return wait("MemberUnhealthy", "waiting for member %s to become healthy", m.Name)
+		}
+		if p := pods[m.Name]; p.Phase != PodRunning {
+			return wait("MemberStarting", "waiting for pod %s to run", m.Name)
+		}
+	}
+
+	// 5. Scale.
+	if voters < o.Size {
+		name := nextName(o.Cluster, pods, known)
+		return Step{Action: ActionAddLearner, Name: name, Version: o.Version, Reason: "ScalingUp",
+			Message: fmt.Sprintf("adding member %s (%d of %d)", name, voters+1, o.Size)}
+	}
+	if voters > o.Size {
+		// Remove the highest-named non-leader; a leader is removed last.
+		for i := len(members) - 1; i >= 0; i-- {
+			m := members[i]
+			if m.Learner || m.Leader {
+				continue
+			}
+			if healthyVoters-1 < Quorum(voters-1) {
+				return wait("QuorumAtRisk", "removing %s would leave no healthy quorum", m.Name)
+			}
+			return Step{Action: ActionRemove, Name: m.Name, ID: m.ID, Reason: "ScalingDown",
+				Message: fmt.Sprintf("removing member %s (%d to %d)", m.Name, voters, voters-1)}
+		}
+		return wait("NoLeader", "no non-leader member to remove")
+	}
+
+	// 6. Upgrade, followers first.
+	var leader *Member
+	for i := range members {
+		m := members[i]
+		if pods[m.Name].Version == o.Version {
+			continue
+		}
+		if m.Leader {
+			leader = &members[i]
+			continue
+		}
+		return upgrade(o, m, pods[m.Name])
+	}
+	if leader != nil {
+		return upgrade(o, *leader, pods[leader.Name])
+	}
+	return Step{Action: ActionNone, Reason: "Ready", Message: fmt.Sprintf("%d members running %s", voters, o.Version)}
+}
+
+// upgrade restarts a member on the new version, or, without persistent data,
+// removes it so that a member on the new version replaces it.
+func upgrade(o Observed, m Member, p Pod) Step {
+	if !o.Persistent {
+		return Step{Action: ActionRemove, Name: m.Name, ID: m.ID, Reason: "Upgrading",
+			Message: fmt.Sprintf("replacing member %s (%s) with a member on %s", m.Name, p.Version, o.Version)}
+	}
+	return Step{Action: ActionUpgrade, Name: m.Name, ID: m.ID, Version: o.Version, Reason: "Upgrading",
+		Message: fmt.Sprintf("upgrading member %s from %s to %s", m.Name, p.Version, o.Version)}
+}
+
+func sortedPods(in []Pod) []Pod {
+	out := slices.Clone(in)
+	slices.SortFunc(out, func(a, b Pod) int { return compareNames(a.Name, b.Name) })
+	return out
+}
+
+// compareNames orders "<cluster>-<n>" names by n, then lexically.
+func compareNames(a, b string) int {
+	ia, ib := ordinal(a), ordinal(b)
+	if c := cmp.Compare(ia, ib); c != 0 {
+		return c
+	}
+	return strings.Compare(a, b)
+}
+
+func ordinal(name string) int {
+	i := strings.LastIndexByte(name, '-')
+	n, err := strconv.Atoi(name[i+1:])
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// nextName returns "<cluster>-<n>" with the smallest n used by no pod or
+// member.
+func nextName(cluster string, pods map[string]Pod, members map[string]Member) string {
+	for n := 0; ; n++ {
+		name := cluster + "-" + strconv.Itoa(n)
+		_, p := pods[name]
+		_, m := members[name]
+		if !p && !m {
+			return name
+		}
+	}
+}

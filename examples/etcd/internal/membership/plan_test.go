@@ -1,0 +1,273 @@
+package membership
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+const v = "3.6.16"
+
+func running(names ...string) []Pod {
+	var out []Pod
+	for _, n := range names {
+		out = append(out, Pod{Name: n, Phase: PodRunning, Version: v})
+	}
+	return out
+}
+
+// healthy returns started, healthy voting members with IDs 1..n; the first is
+// the leader.
+func healthy(names ...string) []Member {
+	var out []Member
+	for i, n := range names {
+		out = append(out, Member{ID: uint64(i + 1), Name: n, Started: true, Healthy: true, Leader: i == 0})
+	}
+	return out
+}
+
+func with(ms []Member, name string, f func(*Member)) []Member {
+	for i := range ms {
+		if ms[i].Name == name {
+			f(&ms[i])
+		}
+	}
+	return ms
+}
+
+func TestPlan(t *testing.T) {
+	t.Parallel()
+	three := func() []Member { return healthy("c-0", "c-1", "c-2") }
+	tests := []struct {
+		name string
+		o    Observed
+		want Step
+	}{{
+		name: "bootstrap creates the seed",
+		o:    Observed{Cluster: "c", Size: 3, Version: v},
+		want: Step{Action: ActionBootstrap, Name: "c-0", Version: v},
+	}, {
+		name: "seed pod exists but cluster not yet recorded as bootstrapped",
+		o:    Observed{Cluster: "c", Size: 3, Version: v, Pods: running("c-0")},
+		want: Step{Action: ActionWait, Reason: "Bootstrapping"},
+	}, {
+		name: "no member reachable",
+		o:    Observed{Cluster: "c", Size: 3, Version: v, Bootstrapped: true, Pods: running("c-0")},
+		want: Step{Action: ActionWait, Reason: "Unreachable"},
+	}, {
+		name: "all pods and members lost",
+		o:    Observed{Cluster: "c", Size: 3, Version: v, Bootstrapped: true},
+		want: Step{Action: ActionWait, Reason: "ClusterLost"},
+	}, {
+		name: "scale up adds a learner with the lowest free name",
+		o: Observed{Cluster: "c", Size: 3, Version: v, Bootstrapped: true, Reached: true,
+			Pods: running("c-0", "c-2"), Members: healthy("c-0", "c-2")},
+		want: Step{Action: ActionAddLearner, Name: "c-1", Version: v},
+	}, {
+		name: "learner added but pod creation failed: create the pod",
+		o: Observed{Cluster: "c", Size: 3, Version: v, Bootstrapped: true, Reached: true,
+			Pods:    running("c-0"),
+			Members: append(healthy("c-0"), Member{ID: 9, Name: "c-1", Learner: true})},
+		want: Step{Action: ActionCreatePod, Name: "c-1", ID: 9, Version: v},
+	}, {
+		name: "learner pod starting: wait",
+		o: Observed{Cluster: "c", Size: 3, Version: v, Bootstrapped: true, Reached: true,
+			Pods:    append(running("c-0"), Pod{Name: "c-1", Phase: PodPending, Version: v}),
+			Members: append(healthy("c-0"), Member{ID: 9, Name: "c-1", Learner: true})},
+		want: Step{Action: ActionWait, Reason: "MemberUnhealthy"},
+	}, {
+		name: "started healthy learner is promoted",
+		o: Observed{Cluster: "c", Size: 3, Version: v, Bootstrapped: true, Reached: true,
+			Pods:    running("c-0", "c-1"),
+			Members: append(healthy("c-0"), Member{ID: 9, Name: "c-1", Learner: true, Started: true, Healthy: true})},
+		want: Step{Action: ActionPromote, Name: "c-1", ID: 9},
+	}, {
+		name: "steady state",
+		o: Observed{Cluster: "c", Size: 3, Version: v, Bootstrapped: true, Reached: true,
+			Pods: running("c-0", "c-1", "c-2"), Members: three()},
+		want: Step{Action: ActionNone, Reason: "Ready"},
+	}, {
+		name: "scale down removes the highest non-leader",
+		o: Observed{Cluster: "c", Size: 1, Version: v, Bootstrapped: true, Reached: true,
+			Pods: running("c-0", "c-1", "c-2"), Members: three()},
+		want: Step{Action: ActionRemove, Name: "c-2", ID: 3},
+	}, {
+		name: "scale down skips the leader",
+		o: Observed{Cluster: "c", Size: 2, Version: v, Bootstrapped: true, Reached: true,
+			Pods: running("c-0", "c-1", "c-2"),
+			Members: with(with(three(), "c-0", func(m *Member) { m.Leader = false }),
+				"c-2", func(m *Member) { m.Leader = true })},
+		want: Step{Action: ActionRemove, Name: "c-1", ID: 2},
+	}, {
+		name: "scale down waits while a member is unhealthy",
+		o: Observed{Cluster: "c", Size: 1, Version: v, Bootstrapped: true, Reached: true,
+			Pods:    running("c-0", "c-1", "c-2"),
+			Members: with(three(), "c-1", func(m *Member) { m.Healthy = false })},
+		want: Step{Action: ActionWait, Reason: "MemberUnhealthy"},
+	}, {
+		name: "scale up waits while a member is unhealthy",
+		o: Observed{Cluster: "c", Size: 5, Version: v, Bootstrapped: true, Reached: true,
+			Pods:    running("c-0", "c-1", "c-2"),
+			Members: with(three(), "c-2", func(m *Member) { m.Healthy = false })},
+		want: Step{Action: ActionWait, Reason: "MemberUnhealthy"},
+	}, {
+		name: "member removed but pod deletion failed: delete the pod",
+		o: Observed{Cluster: "c", Size: 2, Version: v, Bootstrapped: true, Reached: true,
+			Pods: running("c-0", "c-1", "c-2"), Members: healthy("c-0", "c-1")},
+		want: Step{Action: ActionDeletePod, Name: "c-2"},
+	}, {
+		name: "deleted pod with persistent data is recreated",
+		o: Observed{Cluster: "c", Size: 3, Version: v, Bootstrapped: true, Reached: true, Persistent: true,
+			Pods:    running("c-0", "c-2"),
+			Members: with(three(), "c-1", func(m *Member) { m.Healthy = false })},
+		want: Step{Action: ActionCreatePod, Name: "c-1", ID: 2, Version: v},
+	}, {
+		name: "deleted pod without data is removed for replacement",
+		o: Observed{Cluster: "c", Size: 3, Version: v, Bootstrapped: true, Reached: true,
+			Pods:    running("c-0", "c-2"),
+			Members: with(three(), "c-1", func(m *Member) { m.Healthy = false })},
+		want: Step{Action: ActionRemove, Name: "c-1", ID: 2},
+	}, {
+		name: "replacement added after removal",
+		o: Observed{Cluster: "c", Size: 3, Version: v, Bootstrapped: true, Reached: true,
+			Pods: running("c-0", "c-2"), Members: healthy("c-0", "c-2")},
+		want: Step{Action: ActionAddLearner, Name: "c-1", Version: v},
+	}, {
+		name: "lost member not removed when the rest is no healthy quorum",
+		o: Observed{Cluster: "c", Size: 3, Version: v, Bootstrapped: true, Reached: true,
+			Pods: running("c-0", "c-2"),
+			Members: with(with(three(), "c-1", func(m *Member) { m.Healthy = false }),
+				"c-2", func(m *Member) { m.Healthy = false })},
+		want: Step{Action: ActionWait, Reason: "QuorumAtRisk"},
+	}, {
+		name: "failed pod is deleted",
+		o: Observed{Cluster: "c", Size: 3, Version: v, Bootstrapped: true, Reached: true, Persistent: true,
+			Pods:    append(running("c-0", "c-2"), Pod{Name: "c-1", Phase: PodFailed, Version: v}),
+			Members: three()},
+		want: Step{Action: ActionDeletePod, Name: "c-1", ID: 2},
+	}, {
+		name: "upgrade goes to followers first",
+		o: Observed{Cluster: "c", Size: 3, Version: "3.7.0", Bootstrapped: true, Reached: true, Persistent: true,
+			Pods: running("c-0", "c-1", "c-2"), Members: three()},
+		want: Step{Action: ActionUpgrade, Name: "c-1", ID: 2, Version: "3.7.0"},
+	}, {
+		name: "upgrade does the leader last",
+		o: Observed{Cluster: "c", Size: 3, Version: "3.7.0", Bootstrapped: true, Reached: true, Persistent: true,
+			Pods: []Pod{{Name: "c-0", Phase: PodRunning, Version: v},
+				{Name: "c-1", Phase: PodRunning, Version: "3.7.0"}, {Name: "c-2", Phase: PodRunning, Version: "3.7.0"}},
+			Members: three()},
+		want: Step{Action: ActionUpgrade, Name: "c-0", ID: 1, Version: "3.7.0"},
+	}, {
+		name: "upgrade without persistent data replaces the member",
+		o: Observed{Cluster: "c", Size: 3, Version: "3.7.0", Bootstrapped: true, Reached: true,
+			Pods: running("c-0", "c-1", "c-2"), Members: three()},
+		want: Step{Action: ActionRemove, Name: "c-1", ID: 2},
+	}, {
+		name: "upgrade waits while a member is unhealthy",
+		o: Observed{Cluster: "c", Size: 3, Version: "3.7.0", Bootstrapped: true, Reached: true, Persistent: true,
+			Pods:    running("c-0", "c-1", "c-2"),
+			Members: with(three(), "c-0", func(m *Member) { m.Healthy = false })},
+		want: Step{Action: ActionWait, Reason: "MemberUnhealthy"},
+	}, {
+		name: "upgraded pod still pending: wait",
+		o: Observed{Cluster: "c", Size: 3, Version: v, Bootstrapped: true, Reached: true, Persistent: true,
+			Pods:    append(running("c-0", "c-2"), Pod{Name: "c-1", Phase: PodPending, Version: v}),
+			Members: three()},
+		want: Step{Action: ActionWait, Reason: "MemberStarting"},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := Plan(tt.o)
+			if diff := cmp.Diff(tt.want, got, cmpopts.IgnoreFields(Step{}, "Message"), ignoreReasonUnlessWait(tt.want)); diff != "" {
+				t.Errorf("Plan() mismatch (-want +got):\n%s\nmessage: %s", diff, got.Message)
+			}
+			if got.Message == "" {
+				t.Errorf("Plan() returned no message")
+			}
+		})
+	}
+}
+
+// ignoreReasonUnlessWait compares reasons only for Wait and None steps,
+// whose reason is the point of the test.
+func ignoreReasonUnlessWait(want Step) cmp.Option {
+	if want.Action == ActionWait || want.Action == ActionNone {
+		return cmp.Options{}
+	}
+	return cmpopts.IgnoreFields(Step{}, "Reason")
+}
+
+// TestPlanNeverLosesQuorum checks, over every combination of up to 7
+// members' health and leadership, that a Remove step never leaves fewer
+// healthy voting members than a quorum of those that remain, and that no
+// membership change happens while a member is unhealthy except removing a
+// lost one.
+func TestPlanNeverLosesQuorum(t *testing.T) {
+	t.Parallel()
+	for n := 1; n <= 7; n++ {
+		for mask := 0; mask < 1<<n; mask++ {
+			for size := 1; size <= 9; size++ {
+				names := make([]string, n)
+				for i := range names {
+					names[i] = "c-" + string(rune('0'+i))
+				}
+				ms := healthy(names...)
+				healthyCount := 0
+				for i := range ms {
+					ms[i].Healthy = mask&(1<<i) != 0
+					if ms[i].Healthy {
+						healthyCount++
+					}
+				}
+				o := Observed{Cluster: "c", Size: size, Version: v, Bootstrapped: true, Reached: true,
+					Pods: running(names...), Members: ms}
+				got := Plan(o)
+				switch got.Action {
+				case ActionRemove:
+					h := healthyCount
+					for _, m := range ms {
+						if m.ID == got.ID && m.Healthy {
+							h--
+						}
+					}
+					if h < Quorum(n-1) {
+						t.Fatalf("n=%d healthy=%b size=%d: %+v leaves %d healthy of %d", n, mask, size, got, h, n-1)
+					}
+					if healthyCount != n {
+						t.Fatalf("n=%d healthy=%b size=%d: removal while unhealthy: %+v", n, mask, size, got)
+					}
+				case ActionAddLearner, ActionUpgrade, ActionPromote:
+					if healthyCount != n {
+						t.Fatalf("n=%d healthy=%b size=%d: %s while a member is unhealthy", n, mask, size, got.Action)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestCheckUpgrade(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		from, to string
+		ok       bool
+	}{
+		{"", "3.6.16", true},
+		{"3.6.16", "3.6.16", true},
+		{"3.6.15", "3.6.16", true},
+		{"3.6.16", "3.6.15", true},
+		{"3.5.21", "3.6.16", true},
+		{"3.6.16", "3.5.21", false},
+		{"3.4.30", "3.6.16", false},
+		{"3.6.16", "4.0.0", false},
+		{"3.6.16", "3.6", false},
+	}
+	for _, tt := range tests {
+		err := CheckUpgrade(tt.from, tt.to)
+		if (err == nil) != tt.ok {
+			t.Errorf("CheckUpgrade(%q, %q) = %v, want ok=%v", tt.from, tt.to, err, tt.ok)
+		}
+	}
+}
