@@ -2,6 +2,9 @@ package reconcile
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -16,6 +19,12 @@ import (
 
 	"github.com/opkit-dev/opkit/ownership"
 )
+
+// AppliedDigestAnnotation is the annotation in which EnsureChild records a
+// digest of the configuration it applied to a child. A desired object whose
+// digest differs is applied even when the live object carries all its
+// fields: that is how a field the caller stopped setting gets removed.
+const AppliedDigestAnnotation = "opkit.dev/applied-digest"
 
 // Operation tells what EnsureChild or DeleteChild did.
 type Operation string
@@ -35,7 +44,10 @@ const (
 //
 // EnsureChild reads the child through the client (the manager's cache) and
 // writes only when the live object does not already carry every field the
-// desired object sets. The comparison is apimachinery's
+// desired object sets, or when the desired object differs from the one last
+// applied (recorded as a digest in the AppliedDigestAnnotation annotation),
+// so that a field, list item, map key or label you stop setting is removed
+// at once. The comparison of fields is apimachinery's
 // equality.Semantic.DeepDerivative: nil pointers, nil or empty maps and
 // slices, and empty strings in the desired object mean "not mine, don't
 // care", so fields the API server defaults (imagePullPolicy,
@@ -54,9 +66,11 @@ const (
 //     even when zero. Set such fields explicitly when the server defaults
 //     them (for example a Service port's targetPort), or the child is
 //     re-applied on every pass.
-//   - A label or annotation dropped from the desired object is not noticed
-//     by the comparison (subset semantics); it is removed at the next write
-//     of that child.
+//   - The field comparison alone is a subset test: a shorter list, a map
+//     without a key, or a nil pointer in the desired object would all match
+//     the live object. Removals are noticed through the digest annotation
+//     instead, which covers everything EnsureChild applied; do not strip it
+//     or copy it between objects.
 //   - The child type must be served from the cache: declare it with
 //     WithOwns (SetupWithManager) or Owns, or every read lists from the
 //     cluster.
@@ -100,6 +114,15 @@ func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object
 		return OperationNone, fmt.Errorf("EnsureChild %s: %w", desired.GetName(), err)
 	}
 
+	u, err := applyContent(desired, gvk.GroupVersion().String(), gvk.Kind)
+	if err != nil {
+		return OperationNone, err
+	}
+	digest, err := appliedDigest(u)
+	if err != nil {
+		return OperationNone, err
+	}
+
 	current, err := newLike(desired)
 	if err != nil {
 		return OperationNone, err
@@ -113,16 +136,18 @@ func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object
 		if ctl := metav1.GetControllerOf(current); ctl != nil && ctl.UID != owner.GetUID() {
 			return OperationNone, &ownership.AlreadyControlledError{Object: current, Owner: *ctl}
 		}
-		if ownership.IsControlledBy(current, owner) && matches(desired, current) {
+		if ownership.IsControlledBy(current, owner) && current.GetAnnotations()[AppliedDigestAnnotation] == digest && matches(desired, current) {
 			return OperationNone, copyInto(current, desired)
 		}
 		op = OperationUpdated
 	}
 
-	u, err := applyContent(desired, gvk.GroupVersion().String(), gvk.Kind)
-	if err != nil {
-		return OperationNone, err
+	ann := u.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
 	}
+	ann[AppliedDigestAnnotation] = digest
+	u.SetAnnotations(ann)
 	if err := c.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
 		client.FieldOwner(c.fieldOwner), client.ForceOwnership); err != nil {
 		return OperationNone, fmt.Errorf("applying %s %s: %w", gvk.Kind, desired.GetName(), err)
@@ -250,6 +275,17 @@ func applyContent(desired client.Object, apiVersion, kind string) (*unstructured
 	u.SetAPIVersion(apiVersion)
 	u.SetKind(kind)
 	return u, nil
+}
+
+// appliedDigest returns a short digest of an apply request's content
+// (encoding/json sorts map keys, so equal content gives equal digests).
+func appliedDigest(u *unstructured.Unstructured) (string, error) {
+	b, err := json.Marshal(u.Object)
+	if err != nil {
+		return "", fmt.Errorf("hashing %s: %w", u.GetName(), err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:12]), nil
 }
 
 // pruneNulls removes null values, which typed structs produce for unset

@@ -1,0 +1,83 @@
+package reconcile_test
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
+	"github.com/opkit-dev/opkit/reconcile"
+)
+
+// A field the caller stops setting must be removed from the child even
+// though the live object still "carries every desired field" in the subset
+// sense: shorter lists, maps without a key, nil pointers.
+func TestEnsureChildRemovesWhatIsNoLongerSet(t *testing.T) {
+	full := func(d *appsv1.Deployment) {
+		c := &d.Spec.Template.Spec.Containers[0]
+		c.Args = []string{"-a", "-b"}
+		c.Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}
+		d.Spec.Template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"a"}}},
+			}}},
+		}}
+		// desiredDeployment shares one map between labels and selector.
+		d.Labels = map[string]string{"app": "web", "tier": "cache"}
+	}
+	tests := []struct {
+		name   string
+		remove func(*appsv1.Deployment)
+		got    func(*appsv1.Deployment) any
+		want   any
+	}{
+		{"trailing list item", func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Args = []string{"-a"} },
+			func(d *appsv1.Deployment) any { return d.Spec.Template.Spec.Containers[0].Args }, []string{"-a"}},
+		{"map key", func(d *appsv1.Deployment) { delete(d.Spec.Template.Spec.Containers[0].Resources.Limits, corev1.ResourceCPU) },
+			func(d *appsv1.Deployment) any { _, ok := d.Spec.Template.Spec.Containers[0].Resources.Limits[corev1.ResourceCPU]; return ok }, false},
+		{"pointer", func(d *appsv1.Deployment) { d.Spec.Template.Spec.Affinity = nil },
+			func(d *appsv1.Deployment) any { return d.Spec.Template.Spec.Affinity == nil }, true},
+		{"label", func(d *appsv1.Deployment) { delete(d.Labels, "tier") },
+			func(d *appsv1.Deployment) any { _, ok := d.Labels["tier"]; return ok }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			ch := f.children()
+			owner := f.createWidget("owner", testv1.WidgetSpec{})
+			ctx := t.Context()
+
+			d := desiredDeployment(f.ns, "web:1")
+			full(d)
+			if _, err := ch.EnsureChild(ctx, owner, d); err != nil {
+				t.Fatal(err)
+			}
+			for _, step := range []struct {
+				want       reconcile.Operation
+				wantWrites int
+			}{{reconcile.OperationUpdated, 1}, {reconcile.OperationNone, 0}} {
+				d := desiredDeployment(f.ns, "web:1")
+				full(d)
+				tt.remove(d)
+				f.counter.Reset()
+				op, err := ch.EnsureChild(ctx, owner, d)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if op != step.want {
+					t.Errorf("EnsureChild = %s, want %s", op, step.want)
+				}
+				f.wantWrites(step.wantWrites)
+			}
+			live := &appsv1.Deployment{}
+			must(t, env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "web"}, live))
+			if diff := cmp.Diff(tt.want, tt.got(live)); diff != "" {
+				t.Errorf("live Deployment after the removal (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
