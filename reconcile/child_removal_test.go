@@ -37,8 +37,13 @@ func TestEnsureChildRemovesWhatIsNoLongerSet(t *testing.T) {
 	}{
 		{"trailing list item", func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Args = []string{"-a"} },
 			func(d *appsv1.Deployment) any { return d.Spec.Template.Spec.Containers[0].Args }, []string{"-a"}},
-		{"map key", func(d *appsv1.Deployment) { delete(d.Spec.Template.Spec.Containers[0].Resources.Limits, corev1.ResourceCPU) },
-			func(d *appsv1.Deployment) any { _, ok := d.Spec.Template.Spec.Containers[0].Resources.Limits[corev1.ResourceCPU]; return ok }, false},
+		{"map key", func(d *appsv1.Deployment) {
+			delete(d.Spec.Template.Spec.Containers[0].Resources.Limits, corev1.ResourceCPU)
+		},
+			func(d *appsv1.Deployment) any {
+				_, ok := d.Spec.Template.Spec.Containers[0].Resources.Limits[corev1.ResourceCPU]
+				return ok
+			}, false},
 		{"pointer", func(d *appsv1.Deployment) { d.Spec.Template.Spec.Affinity = nil },
 			func(d *appsv1.Deployment) any { return d.Spec.Template.Spec.Affinity == nil }, true},
 		{"label", func(d *appsv1.Deployment) { delete(d.Labels, "tier") },
