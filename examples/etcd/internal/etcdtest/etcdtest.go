@@ -1,0 +1,266 @@
+// Package etcdtest runs real etcd members as local processes on 127.0.0.1
+// for the etcd example's integration tests.
+//
+// The etcd binary is bin/etcd of the repository (built by `make etcd`) or
+// $OPKIT_BIN/etcd. A missing binary fails the test with a message naming the
+// make target; it never skips. Every process is stopped by t.Cleanup, and
+// every data directory lives in t.TempDir().
+package etcdtest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
+)
+
+// Binary returns the path of the etcd binary or fails t naming `make etcd`.
+func Binary(t testing.TB) string {
+	t.Helper()
+	path, err := binary()
+	if err != nil {
+		t.Fatalf("etcd binary: %v", err)
+	}
+	return path
+}
+
+func binary() (string, error) { return tool("etcd") }
+
+// tool finds bin/<name> of the repository or $OPKIT_BIN/<name>; the error
+// names the make target that builds it.
+func tool(name string) (string, error) {
+	var path string
+	if d := os.Getenv("OPKIT_BIN"); d != "" {
+		path = filepath.Join(d, name)
+	} else {
+		dir, err := os.Getwd()
+		if err != nil {
+			return "", err
+		}
+		for {
+			if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+				path = filepath.Join(dir, "bin", name)
+				break
+			}
+			parent := filepath.Dir(dir)
+			if parent == dir {
+				return "", fmt.Errorf("go.mod not found above the working directory; set OPKIT_BIN or run `make %s`", name)
+			}
+			dir = parent
+		}
+	}
+	if _, err := os.Stat(path); err != nil {
+		return "", fmt.Errorf("%s: %w: run `make %s`", path, err, name)
+	}
+	return path, nil
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("finding a free port: %v", err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Member is one etcd member process.
+type Member struct {
+	Name      string
+	DataDir   string
+	PeerURL   string
+	ClientURL string
+	LogPath   string
+
+	bin    string
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+// NewMember allocates ports and a data directory for a member named name.
+// It does not start it.
+func NewMember(t testing.TB, name string) *Member {
+	t.Helper()
+	dir := t.TempDir()
+	return &Member{
+		Name:      name,
+		DataDir:   filepath.Join(dir, "data"),
+		PeerURL:   fmt.Sprintf("http://127.0.0.1:%d", FreePort(t)),
+		ClientURL: fmt.Sprintf("http://127.0.0.1:%d", FreePort(t)),
+		LogPath:   filepath.Join(dir, name+".log"),
+		bin:       Binary(t),
+	}
+}
+
+// InitialCluster returns the --initial-cluster value for ms.
+func InitialCluster(ms ...*Member) string {
+	parts := make([]string, 0, len(ms))
+	for _, m := range ms {
+		parts = append(parts, m.Name+"="+m.PeerURL)
+	}
+	return strings.Join(parts, ",")
+}
+
+// Start starts the member with the given --initial-cluster and
+// --initial-cluster-state ("new" or "existing"). The process is stopped by
+// t.Cleanup.
+func (m *Member) Start(t testing.TB, initialCluster, state string) {
+	t.Helper()
+	logf, err := os.OpenFile(m.LogPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		t.Fatalf("opening log: %v", err)
+	}
+	cmd := exec.Command(m.bin,
+		"--name", m.Name,
+		"--data-dir", m.DataDir,
+		"--listen-peer-urls", m.PeerURL,
+		"--initial-advertise-peer-urls", m.PeerURL,
+		"--listen-client-urls", m.ClientURL,
+		"--advertise-client-urls", m.ClientURL,
+		"--initial-cluster", initialCluster,
+		"--initial-cluster-state", state,
+		"--initial-cluster-token", "opkit-test",
+		"--heartbeat-interval", "50",
+		"--election-timeout", "500",
+		"--log-level", "warn",
+	)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		_ = logf.Close()
+		t.Fatalf("starting etcd %s: %v", m.Name, err)
+	}
+	m.cmd = cmd
+	m.exited = make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		_ = logf.Close()
+		close(m.exited)
+	}()
+	t.Cleanup(func() { m.Stop() })
+}
+
+// Running reports whether the process is running.
+func (m *Member) Running() bool {
+	if m.cmd == nil {
+		return false
+	}
+	select {
+	case <-m.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// Stop stops the process with SIGTERM (SIGKILL after 10s) and waits for it.
+func (m *Member) Stop() {
+	if !m.Running() {
+		return
+	}
+	_ = m.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-m.exited:
+	case <-time.After(10 * time.Second):
+		_ = m.cmd.Process.Kill()
+		<-m.exited
+	}
+}
+
+// Kill kills the process with SIGKILL and waits for it: a crash.
+func (m *Member) Kill() {
+	if !m.Running() {
+		return
+	}
+	_ = m.cmd.Process.Kill()
+	<-m.exited
+}
+
+// Log returns the member's log, for failure messages.
+func (m *Member) Log() string {
+	b, _ := os.ReadFile(m.LogPath)
+	return string(b)
+}
+
+// StartCluster starts n members as a new cluster and waits until every one
+// reports a leader.
+func StartCluster(t testing.TB, prefix string, n int) []*Member {
+	t.Helper()
+	ms := make([]*Member, n)
+	for i := range ms {
+		ms[i] = NewMember(t, fmt.Sprintf("%s-%d", prefix, i))
+	}
+	ic := InitialCluster(ms...)
+	for _, m := range ms {
+		m.Start(t, ic, "new")
+	}
+	for _, m := range ms {
+		WaitHealthy(t, m, 30*time.Second)
+	}
+	return ms
+}
+
+// WaitHealthy waits until m reports a leader and no errors, or fails t.
+func WaitHealthy(t testing.TB, m *Member, timeout time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	c, err := etcdclient.NewFactory(time.Second).New(ctx, []string{m.ClientURL})
+	if err != nil {
+		t.Fatalf("client for %s: %v", m.Name, err)
+	}
+	defer func() { _ = c.Close() }()
+	var last error
+	for {
+		sctx, scancel := context.WithTimeout(ctx, time.Second)
+		s, err := c.Status(sctx, m.ClientURL)
+		scancel()
+		if err == nil && s.Healthy() {
+			return
+		}
+		last = err
+		if err == nil {
+			last = fmt.Errorf("not healthy: %+v", s)
+		}
+		if !m.Running() {
+			t.Fatalf("etcd %s exited:\n%s", m.Name, m.Log())
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("etcd %s not healthy within %s: %v\n%s", m.Name, timeout, last, m.Log())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Client returns a client on the members' client URLs, closed by t.Cleanup.
+func Client(t testing.TB, ms ...*Member) etcdclient.Client {
+	t.Helper()
+	eps := make([]string, 0, len(ms))
+	for _, m := range ms {
+		eps = append(eps, m.ClientURL)
+	}
+	c, err := etcdclient.NewFactory(2*time.Second).New(t.Context(), eps)
+	if err != nil {
+		t.Fatalf("etcd client: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// PID returns the process ID of the running member, 0 if not started.
+func (m *Member) PID() int {
+	if m.cmd == nil || m.cmd.Process == nil {
+		return 0
+	}
+	return m.cmd.Process.Pid
+}

@@ -1,0 +1,473 @@
+package membership_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdtest"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/membership"
+)
+
+const version = "3.6.16"
+
+// localCluster carries out membership.Plan's steps on local etcd processes,
+// the way the controller does on pods: a process is a pod, its data
+// directory is its volume.
+type localCluster struct {
+	t          *testing.T
+	name       string
+	size       int
+	persistent bool
+	procs      map[string]*etcdtest.Member
+	// hung marks processes stopped with SIGSTOP: their "pod" still runs.
+	hung map[string]bool
+	// failAfterAdd makes the next AddLearner stop after the etcd call,
+	// before the process ("pod") is started.
+	failAfterAdd bool
+	// names maps every peer URL ever used to its member name, as the
+	// controller derives names from peer URLs (pod DNS names).
+	names map[string]string
+	// steps are the steps that succeeded; errors those that failed.
+	steps  []string
+	errors []string
+}
+
+func newLocalCluster(t *testing.T, name string, initial int) *localCluster {
+	t.Helper()
+	lc := &localCluster{t: t, name: name, size: initial, procs: map[string]*etcdtest.Member{}, hung: map[string]bool{}, names: map[string]string{}}
+	for _, m := range etcdtest.StartCluster(t, name, initial) {
+		lc.procs[m.Name] = m
+		lc.names[m.PeerURL] = m.Name
+	}
+	return lc
+}
+
+func (lc *localCluster) running() []*etcdtest.Member {
+	var out []*etcdtest.Member
+	for _, m := range lc.procs {
+		if m.Running() && !lc.hung[m.Name] {
+			out = append(out, m)
+		}
+	}
+	slices.SortFunc(out, func(a, b *etcdtest.Member) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+func (lc *localCluster) client(ctx context.Context, ms []*etcdtest.Member) (etcdclient.Client, error) {
+	eps := make([]string, 0, len(ms))
+	for _, m := range ms {
+		eps = append(eps, m.ClientURL)
+	}
+	return etcdclient.NewFactory(time.Second).New(ctx, eps)
+}
+
+func (lc *localCluster) byPeerURL(u string) *etcdtest.Member {
+	for _, m := range lc.procs {
+		if m.PeerURL == u {
+			return m
+		}
+	}
+	return nil
+}
+
+// observe builds the planner's input from the processes and etcd.
+func (lc *localCluster) observe(ctx context.Context) membership.Observed {
+	o := membership.Observed{Cluster: lc.name, Size: lc.size, Version: version, Bootstrapped: true, Persistent: lc.persistent}
+	for _, m := range lc.procs {
+		if m.Running() {
+			o.Pods = append(o.Pods, membership.Pod{Name: m.Name, Phase: membership.PodRunning, Version: version})
+		}
+	}
+	run := lc.running()
+	if len(run) == 0 {
+		return o
+	}
+	c, err := lc.client(ctx, run)
+	if err != nil {
+		return o
+	}
+	defer func() { _ = c.Close() }()
+	lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	list, err := c.MemberList(lctx)
+	cancel()
+	if err != nil {
+		return o
+	}
+	o.Reached = true
+	for _, em := range list {
+		m := membership.Member{ID: em.ID, Started: em.Started(), Learner: em.IsLearner}
+		m.Name = lc.names[em.PeerURLs[0]]
+		if m.Name == "" {
+			m.Name = "unknown-" + em.IDString()
+		}
+		p := lc.procs[m.Name]
+		if p != nil && p.Running() && len(em.ClientURLs) > 0 {
+			sctx, cancel := context.WithTimeout(ctx, time.Second)
+			s, err := c.Status(sctx, p.ClientURL)
+			cancel()
+			m.Healthy = err == nil && s.Healthy()
+			m.Leader = err == nil && s.Leader == em.ID
+		}
+		o.Members = append(o.Members, m)
+	}
+	return o
+}
+
+// execute carries out one step.
+func (lc *localCluster) execute(ctx context.Context, s membership.Step) error {
+	err := lc.do(ctx, s)
+	step := fmt.Sprintf("%s %s", s.Action, s.Name)
+	if err != nil {
+		lc.errors = append(lc.errors, step+": "+err.Error())
+		return err
+	}
+	lc.steps = append(lc.steps, step)
+	return nil
+}
+
+func (lc *localCluster) do(ctx context.Context, s membership.Step) error {
+	switch s.Action {
+	case membership.ActionAddLearner:
+		m := etcdtest.NewMember(lc.t, s.Name)
+		c, err := lc.client(ctx, lc.running())
+		if err != nil {
+			return err
+		}
+		defer func() { _ = c.Close() }()
+		_, list, err := c.MemberAddAsLearner(ctx, m.PeerURL)
+		if err != nil {
+			return err
+		}
+		lc.procs[m.Name] = m
+		lc.names[m.PeerURL] = m.Name
+		if lc.failAfterAdd {
+			lc.failAfterAdd = false
+			return fmt.Errorf("injected failure after MemberAddAsLearner(%s)", m.Name)
+		}
+		return lc.start(m, list)
+	case membership.ActionCreatePod:
+		m := lc.procs[s.Name]
+		c, err := lc.client(ctx, lc.running())
+		if err != nil {
+			return err
+		}
+		defer func() { _ = c.Close() }()
+		list, err := c.MemberList(ctx)
+		if err != nil {
+			return err
+		}
+		return lc.start(m, list)
+	case membership.ActionPromote:
+		c, err := lc.client(ctx, lc.running())
+		if err != nil {
+			return err
+		}
+		defer func() { _ = c.Close() }()
+		return c.MemberPromote(ctx, s.ID)
+	case membership.ActionRemove:
+		var others []*etcdtest.Member
+		for _, m := range lc.running() {
+			if m.Name != s.Name {
+				others = append(others, m)
+			}
+		}
+		c, err := lc.client(ctx, others)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = c.Close() }()
+		if err := c.MemberRemove(ctx, s.ID); err != nil {
+			return err
+		}
+		lc.deletePod(s.Name)
+		return nil
+	case membership.ActionDeletePod:
+		lc.deletePod(s.Name)
+		return nil
+	}
+	return nil
+}
+
+func (lc *localCluster) start(m *etcdtest.Member, list []etcdclient.Member) error {
+	var parts []string
+	for _, em := range list {
+		p := lc.byPeerURL(em.PeerURLs[0])
+		if p == nil {
+			return fmt.Errorf("member %s has an unknown peer URL %s", em.IDString(), em.PeerURLs[0])
+		}
+		parts = append(parts, p.Name+"="+p.PeerURL)
+	}
+	m.Start(lc.t, strings.Join(parts, ","), "existing")
+	return nil
+}
+
+func (lc *localCluster) deletePod(name string) {
+	m := lc.procs[name]
+	if m == nil {
+		return
+	}
+	m.Stop()
+	_ = os.RemoveAll(m.DataDir)
+	delete(lc.procs, name)
+}
+
+// converge plans and executes until the planner has nothing to do.
+func (lc *localCluster) converge(ctx context.Context, timeout time.Duration) membership.Observed {
+	lc.t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last membership.Step
+	var lastErr error
+	for {
+		o := lc.observe(ctx)
+		s := membership.Plan(o)
+		if s.Action == membership.ActionNone {
+			return o
+		}
+		if s.Action != membership.ActionWait {
+			sctx, scancel := context.WithTimeout(ctx, 5*time.Second)
+			lastErr = lc.execute(sctx, s)
+			scancel()
+		}
+		last = s
+		select {
+		case <-ctx.Done():
+			lc.t.Fatalf("not converged within %s; last step %+v (error %v); steps %v; errors %v", timeout, last, lastErr, lc.steps, lc.errors)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func voting(o membership.Observed) []string {
+	var out []string
+	for _, m := range o.Members {
+		if !m.Learner && m.Started && m.Healthy {
+			out = append(out, m.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func rawClient(t *testing.T, ms ...*etcdtest.Member) *clientv3.Client {
+	t.Helper()
+	var eps []string
+	for _, m := range ms {
+		eps = append(eps, m.ClientURL)
+	}
+	c, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func TestIntegrationLearnerAddAndPromote(t *testing.T) {
+	lc := newLocalCluster(t, "grow", 1)
+	seed := lc.procs["grow-0"]
+	if _, err := rawClient(t, seed).Put(t.Context(), "before", "grow"); err != nil {
+		t.Fatal(err)
+	}
+	lc.size = 3
+	o := lc.converge(t.Context(), 60*time.Second)
+	if diff := cmpNames([]string{"grow-0", "grow-1", "grow-2"}, voting(o)); diff != "" {
+		t.Fatalf("voting members: %s", diff)
+	}
+	wantSteps := []string{"AddLearner grow-1", "Promote grow-1", "AddLearner grow-2", "Promote grow-2"}
+	if diff := cmpNames(wantSteps, lc.steps); diff != "" {
+		t.Errorf("steps: %s", diff)
+	}
+	// The newest member serves the data written before it joined.
+	resp, err := rawClient(t, lc.procs["grow-2"]).Get(t.Context(), "before", clientv3.WithSerializable())
+	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "grow" {
+		t.Fatalf("reading from grow-2: %v %v", resp, err)
+	}
+}
+
+func TestIntegrationInterruptedAddIsFinished(t *testing.T) {
+	lc := newLocalCluster(t, "intr", 1)
+	lc.size = 2
+	lc.failAfterAdd = true
+	o := lc.converge(t.Context(), 60*time.Second)
+	if diff := cmpNames([]string{"intr-0", "intr-1"}, voting(o)); diff != "" {
+		t.Fatalf("voting members: %s", diff)
+	}
+	// The add failed after etcd accepted it; the next pass creates the
+	// pod of the member etcd already knows instead of adding another.
+	if len(lc.errors) != 1 || !strings.Contains(lc.errors[0], "injected failure") {
+		t.Errorf("errors %v, want only the injected one", lc.errors)
+	}
+	wantSteps := []string{"CreatePod intr-1", "Promote intr-1"}
+	if diff := cmpNames(wantSteps, lc.steps); diff != "" {
+		t.Errorf("steps: %s", diff)
+	}
+}
+
+func TestIntegrationQuorumSafeRemoval(t *testing.T) {
+	lc := newLocalCluster(t, "shrink", 3)
+	lc.size = 1
+
+	// A hung member (its pod runs, it does not answer) blocks removals.
+	victim := lc.procs["shrink-1"]
+	if err := syscall.Kill(victim.PID(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	deadline := time.Now().Add(10 * time.Second)
+	var s membership.Step
+	for time.Now().Before(deadline) {
+		s = membership.Plan(lc.observe(ctx))
+		if s.Action == membership.ActionWait && s.Reason == "MemberUnhealthy" {
+			break
+		}
+		if s.Action == membership.ActionRemove {
+			t.Fatalf("planned %+v while shrink-1 is hung", s)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if s.Reason != "MemberUnhealthy" {
+		t.Fatalf("with a hung member: step %+v, want Wait MemberUnhealthy", s)
+	}
+	if err := syscall.Kill(victim.PID(), syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+
+	o := lc.converge(ctx, 60*time.Second)
+	if len(voting(o)) != 1 {
+		t.Fatalf("voting members %v, want 1", voting(o))
+	}
+	for _, step := range lc.steps {
+		if !strings.HasPrefix(step, "Remove ") {
+			t.Errorf("unexpected step %q scaling down", step)
+		}
+	}
+	if len(lc.steps) != 2 {
+		t.Errorf("steps %v, want two removals", lc.steps)
+	}
+}
+
+func TestIntegrationMemberReplacement(t *testing.T) {
+	t.Run("lost data: removed and replaced", func(t *testing.T) {
+		lc := newLocalCluster(t, "repl", 3)
+		before := lc.observe(t.Context())
+		lc.procs["repl-2"].Kill()
+		lc.deletePod("repl-2")
+		o := lc.converge(t.Context(), 60*time.Second)
+		if diff := cmpNames([]string{"repl-0", "repl-1", "repl-2"}, voting(o)); diff != "" {
+			t.Fatalf("voting members: %s", diff)
+		}
+		if id(before, "repl-2") == id(o, "repl-2") {
+			t.Errorf("repl-2 kept ID %x, want a new member", id(o, "repl-2"))
+		}
+		if diff := cmpNames([]string{"Remove repl-2", "AddLearner repl-2", "Promote repl-2"}, lc.steps); diff != "" {
+			t.Errorf("steps: %s", diff)
+		}
+	})
+	t.Run("persistent data: recreated with its identity", func(t *testing.T) {
+		lc := newLocalCluster(t, "keep", 3)
+		lc.persistent = true
+		before := lc.observe(t.Context())
+		lc.procs["keep-1"].Kill()
+		o := lc.converge(t.Context(), 60*time.Second)
+		if diff := cmpNames([]string{"keep-0", "keep-1", "keep-2"}, voting(o)); diff != "" {
+			t.Fatalf("voting members: %s", diff)
+		}
+		if id(before, "keep-1") != id(o, "keep-1") {
+			t.Errorf("keep-1 changed ID, want it to rejoin with its data")
+		}
+		if diff := cmpNames([]string{"CreatePod keep-1"}, lc.steps); diff != "" {
+			t.Errorf("steps: %s", diff)
+		}
+	})
+}
+
+func id(o membership.Observed, name string) uint64 {
+	for _, m := range o.Members {
+		if m.Name == name {
+			return m.ID
+		}
+	}
+	return 0
+}
+
+// TestIntegrationScaleWithoutFailedWrites scales 3 -> 5 -> 3 while a writer
+// writes continuously through the three original members, and requires every
+// write to succeed and be readable afterwards.
+func TestIntegrationScaleWithoutFailedWrites(t *testing.T) {
+	lc := newLocalCluster(t, "rw", 3)
+	writer := rawClient(t, lc.running()...)
+
+	var attempted, failed atomic.Int64
+	var firstErr atomic.Value
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, err := writer.Put(ctx, fmt.Sprintf("w/%08d", i), "v")
+			cancel()
+			attempted.Add(1)
+			if err != nil {
+				failed.Add(1)
+				firstErr.CompareAndSwap(nil, err.Error())
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+
+	lc.size = 5
+	o := lc.converge(t.Context(), 90*time.Second)
+	if len(voting(o)) != 5 {
+		t.Errorf("after scale-up: voting %v", voting(o))
+	}
+	lc.size = 3
+	o = lc.converge(t.Context(), 90*time.Second)
+	if len(voting(o)) != 3 {
+		t.Errorf("after scale-down: voting %v", voting(o))
+	}
+	close(stop)
+	wg.Wait()
+
+	n := attempted.Load()
+	t.Logf("writes during 3 -> 5 -> 3: %d attempted, %d failed; steps %v", n, failed.Load(), lc.steps)
+	if failed.Load() != 0 {
+		t.Errorf("%d of %d writes failed; first: %v", failed.Load(), n, firstErr.Load())
+	}
+	resp, err := writer.Get(t.Context(), "w/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Count != n-failed.Load() {
+		t.Errorf("%d keys stored, want %d", resp.Count, n-failed.Load())
+	}
+	if n < 100 {
+		t.Errorf("only %d writes attempted; the writer did not overlap the scaling", n)
+	}
+}
+
+func cmpNames(want, got []string) string {
+	if slices.Equal(want, got) {
+		return ""
+	}
+	return fmt.Sprintf("got %v, want %v", got, want)
+}
