@@ -1,0 +1,309 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/opkit-dev/opkit/examples/memcached/api/v1alpha1"
+	"github.com/opkit-dev/opkit/reconcile"
+	"github.com/opkit-dev/opkit/statusutil"
+)
+
+// Condition reasons set by the hooks.
+const (
+	ReasonRollingOut        = "RollingOut"
+	ReasonRolloutComplete   = "RolloutComplete"
+	ReasonAllAvailable      = "AllReplicasAvailable"
+	ReasonUnavailable       = "ReplicasUnavailable"
+	ReasonScaledToZero      = "ScaledToZero"
+	ReasonAsExpected        = "AsExpected"
+	ReasonDeadlineExceeded  = "ProgressDeadlineExceeded"
+	ReasonReplicaFailure    = "ReplicaFailure"
+	EventReasonScaled       = "Scaled"
+	EventReasonRollingOut   = "RollingOut"
+	EventReasonCleanedUp    = "CleanedUp"
+	actionScale, actionRoll = "Scale", "RollOut"
+)
+
+// MetricCleanups counts finalizations of Memcached objects, registered on
+// controller-runtime's metrics registry (the manager's metrics endpoint).
+const MetricCleanups = "opkit_memcached_cleanups_total"
+
+var (
+	cleanups = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: MetricCleanups,
+		Help: "Memcached objects finalized (deleted after cleanup) by this process.",
+	})
+	registerOnce sync.Once
+	registerErr  error
+)
+
+// registerMetrics registers the package's metrics once per process.
+func registerMetrics() error {
+	registerOnce.Do(func() {
+		if err := crmetrics.Registry.Register(cleanups); err != nil {
+			var already prometheus.AlreadyRegisteredError
+			if !errors.As(err, &already) {
+				registerErr = fmt.Errorf("registering %s: %w", MetricCleanups, err)
+			}
+		}
+	})
+	return registerErr
+}
+
+// Hooks is the Memcached domain logic, implementing reconcile.Hooks,
+// reconcile.Finalizer and reconcile.Validator.
+type Hooks struct {
+	reader   client.Reader
+	children *reconcile.Children
+	recorder events.EventRecorder
+}
+
+var (
+	_ reconcile.Hooks[*v1alpha1.Memcached]     = &Hooks{}
+	_ reconcile.Finalizer[*v1alpha1.Memcached] = &Hooks{}
+	_ reconcile.Validator[*v1alpha1.Memcached] = &Hooks{}
+)
+
+// NewHooks returns the hooks, reading and writing through c (the manager's
+// client, so that reads come from its cache) and recording events with
+// recorder (nil records none).
+func NewHooks(c client.Client, scheme *runtime.Scheme, recorder events.EventRecorder) (*Hooks, error) {
+	if err := registerMetrics(); err != nil {
+		return nil, err
+	}
+	children, err := reconcile.NewChildren(c, scheme, ManagedBy)
+	if err != nil {
+		return nil, err
+	}
+	if recorder == nil {
+		recorder = discardRecorder{}
+	}
+	return &Hooks{reader: c, children: children, recorder: recorder}, nil
+}
+
+// Validate checks what the CRD schema does not: memoryLimitMB must be below
+// the container's memory limit (or memcached is OOM-killed when its cache
+// fills), and resource requests must not exceed their limits (the pods would
+// be rejected by the ReplicaSet controller, far from the Memcached).
+func (h *Hooks) Validate(_ context.Context, m *v1alpha1.Memcached) field.ErrorList {
+	var errs field.ErrorList
+	res := m.Spec.Resources
+	if limit, ok := res.Limits[corev1.ResourceMemory]; ok {
+		items := resource.NewQuantity(int64(m.Spec.MemoryLimitMB)<<20, resource.BinarySI)
+		if limit.Cmp(*items) <= 0 {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "memoryLimitMB"), m.Spec.MemoryLimitMB,
+				fmt.Sprintf("must be less than spec.resources.limits.memory (%s): memcached needs memory beyond its item cache", limit.String())))
+		}
+	}
+	path := field.NewPath("spec", "resources", "requests")
+	for _, name := range slices.Sorted(func(yield func(corev1.ResourceName) bool) {
+		for k := range res.Requests {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		req, limit := res.Requests[name], res.Limits[name]
+		if _, ok := res.Limits[name]; ok && req.Cmp(limit) > 0 {
+			errs = append(errs, field.Invalid(path.Key(string(name)), req.String(),
+				fmt.Sprintf("must not exceed spec.resources.limits[%s] (%s)", name, limit.String())))
+		}
+	}
+	return errs
+}
+
+// Reconcile applies m's children, records its pods and the Deployment's
+// progress in m's status, and waits while a rollout is under way.
+func (h *Hooks) Reconcile(ctx context.Context, m *v1alpha1.Memcached) reconcile.Result {
+	log := ctrl.LoggerFrom(ctx).WithValues("memcached", klog.KObj(m))
+	m.Status.Selector = labels.SelectorFromSet(selectorLabels(m)).String()
+
+	dep, err := h.ensureDeployment(ctx, m)
+	if err != nil {
+		return reconcile.Retry(err)
+	}
+	if op, err := h.children.EnsureChild(ctx, m, desiredService(m)); err != nil {
+		return reconcile.Retry(fmt.Errorf("applying the Service: %w", err))
+	} else if op != reconcile.OperationNone {
+		log.V(1).Info("applied the Service", "operation", op)
+	}
+	if err := h.ensurePDB(ctx, m); err != nil {
+		return reconcile.Retry(err)
+	}
+	nodes, err := h.podNames(ctx, m)
+	if err != nil {
+		return reconcile.Retry(err)
+	}
+	m.Status.Nodes = nodes
+	return observeDeployment(m, dep)
+}
+
+// ensureDeployment applies the Deployment and records events when the apply
+// scales it or rolls out a new pod template.
+func (h *Hooks) ensureDeployment(ctx context.Context, m *v1alpha1.Memcached) (*appsv1.Deployment, error) {
+	desired := desiredDeployment(m)
+	var old appsv1.Deployment
+	existed := true
+	if err := h.reader.Get(ctx, client.ObjectKeyFromObject(desired), &old); err != nil {
+		if client.IgnoreNotFound(err) != nil {
+			return nil, fmt.Errorf("reading the Deployment: %w", err)
+		}
+		existed = false
+	}
+	// Decide before EnsureChild overwrites desired with the live object.
+	templateChanged := existed && !equality.Semantic.DeepDerivative(desired.Spec.Template, old.Spec.Template)
+	op, err := h.children.EnsureChild(ctx, m, desired)
+	if err != nil {
+		return nil, fmt.Errorf("applying the Deployment: %w", err)
+	}
+	if op != reconcile.OperationUpdated {
+		return desired, nil
+	}
+	ctrl.LoggerFrom(ctx).Info("updated the Deployment", "memcached", klog.KObj(m), "deployment", klog.KObj(desired))
+	if oldSize := ptr32(old.Spec.Replicas); oldSize != m.Spec.Size {
+		h.recorder.Eventf(m, desired, corev1.EventTypeNormal, EventReasonScaled, actionScale,
+			"scaling from %d to %d pods", oldSize, m.Spec.Size)
+	}
+	if templateChanged {
+		h.recorder.Eventf(m, desired, corev1.EventTypeNormal, EventReasonRollingOut, actionRoll,
+			"rolling out a new pod template (image %s)", m.Spec.Image)
+	}
+	return desired, nil
+}
+
+// ensurePDB applies the PodDisruptionBudget when m has more than one pod and
+// deletes it otherwise (a budget of one pod would block every drain).
+func (h *Hooks) ensurePDB(ctx context.Context, m *v1alpha1.Memcached) error {
+	pdb := desiredPDB(m)
+	if m.Spec.Size > 1 {
+		if _, err := h.children.EnsureChild(ctx, m, pdb); err != nil {
+			return fmt.Errorf("applying the PodDisruptionBudget: %w", err)
+		}
+		return nil
+	}
+	op, err := h.children.DeleteChild(ctx, m, &policyv1.PodDisruptionBudget{ObjectMeta: pdb.ObjectMeta})
+	if err != nil {
+		return fmt.Errorf("deleting the PodDisruptionBudget: %w", err)
+	}
+	if op == reconcile.OperationDeleted {
+		ctrl.LoggerFrom(ctx).Info("deleted the PodDisruptionBudget", "memcached", klog.KObj(m))
+	}
+	return nil
+}
+
+// podNames lists m's pods that are not being deleted, sorted, from the
+// cache's metadata-only view of pods.
+func (h *Hooks) podNames(ctx context.Context, m *v1alpha1.Memcached) ([]string, error) {
+	pods := &metav1.PartialObjectMetadataList{}
+	pods.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
+	if err := h.reader.List(ctx, pods, client.InNamespace(m.Namespace), client.MatchingLabels(selectorLabels(m))); err != nil {
+		return nil, fmt.Errorf("listing pods: %w", err)
+	}
+	var names []string
+	for i := range pods.Items {
+		if pods.Items[i].DeletionTimestamp.IsZero() {
+			names = append(names, pods.Items[i].Name)
+		}
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// observeDeployment sets readyReplicas, Available, Progressing and Degraded
+// from dep, and returns Waiting while dep has not rolled out m's spec.
+func observeDeployment(m *v1alpha1.Memcached, dep *appsv1.Deployment) reconcile.Result {
+	size, st := m.Spec.Size, dep.Status
+	m.Status.ReadyReplicas = st.ReadyReplicas
+	current := st.ObservedGeneration >= dep.Generation
+
+	switch {
+	case !current:
+		statusutil.MarkUnknown(m, v1alpha1.ConditionAvailable, ReasonRollingOut, "the Deployment has not observed the latest spec yet")
+	case size == 0 && st.Replicas == 0:
+		statusutil.MarkTrue(m, v1alpha1.ConditionAvailable, ReasonScaledToZero, "spec.size is 0: no pod runs")
+	case st.AvailableReplicas >= size:
+		statusutil.MarkTrue(m, v1alpha1.ConditionAvailable, ReasonAllAvailable, "")
+	default:
+		statusutil.MarkFalse(m, v1alpha1.ConditionAvailable, ReasonUnavailable,
+			fmt.Sprintf("%d of %d pods available", st.AvailableReplicas, size))
+	}
+
+	switch c := deploymentCondition(dep, appsv1.DeploymentProgressing); {
+	case c != nil && c.Status == corev1.ConditionFalse && c.Reason == "ProgressDeadlineExceeded":
+		statusutil.MarkTrue(m, v1alpha1.ConditionDegraded, ReasonDeadlineExceeded, c.Message)
+	default:
+		if f := deploymentCondition(dep, appsv1.DeploymentReplicaFailure); f != nil && f.Status == corev1.ConditionTrue {
+			statusutil.MarkTrue(m, v1alpha1.ConditionDegraded, ReasonReplicaFailure, f.Message)
+		} else {
+			statusutil.MarkFalse(m, v1alpha1.ConditionDegraded, ReasonAsExpected, "")
+		}
+	}
+
+	rolledOut := current && st.UpdatedReplicas == size && st.Replicas == size && st.AvailableReplicas == size
+	if rolledOut {
+		statusutil.MarkFalse(m, v1alpha1.ConditionProgressing, ReasonRolloutComplete, "")
+		return reconcile.Done()
+	}
+	msg := fmt.Sprintf("%d of %d pods updated, %d available", st.UpdatedReplicas, size, st.AvailableReplicas)
+	statusutil.MarkTrue(m, v1alpha1.ConditionProgressing, ReasonRollingOut, msg)
+	if statusutil.IsTrue(m, v1alpha1.ConditionDegraded) {
+		// Stuck: Ready=False says why; a Deployment change brings us back.
+		return reconcile.Done()
+	}
+	return reconcile.Waiting(ReasonRollingOut, msg, 0)
+}
+
+// Finalize runs when a Memcached is deleted. Its children carry controller
+// references, so the garbage collector deletes them; the cleanup work here is
+// what that leaves out: telling the user (an event on the Memcached) and
+// counting it (MetricCleanups). It is idempotent, as Finalize must be.
+func (h *Hooks) Finalize(ctx context.Context, m *v1alpha1.Memcached) reconcile.Result {
+	cleanups.Inc()
+	h.recorder.Eventf(m, nil, corev1.EventTypeNormal, EventReasonCleanedUp, "Finalize",
+		"Memcached deleted after %d pods ran; the garbage collector removes its Deployment, Service and PodDisruptionBudget",
+		len(m.Status.Nodes))
+	ctrl.LoggerFrom(ctx).Info("finalized", "memcached", klog.KObj(m))
+	return reconcile.Done()
+}
+
+func deploymentCondition(d *appsv1.Deployment, t appsv1.DeploymentConditionType) *appsv1.DeploymentCondition {
+	for i := range d.Status.Conditions {
+		if d.Status.Conditions[i].Type == t {
+			return &d.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func ptr32(p *int32) int32 {
+	if p == nil {
+		return 1 // the API server's default for Deployment replicas
+	}
+	return *p
+}
+
+// discardRecorder drops events.
+type discardRecorder struct{}
+
+func (discardRecorder) Eventf(runtime.Object, runtime.Object, string, string, string, string, ...any) {
+}

@@ -1,0 +1,140 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/opkit-dev/opkit/examples/memcached/api/v1alpha1"
+	"github.com/opkit-dev/opkit/reconcile"
+)
+
+// Name is the controller's name: metrics label, events' reporting
+// controller, log name.
+const Name = "memcached"
+
+// Options tune the controller.
+type Options struct {
+	// MaxConcurrentReconciles is how many Memcacheds are reconciled at once
+	// (default 1).
+	MaxConcurrentReconciles int
+	// SkipNameValidation allows several controllers named Name in one
+	// process (tests).
+	SkipNameValidation bool
+}
+
+// CacheOptions restricts the manager's cache to what the operator reads:
+// Deployments, Services, PodDisruptionBudgets and Pods labelled
+// app.kubernetes.io/managed-by=opkit-memcached, without managedFields. The
+// Memcached kind is cached whole (the Reconciler reads its managedFields).
+// namespaces, when not empty, restricts every cached kind to those
+// namespaces.
+func CacheOptions(namespaces []string) cache.Options {
+	selected := cache.ByObject{
+		Label:     labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy}),
+		Transform: cache.TransformStripManagedFields(),
+	}
+	opts := cache.Options{
+		ByObject: map[client.Object]cache.ByObject{
+			&appsv1.Deployment{}:            selected,
+			&corev1.Service{}:               selected,
+			&policyv1.PodDisruptionBudget{}: selected,
+			&corev1.Pod{}:                   selected,
+		},
+	}
+	if len(namespaces) > 0 {
+		opts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range namespaces {
+			opts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	return opts
+}
+
+// SetupWithManager registers the Memcached controller with mgr, whose scheme
+// must know v1alpha1, and whose cache should be built with CacheOptions.
+//
+// It watches Memcacheds (with reconcile.DefaultPredicate), the children it
+// owns, and the metadata of the Memcacheds' pods, whose creation and deletion
+// change status.nodes. The pod watch is why this uses reconcile.New and
+// controller-runtime's builder rather than reconcile.SetupWithManager, which
+// only watches owned children.
+func SetupWithManager(mgr ctrl.Manager, o Options) (*reconcile.Reconciler[*v1alpha1.Memcached], error) {
+	rec := mgr.GetEventRecorder(Name)
+	hooks, err := NewHooks(mgr.GetClient(), mgr.GetScheme(), rec)
+	if err != nil {
+		return nil, err
+	}
+	r, err := reconcile.New[*v1alpha1.Memcached](mgr.GetClient(), mgr.GetScheme(), hooks, ReconcilerOptions(rec)...)
+	if err != nil {
+		return nil, err
+	}
+	err = ctrl.NewControllerManagedBy(mgr).
+		Named(Name).
+		For(&v1alpha1.Memcached{}, builder.WithPredicates(reconcile.DefaultPredicate())).
+		Owns(&appsv1.Deployment{}).
+		Owns(&corev1.Service{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podOwner),
+			builder.OnlyMetadata, builder.WithPredicates(podMembershipChanged())).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: o.MaxConcurrentReconciles,
+			SkipNameValidation:      &o.SkipNameValidation,
+		}).
+		Complete(r)
+	if err != nil {
+		return nil, fmt.Errorf("setting up the %s controller: %w", Name, err)
+	}
+	return r, nil
+}
+
+// ReconcilerOptions are the reconcile options of the Memcached Reconciler:
+// its name, field owner, the conditions Ready summarises and the event
+// recorder. Tests building a Reconciler with reconcile.New use them too.
+func ReconcilerOptions(rec events.EventRecorder) []reconcile.Option {
+	opts := []reconcile.Option{
+		reconcile.WithName(Name),
+		reconcile.WithFieldOwner(ManagedBy),
+		reconcile.WithConditions(v1alpha1.ConditionAvailable),
+		reconcile.WithNegativePolarityConditions(v1alpha1.ConditionDegraded),
+	}
+	if rec != nil {
+		opts = append(opts, reconcile.WithEventRecorder(rec))
+	}
+	return opts
+}
+
+// podOwner maps a pod to the Memcached named by its instance label.
+func podOwner(_ context.Context, pod client.Object) []crreconcile.Request {
+	l := pod.GetLabels()
+	if l[LabelManagedBy] != ManagedBy || l[LabelInstance] == "" {
+		return nil
+	}
+	return []crreconcile.Request{{NamespacedName: types.NamespacedName{Namespace: pod.GetNamespace(), Name: l[LabelInstance]}}}
+}
+
+// podMembershipChanged passes the pod events that change status.nodes:
+// creation, deletion and the start of deletion.
+func podMembershipChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
+		},
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}

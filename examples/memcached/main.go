@@ -1,0 +1,107 @@
+// Command memcached is opkit's example Memcached operator: it runs the
+// controller of package controller against the cluster of --kubeconfig (or
+// $KUBECONFIG, or the in-cluster configuration).
+//
+//	go run ./examples/memcached --kubeconfig ~/.kube/config --namespaces default
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/opkit-dev/opkit/examples/memcached/api/v1alpha1"
+	"github.com/opkit-dev/opkit/examples/memcached/internal/controller"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "memcached operator:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		metricsAddr, probeAddr, namespaces, leaderNamespace string
+		leaderElect                                         bool
+		concurrency                                         int
+	)
+	// --kubeconfig is registered on flag.CommandLine by controller-runtime
+	// (ctrl.GetConfig reads it).
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address the Prometheus metrics endpoint binds to; 0 disables it")
+	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address the /healthz and /readyz endpoints bind to; 0 disables them")
+	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader (a Lease) so that only one replica reconciles")
+	flag.StringVar(&leaderNamespace, "leader-election-namespace", "", "namespace of the leader-election Lease (default: the pod's namespace in-cluster)")
+	flag.StringVar(&namespaces, "namespaces", "", "comma-separated namespaces to watch; empty watches all")
+	flag.IntVar(&concurrency, "max-concurrent-reconciles", 4, "Memcacheds reconciled at once")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	log := ctrl.Log.WithName("setup")
+
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return fmt.Errorf("building the scheme: %w", err)
+		}
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("loading the kubeconfig: %w", err)
+	}
+	var watched []string
+	for ns := range strings.SplitSeq(namespaces, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			watched = append(watched, ns)
+		}
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Cache:                   controller.CacheOptions(watched),
+		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+		HealthProbeBindAddress:  probeAddr,
+		LeaderElection:          leaderElect,
+		LeaderElectionID:        "memcached.cache.opkit.dev",
+		LeaderElectionNamespace: leaderNamespace,
+		// Step down quickly on SIGTERM so that a new leader takes over.
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return fmt.Errorf("creating the manager: %w", err)
+	}
+	if _, err := controller.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: concurrency}); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return fmt.Errorf("adding the health check: %w", err)
+	}
+	// Ready once the informers have synced: before that, passes would act on
+	// an empty cache.
+	cacheSynced := func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
+		defer cancel()
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return errors.New("informer caches not synced yet")
+		}
+		return nil
+	}
+	if err := mgr.AddReadyzCheck("readyz", cacheSynced); err != nil {
+		return fmt.Errorf("adding the readiness check: %w", err)
+	}
+	log.Info("starting", "host", cfg.Host, "namespaces", watched, "leaderElection", leaderElect)
+	return mgr.Start(ctrl.SetupSignalHandler())
+}
