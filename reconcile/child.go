@@ -114,11 +114,9 @@ func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object
 		return OperationNone, fmt.Errorf("EnsureChild %s: %w", desired.GetName(), err)
 	}
 
-	u, err := applyContent(desired, gvk.GroupVersion().String(), gvk.Kind)
-	if err != nil {
-		return OperationNone, err
-	}
-	digest, err := appliedDigest(u)
+	// The digest is of the desired object as given (cheap: no conversion);
+	// the apply content is built only when a write is needed.
+	digest, err := appliedDigest(desired)
 	if err != nil {
 		return OperationNone, err
 	}
@@ -142,6 +140,10 @@ func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object
 		op = OperationUpdated
 	}
 
+	u, err := applyContent(desired, gvk.GroupVersion().String(), gvk.Kind)
+	if err != nil {
+		return OperationNone, err
+	}
 	ann := u.GetAnnotations()
 	if ann == nil {
 		ann = map[string]string{}
@@ -277,12 +279,19 @@ func applyContent(desired client.Object, apiVersion, kind string) (*unstructured
 	return u, nil
 }
 
-// appliedDigest returns a short digest of an apply request's content
-// (encoding/json sorts map keys, so equal content gives equal digests).
-func appliedDigest(u *unstructured.Unstructured) (string, error) {
-	b, err := json.Marshal(u.Object)
+// appliedDigest returns a short digest of the desired object, without the
+// digest annotation itself (encoding/json writes struct fields in order and
+// sorts map keys, so equal objects give equal digests).
+func appliedDigest(desired client.Object) (string, error) {
+	if ann := desired.GetAnnotations(); ann != nil {
+		if old, ok := ann[AppliedDigestAnnotation]; ok {
+			delete(ann, AppliedDigestAnnotation)
+			defer func() { ann[AppliedDigestAnnotation] = old }()
+		}
+	}
+	b, err := json.Marshal(desired)
 	if err != nil {
-		return "", fmt.Errorf("hashing %s: %w", u.GetName(), err)
+		return "", fmt.Errorf("hashing %s: %w", desired.GetName(), err)
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:12]), nil
