@@ -64,9 +64,10 @@ func (s Status) Healthy() bool { return s.Leader != 0 && len(s.Errors) == 0 }
 
 // SnapshotInfo describes a snapshot written by Client.Snapshot.
 type SnapshotInfo struct {
-	// Revision is the store revision the snapshot was taken at.
+	// Revision is the store revision of the member just before the
+	// snapshot started; the snapshot holds at least this revision.
 	Revision int64
-	// Version is the etcd version of the member that sent it.
+	// Version is the etcd server version of the member that sent it.
 	Version string
 	// Size is the number of bytes written, the trailing checksum included.
 	Size int64
@@ -95,7 +96,9 @@ type Client interface {
 	// Status asks the member serving endpoint for its status.
 	Status(ctx context.Context, endpoint string) (Status, error)
 	// Snapshot streams a snapshot of the whole key space into w and checks
-	// the SHA-256 that etcd appends to the stream.
+	// the SHA-256 that etcd appends to the stream. The Client must have
+	// exactly one endpoint, so that it is known which member the snapshot
+	// (and its version and revision) came from.
 	Snapshot(ctx context.Context, w io.Writer) (SnapshotInfo, error)
 	// Put writes kvs in one transaction (a restore's batch).
 	Put(ctx context.Context, kvs []KeyValue) error

@@ -111,6 +111,16 @@ func (r *real) Status(ctx context.Context, endpoint string) (Status, error) {
 }
 
 func (r *real) Snapshot(ctx context.Context, w io.Writer) (SnapshotInfo, error) {
+	eps := r.c.Endpoints()
+	if len(eps) != 1 {
+		return SnapshotInfo{}, fmt.Errorf("snapshot needs a client on exactly one endpoint, have %v", eps)
+	}
+	// etcd 3.6 sends no revision with the stream and reports its storage
+	// version; ask the member first for its server version and revision.
+	st, err := r.Status(ctx, eps[0])
+	if err != nil {
+		return SnapshotInfo{}, fmt.Errorf("before snapshot: %w", err)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	resp, err := r.c.SnapshotWithVersion(ctx)
@@ -126,7 +136,7 @@ func (r *real) Snapshot(ctx context.Context, w io.Writer) (SnapshotInfo, error) 
 	if err := cw.Verify(); err != nil {
 		return SnapshotInfo{}, err
 	}
-	return SnapshotInfo{Revision: resp.Header.GetRevision(), Version: resp.Version, Size: n}, nil
+	return SnapshotInfo{Revision: max(resp.Header.GetRevision(), st.Revision), Version: st.Version, Size: n}, nil
 }
 
 func (r *real) Put(ctx context.Context, kvs []KeyValue) error {

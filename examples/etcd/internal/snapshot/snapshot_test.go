@@ -1,0 +1,209 @@
+package snapshot_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/opkit-dev/opkit/backup"
+	"github.com/opkit-dev/opkit/backup/fsstore"
+	"github.com/opkit-dev/opkit/backup/s3"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdtest"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/snapshot"
+)
+
+func rawClient(t *testing.T, ms ...*etcdtest.Member) *clientv3.Client {
+	t.Helper()
+	var eps []string
+	for _, m := range ms {
+		eps = append(eps, m.ClientURL)
+	}
+	c, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// dump returns every key and value under prefix.
+func dump(t *testing.T, c *clientv3.Client, prefix string) map[string]string {
+	t.Helper()
+	resp, err := c.Get(t.Context(), prefix, clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, kv := range resp.Kvs {
+		out[string(kv.Key)] = string(kv.Value)
+	}
+	return out
+}
+
+// TestIntegrationSnapshotToBothStoresAndRestore streams one snapshot of a
+// three-member cluster into the filesystem and S3 stores at once, checks
+// that both backups carry the SHA-256 of the bytes etcd sent, and restores
+// the S3 copy into a fresh member with the data intact.
+func TestIntegrationSnapshotToBothStoresAndRestore(t *testing.T) {
+	ctx := t.Context()
+	src := etcdtest.StartCluster(t, "src", 3)
+	w := rawClient(t, src...)
+	want := map[string]string{}
+	for i := range 500 {
+		k, v := fmt.Sprintf("data/%04d", i), fmt.Sprintf("value-%d", i)
+		if _, err := w.Put(ctx, k, v); err != nil {
+			t.Fatal(err)
+		}
+		want[k] = v
+	}
+	for i := range 50 { // history: overwritten and deleted keys
+		k := fmt.Sprintf("data/%04d", i)
+		if _, err := w.Put(ctx, k, "new-"+k); err != nil {
+			t.Fatal(err)
+		}
+		want[k] = "new-" + k
+	}
+	for i := 50; i < 60; i++ {
+		k := fmt.Sprintf("data/%04d", i)
+		if _, err := w.Delete(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+		delete(want, k)
+	}
+	lease, err := w.Grant(ctx, 600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Put(ctx, "data/leased", "x", clientv3.WithLease(lease.ID)); err != nil {
+		t.Fatal(err)
+	}
+
+	fs, err := fsstore.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s3store, err := s3.New(etcdtest.StartS3(t, "etcd-backups"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// One snapshot stream, teed into both stores while they hash it.
+	c := etcdtest.Client(t, src[0])
+	streamHash := sha256.New()
+	pr, pw := io.Pipe()
+	metaCh := make(chan backup.Metadata, 1)
+	type result struct {
+		m   backup.Manifest
+		err error
+	}
+	s3res := make(chan result, 1)
+	go func() {
+		m, err := backup.Backup(ctx, s3store, backup.SnapshotterFunc(func(_ context.Context, w io.Writer) (backup.Metadata, error) {
+			if _, err := io.Copy(w, pr); err != nil {
+				return backup.Metadata{}, err
+			}
+			return <-metaCh, nil
+		}))
+		_ = pr.CloseWithError(err)
+		s3res <- result{m, err}
+	}()
+	fsManifest, err := backup.Backup(ctx, fs, backup.SnapshotterFunc(func(ctx context.Context, w io.Writer) (backup.Metadata, error) {
+		md, err := snapshot.Snapshotter{Client: c}.Snapshot(ctx, io.MultiWriter(w, pw, streamHash))
+		metaCh <- md
+		_ = pw.CloseWithError(err)
+		return md, err
+	}))
+	if err != nil {
+		t.Fatalf("backup to fsstore: %v", err)
+	}
+	r := <-s3res
+	if r.err != nil {
+		t.Fatalf("backup to s3: %v", r.err)
+	}
+	s3Manifest := r.m
+
+	streamSum := hex.EncodeToString(streamHash.Sum(nil))
+	t.Logf("snapshot: %d bytes, sha256 %s, revision %s, etcd %s", fsManifest.Size, streamSum,
+		fsManifest.Snapshot.ConsistencyPoint, fsManifest.Snapshot.EngineVersion)
+	for name, m := range map[string]backup.Manifest{"fsstore": fsManifest, "s3": s3Manifest} {
+		if m.SHA256 != streamSum {
+			t.Errorf("%s manifest sha256 %s, stream %s", name, m.SHA256, streamSum)
+		}
+		if m.Snapshot.Engine != snapshot.Engine || snapshot.Revision(m.Snapshot) == 0 || m.Snapshot.EngineVersion != "3.6.16" {
+			t.Errorf("%s manifest metadata %+v", name, m.Snapshot)
+		}
+	}
+	if _, err := backup.Verify(ctx, fs, fsManifest.ID); err != nil {
+		t.Errorf("verifying fsstore backup: %v", err)
+	}
+	if _, err := backup.Verify(ctx, s3store, s3Manifest.ID); err != nil {
+		t.Errorf("verifying s3 backup: %v", err)
+	}
+
+	// Restore the S3 copy into a fresh single member.
+	dst := etcdtest.StartCluster(t, "dst", 1)
+	rs := &snapshot.Restorer{Client: etcdtest.Client(t, dst[0]), Dir: t.TempDir()}
+	if _, err := backup.Restore(ctx, s3store, s3Manifest.ID, rs); err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	if diff := cmp.Diff(snapshot.LoadStats{Keys: len(want), SkippedLeased: 1}, rs.Loaded); diff != "" {
+		t.Errorf("load stats (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(want, dump(t, rawClient(t, dst[0]), "data/")); diff != "" {
+		t.Errorf("restored data (-want +got):\n%s", diff)
+	}
+	if entries, _ := os.ReadDir(rs.Dir); len(entries) != 0 {
+		t.Errorf("scratch files left behind: %v", entries)
+	}
+}
+
+// TestIntegrationCorruptBackupIsNotRestored flips one byte of a stored
+// snapshot and requires the restore to fail before writing anything.
+func TestIntegrationCorruptBackupIsNotRestored(t *testing.T) {
+	ctx := t.Context()
+	src := etcdtest.StartCluster(t, "csrc", 1)
+	if _, err := rawClient(t, src[0]).Put(ctx, "data/k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	fs, err := fsstore.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := backup.Backup(ctx, fs, snapshot.Snapshotter{Client: etcdtest.Client(t, src[0])})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, filepath.FromSlash(backup.DataKeyFor(m.ID)))
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 0xff
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dst := etcdtest.StartCluster(t, "cdst", 1)
+	rs := &snapshot.Restorer{Client: etcdtest.Client(t, dst[0]), Dir: t.TempDir()}
+	_, err = backup.Restore(ctx, fs, m.ID, rs)
+	if err == nil {
+		t.Fatal("restore of a corrupt backup succeeded")
+	}
+	if !errors.Is(err, backup.ErrChecksumMismatch) && !errors.Is(err, snapshotChecksum) {
+		t.Errorf("restore error %v, want a checksum mismatch", err)
+	}
+	if got := dump(t, rawClient(t, dst[0]), "data/"); len(got) != 0 {
+		t.Errorf("corrupt restore wrote %d keys", len(got))
+	}
+}
