@@ -1,0 +1,86 @@
+package controller
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	ctrl "sigs.k8s.io/controller-runtime"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/opkit-dev/opkit/examples/memcached/api/v1alpha1"
+	"github.com/opkit-dev/opkit/statusutil"
+)
+
+// The operator as main runs it (manager, cache options, watches): the
+// write requests it sends until a Memcached is Ready, and none at all in a
+// steady state, however many passes run.
+func TestManagerWritesUntilReadyAndNoneInSteadyState(t *testing.T) {
+	f := newFixture(t)
+	cfg, counter := env.CountingConfig()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:  env.Scheme,
+		Cache:   CacheOptions([]string{f.ns}),
+		Metrics: metricsserver.Options{BindAddress: "0"},
+	})
+	must(t, err)
+	r, err := SetupWithManager(mgr, Options{SkipNameValidation: true})
+	must(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		t.Fatal("cache did not sync")
+	}
+
+	counter.Reset()
+	f.create(f.memcached("mc", 1))
+	waitFor(t, "the Deployment", func() bool {
+		return env.Client.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: "mc"}, &appsv1.Deployment{}) == nil
+	})
+	f.createPod("mc", "mc-pod")
+	f.rollOut("mc")
+	m := &v1alpha1.Memcached{}
+	waitFor(t, "Ready=True", func() bool {
+		f.get("mc", m)
+		return statusutil.IsTrue(m, statusutil.ReadyCondition) && len(m.Status.Nodes) == 1 && m.Status.ObservedGeneration == m.Generation
+	})
+	t.Logf("writes until Ready: %d (%s)", counter.Writes(), counter)
+	// Finalizer, Deployment, Service, and the status (Waiting, then Ready),
+	// plus the Ready event.
+	if got := counter.WritesTo("/memcacheds"); got > 4 {
+		t.Errorf("writes to the Memcached until Ready = %d, want <= 4 (%s)", got, counter)
+	}
+
+	// Steady state: passes from every source find nothing to do.
+	time.Sleep(time.Second) // let the last watch events arrive
+	counter.Reset()
+	for range 20 {
+		if _, err := r.Reconcile(ctx, crreconcile.Request{NamespacedName: types.NamespacedName{Namespace: f.ns, Name: "mc"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if counter.Writes() != 0 || counter.Total() != 0 {
+		t.Errorf("steady-state passes sent %d requests, %d writes, want none (%s)", counter.Total(), counter.Writes(), counter)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
