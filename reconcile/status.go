@@ -77,10 +77,11 @@ func (r *Reconciler[T]) writeStatus(ctx context.Context, before, after T) (bool,
 		}
 		return true, fmt.Errorf("applying status of %s %s: %w", r.gvk.Kind, client.ObjectKeyFromObject(after), err)
 	}
-	// Keep the caller's copy current (resourceVersion, managedFields).
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, after); err != nil {
-		return true, fmt.Errorf("reading applied status: %w", err)
-	}
+	// Keep what later steps read current: the resourceVersion (read-your-
+	// writes) and managedFields (which conditions are ours). The rest of the
+	// response is what we sent.
+	after.SetResourceVersion(u.GetResourceVersion())
+	after.SetManagedFields(u.GetManagedFields())
 	return true, nil
 }
 
