@@ -1,0 +1,552 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/opkit-dev/opkit/backup"
+	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/membership"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/snapshot"
+	"github.com/opkit-dev/opkit/reconcile"
+	"github.com/opkit-dev/opkit/statusutil"
+)
+
+// Condition reasons set by ClusterHooks.
+const (
+	ReasonUnsupportedUpgrade = "UnsupportedUpgrade"
+	ReasonRestoreFailed      = "RestoreFailed"
+	ReasonFinalBackup        = "FinalBackupFailed"
+)
+
+// Requeue intervals: membership changes are watched through pods, but etcd
+// health is not a Kubernetes event, so a converged cluster is polled.
+const (
+	stepRequeue   = 2 * time.Second
+	healthRequeue = 30 * time.Second
+	callTimeout   = 10 * time.Second
+)
+
+// ClusterHooks reconciles EtcdClusters. Build it with its fields set; all
+// are required except Endpoints, Now and ScratchDir.
+type ClusterHooks struct {
+	// Client reads and writes pods and claims (the manager's client).
+	Client client.Client
+	// Children writes services, the PDB, claims and pods.
+	Children *reconcile.Children
+	// Etcd builds clients on member endpoints.
+	Etcd etcdclient.Factory
+	// Endpoints maps members to the URLs the operator dials.
+	Endpoints Endpoints
+	// Stores opens backup stores.
+	Stores StoreResolver
+	// Now returns the time; time.Now if nil.
+	Now func() time.Time
+	// ScratchDir is where restores stage snapshots; os.TempDir() if empty.
+	ScratchDir string
+}
+
+var (
+	_ reconcile.Hooks[*v1alpha1.EtcdCluster]     = (*ClusterHooks)(nil)
+	_ reconcile.Finalizer[*v1alpha1.EtcdCluster] = (*ClusterHooks)(nil)
+	_ reconcile.Validator[*v1alpha1.EtcdCluster] = (*ClusterHooks)(nil)
+)
+
+func (h *ClusterHooks) now() time.Time {
+	if h.Now != nil {
+		return h.Now()
+	}
+	return time.Now()
+}
+
+// Validate checks what the schema cannot: the backup schedule, and that the
+// requested version is reachable from the running one.
+func (h *ClusterHooks) Validate(_ context.Context, c *v1alpha1.EtcdCluster) field.ErrorList {
+	var errs field.ErrorList
+	if b := c.Spec.Backup; b != nil && b.Schedule != "" {
+		if _, err := backup.ParseSchedule(b.Schedule); err != nil {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "backup", "schedule"), b.Schedule, err.Error()))
+		}
+	}
+	if err := membership.CheckUpgrade(c.Status.Version, c.Spec.Version); err != nil {
+		errs = append(errs, field.Invalid(field.NewPath("spec", "version"), c.Spec.Version, err.Error()))
+	}
+	return errs
+}
+
+// observation is what a pass saw.
+type observation struct {
+	pods    map[string]*corev1.Pod
+	claims  map[string]bool
+	planned membership.Observed
+	// endpoints of the members that answered, by member name.
+	healthy map[string]string
+}
+
+// Reconcile runs one pass: children, observation, one membership step,
+// scheduled backups, status.
+func (h *ClusterHooks) Reconcile(ctx context.Context, c *v1alpha1.EtcdCluster) reconcile.Result {
+	log := ctrl.LoggerFrom(ctx)
+	if c.Status.ClusterToken == "" {
+		c.Status.ClusterToken = string(c.UID)
+	}
+	for _, obj := range []client.Object{headlessService(c), clientService(c), podDisruptionBudget(c)} {
+		if _, err := h.Children.EnsureChild(ctx, c, obj); err != nil {
+			return reconcile.Retry(fmt.Errorf("ensuring %T %s: %w", obj, obj.GetName(), err))
+		}
+	}
+	obs, err := h.observe(ctx, c)
+	if err != nil {
+		return reconcile.Retry(err)
+	}
+	h.recordStatus(c, obs)
+	if err := h.deleteOrphanClaims(ctx, c, obs); err != nil {
+		return reconcile.Retry(err)
+	}
+
+	// A cluster created from a backup is loaded while it has one member,
+	// before it grows.
+	if r := c.Spec.Restore; r != nil && !c.Status.Restored {
+		obs.planned.Size = 1
+		if len(obs.healthy) == 1 && len(obs.planned.Members) == 1 {
+			if res := h.restore(ctx, c, obs); res.Kind() != reconcile.KindDone {
+				return res
+			}
+			obs.planned.Size = int(c.Spec.Size)
+		}
+	}
+
+	step := membership.Plan(obs.planned)
+	log.V(1).Info("membership step", "action", step.Action, "member", step.Name, "reason", step.Reason)
+	setConditions(c, obs, step)
+	if step.Action == membership.ActionWait {
+		return reconcile.Waiting(step.Reason, step.Message, stepRequeue)
+	}
+	if step.Action != membership.ActionNone {
+		if err := h.execute(ctx, c, obs, step); err != nil {
+			return reconcile.Retry(fmt.Errorf("%s %s: %w", step.Action, step.Name, err))
+		}
+		return reconcile.Waiting(step.Reason, step.Message, stepRequeue)
+	}
+	return h.scheduledBackup(ctx, c, obs)
+}
+
+func (h *ClusterHooks) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*observation, error) {
+	obs := &observation{pods: map[string]*corev1.Pod{}, claims: map[string]bool{}, healthy: map[string]string{}}
+	var pods corev1.PodList
+	if err := h.Client.List(ctx, &pods, client.InNamespace(c.Namespace), client.MatchingLabels(selectorLabels(c))); err != nil {
+		return nil, fmt.Errorf("listing pods: %w", err)
+	}
+	var claims corev1.PersistentVolumeClaimList
+	if err := h.Client.List(ctx, &claims, client.InNamespace(c.Namespace), client.MatchingLabels(selectorLabels(c))); err != nil {
+		return nil, fmt.Errorf("listing claims: %w", err)
+	}
+	for i := range claims.Items {
+		if claims.Items[i].DeletionTimestamp == nil {
+			obs.claims[claims.Items[i].Labels[LabelMember]] = true
+		}
+	}
+	p := &obs.planned
+	*p = membership.Observed{Cluster: c.Name, Size: int(c.Spec.Size), Version: c.Spec.Version, Persistent: persistent(c),
+		Bootstrapped: len(c.Status.Members) > 0}
+	var endpoints []string
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		if pod.DeletionTimestamp != nil || !metav1.IsControlledBy(pod, c) {
+			continue
+		}
+		obs.pods[pod.Name] = pod
+		p.Bootstrapped = true
+		phase := membership.PodPending
+		switch pod.Status.Phase {
+		case corev1.PodRunning:
+			phase = membership.PodRunning
+			endpoints = append(endpoints, h.Endpoints.clientURL(c, pod.Name))
+		case corev1.PodFailed, corev1.PodSucceeded:
+			phase = membership.PodFailed
+		}
+		p.Pods = append(p.Pods, membership.Pod{Name: pod.Name, Phase: phase, Version: pod.Labels[LabelVersion]})
+	}
+	if len(endpoints) == 0 {
+		return obs, nil
+	}
+	slices.Sort(endpoints)
+	ec, err := h.Etcd.New(ctx, endpoints)
+	if err != nil {
+		return obs, nil //nolint:nilerr // unreachable members are an observation, not an error
+	}
+	defer func() { _ = ec.Close() }()
+	lctx, cancel := context.WithTimeout(ctx, callTimeout)
+	list, err := ec.MemberList(lctx)
+	cancel()
+	if err != nil {
+		return obs, nil //nolint:nilerr // as above
+	}
+	p.Reached = true
+	for _, em := range list {
+		m := membership.Member{ID: em.ID, Name: MemberName(em.PeerURLs[0]), Started: em.Started(), Learner: em.IsLearner}
+		if m.Name == "" {
+			m.Name = "unknown-" + em.IDString()
+		}
+		if pod, ok := obs.pods[m.Name]; ok && pod.Status.Phase == corev1.PodRunning && m.Started {
+			ep := h.Endpoints.clientURL(c, m.Name)
+			sctx, cancel := context.WithTimeout(ctx, callTimeout)
+			st, err := ec.Status(sctx, ep)
+			cancel()
+			if err == nil && st.Healthy() {
+				m.Healthy = true
+				m.Leader = st.Leader == em.ID
+				obs.healthy[m.Name] = ep
+			}
+		}
+		p.Members = append(p.Members, m)
+	}
+	return obs, nil
+}
+
+func (h *ClusterHooks) recordStatus(c *v1alpha1.EtcdCluster, obs *observation) {
+	if !obs.planned.Reached {
+		// Keep the last known members, marked unhealthy.
+		for i := range c.Status.Members {
+			c.Status.Members[i].Healthy = false
+			c.Status.Members[i].Leader = false
+		}
+		c.Status.ReadyMembers = 0
+		return
+	}
+	members := make([]v1alpha1.MemberStatus, 0, len(obs.planned.Members))
+	var ready int32
+	version := ""
+	for _, m := range obs.planned.Members {
+		ms := v1alpha1.MemberStatus{Name: m.Name, ID: etcdclient.FormatID(m.ID), PeerURL: PeerURL(c, m.Name),
+			Healthy: m.Healthy, Learner: m.Learner, Leader: m.Leader}
+		if pod, ok := obs.pods[m.Name]; ok {
+			ms.Version = pod.Labels[LabelVersion]
+			if m.Healthy && ms.Version != "" && (version == "" || lessVersion(ms.Version, version)) {
+				version = ms.Version
+			}
+		}
+		if m.Healthy && !m.Learner {
+			ready++
+		}
+		members = append(members, ms)
+	}
+	slices.SortFunc(members, func(a, b v1alpha1.MemberStatus) int { return strings.Compare(a.Name, b.Name) })
+	c.Status.Members = members
+	c.Status.ReadyMembers = ready
+	if version != "" {
+		c.Status.Version = version
+	}
+}
+
+// lessVersion reports a < b for MAJOR.MINOR.PATCH strings.
+func lessVersion(a, b string) bool {
+	var x, y [3]int
+	_, _ = fmt.Sscanf(a, "%d.%d.%d", &x[0], &x[1], &x[2])
+	_, _ = fmt.Sscanf(b, "%d.%d.%d", &y[0], &y[1], &y[2])
+	return slices.Compare(x[:], y[:]) < 0
+}
+
+func setConditions(c *v1alpha1.EtcdCluster, obs *observation, step membership.Step) {
+	voters := 0
+	for _, m := range obs.planned.Members {
+		if !m.Learner {
+			voters++
+		}
+	}
+	if obs.planned.Reached && voters > 0 && int(c.Status.ReadyMembers) >= membership.Quorum(voters) {
+		statusutil.MarkTrue(c, v1alpha1.ConditionAvailable, "QuorumHealthy",
+			fmt.Sprintf("%d of %d voting members healthy", c.Status.ReadyMembers, voters))
+	} else {
+		statusutil.MarkFalse(c, v1alpha1.ConditionAvailable, "NoQuorum", step.Message)
+	}
+	if step.Action == membership.ActionNone {
+		statusutil.MarkFalse(c, v1alpha1.ConditionProgressing, "Converged", step.Message)
+	} else {
+		statusutil.MarkTrue(c, v1alpha1.ConditionProgressing, step.Reason, step.Message)
+	}
+	var unhealthy []string
+	for _, m := range obs.planned.Members {
+		if !m.Healthy {
+			unhealthy = append(unhealthy, m.Name)
+		}
+	}
+	if len(unhealthy) > 0 && step.Reason != "ScalingUp" {
+		statusutil.MarkTrue(c, v1alpha1.ConditionDegraded, "MembersUnhealthy", "unhealthy members: "+strings.Join(unhealthy, ", "))
+	} else {
+		statusutil.MarkFalse(c, v1alpha1.ConditionDegraded, "MembersHealthy", "")
+	}
+}
+
+// execute carries out one planned step: the etcd call first, then the
+// Kubernetes write. A failure between the two is finished by the planner on
+// the next pass.
+func (h *ClusterHooks) execute(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation, step membership.Step) error {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	switch step.Action {
+	case membership.ActionBootstrap:
+		return h.createMember(ctx, c, step.Name, step.Version, step.Name+"="+PeerURL(c, step.Name), "new")
+	case membership.ActionAddLearner:
+		ec, err := h.clientOn(ctx, obs, "")
+		if err != nil {
+			return err
+		}
+		defer func() { _ = ec.Close() }()
+		_, list, err := ec.MemberAddAsLearner(ctx, PeerURL(c, step.Name))
+		if err != nil {
+			return err
+		}
+		return h.createMember(ctx, c, step.Name, step.Version, initialCluster(list), "existing")
+	case membership.ActionCreatePod:
+		ec, err := h.clientOn(ctx, obs, "")
+		if err != nil {
+			return err
+		}
+		defer func() { _ = ec.Close() }()
+		list, err := ec.MemberList(ctx)
+		if err != nil {
+			return err
+		}
+		return h.createMember(ctx, c, step.Name, step.Version, initialCluster(list), "existing")
+	case membership.ActionPromote:
+		ec, err := h.clientOn(ctx, obs, "")
+		if err != nil {
+			return err
+		}
+		defer func() { _ = ec.Close() }()
+		return ec.MemberPromote(ctx, step.ID)
+	case membership.ActionRemove:
+		ec, err := h.clientOn(ctx, obs, step.Name)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = ec.Close() }()
+		if err := ec.MemberRemove(ctx, step.ID); err != nil {
+			return err
+		}
+		return h.deleteMember(ctx, c, step.Name, true)
+	case membership.ActionDeletePod:
+		// A failed pod of a known member keeps its data; a pod etcd no
+		// longer knows loses it.
+		return h.deleteMember(ctx, c, step.Name, step.ID == 0)
+	case membership.ActionUpgrade:
+		return h.deleteMember(ctx, c, step.Name, false)
+	}
+	return nil
+}
+
+// clientOn returns a client on the healthy members other than except.
+func (h *ClusterHooks) clientOn(ctx context.Context, obs *observation, except string) (etcdclient.Client, error) {
+	var eps []string
+	for name, ep := range obs.healthy {
+		if name != except {
+			eps = append(eps, ep)
+		}
+	}
+	if len(eps) == 0 {
+		return nil, errors.New("no healthy member to talk to")
+	}
+	slices.Sort(eps)
+	return h.Etcd.New(ctx, eps)
+}
+
+func initialCluster(list []etcdclient.Member) string {
+	parts := make([]string, 0, len(list))
+	for _, m := range list {
+		parts = append(parts, MemberName(m.PeerURLs[0])+"="+m.PeerURLs[0])
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ",")
+}
+
+func (h *ClusterHooks) createMember(ctx context.Context, c *v1alpha1.EtcdCluster, name, version, initial, state string) error {
+	if persistent(c) {
+		if _, err := h.Children.EnsureChild(ctx, c, dataClaim(c, name)); err != nil {
+			return fmt.Errorf("creating claim of %s: %w", name, err)
+		}
+	}
+	if _, err := h.Children.EnsureChild(ctx, c, memberPod(c, name, version, initial, state)); err != nil {
+		return fmt.Errorf("creating pod %s: %w", name, err)
+	}
+	return nil
+}
+
+func (h *ClusterHooks) deleteMember(ctx context.Context, c *v1alpha1.EtcdCluster, name string, withData bool) error {
+	if _, err := h.Children.DeleteChild(ctx, c, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.Namespace}}); err != nil {
+		return fmt.Errorf("deleting pod %s: %w", name, err)
+	}
+	if withData && persistent(c) {
+		claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: dataClaimName(name), Namespace: c.Namespace}}
+		if _, err := h.Children.DeleteChild(ctx, c, claim); err != nil {
+			return fmt.Errorf("deleting claim of %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// deleteOrphanClaims deletes the data claims of members that are neither
+// pods nor etcd members any more: a removal interrupted after the pod was
+// deleted. It does nothing unless etcd's member list was read.
+func (h *ClusterHooks) deleteOrphanClaims(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation) error {
+	if !obs.planned.Reached {
+		return nil
+	}
+	for name := range obs.claims {
+		if _, ok := obs.pods[name]; ok {
+			continue
+		}
+		if slices.ContainsFunc(obs.planned.Members, func(m membership.Member) bool { return m.Name == name }) {
+			continue
+		}
+		claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: dataClaimName(name), Namespace: c.Namespace}}
+		if _, err := h.Children.DeleteChild(ctx, c, claim); err != nil {
+			return fmt.Errorf("deleting orphaned claim of %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// restore loads spec.restore's backup into the single seed member.
+func (h *ClusterHooks) restore(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation) reconcile.Result {
+	var b v1alpha1.EtcdBackup
+	if err := h.Client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Spec.Restore.BackupName}, &b); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			return reconcile.Terminal(ReasonRestoreFailed, fmt.Errorf("spec.restore.backupName: EtcdBackup %q not found", c.Spec.Restore.BackupName))
+		}
+		return reconcile.Retry(err)
+	}
+	if b.Status.Phase != v1alpha1.BackupSucceeded {
+		return reconcile.Waiting("WaitingForBackup", fmt.Sprintf("EtcdBackup %s is %q, not Succeeded", b.Name, b.Status.Phase), stepRequeue)
+	}
+	store, err := clusterStore(ctx, h.Stores, b.Namespace, b.Spec.ClusterName, b.Spec.StoreRef)
+	if err != nil {
+		if errors.Is(err, ErrStoreNotFound) {
+			return reconcile.Terminal(ReasonRestoreFailed, err)
+		}
+		return reconcile.Retry(err)
+	}
+	ec, err := h.clientOn(ctx, obs, "")
+	if err != nil {
+		return reconcile.Retry(err)
+	}
+	defer func() { _ = ec.Close() }()
+	r := &snapshot.Restorer{Client: ec, Dir: h.ScratchDir}
+	if _, err := backup.Restore(ctx, store, b.Status.BackupID, r); err != nil {
+		var ve *backup.VerificationError
+		if errors.As(err, &ve) || errors.Is(err, backup.ErrNotFound) || errors.Is(err, snapshot.ErrWrongFormat) {
+			return reconcile.Terminal(ReasonRestoreFailed, err)
+		}
+		return reconcile.Retry(fmt.Errorf("restoring %s: %w", b.Status.BackupID, err))
+	}
+	c.Status.Restored = true
+	ctrl.LoggerFrom(ctx).Info("restored backup", "backup", b.Name, "keys", r.Loaded.Keys, "skippedLeased", r.Loaded.SkippedLeased)
+	return reconcile.Done()
+}
+
+// takeBackup snapshots one healthy member into the cluster's store.
+func (h *ClusterHooks) takeBackup(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation, ref v1alpha1.StoreReference) (backup.Manifest, error) {
+	store, err := clusterStore(ctx, h.Stores, c.Namespace, c.Name, ref)
+	if err != nil {
+		return backup.Manifest{}, err
+	}
+	return snapshotInto(ctx, h.Etcd, store, obs.healthy)
+}
+
+func snapshotInto(ctx context.Context, f etcdclient.Factory, store backup.Store, healthy map[string]string) (backup.Manifest, error) {
+	names := make([]string, 0, len(healthy))
+	for n := range healthy {
+		names = append(names, n)
+	}
+	if len(names) == 0 {
+		return backup.Manifest{}, errors.New("no healthy member to snapshot")
+	}
+	slices.Sort(names)
+	ec, err := f.New(ctx, []string{healthy[names[0]]})
+	if err != nil {
+		return backup.Manifest{}, err
+	}
+	defer func() { _ = ec.Close() }()
+	return backup.Backup(ctx, store, snapshot.Snapshotter{Client: ec})
+}
+
+func (h *ClusterHooks) scheduledBackup(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation) reconcile.Result {
+	b := c.Spec.Backup
+	if b == nil || b.Schedule == "" {
+		return reconcile.RequeueAfter(healthRequeue)
+	}
+	sched, err := backup.ParseSchedule(b.Schedule)
+	if err != nil {
+		return reconcile.Terminal(reconcile.ReasonInvalidSpec, err) // Validate catches this first
+	}
+	last := c.Status.Backup.LastRun()
+	if last.IsZero() {
+		last = c.CreationTimestamp.Time
+	}
+	now := h.now().UTC()
+	due, after := sched.Next(last.UTC(), now)
+	if !due {
+		return reconcile.RequeueAfter(min(after, healthRequeue))
+	}
+	c.Status.Backup.RecordAttempt(now)
+	m, err := h.takeBackup(ctx, c, obs, b.StoreRef)
+	if err != nil {
+		return reconcile.Retry(fmt.Errorf("scheduled backup: %w", err))
+	}
+	c.Status.Backup.RecordSuccess(m)
+	store, err := clusterStore(ctx, h.Stores, c.Namespace, c.Name, b.StoreRef)
+	if err == nil {
+		_, err = backup.Prune(ctx, store, backup.Policy{KeepLast: int(max(b.Retention, 1))}, now)
+	}
+	if err != nil {
+		return reconcile.Retry(fmt.Errorf("pruning backups: %w", err))
+	}
+	return reconcile.RequeueAfter(min(after, healthRequeue))
+}
+
+// Finalize takes a final backup before the cluster's data is deleted, when
+// spec.backup is set and skipFinalBackup is not. Pods and claims are deleted
+// by the garbage collector afterwards.
+func (h *ClusterHooks) Finalize(ctx context.Context, c *v1alpha1.EtcdCluster) reconcile.Result {
+	b := c.Spec.Backup
+	if b == nil || b.SkipFinalBackup {
+		return reconcile.Done()
+	}
+	store, err := clusterStore(ctx, h.Stores, c.Namespace, c.Name, b.StoreRef)
+	if err != nil {
+		return reconcile.Retry(fmt.Errorf("final backup: %w", err))
+	}
+	// Idempotent: a backup started after deletion began is the final one.
+	// deletionTimestamp is truncated to the second, so only a backup that
+	// started a second later is certainly newer; one taken in that second
+	// is taken again, which costs a duplicate, never a missing backup.
+	if latest, err := backup.Latest(ctx, store); err == nil && c.DeletionTimestamp != nil &&
+		!latest.StartTime.Before(c.DeletionTimestamp.Add(time.Second)) {
+		return reconcile.Done()
+	}
+	obs, err := h.observe(ctx, c)
+	if err != nil {
+		return reconcile.Retry(err)
+	}
+	if len(obs.healthy) == 0 {
+		return reconcile.Waiting(ReasonFinalBackup,
+			"no healthy member to take the final backup from; set spec.backup.skipFinalBackup to delete without one", stepRequeue)
+	}
+	m, err := snapshotInto(ctx, h.Etcd, store, obs.healthy)
+	if err != nil {
+		return reconcile.Retry(fmt.Errorf("final backup: %w", err))
+	}
+	ctrl.LoggerFrom(ctx).Info("final backup taken", "id", m.ID, "size", m.Size, "sha256", m.SHA256)
+	return reconcile.Done()
+}

@@ -1,0 +1,513 @@
+package controller_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/opkit-dev/opkit/backup"
+	"github.com/opkit-dev/opkit/backup/fsstore"
+	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/controller"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
+	"github.com/opkit-dev/opkit/internal/testenv"
+	"github.com/opkit-dev/opkit/reconcile"
+	"github.com/opkit-dev/opkit/statusutil"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	testenv.Main(m, &env, testenv.WithCRDPaths("../../config/crd/bases"))
+}
+
+func newScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme} {
+		if err := add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
+}
+
+// faults injects Kubernetes write failures: the next write of kind
+// (Pod, PersistentVolumeClaim) with verb (apply, delete) fails once.
+type faults struct {
+	mu   sync.Mutex
+	next map[string]bool
+}
+
+func (f *faults) arm(verb, kind string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.next[verb+"/"+kind] = true
+}
+
+func (f *faults) take(verb, kind string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.next[verb+"/"+kind] {
+		delete(f.next, verb+"/"+kind)
+		return fmt.Errorf("injected %s failure for %s", verb, kind)
+	}
+	return nil
+}
+
+// rig drives the EtcdCluster Reconciler pass by pass against envtest, with a
+// fake etcd and a fake kubelet.
+type rig struct {
+	t      *testing.T
+	c      client.Client
+	fake   *etcdclient.Fake
+	faults *faults
+	r      *reconcile.Reconciler[*v1alpha1.EtcdCluster]
+	br     *reconcile.Reconciler[*v1alpha1.EtcdBackup]
+	ns     string
+	fsRoot string
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	scheme := newScheme(t)
+	direct, err := client.NewWithWatch(env.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl := &faults{next: map[string]bool{}}
+	c := interceptor.NewClient(direct, interceptor.Funcs{
+		Apply: func(ctx context.Context, cl client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+			if k, ok := obj.(interface{ GetKind() string }); ok {
+				if err := fl.take("apply", k.GetKind()); err != nil {
+					return err
+				}
+			}
+			return cl.Apply(ctx, obj, opts...)
+		},
+		Delete: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			kind := fmt.Sprintf("%T", obj)[len("*v1."):]
+			if err := fl.take("delete", kind); err != nil {
+				return err
+			}
+			return cl.Delete(ctx, obj, opts...)
+		},
+	})
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "etcd-"}}
+	if err := c.Create(t.Context(), ns); err != nil {
+		t.Fatal(err)
+	}
+	children, err := reconcile.NewChildren(c, scheme, "opkit-etcdcluster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := etcdclient.NewFake()
+	fsRoot := t.TempDir()
+	stores := controller.DefaultStores(c, fsRoot)
+	hooks := &controller.ClusterHooks{Client: c, Children: children, Etcd: fake.Factory(), Stores: stores, ScratchDir: t.TempDir()}
+	r, err := reconcile.New[*v1alpha1.EtcdCluster](c, scheme, hooks,
+		reconcile.WithConditions(v1alpha1.ConditionAvailable),
+		reconcile.WithNegativePolarityConditions(v1alpha1.ConditionDegraded))
+	if err != nil {
+		t.Fatal(err)
+	}
+	br, err := reconcile.New[*v1alpha1.EtcdBackup](c, scheme, &controller.BackupHooks{Client: c, Etcd: fake.Factory(), Stores: stores},
+		reconcile.WithConditions(controller.ConditionComplete))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &rig{t: t, c: c, fake: fake, faults: fl, r: r, br: br, ns: ns.Name, fsRoot: fsRoot}
+}
+
+func (g *rig) create(c *v1alpha1.EtcdCluster) {
+	g.t.Helper()
+	c.Namespace = g.ns
+	if err := g.c.Create(g.t.Context(), c); err != nil {
+		g.t.Fatal(err)
+	}
+}
+
+func (g *rig) get(name string) *v1alpha1.EtcdCluster {
+	g.t.Helper()
+	var c v1alpha1.EtcdCluster
+	if err := g.c.Get(g.t.Context(), types.NamespacedName{Namespace: g.ns, Name: name}, &c); err != nil {
+		g.t.Fatal(err)
+	}
+	return &c
+}
+
+// pass runs one reconcile pass and returns its error.
+func (g *rig) pass(name string) error {
+	g.t.Helper()
+	_, err := g.r.Reconcile(g.t.Context(), crreconcile.Request{NamespacedName: types.NamespacedName{Namespace: g.ns, Name: name}})
+	return err
+}
+
+// kubelet marks new pods Running and starts their fake members.
+func (g *rig) kubelet(name string) {
+	g.t.Helper()
+	c := g.get(name)
+	var pods corev1.PodList
+	if err := g.c.List(g.t.Context(), &pods, client.InNamespace(g.ns)); err != nil {
+		g.t.Fatal(err)
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Status.Phase == corev1.PodRunning {
+			continue
+		}
+		p.Status.Phase = corev1.PodRunning
+		if err := g.c.Status().Update(g.t.Context(), p); err != nil {
+			g.t.Fatal(err)
+		}
+		g.fake.Start(p.Name, controller.PeerURL(c, p.Name), controller.InClusterClientURL(c, p.Name))
+	}
+}
+
+// converge alternates passes and the kubelet until the cluster reports
+// Progressing=False, and returns the number of passes and their errors.
+func (g *rig) converge(name string, maxPasses int) (int, []error) {
+	g.t.Helper()
+	var errs []error
+	for i := 1; i <= maxPasses; i++ {
+		if err := g.pass(name); err != nil {
+			errs = append(errs, err)
+		}
+		g.kubelet(name)
+		c := g.get(name)
+		if statusutil.IsFalse(c, v1alpha1.ConditionProgressing) && c.Status.ObservedGeneration == c.Generation &&
+			statusutil.IsTrue(c, v1alpha1.ConditionAvailable) {
+			return i, errs
+		}
+	}
+	c := g.get(name)
+	g.t.Fatalf("not converged after %d passes; errors %v; conditions %+v; etcd calls %v", maxPasses, errs, c.Status.Conditions, g.fake.Calls())
+	return 0, nil
+}
+
+func (g *rig) names(list client.ObjectList) []string {
+	g.t.Helper()
+	if err := g.c.List(g.t.Context(), list, client.InNamespace(g.ns)); err != nil {
+		g.t.Fatal(err)
+	}
+	var out []string
+	switch l := list.(type) {
+	case *corev1.PodList:
+		for _, o := range l.Items {
+			if o.DeletionTimestamp == nil {
+				out = append(out, o.Name)
+			}
+		}
+	case *corev1.PersistentVolumeClaimList:
+		// envtest runs no pvc-protection controller: deleted claims stay
+		// terminating.
+		for _, o := range l.Items {
+			if o.DeletionTimestamp == nil {
+				out = append(out, o.Name)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (g *rig) etcdMembers() []string {
+	var out []string
+	for _, m := range g.fake.Members() {
+		out = append(out, fmt.Sprintf("%s learner=%v", m.Name, m.IsLearner))
+	}
+	slices.Sort(out)
+	return out
+}
+
+func cluster(name string, size int32) *v1alpha1.EtcdCluster {
+	return &v1alpha1.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       v1alpha1.EtcdClusterSpec{Size: size, Version: "3.6.16"},
+	}
+}
+
+func voters(names ...string) []string {
+	var out []string
+	for _, n := range names {
+		out = append(out, n+" learner=false")
+	}
+	return out
+}
+
+func TestClusterBootstrapAndGrow(t *testing.T) {
+	g := newRig(t)
+	g.create(cluster("a", 3))
+	g.converge("a", 20)
+
+	c := g.get("a")
+	if diff := cmp.Diff([]string{"a-0", "a-1", "a-2"}, g.names(&corev1.PodList{})); diff != "" {
+		t.Errorf("pods (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"a-0-data", "a-1-data", "a-2-data"}, g.names(&corev1.PersistentVolumeClaimList{})); diff != "" {
+		t.Errorf("claims (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(voters("a-0", "a-1", "a-2"), g.etcdMembers()); diff != "" {
+		t.Errorf("etcd members (-want +got):\n%s", diff)
+	}
+	var pdb policyv1.PodDisruptionBudget
+	if err := g.c.Get(t.Context(), types.NamespacedName{Namespace: g.ns, Name: "a"}, &pdb); err != nil {
+		t.Fatal(err)
+	}
+	if got := pdb.Spec.MinAvailable.IntValue(); got != 2 {
+		t.Errorf("PDB minAvailable %d, want 2", got)
+	}
+	for _, svc := range []string{"a", "a-client"} {
+		if err := g.c.Get(t.Context(), types.NamespacedName{Namespace: g.ns, Name: svc}, &corev1.Service{}); err != nil {
+			t.Errorf("service %s: %v", svc, err)
+		}
+	}
+	if c.Status.ReadyMembers != 3 || c.Status.Version != "3.6.16" || len(c.Status.Members) != 3 {
+		t.Errorf("status: ready %d version %q members %+v", c.Status.ReadyMembers, c.Status.Version, c.Status.Members)
+	}
+	for _, cond := range []struct {
+		typ  string
+		want metav1.ConditionStatus
+	}{{"Ready", metav1.ConditionTrue}, {"Available", metav1.ConditionTrue}, {"Progressing", metav1.ConditionFalse}, {"Degraded", metav1.ConditionFalse}} {
+		if got := statusutil.Get(c, cond.typ); got == nil || got.Status != cond.want {
+			t.Errorf("condition %s = %+v, want %s", cond.typ, got, cond.want)
+		}
+	}
+	var learnerAdds, promotes int
+	for _, call := range g.fake.Calls() {
+		switch {
+		case len(call) > 18 && call[:18] == "MemberAddAsLearner":
+			learnerAdds++
+		case len(call) > 13 && call[:13] == "MemberPromote":
+			promotes++
+		}
+	}
+	if learnerAdds != 2 || promotes != 2 {
+		t.Errorf("%d learner adds and %d promotes, want 2 and 2", learnerAdds, promotes)
+	}
+}
+
+func TestClusterScaleDownRemovesMembersAndData(t *testing.T) {
+	g := newRig(t)
+	g.create(cluster("s", 3))
+	g.converge("s", 20)
+	c := g.get("s")
+	c.Spec.Size = 1
+	if err := g.c.Update(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	g.converge("s", 20)
+	if diff := cmp.Diff([]string{"s-0"}, g.names(&corev1.PodList{})); diff != "" {
+		t.Errorf("pods (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"s-0-data"}, g.names(&corev1.PersistentVolumeClaimList{})); diff != "" {
+		t.Errorf("claims (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(voters("s-0"), g.etcdMembers()); diff != "" {
+		t.Errorf("etcd members (-want +got):\n%s", diff)
+	}
+}
+
+// TestClusterFailureInjection fails one etcd call or one Kubernetes write
+// during growth to 3 and shrinkage to 1, and requires the cluster to
+// converge to exactly the desired members, pods and claims.
+func TestClusterFailureInjection(t *testing.T) {
+	injected := errors.New("injected")
+	tests := []struct {
+		name string
+		// grow is true to inject while growing 1 -> 3, false while
+		// shrinking 3 -> 1.
+		grow bool
+		arm  func(g *rig)
+		// quiet failures make a pass wait instead of fail.
+		quiet bool
+	}{
+		{"pod create fails after MemberAddAsLearner", true, func(g *rig) { g.faults.arm("apply", "Pod") }, false},
+		{"claim create fails after MemberAddAsLearner", true, func(g *rig) { g.faults.arm("apply", "PersistentVolumeClaim") }, false},
+		{"MemberAddAsLearner response lost after it took effect", true, func(g *rig) { g.fake.FailNext("MemberAddAsLearner", injected, true) }, false},
+		{"MemberAddAsLearner fails", true, func(g *rig) { g.fake.FailNext("MemberAddAsLearner", injected, false) }, false},
+		{"MemberPromote fails", true, func(g *rig) { g.fake.FailNext("MemberPromote", injected, false) }, false},
+		{"MemberPromote response lost after it took effect", true, func(g *rig) { g.fake.FailNext("MemberPromote", injected, true) }, false},
+		{"MemberList fails", true, func(g *rig) { g.fake.FailNext("MemberList", injected, false) }, true},
+		{"pod delete fails after MemberRemove", false, func(g *rig) { g.faults.arm("delete", "Pod") }, false},
+		{"claim delete fails after MemberRemove", false, func(g *rig) { g.faults.arm("delete", "PersistentVolumeClaim") }, false},
+		{"MemberRemove response lost after it took effect", false, func(g *rig) { g.fake.FailNext("MemberRemove", injected, true) }, false},
+		{"MemberRemove fails", false, func(g *rig) { g.fake.FailNext("MemberRemove", injected, false) }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := newRig(t)
+			size := int32(1)
+			if !tt.grow {
+				size = 3
+			}
+			g.create(cluster("f", size))
+			g.converge("f", 20)
+			tt.arm(g)
+			c := g.get("f")
+			c.Spec.Size = 4 - size // 1 -> 3, 3 -> 1
+			if err := g.c.Update(t.Context(), c); err != nil {
+				t.Fatal(err)
+			}
+			_, errs := g.converge("f", 30)
+			if len(errs) == 0 && !tt.quiet {
+				t.Errorf("no pass failed; the injected failure was not hit")
+			}
+			want := []string{"f-0"}
+			if tt.grow {
+				want = []string{"f-0", "f-1", "f-2"}
+			}
+			if diff := cmp.Diff(want, g.names(&corev1.PodList{})); diff != "" {
+				t.Errorf("pods (-want +got):\n%s", diff)
+			}
+			var claims []string
+			for _, n := range want {
+				claims = append(claims, n+"-data")
+			}
+			if diff := cmp.Diff(claims, g.names(&corev1.PersistentVolumeClaimList{})); diff != "" {
+				t.Errorf("claims (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(voters(want...), g.etcdMembers()); diff != "" {
+				t.Errorf("etcd members (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestClusterDeletedPodIsRecreated(t *testing.T) {
+	g := newRig(t)
+	g.create(cluster("d", 3))
+	g.converge("d", 20)
+	before := g.etcdMembers()
+	if err := g.c.Delete(t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "d-1", Namespace: g.ns}}); err != nil {
+		t.Fatal(err)
+	}
+	g.fake.SetHealthy(controller.PeerURL(g.get("d"), "d-1"), false)
+	if err := g.pass("d"); err != nil {
+		t.Fatal(err)
+	}
+	c := g.get("d")
+	if !statusutil.IsTrue(c, v1alpha1.ConditionDegraded) {
+		t.Errorf("Degraded = %+v, want True while d-1 is missing", statusutil.Get(c, v1alpha1.ConditionDegraded))
+	}
+	g.converge("d", 10)
+	if diff := cmp.Diff([]string{"d-0", "d-1", "d-2"}, g.names(&corev1.PodList{})); diff != "" {
+		t.Errorf("pods (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(before, g.etcdMembers()); diff != "" {
+		t.Errorf("etcd members changed (-want +got):\n%s", diff)
+	}
+}
+
+func TestClusterUpgrade(t *testing.T) {
+	g := newRig(t)
+	g.create(cluster("u", 3))
+	g.converge("u", 20)
+
+	c := g.get("u")
+	c.Spec.Version = "3.4.30"
+	if err := g.c.Update(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.pass("u"); err != nil {
+		t.Fatal(err)
+	}
+	c = g.get("u")
+	if st := statusutil.Get(c, "Stalled"); st == nil || st.Status != metav1.ConditionTrue {
+		t.Fatalf("Stalled = %+v after a downgrade, want True", st)
+	}
+	t.Logf("stalled: %s", statusutil.Get(c, "Stalled").Message)
+
+	c.Spec.Version = "3.7.0"
+	if err := g.c.Update(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	g.converge("u", 30)
+	var pods corev1.PodList
+	if err := g.c.List(t.Context(), &pods, client.InNamespace(g.ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if v := p.Labels[controller.LabelVersion]; v != "3.7.0" {
+			t.Errorf("pod %s runs %s, want 3.7.0", p.Name, v)
+		}
+	}
+	if c := g.get("u"); c.Status.Version != "3.7.0" {
+		t.Errorf("status.version %q, want 3.7.0", c.Status.Version)
+	}
+}
+
+func TestBackupAndFinalBackup(t *testing.T) {
+	g := newRig(t)
+	if err := os.Mkdir(filepath.Join(g.fsRoot, "backups"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	c := cluster("b", 1)
+	c.Spec.Backup = &v1alpha1.BackupSpec{StoreRef: v1alpha1.StoreReference{PVCName: "backups"}, Retention: 3}
+	g.create(c)
+	g.converge("b", 10)
+
+	eb := &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "one", Namespace: g.ns},
+		Spec: v1alpha1.EtcdBackupSpec{ClusterName: "b", StoreRef: v1alpha1.StoreReference{PVCName: "backups"}}}
+	if err := g.c.Create(t.Context(), eb); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.br.Reconcile(t.Context(), crreconcile.Request{NamespacedName: client.ObjectKeyFromObject(eb)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.c.Get(t.Context(), client.ObjectKeyFromObject(eb), eb); err != nil {
+		t.Fatal(err)
+	}
+	if eb.Status.Phase != v1alpha1.BackupSucceeded || eb.Status.SHA256 == "" || eb.Status.SizeBytes == 0 || eb.Status.EtcdVersion != "3.6.16" {
+		t.Fatalf("backup status %+v", eb.Status)
+	}
+	store, err := fsstore.New(g.fsRoot + "/backups")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := backup.Sub(store, g.ns+"/b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := backup.Verify(t.Context(), sub, eb.Status.BackupID)
+	if err != nil {
+		t.Fatalf("verifying the backup: %v", err)
+	}
+	if m.SHA256 != eb.Status.SHA256 {
+		t.Errorf("manifest sha256 %s, status %s", m.SHA256, eb.Status.SHA256)
+	}
+
+	// Deleting the cluster takes a final backup before the finalizer goes.
+	if err := g.c.Delete(t.Context(), g.get("b")); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.pass("b"); err != nil {
+		t.Fatal(err)
+	}
+	list, err := backup.List(t.Context(), sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 2 {
+		t.Errorf("%d backups after deletion, want 2 (on demand and final)", len(list))
+	}
+	if err := g.c.Get(t.Context(), types.NamespacedName{Namespace: g.ns, Name: "b"}, &v1alpha1.EtcdCluster{}); client.IgnoreNotFound(err) != nil || err == nil {
+		t.Errorf("cluster still exists after its final backup: %v", err)
+	}
+}

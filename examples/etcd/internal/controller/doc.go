@@ -1,0 +1,15 @@
+// Package controller holds the etcd example operator's hooks for opkit's
+// reconcile.Reconciler: ClusterHooks for EtcdCluster and BackupHooks for
+// EtcdBackup.
+//
+// Each EtcdCluster pass observes the member pods and etcd's member list,
+// asks membership.Plan for one step, carries it out and records what it saw
+// in the status. Members are plain pods (not a StatefulSet) so that every
+// membership change is an explicit etcd call followed by one Kubernetes
+// write; a crash between the two is finished by the next pass, because the
+// planner looks at both sides.
+//
+// Members are reached through Endpoints (pod DNS names on the headless
+// Service by default) and an etcdclient.Factory; see package etcdclient for
+// running the operator outside the cluster.
+package controller

@@ -1,0 +1,71 @@
+package controller
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
+)
+
+// Labels on every object the operator creates for a cluster.
+const (
+	LabelCluster = "etcd.opkit.dev/cluster"
+	LabelMember  = "etcd.opkit.dev/member"
+	LabelVersion = "etcd.opkit.dev/version"
+	// AnnotationClusterToken records the initial-cluster-token on pods.
+	AnnotationClusterToken = "etcd.opkit.dev/cluster-token"
+)
+
+// The ports of a member.
+const (
+	ClientPort = 2379
+	PeerPort   = 2380
+)
+
+// Endpoints maps members to URLs. The zero value uses pod DNS names on the
+// cluster's headless Service, which resolve inside the cluster.
+type Endpoints struct {
+	// ClientURL overrides the client URL of a member, for example to reach
+	// it through a port-forward when the operator runs outside the cluster.
+	ClientURL func(c *v1alpha1.EtcdCluster, member string) string
+}
+
+func memberHost(c *v1alpha1.EtcdCluster, member string) string {
+	return fmt.Sprintf("%s.%s.%s.svc", member, c.Name, c.Namespace)
+}
+
+// PeerURL returns the peer URL of member; it is what etcd knows the member by.
+func PeerURL(c *v1alpha1.EtcdCluster, member string) string {
+	return fmt.Sprintf("http://%s:%d", memberHost(c, member), PeerPort)
+}
+
+// InClusterClientURL returns the in-cluster client URL of member.
+func InClusterClientURL(c *v1alpha1.EtcdCluster, member string) string {
+	return fmt.Sprintf("http://%s:%d", memberHost(c, member), ClientPort)
+}
+
+// clientURL returns the URL the operator dials for member.
+func (e Endpoints) clientURL(c *v1alpha1.EtcdCluster, member string) string {
+	if e.ClientURL != nil {
+		return e.ClientURL(c, member)
+	}
+	return InClusterClientURL(c, member)
+}
+
+// MemberName returns the pod name encoded in a peer URL made by PeerURL, or
+// "" for a URL of another form.
+func MemberName(peerURL string) string {
+	u, err := url.Parse(peerURL)
+	if err != nil {
+		return ""
+	}
+	host := u.Hostname()
+	name, _, ok := strings.Cut(host, ".")
+	if !ok {
+		return ""
+	}
+	return name
+}
+
+func dataClaimName(member string) string { return member + "-data" }

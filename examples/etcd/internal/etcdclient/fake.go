@@ -1,0 +1,295 @@
+package etcdclient
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+)
+
+// Fake is an in-memory etcd cluster for controller tests. Members are added
+// with MemberAddAsLearner (or Bootstrap) and become started and healthy when
+// the test calls Start, standing in for a pod that runs. Every method is
+// safe for concurrent use.
+//
+// Failures are injected with FailNext: the named call fails once, before or
+// after taking effect, which is how tests reproduce a crash between an etcd
+// call and the Kubernetes write that follows it.
+type Fake struct {
+	mu      sync.Mutex
+	nextID  uint64
+	members []*fakeMember
+	leader  uint64
+	data    map[string]string
+	fail    map[string]fakeFailure
+	calls   []string
+	// Version is reported by Status; "3.6.16" if empty.
+	Version string
+}
+
+type fakeMember struct {
+	Member
+	clientURL string
+	started   bool
+	healthy   bool
+}
+
+type fakeFailure struct {
+	err   error
+	after bool
+}
+
+// NewFake returns an empty fake cluster.
+func NewFake() *Fake {
+	return &Fake{nextID: 0x1000, data: map[string]string{}, fail: map[string]fakeFailure{}}
+}
+
+// Factory returns a Factory whose clients all reach f, whatever the
+// endpoints; an endpoint is only used to pick the member in Status.
+func (f *Fake) Factory() Factory {
+	return FactoryFunc(func(_ context.Context, endpoints []string) (Client, error) {
+		if err := f.take("New", false); err != nil {
+			return nil, err
+		}
+		return &fakeClient{f: f, endpoints: endpoints}, nil
+	})
+}
+
+// FailNext makes the next call of method (a Client method name, or "New"
+// for the factory) return err. With after it fails only after the call took
+// effect.
+func (f *Fake) FailNext(method string, err error, after bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fail[method] = fakeFailure{err: err, after: after}
+}
+
+// Calls returns the methods called so far, in order, as "Method arg".
+func (f *Fake) Calls() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.calls)
+}
+
+func (f *Fake) take(method string, after bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.takeLocked(method, after)
+}
+
+func (f *Fake) takeLocked(method string, after bool) error {
+	ff, ok := f.fail[method]
+	if !ok || ff.after != after {
+		return nil
+	}
+	delete(f.fail, method)
+	return ff.err
+}
+
+// Start marks the member with peerURL as started and healthy and records
+// its name and client URL, as a running pod would. A Start on an empty
+// cluster bootstraps it with this member as the voting leader.
+func (f *Fake) Start(name, peerURL, clientURL string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.members) == 0 {
+		f.nextID++
+		f.members = append(f.members, &fakeMember{Member: Member{ID: f.nextID, PeerURLs: []string{peerURL}}})
+		f.leader = f.nextID
+	}
+	for _, m := range f.members {
+		if m.PeerURLs[0] == peerURL {
+			m.Name, m.clientURL, m.started, m.healthy = name, clientURL, true, true
+			m.ClientURLs = []string{clientURL}
+		}
+	}
+}
+
+// SetHealthy marks the member with peerURL healthy or not.
+func (f *Fake) SetHealthy(peerURL string, healthy bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, m := range f.members {
+		if m.PeerURLs[0] == peerURL {
+			m.healthy = healthy
+		}
+	}
+}
+
+// Members returns the current member list.
+func (f *Fake) Members() []Member {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.listLocked()
+}
+
+func (f *Fake) listLocked() []Member {
+	out := make([]Member, 0, len(f.members))
+	for _, m := range f.members {
+		mm := m.Member
+		mm.PeerURLs = slices.Clone(mm.PeerURLs)
+		mm.ClientURLs = slices.Clone(mm.ClientURLs)
+		out = append(out, mm)
+	}
+	return out
+}
+
+// Data returns a copy of the key space.
+func (f *Fake) Data() map[string]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[string]string, len(f.data))
+	for k, v := range f.data {
+		out[k] = v
+	}
+	return out
+}
+
+type fakeClient struct {
+	f         *Fake
+	endpoints []string
+}
+
+// call runs fn under the lock with failure injection before and after.
+func (c *fakeClient) call(method, arg string, fn func() error) error {
+	c.f.mu.Lock()
+	defer c.f.mu.Unlock()
+	c.f.calls = append(c.f.calls, method+" "+arg)
+	if err := c.f.takeLocked(method, false); err != nil {
+		return err
+	}
+	if len(c.f.members) == 0 || c.f.leader == 0 {
+		return fmt.Errorf("%s: %w", method, ErrNoLeader)
+	}
+	if err := fn(); err != nil {
+		return err
+	}
+	return c.f.takeLocked(method, true)
+}
+
+func (c *fakeClient) MemberList(context.Context) ([]Member, error) {
+	var out []Member
+	err := c.call("MemberList", "", func() error { out = c.f.listLocked(); return nil })
+	return out, err
+}
+
+func (c *fakeClient) MemberAddAsLearner(_ context.Context, peerURL string) (Member, []Member, error) {
+	var added Member
+	var list []Member
+	err := c.call("MemberAddAsLearner", peerURL, func() error {
+		for _, m := range c.f.members {
+			if m.PeerURLs[0] == peerURL {
+				return errors.New("etcdserver: peerURL exists")
+			}
+			if m.IsLearner {
+				return errors.New("etcdserver: too many learner members in cluster")
+			}
+		}
+		c.f.nextID++
+		m := &fakeMember{Member: Member{ID: c.f.nextID, PeerURLs: []string{peerURL}, IsLearner: true}}
+		c.f.members = append(c.f.members, m)
+		added, list = m.Member, c.f.listLocked()
+		return nil
+	})
+	return added, list, err
+}
+
+func (c *fakeClient) member(id uint64) (*fakeMember, error) {
+	for _, m := range c.f.members {
+		if m.ID == id {
+			return m, nil
+		}
+	}
+	return nil, fmt.Errorf("etcdserver: member %s not found", FormatID(id))
+}
+
+func (c *fakeClient) MemberPromote(_ context.Context, id uint64) error {
+	return c.call("MemberPromote", FormatID(id), func() error {
+		m, err := c.member(id)
+		if err != nil {
+			return err
+		}
+		if !m.started || !m.healthy {
+			return errors.New("etcdserver: can only promote a learner member which is in sync with leader")
+		}
+		m.IsLearner = false
+		return nil
+	})
+}
+
+func (c *fakeClient) MemberRemove(_ context.Context, id uint64) error {
+	return c.call("MemberRemove", FormatID(id), func() error {
+		if _, err := c.member(id); err != nil {
+			return err
+		}
+		c.f.members = slices.DeleteFunc(c.f.members, func(m *fakeMember) bool { return m.ID == id })
+		if c.f.leader == id && len(c.f.members) > 0 {
+			c.f.leader = c.f.members[0].ID
+		}
+		return nil
+	})
+}
+
+func (c *fakeClient) Status(_ context.Context, endpoint string) (Status, error) {
+	var s Status
+	err := c.call("Status", endpoint, func() error {
+		for _, m := range c.f.members {
+			if m.clientURL == endpoint && m.started {
+				if !m.healthy {
+					return fmt.Errorf("status of %s: context deadline exceeded", endpoint)
+				}
+				v := c.f.Version
+				if v == "" {
+					v = "3.6.16"
+				}
+				s = Status{ID: m.ID, Version: v, Leader: c.f.leader, IsLearner: m.IsLearner, Revision: int64(len(c.f.data))}
+				return nil
+			}
+		}
+		return fmt.Errorf("status of %s: connection refused", endpoint)
+	})
+	return s, err
+}
+
+// Snapshot writes a fake database (the sorted key space) followed by its
+// SHA-256, like etcd's stream.
+func (c *fakeClient) Snapshot(_ context.Context, w io.Writer) (SnapshotInfo, error) {
+	var body []byte
+	var rev int64
+	err := c.call("Snapshot", "", func() error {
+		keys := make([]string, 0, len(c.f.data))
+		for k := range c.f.data {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			body = fmt.Appendf(body, "%s=%s\n", k, c.f.data[k])
+		}
+		rev = int64(len(keys))
+		return nil
+	})
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	sum := sha256.Sum256(body)
+	body = append(body, sum[:]...)
+	n, err := w.Write(body)
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	return SnapshotInfo{Revision: rev, Version: "3.6.16", Size: int64(n)}, nil
+}
+
+func (c *fakeClient) Put(_ context.Context, kvs []KeyValue) error {
+	return c.call("Put", fmt.Sprint(len(kvs)), func() error {
+		for _, kv := range kvs {
+			c.f.data[string(kv.Key)] = string(kv.Value)
+		}
+		return nil
+	})
+}
+
+func (c *fakeClient) Close() error { return nil }
