@@ -19,12 +19,15 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/go-logr/logr"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
 )
@@ -141,11 +144,19 @@ func (e *Env) Stop() error {
 
 // Main is a TestMain body: it starts a control plane, stores it in *env, runs
 // the tests and stops it. A control plane that cannot start fails the run.
+// controller-runtime's logs are discarded unless OPKIT_TEST_LOGS is set.
 func Main(m *testing.M, env **Env, opts ...Option) {
 	os.Exit(run(m, env, opts))
 }
 
 func run(m *testing.M, env **Env, opts []Option) int {
+	// controller-runtime logs through a global logger and warns, with a
+	// stack trace, when none is set. Tests log nothing unless asked.
+	if os.Getenv("OPKIT_TEST_LOGS") != "" {
+		ctrllog.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr)))
+	} else {
+		ctrllog.SetLogger(logr.Discard())
+	}
 	e, err := Start(opts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testenv:", err)
