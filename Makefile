@@ -42,7 +42,7 @@ help: ## List the targets with one line each.
 		/^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2 } \
 		/^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) }' $(MAKEFILE_LIST)
 
-##@ Tools (built from source, cached in $${XDG_CACHE_HOME:-~/.cache}/opkit)
+##@ Tools (built from source, cached in ${XDG_CACHE_HOME:-~/.cache}/opkit)
 
 .PHONY: tools
 tools: envtest-assets cluster-tools controller-gen golangci-lint versitygw ## Build every pinned tool into bin/ (first run: ~15 min on 2 cores).
@@ -146,11 +146,11 @@ demo: cluster-tools ## Start a local cluster (unless KUBECONFIG is set) and run 
 	@hack/demo.sh
 
 .PHONY: run-memcached
-run-memcached: ## Run the memcached operator against $$KUBECONFIG (default: the local cluster).
+run-memcached: ## Run the memcached operator against $KUBECONFIG (default: the local cluster).
 	KUBECONFIG=$${KUBECONFIG:-$(CLUSTER_KUBECONFIG)} go run ./examples/memcached
 
 .PHONY: run-etcd
-run-etcd: ## Run the etcd operator against $$KUBECONFIG (default: the local cluster).
+run-etcd: ## Run the etcd operator against $KUBECONFIG (default: the local cluster).
 	KUBECONFIG=$${KUBECONFIG:-$(CLUSTER_KUBECONFIG)} go run ./examples/etcd
 
 .PHONY: clean
