@@ -7,13 +7,18 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
 	"github.com/opkit-dev/opkit/reconcile"
@@ -43,6 +48,14 @@ func TestWithManager(t *testing.T) {
 		reconcile.WithName(name),
 		reconcile.WithOwns(&corev1.ConfigMap{}),
 		reconcile.WithConditions("Available"),
+		// Secrets labelled widget=<name> trigger a pass of that widget.
+		reconcile.WithWatches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(
+			func(_ context.Context, o client.Object) []crreconcile.Request {
+				if n := o.GetLabels()["widget"]; n != "" {
+					return []crreconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: n}}}
+				}
+				return nil
+			}), builder.OnlyMetadata),
 		reconcile.WithSkipNameValidation())
 	must(t, err)
 
@@ -68,6 +81,18 @@ func TestWithManager(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	if n := counter.WritesTo("/widgets") + counter.WritesTo("/configmaps"); n != 0 {
 		t.Errorf("steady state sent %d write requests (%s), want 0", n, counter)
+	}
+
+	// A watched, unowned kind triggers a pass (and, nothing having changed,
+	// no write).
+	passes := hooks.reconcils.Load()
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: f.ns, Labels: map[string]string{"widget": "w"}}}
+	must(t, env.Client.Create(t.Context(), secret))
+	err = wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return hooks.reconcils.Load() > passes, nil
+	})
+	if err != nil {
+		t.Errorf("a labelled Secret did not trigger a pass (WithWatches): %v", err)
 	}
 
 	// A spec change costs one child write and one status write.

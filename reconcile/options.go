@@ -8,7 +8,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/opkit-dev/opkit/statusutil"
@@ -26,6 +28,7 @@ type options struct {
 
 	// SetupWithManager only.
 	owns          []client.Object
+	watches       []watch
 	predicates    []predicate.Predicate
 	maxConcurrent int
 	skipNameCheck bool
@@ -107,6 +110,22 @@ func WithNegativePolarityConditions(types ...string) Option {
 // their controller when they change.
 func WithOwns(objs ...client.Object) Option {
 	return func(o *options) { o.owns = append(o.owns, objs...) }
+}
+
+// watch is one WithWatches registration.
+type watch struct {
+	obj     client.Object
+	handler handler.EventHandler
+	opts    []builder.WatchesOption
+}
+
+// WithWatches makes SetupWithManager watch another kind that is not owned by
+// controller reference, mapping its events to requests with h (usually
+// handler.EnqueueRequestsFromMapFunc). Pass builder.OnlyMetadata to cache
+// only the objects' metadata, e.g. for pods whose names or labels are all a
+// controller needs.
+func WithWatches(obj client.Object, h handler.EventHandler, opts ...builder.WatchesOption) Option {
+	return func(o *options) { o.watches = append(o.watches, watch{obj: obj, handler: h, opts: opts}) }
 }
 
 // WithPredicates replaces SetupWithManager's default predicates for the

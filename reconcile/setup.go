@@ -16,7 +16,8 @@ import (
 // client, scheme and event recorder, and registers a controller for it:
 //
 //	For(T) with the default predicates (or WithPredicates),
-//	Owns(each WithOwns type), MaxConcurrentReconciles (WithMaxConcurrentReconciles).
+//	Owns(each WithOwns type), Watches(each WithWatches registration),
+//	MaxConcurrentReconciles (WithMaxConcurrentReconciles).
 //
 // The default predicates let through what the Reconciler must act on and
 // drop what it need not: a change of generation (spec), of labels or
@@ -25,8 +26,8 @@ import (
 // writes, and periodic resyncs are dropped, so they cost no pass. Owned
 // children's events are not filtered.
 //
-// For anything else (watches of unowned kinds, custom handlers) build the
-// controller with ctrl.NewControllerManagedBy and pass a Reconciler from New.
+// For anything else build the controller with ctrl.NewControllerManagedBy
+// and pass it a Reconciler from New.
 func SetupWithManager[T Object](mgr ctrl.Manager, hooks Hooks[T], opts ...Option) (*Reconciler[T], error) {
 	if mgr == nil {
 		return nil, fmt.Errorf("reconcile.SetupWithManager: manager is nil")
@@ -53,6 +54,9 @@ func SetupWithManager[T Object](mgr ctrl.Manager, hooks Hooks[T], opts ...Option
 		})
 	for _, o := range r.opts.owns {
 		b = b.Owns(o)
+	}
+	for _, w := range r.opts.watches {
+		b = b.Watches(w.obj, w.handler, w.opts...)
 	}
 	if err := b.Complete(r); err != nil {
 		return nil, fmt.Errorf("setting up controller %s: %w", r.opts.name, err)

@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -71,32 +70,22 @@ func CacheOptions(namespaces []string) cache.Options {
 //
 // It watches Memcacheds (with reconcile.DefaultPredicate), the children it
 // owns, and the metadata of the Memcacheds' pods, whose creation and deletion
-// change status.nodes. The pod watch is why this uses reconcile.New and
-// controller-runtime's builder rather than reconcile.SetupWithManager, which
-// only watches owned children.
+// change status.nodes.
 func SetupWithManager(mgr ctrl.Manager, o Options) (*reconcile.Reconciler[*v1alpha1.Memcached], error) {
 	rec := mgr.GetEventRecorder(Name)
 	hooks, err := NewHooks(mgr.GetClient(), mgr.GetScheme(), rec)
 	if err != nil {
 		return nil, err
 	}
-	r, err := reconcile.New[*v1alpha1.Memcached](mgr.GetClient(), mgr.GetScheme(), hooks, ReconcilerOptions(rec)...)
-	if err != nil {
-		return nil, err
+	opts := append(ReconcilerOptions(rec),
+		reconcile.WithOwns(&appsv1.Deployment{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}),
+		reconcile.WithWatches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podOwner),
+			builder.OnlyMetadata, builder.WithPredicates(podMembershipChanged())),
+		reconcile.WithMaxConcurrentReconciles(o.MaxConcurrentReconciles))
+	if o.SkipNameValidation {
+		opts = append(opts, reconcile.WithSkipNameValidation())
 	}
-	err = ctrl.NewControllerManagedBy(mgr).
-		Named(Name).
-		For(&v1alpha1.Memcached{}, builder.WithPredicates(reconcile.DefaultPredicate())).
-		Owns(&appsv1.Deployment{}).
-		Owns(&corev1.Service{}).
-		Owns(&policyv1.PodDisruptionBudget{}).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podOwner),
-			builder.OnlyMetadata, builder.WithPredicates(podMembershipChanged())).
-		WithOptions(controller.Options{
-			MaxConcurrentReconciles: o.MaxConcurrentReconciles,
-			SkipNameValidation:      &o.SkipNameValidation,
-		}).
-		Complete(r)
+	r, err := reconcile.SetupWithManager[*v1alpha1.Memcached](mgr, hooks, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("setting up the %s controller: %w", Name, err)
 	}
