@@ -55,10 +55,12 @@ kubectl get deployments,services,poddisruptionbudgets,pods -l app.kubernetes.io/
 
 cat <<MSG
 
-The demo is done. Try:
-  export KUBECONFIG=$KUBECONFIG
+The demo is done; its operator stopped with it, the cluster is still up.
+To keep playing, run the operator in one terminal:
+  make run-memcached
+and in another:
+  export KUBECONFIG=$KUBECONFIG PATH=$root/bin:\$PATH
   kubectl patch memcached memcached-sample --type=merge -p '{"spec":{"size":4}}'
   kubectl get memcached memcached-sample -w
-  make run-memcached     # run the operator in the foreground
 Stop everything with: make cluster-down$( ((started_cluster)) || echo " (not started by the demo: left running)")
 MSG
