@@ -1,0 +1,75 @@
+package controller_test
+
+import (
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
+)
+
+// TestCRDValidation checks the schema and CEL rules of EtcdCluster against
+// the API server.
+func TestCRDValidation(t *testing.T) {
+	g := newRig(t)
+	tests := []struct {
+		name    string
+		mutate  func(c *v1alpha1.EtcdCluster)
+		wantErr string
+	}{
+		{"valid", func(*v1alpha1.EtcdCluster) {}, ""},
+		{"negative size", func(c *v1alpha1.EtcdCluster) { c.Spec.Size = -1 }, "spec.size"},
+		{"size 10", func(c *v1alpha1.EtcdCluster) { c.Spec.Size = 10 }, "spec.size"},
+		{"version without patch", func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.6" }, "spec.version"},
+		{"version v-prefixed", func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "v3.6.16" }, "spec.version"},
+		{"two store kinds", func(c *v1alpha1.EtcdCluster) {
+			c.Spec.Backup = &v1alpha1.BackupSpec{StoreRef: v1alpha1.StoreReference{S3SecretName: "s", PVCName: "p"}}
+		}, "exactly one"},
+		{"no store", func(c *v1alpha1.EtcdCluster) { c.Spec.Backup = &v1alpha1.BackupSpec{} }, "exactly one"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := cluster("v"+string(rune('a'+i)), 3)
+			c.Namespace = g.ns
+			tt.mutate(c)
+			err := g.c.Create(t.Context(), c)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("Create: %v", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("Create error %v, want one mentioning %q", err, tt.wantErr)
+			}
+		})
+	}
+
+	t.Run("restore is immutable and only set at creation", func(t *testing.T) {
+		c := cluster("restored", 3)
+		c.Namespace = g.ns
+		c.Spec.Restore = &v1alpha1.RestoreSpec{BackupName: "one"}
+		if err := g.c.Create(t.Context(), c); err != nil {
+			t.Fatal(err)
+		}
+		c.Spec.Restore.BackupName = "two"
+		if err := g.c.Update(t.Context(), c); err == nil || !strings.Contains(err.Error(), "immutable") {
+			t.Errorf("changing restore: %v, want immutable", err)
+		}
+		if err := g.c.Get(t.Context(), client.ObjectKeyFromObject(c), c); err != nil {
+			t.Fatal(err)
+		}
+		c.Spec.Restore = nil
+		if err := g.c.Update(t.Context(), c); err == nil {
+			t.Errorf("removing restore succeeded")
+		}
+
+		plain := cluster("plain", 3)
+		plain.Namespace = g.ns
+		if err := g.c.Create(t.Context(), plain); err != nil {
+			t.Fatal(err)
+		}
+		plain.Spec.Restore = &v1alpha1.RestoreSpec{BackupName: "one"}
+		if err := g.c.Update(t.Context(), plain); err == nil || !strings.Contains(err.Error(), "only be set when the cluster is created") {
+			t.Errorf("adding restore later: %v", err)
+		}
+	})
+}
