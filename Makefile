@@ -27,6 +27,10 @@ GO_TEST_FLAGS ?= -race -count=1
 UNIT_TIMEOUT ?= 20m
 E2E_TIMEOUT ?= 30m
 BENCH_COUNT ?= 6
+# Scale benchmark (hack/scale): Memcacheds (and Deployments) created, and where
+# scale.md, scale.json and scale.png go.
+SCALE_N ?= 1000
+SCALE_OUT ?= $(ROOT)/.local/scale
 
 # API packages controller-gen generates deepcopy code and CRDs for.
 API_DIRS = internal/testapi $(wildcard examples/*/api)
@@ -126,10 +130,11 @@ cover: envtest-assets versitygw controller-gen ## Unit tests with a coverage sum
 	go tool cover -func=.local/cover.out | tail -1
 
 .PHONY: bench
-bench: envtest-assets benchstat ## Go micro-benchmarks, summarised with benchstat.
+bench: envtest-assets cluster-tools benchstat ## Go micro-benchmarks (benchstat), then the memcached scale benchmark (hack/scale) on a throwaway local cluster.
 	@mkdir -p .local
 	go test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) $(UNIT_PKGS) | tee .local/bench.txt
 	$(BIN)/benchstat .local/bench.txt
+	go run ./hack/scale -n $(SCALE_N) -out $(SCALE_OUT)
 
 ##@ Local cluster (real apiserver, controller-manager, scheduler, etcd + kwok fake nodes)
 

@@ -38,6 +38,7 @@ func run() error {
 		metricsAddr, probeAddr, namespaces, leaderNamespace string
 		leaderElect                                         bool
 		concurrency                                         int
+		syncPeriod                                          time.Duration
 	)
 	// --kubeconfig is registered on flag.CommandLine by controller-runtime
 	// (ctrl.GetConfig reads it).
@@ -47,6 +48,7 @@ func run() error {
 	flag.StringVar(&leaderNamespace, "leader-election-namespace", "", "namespace of the leader-election Lease (default: the pod's namespace in-cluster)")
 	flag.StringVar(&namespaces, "namespaces", "", "comma-separated namespaces to watch; empty watches all")
 	flag.IntVar(&concurrency, "max-concurrent-reconciles", 4, "Memcacheds reconciled at once")
+	flag.DurationVar(&syncPeriod, "sync-period", 10*time.Hour, "how often the informers resync every cached object (each resync of a child runs a pass of its Memcached)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -69,9 +71,11 @@ func run() error {
 			watched = append(watched, ns)
 		}
 	}
+	cacheOpts := controller.CacheOptions(watched)
+	cacheOpts.SyncPeriod = &syncPeriod
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
-		Cache:                   controller.CacheOptions(watched),
+		Cache:                   cacheOpts,
 		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress:  probeAddr,
 		LeaderElection:          leaderElect,

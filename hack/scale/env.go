@@ -1,0 +1,425 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/opkit-dev/opkit/internal/localcluster"
+)
+
+// Namespaces of the two populations: the operator's Memcacheds and the
+// Deployments created directly.
+const (
+	nsOperator = "scale-operator"
+	nsDirect   = "scale-direct"
+)
+
+var memcachedGVK = schema.GroupVersionKind{Group: "cache.opkit.dev", Version: "v1alpha1", Kind: "Memcached"}
+
+// env is what setUp started: the cluster, the operator process, the
+// benchmark's client and cache.
+type env struct {
+	root        string // repository root
+	tmp         string
+	cluster     *localcluster.Cluster
+	created     bool
+	kubeconfig  string
+	cfg         *rest.Config
+	client      client.Client
+	cache       cache.Cache
+	cancelCache context.CancelFunc
+	op          *operator
+	kubeVersion string
+}
+
+// operator is the memcached operator process.
+type operator struct {
+	cmd        *exec.Cmd
+	metricsURL string
+	log        string
+	exited     chan struct{}
+	exitErr    error
+}
+
+func setUp(ctx context.Context, cfg config) (*env, error) {
+	e := &env{}
+	bin, err := localcluster.BinDir()
+	if err != nil {
+		return e, err
+	}
+	e.root = filepath.Dir(bin)
+	if e.tmp, err = os.MkdirTemp("", "opkit-scale-"); err != nil {
+		return e, err
+	}
+
+	progress("building the operator (go build ./examples/memcached)")
+	opBin := filepath.Join(e.tmp, "memcached")
+	build := exec.CommandContext(ctx, "go", "build", "-o", opBin, "./examples/memcached")
+	build.Dir = e.root
+	if out, err := build.CombinedOutput(); err != nil {
+		return e, fmt.Errorf("building the operator: %w: %s", err, out)
+	}
+
+	e.cluster = &localcluster.Cluster{Name: fmt.Sprintf("opkit-scale-%d", os.Getpid()), BinDir: bin}
+	progress(fmt.Sprintf("creating cluster %s (kube-apiserver %s, QPS limits off)", e.cluster.Name, localcluster.KubeVersion))
+	e.created = true // a failed create may leave processes behind: always delete
+	if err := e.cluster.Create(ctx); err != nil {
+		return e, err
+	}
+	if err := scaleNodes(ctx, e.cluster, cfg.Nodes); err != nil {
+		return e, err
+	}
+	kc, err := e.cluster.Kubeconfig(ctx)
+	if err != nil {
+		return e, err
+	}
+	e.kubeconfig = filepath.Join(e.tmp, "kubeconfig")
+	if err := os.WriteFile(e.kubeconfig, kc, 0o600); err != nil {
+		return e, err
+	}
+	if e.cfg, err = clientcmd.RESTConfigFromKubeConfig(kc); err != nil {
+		return e, err
+	}
+	if !isLoopback(e.cfg.Host) {
+		return e, fmt.Errorf("the cluster's API server %s is not on loopback", e.cfg.Host)
+	}
+	// The benchmark client is not throttled either.
+	e.cfg.QPS, e.cfg.Burst = 1e6, 1e6
+
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return e, err
+		}
+	}
+	if e.client, err = client.New(e.cfg, client.Options{Scheme: scheme}); err != nil {
+		return e, err
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(e.cfg)
+	if err != nil {
+		return e, err
+	}
+	if v, err := dc.ServerVersion(); err == nil {
+		e.kubeVersion = v.GitVersion
+	}
+	if err := e.waitForNodes(ctx, cfg.Nodes); err != nil {
+		return e, err
+	}
+	if err := e.installCRD(ctx); err != nil {
+		return e, err
+	}
+	for _, ns := range []string{nsOperator, nsDirect} {
+		if err := e.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return e, fmt.Errorf("creating namespace %s: %w", ns, err)
+		}
+	}
+	if err := e.startCache(ctx, scheme); err != nil {
+		return e, err
+	}
+	if e.op, err = startOperator(ctx, opBin, e.kubeconfig, e.tmp, cfg); err != nil {
+		return e, err
+	}
+	return e, nil
+}
+
+// scaleNodes creates n kwok nodes with room for every pod of the run: the
+// default node template allows 110 pods and a /24 pod CIDR.
+func scaleNodes(ctx context.Context, c *localcluster.Cluster, n int) error {
+	envv, err := localcluster.Environ(c.BinDir)
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, c.Kwokctl(), "--name", c.Name, "scale", "node", "--replicas", strconv.Itoa(n),
+		"--param", ".allocatable.pods=10000", "--param", `.podCIDR="10.0.0.0/16"`)
+	cmd.Env = append(os.Environ(), envv...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("kwokctl scale node: %w: %s", err, out)
+	}
+	return nil
+}
+
+func (e *env) waitForNodes(ctx context.Context, n int) error {
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		var nodes corev1.NodeList
+		if err := e.client.List(ctx, &nodes); err != nil {
+			return false, nil //nolint:nilerr // retried until the timeout
+		}
+		ready := 0
+		for _, nd := range nodes.Items {
+			for _, c := range nd.Status.Conditions {
+				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+					ready++
+				}
+			}
+		}
+		return ready >= n, nil
+	})
+}
+
+func (e *env) installCRD(ctx context.Context) error {
+	dir := filepath.Join(e.root, "examples", "memcached", "config", "crd", "bases")
+	data, err := os.ReadFile(filepath.Join(dir, "cache.opkit.dev_memcacheds.yaml"))
+	if err != nil {
+		return err
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.UnmarshalStrict(data, crd); err != nil {
+		return fmt.Errorf("reading the Memcached CRD: %w", err)
+	}
+	if err := e.client.Create(ctx, crd); err != nil {
+		return fmt.Errorf("creating the Memcached CRD: %w", err)
+	}
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := e.client.Get(ctx, client.ObjectKeyFromObject(crd), crd); err != nil {
+			return false, nil //nolint:nilerr // retried until the timeout
+		}
+		for _, c := range crd.Status.Conditions {
+			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+// startCache starts the benchmark's own informers: Memcacheds and
+// Deployments whole, the other kinds as metadata (only counted).
+func (e *env) startCache(ctx context.Context, scheme *runtime.Scheme) error {
+	c, err := cache.New(e.cfg, cache.Options{
+		Scheme:            scheme,
+		DefaultNamespaces: map[string]cache.Config{nsOperator: {}, nsDirect: {}},
+	})
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithCancel(context.Background())
+	e.cache, e.cancelCache = c, cancel
+	go func() { _ = c.Start(cctx) }()
+	mc := &unstructured.Unstructured{}
+	mc.SetGroupVersionKind(memcachedGVK)
+	objs := []client.Object{mc, &appsv1.Deployment{}}
+	for _, gvk := range metadataKinds {
+		objs = append(objs, metadataObject(gvk))
+	}
+	for _, o := range objs {
+		if _, err := c.GetInformer(ctx, o); err != nil {
+			return fmt.Errorf("starting the informer for %T: %w", o, err)
+		}
+	}
+	if !c.WaitForCacheSync(ctx) {
+		return errors.New("the benchmark's cache did not sync")
+	}
+	return nil
+}
+
+func memcachedList() *unstructured.UnstructuredList {
+	l := &unstructured.UnstructuredList{}
+	l.SetGroupVersionKind(memcachedGVK.GroupVersion().WithKind("MemcachedList"))
+	return l
+}
+
+// metadataKinds are counted during deletion.
+var metadataKinds = []schema.GroupVersionKind{
+	appsv1.SchemeGroupVersion.WithKind("ReplicaSet"),
+	corev1.SchemeGroupVersion.WithKind("Pod"),
+	corev1.SchemeGroupVersion.WithKind("Service"),
+	policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget"),
+}
+
+func metadataObject(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
+	o := &metav1.PartialObjectMetadata{}
+	o.SetGroupVersionKind(gvk)
+	return o
+}
+
+func startOperator(ctx context.Context, bin, kubeconfig, tmp string, cfg config) (*operator, error) {
+	metricsPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	probePort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{
+		"--kubeconfig", kubeconfig,
+		"--metrics-bind-address", "127.0.0.1:" + strconv.Itoa(metricsPort),
+		"--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(probePort),
+		"--sync-period", cfg.SyncPeriod.String(),
+	}, cfg.OperatorArgs...)
+	logPath := filepath.Join(tmp, "operator.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return nil, fmt.Errorf("starting the operator: %w", err)
+	}
+	op := &operator{cmd: cmd, metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort), log: logPath, exited: make(chan struct{})}
+	go func() {
+		op.exitErr = cmd.Wait()
+		_ = logFile.Close()
+		close(op.exited)
+	}()
+	progress(fmt.Sprintf("operator pid %d %s", cmd.Process.Pid, strings.Join(args[2:], " ")))
+	readyz := fmt.Sprintf("http://127.0.0.1:%d/readyz", probePort)
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		select {
+		case <-op.exited:
+			return false, fmt.Errorf("the operator exited: %w (log: %s)", op.exitErr, tail(logPath))
+		default:
+		}
+		resp, err := httpGet(ctx, readyz)
+		return err == nil && resp == http.StatusOK, nil
+	})
+	if err != nil {
+		return op, fmt.Errorf("waiting for the operator's /readyz: %w", err)
+	}
+	return op, nil
+}
+
+// alive returns an error when the operator has exited.
+func (op *operator) alive() error {
+	select {
+	case <-op.exited:
+		return fmt.Errorf("the operator exited: %w (log: %s)", op.exitErr, tail(op.log))
+	default:
+		return nil
+	}
+}
+
+// stop sends SIGTERM to the operator's process group, then SIGKILL after
+// 10 s, and waits for it to exit.
+func (op *operator) stop() error {
+	if op == nil || op.cmd.Process == nil {
+		return nil
+	}
+	pid := op.cmd.Process.Pid
+	_ = syscall.Kill(-pid, syscall.SIGTERM)
+	select {
+	case <-op.exited:
+		return nil
+	case <-time.After(10 * time.Second):
+	}
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	select {
+	case <-op.exited:
+		return nil
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("operator pid %d did not exit", pid)
+	}
+}
+
+// tearDown stops the operator and the cache, deletes the cluster and removes
+// the temporary directory. It runs with its own deadline, so that it also
+// works after Ctrl-C.
+func (e *env) tearDown() error {
+	if e == nil {
+		return nil
+	}
+	progress("tearing down")
+	var errs []error
+	if e.op != nil {
+		errs = append(errs, e.op.stop())
+	}
+	if e.cancelCache != nil {
+		e.cancelCache()
+	}
+	if e.created {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		errs = append(errs, e.cluster.Delete(ctx))
+		cancel()
+	}
+	if e.tmp != "" {
+		errs = append(errs, os.RemoveAll(e.tmp))
+	}
+	fmt.Fprintln(os.Stderr)
+	return errors.Join(errs...)
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func isLoopback(host string) bool {
+	u := strings.TrimPrefix(strings.TrimPrefix(host, "https://"), "http://")
+	h, _, err := net.SplitHostPort(u)
+	if err != nil {
+		h = u
+	}
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+func httpGet(ctx context.Context, url string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, nil
+}
+
+// tail returns the last lines of a file, for error messages.
+func tail(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := bytes.Split(bytes.TrimSpace(data), []byte("\n"))
+	if len(lines) > 5 {
+		lines = lines[len(lines)-5:]
+	}
+	return string(bytes.Join(lines, []byte("\n")))
+}
+
+// progress prints a status line, replacing the previous one.
+func progress(s string) {
+	fmt.Fprintf(os.Stderr, "\r\033[K%s", s)
+}
