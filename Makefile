@@ -100,7 +100,7 @@ vet: ## Run go vet.
 
 .PHONY: lint
 lint: golangci-lint ## Run golangci-lint.
-	$(GOLANGCI_LINT) run --allow-parallel-runs ./...
+	$(GOLANGCI_LINT) run --allow-parallel-runners ./...
 
 .PHONY: verify
 verify: generate manifests ## Fail if generated files, formatting or go.mod are out of date.
