@@ -16,7 +16,8 @@ const (
 	// requeue_after, waiting, retry, terminal, invalid, finalized, not_found.
 	MetricOutcomes = "opkit_reconcile_outcomes_total"
 	// MetricStatusWrites counts status writes by controller and result:
-	// written (a request was sent), skipped (nothing changed), failed.
+	// written (a request was sent), skipped (nothing changed), deferred
+	// (WithProgressDelay), failed.
 	MetricStatusWrites = "opkit_status_writes_total"
 )
 
@@ -42,7 +43,7 @@ func metricsFor(name string) (*metrics, error) {
 			return
 		}
 		writesVec, registerErr = registerCounter(prometheus.CounterOpts{Name: MetricStatusWrites,
-			Help: "Status writes by result: written (a request was sent), skipped (nothing changed), failed."},
+			Help: "Status writes by result: written (a request was sent), skipped (nothing changed), deferred (WithProgressDelay), failed."},
 			"controller", "result")
 	})
 	if registerErr != nil {

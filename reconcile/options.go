@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -25,6 +26,8 @@ type options struct {
 	fieldOwner string
 	recorder   events.EventRecorder
 	summary    []statusutil.SummaryOption
+	// progressDelay defers the first Waiting status of a generation.
+	progressDelay time.Duration
 
 	// SetupWithManager only.
 	owns          []client.Object
@@ -58,6 +61,9 @@ func (o *options) validate() error {
 	if o.fieldOwner == "" || len(o.fieldOwner) > 128 {
 		errs = append(errs, fmt.Errorf("WithFieldOwner(%q): the field owner must be 1 to 128 characters", o.fieldOwner))
 	}
+	if o.progressDelay < 0 {
+		errs = append(errs, fmt.Errorf("WithProgressDelay(%s): must be 0 (the default) or more", o.progressDelay))
+	}
 	if o.maxConcurrent < 0 {
 		errs = append(errs, fmt.Errorf("WithMaxConcurrentReconciles(%d): must be 0 (the default) or more", o.maxConcurrent))
 	}
@@ -65,6 +71,25 @@ func (o *options) validate() error {
 		return fmt.Errorf("reconcile: invalid options: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// WithProgressDelay defers, by up to d, the status write of a pass that
+// ends Waiting on a generation the status has not reported yet
+// (status.observedGeneration behind metadata.generation): a new object, or
+// a spec change. If a pass within d reaches Done, the generation costs one
+// status write (Ready) instead of two (Reconciling, then Ready). If the
+// object is still waiting after d, its status is written then: the pass is
+// requeued for it. Until then readers see status.observedGeneration behind
+// metadata.generation, which kstatus and `kubectl wait` read as in
+// progress. Retry and Terminal results are always written at once, and so
+// is any status once the generation has been reported. The default, 0,
+// writes every changed status at once.
+//
+// Footgun: the status a deferred pass computed is dropped, not kept, so use
+// it only when Reconcile derives the status from the world on every pass
+// rather than keeping state in it.
+func WithProgressDelay(d time.Duration) Option {
+	return func(o *options) { o.progressDelay = d }
 }
 
 // WithName sets the controller name, used in metrics labels, as the events'

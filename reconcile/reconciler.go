@@ -94,6 +94,7 @@ type Reconciler[T Object] struct {
 	recorder events.EventRecorder
 	metrics  *metrics
 	writes   ownWrites
+	progress progressDeferrals
 }
 
 var _ crreconcile.Reconciler = &Reconciler[Object]{}
@@ -167,6 +168,7 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req crreconcile.Request) 
 		if apierrors.IsNotFound(err) {
 			// Deleted and finalized: nothing left to do, and nothing wrong.
 			r.writes.forget(req.NamespacedName)
+			r.progress.forget(req.NamespacedName)
 			r.metrics.outcome("not_found")
 			return ctrl.Result{}, nil
 		}
@@ -200,6 +202,14 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req crreconcile.Request) 
 
 	res := r.run(ctx, obj)
 	r.setConditions(obj, res)
+	if after, ok := r.deferProgress(req.NamespacedName, before, obj, res); ok {
+		// Nothing to tell readers yet: observedGeneration is behind, so
+		// they see the object in progress. No events either.
+		r.metrics.statusWrite("deferred")
+		r.metrics.outcome(res.kind.String())
+		r.writes.record(req.NamespacedName, obj, readRV, stale)
+		return ctrl.Result{RequeueAfter: after}, nil
+	}
 	out, err := r.finish(ctx, before, obj, res)
 	r.writes.record(req.NamespacedName, obj, readRV, stale)
 	return out, err
@@ -323,7 +333,10 @@ func (r *Reconciler[T]) finish(ctx context.Context, before, obj T, res Result) (
 
 // recordEvents emits events for transitions of Ready and Stalled, and for a
 // failure whose message differs from the last one, so that a steady state or
-// a repeated error does not produce an event per pass.
+// a repeated error does not produce an event per pass. Ready=True gets an
+// event only as a recovery from Ready=False: an object (or a generation)
+// becoming Ready for the first time is the expected outcome, which its
+// conditions show, and an event would cost a write per object and rollout.
 func (r *Reconciler[T]) recordEvents(before, after T, res Result) {
 	const action = "Reconcile"
 	oldReady, newReady := statusutil.Get(before, statusutil.ReadyCondition), statusutil.Get(after, statusutil.ReadyCondition)
@@ -333,7 +346,7 @@ func (r *Reconciler[T]) recordEvents(before, after T, res Result) {
 		r.recorder.Eventf(after, nil, "Warning", res.reason, action, "%s", res.Message())
 	case res.kind == KindRetry && conditionMessage(oldReady) != res.Message():
 		r.recorder.Eventf(after, nil, "Warning", ReasonReconcileFailed, action, "%s", res.Message())
-	case newReady != nil && newReady.Status == metav1.ConditionTrue && (oldReady == nil || oldReady.Status != metav1.ConditionTrue):
+	case newReady != nil && newReady.Status == metav1.ConditionTrue && oldReady != nil && oldReady.Status == metav1.ConditionFalse:
 		r.recorder.Eventf(after, nil, "Normal", "Ready", action, "%s", readyNote(newReady))
 	case newReady != nil && newReady.Status == metav1.ConditionFalse && oldReady != nil && oldReady.Status == metav1.ConditionTrue:
 		r.recorder.Eventf(after, nil, "Warning", newReady.Reason, action, "%s", readyNote(newReady))

@@ -327,6 +327,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{"empty field owner", reconcile.WithFieldOwner(""), "WithFieldOwner"},
 		{"empty name", reconcile.WithName(""), "WithName"},
 		{"negative concurrency", reconcile.WithMaxConcurrentReconciles(-1), "WithMaxConcurrentReconciles"},
+		{"negative progress delay", reconcile.WithProgressDelay(-time.Second), "WithProgressDelay"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -38,7 +38,7 @@ func run() error {
 		metricsAddr, probeAddr, namespaces, leaderNamespace string
 		leaderElect                                         bool
 		concurrency                                         int
-		syncPeriod                                          time.Duration
+		syncPeriod, progressDelay                           time.Duration
 	)
 	// --kubeconfig is registered on flag.CommandLine by controller-runtime
 	// (ctrl.GetConfig reads it).
@@ -47,8 +47,9 @@ func run() error {
 	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader (a Lease) so that only one replica reconciles")
 	flag.StringVar(&leaderNamespace, "leader-election-namespace", "", "namespace of the leader-election Lease (default: the pod's namespace in-cluster)")
 	flag.StringVar(&namespaces, "namespaces", "", "comma-separated namespaces to watch; empty watches all")
-	flag.IntVar(&concurrency, "max-concurrent-reconciles", 4, "Memcacheds reconciled at once")
+	flag.IntVar(&concurrency, "max-concurrent-reconciles", 16, "Memcacheds reconciled at once (a pass mostly waits on API requests; different objects only)")
 	flag.DurationVar(&syncPeriod, "sync-period", 10*time.Hour, "how often the informers resync every cached object (each resync of a child runs a pass of its Memcached)")
+	flag.DurationVar(&progressDelay, "progress-delay", 30*time.Second, "a Memcached (or spec change) Ready within this delay gets one status write; a slower rollout shows Reconciling after it (0: at once)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -87,7 +88,7 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
-	if _, err := controller.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: concurrency}); err != nil {
+	if _, err := controller.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: concurrency, ProgressDelay: progressDelay}); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

@@ -31,8 +31,10 @@ type phase struct {
 	Seconds float64            `json:"seconds"`
 	Samples []sample           `json:"samples,omitempty"`
 	Extra   map[string]float64 `json:"extra,omitempty"`
-	// Operator phases: the operator's requests during the phase.
-	Requests *requests `json:"requests,omitempty"`
+	// Operator phases: the operator's requests during the phase, and its
+	// Go heap in use at the end.
+	Requests       *requests `json:"requests,omitempty"`
+	HeapInuseBytes float64   `json:"heapInuseBytes,omitempty"`
 }
 
 type results struct {
@@ -168,6 +170,7 @@ func (b *bench) operatorPhase(ctx context.Context, name string, total int, act f
 	}
 	r := summarise(delta(before, after))
 	p.Requests = &r
+	p.HeapInuseBytes = after.sum("go_memstats_heap_inuse_bytes", nil)
 	return p, nil
 }
 
@@ -196,7 +199,7 @@ func (b *bench) timed(ctx context.Context, name string, total int, act func(cont
 		}
 		if time.Since(lastPrint) >= time.Second {
 			_ = b.pollRSS()
-			progress(fmt.Sprintf("%-34s %6d/%-6d %7.1fs   operator peak RSS %s", name, n, total, el.Seconds(), mb(b.peakRSS)))
+			progress(fmt.Sprintf("%-34s %6d/%-6d %7.1fs   operator peak RSS %s", name, max(n, 0), total, el.Seconds(), mb(b.peakRSS)))
 			lastPrint = time.Now()
 		}
 		if n >= total && !acting {

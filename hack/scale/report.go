@@ -148,7 +148,7 @@ func markdown(rep report, cfg config) string {
 	w("| resize %d: write requests per Memcached | %s (%s) | |\n", r.Resize, num(z.Writes/float64(max(r.Resize, 1))), methodsWrites(z.ByMethod, max(r.Resize, 1)))
 	w("| delete %d: write requests per Memcached | %s (%s) | |\n", r.N, perCR(d.Writes), methodsWrites(d.ByMethod, r.N))
 	w("| peak RSS (VmHWM), whole run | %s | <= 77 MB (%s) |\n", mb(r.PeakRSSBytes), verdict(r.PeakRSSBytes <= 77<<20))
-	w("| peak RSS after the create step | %s | |\n\n", mb(r.RSSAfterCreate))
+	w("| peak RSS after the create step (Go heap in use then) | %s (%s) | |\n\n", mb(r.RSSAfterCreate), mb(int64(r.CreateOp.HeapInuseBytes)))
 
 	w("Machine: %s, %d cores, %.0f GB RAM, Linux %s. Versions: %s, Kubernetes %s (kube-apiserver, kube-controller-manager, kube-scheduler), etcd %s, %s, controller-runtime %s, client-go %s. %d kwok nodes, QPS limits off (`kwokctl create cluster --disable-qps-limits`).\n",
 		rep.Machine.CPU, rep.Machine.Cores, rep.Machine.MemoryGB, rep.Machine.Kernel, rep.Machine.Go, rep.Machine.Kubernetes, rep.Machine.Etcd, firstLine(rep.Machine.Kwok), rep.Machine.ControllerRuntime, rep.Machine.ClientGo, r.Nodes)

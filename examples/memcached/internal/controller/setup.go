@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -32,6 +33,11 @@ type Options struct {
 	// MaxConcurrentReconciles is how many Memcacheds are reconciled at once
 	// (default 1).
 	MaxConcurrentReconciles int
+	// ProgressDelay is reconcile.WithProgressDelay: a new Memcached (or a
+	// spec change) that is Ready within it gets one status write instead
+	// of two; a slower rollout shows its progress after it (default 0:
+	// at once).
+	ProgressDelay time.Duration
 	// SkipNameValidation allows several controllers named Name in one
 	// process (tests).
 	SkipNameValidation bool
@@ -81,7 +87,8 @@ func SetupWithManager(mgr ctrl.Manager, o Options) (*reconcile.Reconciler[*v1alp
 		reconcile.WithOwns(&appsv1.Deployment{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}),
 		reconcile.WithWatches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podOwner),
 			builder.OnlyMetadata, builder.WithPredicates(podMembershipChanged())),
-		reconcile.WithMaxConcurrentReconciles(o.MaxConcurrentReconciles))
+		reconcile.WithMaxConcurrentReconciles(o.MaxConcurrentReconciles),
+		reconcile.WithProgressDelay(o.ProgressDelay))
 	if o.SkipNameValidation {
 		opts = append(opts, reconcile.WithSkipNameValidation())
 	}

@@ -1,0 +1,94 @@
+package reconcile_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
+	"github.com/opkit-dev/opkit/reconcile"
+	"github.com/opkit-dev/opkit/statusutil"
+)
+
+// WithProgressDelay: a generation that becomes Ready within the delay costs
+// one status write; one still waiting after it is reported; failures and
+// generations already reported are written at once.
+func TestProgressDelay(t *testing.T) {
+	waiting := reconcile.Waiting("PodsStarting", "0 of 1 pods ready", 5*time.Second)
+	tests := []struct {
+		name  string
+		delay time.Duration
+		// results of successive passes, and the write requests each sends
+		results []reconcile.Result
+		writes  []int
+		sleep   time.Duration // before the last pass
+		// Ready's status after the last pass
+		ready string
+	}{
+		{"ready within the delay", time.Hour,
+			[]reconcile.Result{waiting, waiting, reconcile.Done()}, []int{0, 0, 1}, 0, "True"},
+		{"still waiting after the delay", 50 * time.Millisecond,
+			[]reconcile.Result{waiting, waiting}, []int{0, 1}, 60 * time.Millisecond, "Unknown"},
+		{"retry is written at once", time.Hour,
+			[]reconcile.Result{reconcile.Retry(errTest("boom"))}, []int{1}, 0, "False"},
+		{"no delay", 0,
+			[]reconcile.Result{waiting, reconcile.Done()}, []int{1, 1}, 0, "True"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			var next reconcile.Result
+			hooks := &widgetHooks{onReconc: func(context.Context, *testv1.Widget) (reconcile.Result, bool) { return next, true }}
+			r := newReconciler(t, f, hooks, reconcile.WithProgressDelay(tt.delay), reconcile.WithSkipNameValidation())
+			f.createWidget("w", testv1.WidgetSpec{})
+			for i, res := range tt.results {
+				if i == len(tt.results)-1 && tt.sleep > 0 {
+					time.Sleep(tt.sleep)
+				}
+				next = res
+				out, _ := f.pass(r, "w")
+				f.wantWrites(tt.writes[i])
+				if tt.writes[i] == 0 && (out.RequeueAfter <= 0 || out.RequeueAfter > 5*time.Second) {
+					t.Errorf("pass %d: deferred with requeue %v, want (0, 5s]", i, out.RequeueAfter)
+				}
+			}
+			w := f.get("w")
+			if got := statusutil.Get(w, statusutil.ReadyCondition); got == nil || string(got.Status) != tt.ready {
+				t.Errorf("Ready = %v, want %s", got, tt.ready)
+			}
+		})
+	}
+}
+
+// A spec change is deferred like a new object; once a generation is
+// reported, a Waiting pass is written at once.
+func TestProgressDelayAfterSpecChange(t *testing.T) {
+	f := newFixture(t)
+	next := reconcile.Done()
+	hooks := &widgetHooks{onReconc: func(context.Context, *testv1.Widget) (reconcile.Result, bool) { return next, true }}
+	r := newReconciler(t, f, hooks, reconcile.WithProgressDelay(time.Hour))
+	f.createWidget("w", testv1.WidgetSpec{})
+	f.mustPass(r, "w")
+	f.wantWrites(1)
+
+	w := f.get("w")
+	w.Spec.Replicas = 2
+	must(t, env.Client.Update(t.Context(), w))
+	next = reconcile.Waiting("Scaling", "1 of 2", 0)
+	_, _ = f.pass(r, "w")
+	f.wantWrites(0)
+	if w := f.get("w"); w.Status.ObservedGeneration != 1 || !statusutil.IsTrue(w, statusutil.ReadyCondition) {
+		t.Errorf("deferred pass changed the status: observedGeneration %d, conditions %v", w.Status.ObservedGeneration, conditionsOf(w))
+	}
+	next = reconcile.Done()
+	f.mustPass(r, "w")
+	f.wantWrites(1)
+
+	// Generation 2 is reported: losing a pod is news at once.
+	next = reconcile.Waiting("PodLost", "1 of 2", 0)
+	_, _ = f.pass(r, "w")
+	f.wantWrites(1)
+	if w := f.get("w"); !statusutil.IsTrue(w, statusutil.ReconcilingCondition) {
+		t.Errorf("conditions %v, want Reconciling=True", conditionsOf(w))
+	}
+}
