@@ -422,11 +422,3 @@ func TestSemanticErrorsStall(t *testing.T) {
 	}
 }
 
-func slicesContains(s []string, v string) bool {
-	for _, e := range s {
-		if e == v {
-			return true
-		}
-	}
-	return false
-}
