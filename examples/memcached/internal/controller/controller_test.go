@@ -421,4 +421,3 @@ func TestSemanticErrorsStall(t *testing.T) {
 		})
 	}
 }
-
