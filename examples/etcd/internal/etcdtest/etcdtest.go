@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -63,16 +64,35 @@ func tool(name string) (string, error) {
 	return path, nil
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// FreePort returns a TCP port on 127.0.0.1 that is free now and unlikely
+// to be taken before etcd binds it.
+//
+// Ports come from a block below the kernel's ephemeral range (32768 and
+// up on Linux), where ":0" listeners and outgoing connections get their
+// ports: a port picked with ":0" and released can be handed to another
+// process (envtest's etcd, a client connection) before etcd binds it, which
+// made member starts fail with "address already in use". Each test process
+// uses its own block of 200 ports, chosen from its PID, and checks that a
+// port is free before returning it.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("finding a free port: %v", err)
+	const first, blocks, blockSize = 20000, 60, 200
+	base := first + (os.Getpid()%blocks)*blockSize
+	for range blockSize {
+		port := base + int(nextPort.Add(1)%blockSize)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		_ = l.Close()
+		return port
 	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatalf("no free port in 127.0.0.1:%d-%d", base, base+blockSize-1)
+	return 0
 }
+
+// nextPort is the last offset FreePort handed out in this process.
+var nextPort atomic.Int64
 
 // Member is one etcd member process.
 type Member struct {
