@@ -16,8 +16,8 @@ import (
 // font is built in).
 func plot(w io.Writer, title string, a, b phase) error {
 	const (
-		width, height            = 960, 540
-		left, right, top, bottom = 90, 30, 60, 70
+		width, height            = 960, 600
+		left, right, top, bottom = 90, 30, 60, 130
 	)
 	img := image.NewRGBA(image.Rect(0, 0, width, height))
 	draw.Draw(img, img.Bounds(), image.NewUniform(color.White), image.Point{}, draw.Src)
@@ -68,9 +68,8 @@ func plot(w io.Writer, title string, a, b phase) error {
 		}
 	}
 
-	// Legend, top left of the plot area.
-	lx, ly := left+20, top+15
-	draw.Draw(img, image.Rect(lx-10, ly-10, left+pw-20, ly+2*26+4), image.NewUniform(color.White), image.Point{}, draw.Src)
+	// Legend, below the x axis, where it hides no curve.
+	lx, ly := left, top+ph+72
 	for i, l := range []struct {
 		name string
 		p    phase
