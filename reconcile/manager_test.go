@@ -191,7 +191,7 @@ func TestEvents(t *testing.T) {
 		fail error
 		want []string // event prefixes "Type Reason"
 	}{
-		{"becomes ready for the first time", nil, nil},
+		{"becomes ready for the first time", nil, []string{"Normal Ready"}},
 		{"steady state", nil, nil},
 		{"fails", errTest("disk full"), []string{"Warning ReconcileFailed"}},
 		{"fails the same way", errTest("disk full"), nil},

@@ -2,11 +2,13 @@ package controller
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -258,40 +260,42 @@ func TestScaleAndRolloutEvents(t *testing.T) {
 	}
 }
 
-// A Memcached carries no finalizer: its children carry a controller
-// reference, so the garbage collector deletes them, and deleting the
-// Memcached takes no pass of the operator.
-func TestDeletionNeedsNoFinalizer(t *testing.T) {
+// Deleting a Memcached runs the finalizer: an event and a metric tell the
+// user that it was cleaned up; the garbage collector deletes the children.
+func TestDeletionRunsTheFinalizer(t *testing.T) {
 	f := newFixture(t)
 	f.create(f.memcached("mc", 2))
 	f.pass("mc")
 	m := &v1alpha1.Memcached{}
 	f.get("mc", m)
-	if len(m.Finalizers) != 0 {
-		t.Fatalf("finalizers = %v, want none", m.Finalizers)
+	if !slices.Contains(m.Finalizers, f.r.FinalizerName()) {
+		t.Fatalf("finalizers = %v, want %s", m.Finalizers, f.r.FinalizerName())
 	}
-	// The garbage collector (not running in envtest) deletes the children
-	// after the Memcached.
+	// Children carry a controller reference to the Memcached: the garbage
+	// collector (not running in envtest) deletes them after it.
 	for _, child := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}} {
 		f.get("mc", child)
-		if ref := metav1.GetControllerOf(child); ref == nil || ref.UID != m.UID || !ptrTrue(ref.BlockOwnerDeletion) {
-			t.Errorf("%T controller = %v, want the Memcached, blocking owner deletion", child, ref)
+		if ref := metav1.GetControllerOf(child); ref == nil || ref.UID != m.UID {
+			t.Errorf("%T controller = %v, want the Memcached", child, ref)
 		}
 	}
 
+	before := testutil.ToFloat64(cleanups)
 	f.drainEvents()
 	must(t, env.Client.Delete(t.Context(), m))
+	f.pass("mc")
 	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(m), m); !apierrors.IsNotFound(err) {
-		t.Errorf("Memcached after deletion: %v (finalizers %v), want NotFound", err, m.Finalizers)
+		t.Errorf("Memcached after finalizing: %v (finalizers %v), want NotFound", err, m.Finalizers)
+	}
+	if got := testutil.ToFloat64(cleanups) - before; got != 1 {
+		t.Errorf("%s grew by %v, want 1", MetricCleanups, got)
+	}
+	if evs := f.drainEvents(); !hasEvent(evs, EventReasonCleanedUp) {
+		t.Errorf("events %q, want %s", evs, EventReasonCleanedUp)
 	}
 	// A pass for a deleted object is a quiet no-op.
 	f.pass("mc")
-	if evs := f.drainEvents(); len(evs) != 0 {
-		t.Errorf("events after deletion: %q, want none", evs)
-	}
 }
-
-func ptrTrue(b *bool) bool { return b != nil && *b }
 
 // Other writers of the Memcached and of its Deployment cause no conflict:
 // their fields survive, ours are restored.

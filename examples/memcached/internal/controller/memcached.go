@@ -2,9 +2,12 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -18,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/opkit-dev/opkit/examples/memcached/api/v1alpha1"
 	"github.com/opkit-dev/opkit/reconcile"
@@ -36,17 +40,38 @@ const (
 	ReasonReplicaFailure    = "ReplicaFailure"
 	EventReasonScaled       = "Scaled"
 	EventReasonRollingOut   = "RollingOut"
+	EventReasonCleanedUp    = "CleanedUp"
 	actionScale, actionRoll = "Scale", "RollOut"
 )
 
-// Hooks is the Memcached domain logic, implementing reconcile.Hooks and
-// reconcile.Validator.
-//
-// It implements no reconcile.Finalizer on purpose: everything a Memcached
-// creates carries a controller reference, so the garbage collector removes
-// it, and a finalizer would only cost two writes per object and hold up
-// every deletion while the operator is down (see examples/etcd for a
-// Finalize with real cleanup).
+// MetricCleanups counts finalizations of Memcached objects, registered on
+// controller-runtime's metrics registry (the manager's metrics endpoint).
+const MetricCleanups = "opkit_memcached_cleanups_total"
+
+var (
+	cleanups = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: MetricCleanups,
+		Help: "Memcached objects finalized (deleted after cleanup) by this process.",
+	})
+	registerOnce sync.Once
+	registerErr  error
+)
+
+// registerMetrics registers the package's metrics once per process.
+func registerMetrics() error {
+	registerOnce.Do(func() {
+		if err := crmetrics.Registry.Register(cleanups); err != nil {
+			var already prometheus.AlreadyRegisteredError
+			if !errors.As(err, &already) {
+				registerErr = fmt.Errorf("registering %s: %w", MetricCleanups, err)
+			}
+		}
+	})
+	return registerErr
+}
+
+// Hooks is the Memcached domain logic, implementing reconcile.Hooks,
+// reconcile.Finalizer and reconcile.Validator.
 type Hooks struct {
 	reader   client.Reader
 	children *reconcile.Children
@@ -55,6 +80,7 @@ type Hooks struct {
 
 var (
 	_ reconcile.Hooks[*v1alpha1.Memcached]     = &Hooks{}
+	_ reconcile.Finalizer[*v1alpha1.Memcached] = &Hooks{}
 	_ reconcile.Validator[*v1alpha1.Memcached] = &Hooks{}
 )
 
@@ -62,6 +88,9 @@ var (
 // client, so that reads come from its cache) and recording events with
 // recorder (nil records none).
 func NewHooks(c client.Client, scheme *runtime.Scheme, recorder events.EventRecorder) (*Hooks, error) {
+	if err := registerMetrics(); err != nil {
+		return nil, err
+	}
 	children, err := reconcile.NewChildren(c, scheme, ManagedBy)
 	if err != nil {
 		return nil, err
@@ -242,6 +271,19 @@ func observeDeployment(m *v1alpha1.Memcached, dep *appsv1.Deployment) reconcile.
 		return reconcile.Done()
 	}
 	return reconcile.Waiting(ReasonRollingOut, msg, 0)
+}
+
+// Finalize runs when a Memcached is deleted. Its children carry controller
+// references, so the garbage collector deletes them; the cleanup work here is
+// what that leaves out: telling the user (an event on the Memcached) and
+// counting it (MetricCleanups). It is idempotent, as Finalize must be.
+func (h *Hooks) Finalize(ctx context.Context, m *v1alpha1.Memcached) reconcile.Result {
+	cleanups.Inc()
+	h.recorder.Eventf(m, nil, corev1.EventTypeNormal, EventReasonCleanedUp, "Finalize",
+		"Memcached deleted after %d pods ran; the garbage collector removes its Deployment, Service and PodDisruptionBudget",
+		len(m.Status.Nodes))
+	ctrl.LoggerFrom(ctx).Info("finalized", "memcached", klog.KObj(m))
+	return reconcile.Done()
 }
 
 func deploymentCondition(d *appsv1.Deployment, t appsv1.DeploymentConditionType) *appsv1.DeploymentCondition {
