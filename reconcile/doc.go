@@ -41,12 +41,10 @@
 //     controllers are not sent and so are kept; no resourceVersion is sent, so
 //     concurrent writers cause no conflict.
 //
-// It emits events (events.k8s.io) when Ready becomes False, when it recovers
-// from False to True, when Stalled is set and when a failure's message
-// changes, not on every pass (and not when an object first becomes Ready:
-// its conditions say so, and at scale that event would be one more write per
-// object and rollout). It counts outcomes and status writes in the metrics
-// MetricOutcomes and MetricStatusWrites.
+// It emits events (events.k8s.io) on transitions, not on every pass: when
+// Ready becomes True (for the first time or again) or False, when Stalled is
+// set, and when a failure's message changes. It counts outcomes and status
+// writes in the metrics MetricOutcomes and MetricStatusWrites.
 //
 // WithProgressDelay trades an early Reconciling status for fewer writes: a
 // generation that becomes Ready within the delay gets one status write.
