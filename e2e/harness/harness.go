@@ -135,7 +135,14 @@ func New() (env.Environment, error) {
 func createCluster(p support.E2EClusterProvider, name string) env.Func {
 	create := envfuncs.CreateCluster(p, name)
 	return func(ctx context.Context, cfg *envconf.Config) (context.Context, error) {
+		// kwokctl allocates ports by scanning for free ones, so concurrent
+		// creations (suites run in parallel) would collide.
+		unlock, err := localcluster.LockCreate(ctx)
+		if err != nil {
+			return ctx, err
+		}
 		out, err := create(ctx, cfg)
+		unlock()
 		if err != nil {
 			if derr := p.Destroy(context.WithoutCancel(ctx)); derr != nil {
 				err = errors.Join(err, fmt.Errorf("cleaning up after the failed create: %w", derr))

@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -139,10 +140,53 @@ func (c *Cluster) run(ctx context.Context, args ...string) ([]byte, error) {
 // Create creates the cluster and waits until it is ready. The QPS limits of
 // the components are off, so that the control plane, not client-side
 // throttling, bounds throughput. extraArgs are passed to `kwokctl create cluster`.
+// Creations are serialised across processes (see LockCreate).
 func (c *Cluster) Create(ctx context.Context, extraArgs ...string) error {
+	unlock, err := LockCreate(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	args := append([]string{"create", "cluster", "--wait", "2m", "--disable-qps-limits"}, extraArgs...)
-	_, err := c.run(ctx, args...)
+	_, err = c.run(ctx, args...)
 	return err
+}
+
+// LockCreate takes a machine-wide lock that serialises kwokctl cluster
+// creations, and returns the func that releases it.
+//
+// kwokctl picks each component's port by counting down from 32767 to the
+// first port that is free at that moment. Two clusters created at the same
+// time therefore pick the same ports, and their components bind or talk to
+// each other's (one apiserver using the other's etcd). Once a creation has
+// returned, its components hold their ports and the next creation skips
+// them. Anything that runs kwokctl create cluster (the e2e harness,
+// hack/cluster, hack/scale) must hold this lock while doing so.
+func LockCreate(ctx context.Context) (func(), error) {
+	path := filepath.Join(os.TempDir(), "opkit-kwokctl-create.lock")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", path, err)
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() {
+				_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+				_ = f.Close()
+			}, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			_ = f.Close()
+			return nil, fmt.Errorf("locking %s: %w", path, err)
+		}
+		select {
+		case <-ctx.Done():
+			_ = f.Close()
+			return nil, fmt.Errorf("waiting for another cluster creation (%s): %w", path, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // ScaleNodes sets the number of fake nodes.
