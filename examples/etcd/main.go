@@ -68,6 +68,9 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
+	if err := controller.RegisterMetrics(); err != nil {
+		return err
+	}
 	endpoints := controller.Endpoints{}
 	if urlTemplate != "" {
 		endpoints.ClientURL = func(c *v1alpha1.EtcdCluster, member string) string {

@@ -60,6 +60,9 @@ func (h *BackupHooks) Reconcile(ctx context.Context, b *v1alpha1.EtcdBackup) rec
 		b.Status.Phase = v1alpha1.BackupPending
 	}
 	statusutil.MarkFalse(b, ConditionComplete, "InProgress", "")
+	if err := RegisterMetrics(); err != nil {
+		return reconcile.Retry(err)
+	}
 	var c v1alpha1.EtcdCluster
 	if err := h.Client.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Spec.ClusterName}, &c); err != nil {
 		if client.IgnoreNotFound(err) == nil {
@@ -87,6 +90,7 @@ func (h *BackupHooks) Reconcile(ctx context.Context, b *v1alpha1.EtcdBackup) rec
 	b.Status.StartTime = &start
 	b.Status.Phase = v1alpha1.BackupRunning
 	m, err := snapshotInto(ctx, h.Etcd, store, healthy)
+	countBackup(b.Namespace, b.Spec.ClusterName, TriggerOnDemand, err)
 	if err != nil {
 		return reconcile.Retry(fmt.Errorf("taking backup: %w", err))
 	}

@@ -55,6 +55,8 @@ type ClusterHooks struct {
 	Now func() time.Time
 	// ScratchDir is where restores stage snapshots; os.TempDir() if empty.
 	ScratchDir string
+
+	leaders leaders
 }
 
 var (
@@ -98,6 +100,9 @@ type observation struct {
 // scheduled backups, status.
 func (h *ClusterHooks) Reconcile(ctx context.Context, c *v1alpha1.EtcdCluster) reconcile.Result {
 	log := ctrl.LoggerFrom(ctx)
+	if err := RegisterMetrics(); err != nil {
+		return reconcile.Retry(err)
+	}
 	if c.Status.ClusterToken == "" {
 		c.Status.ClusterToken = string(c.UID)
 	}
@@ -110,7 +115,9 @@ func (h *ClusterHooks) Reconcile(ctx context.Context, c *v1alpha1.EtcdCluster) r
 	if err != nil {
 		return reconcile.Retry(err)
 	}
+	previousLeader := leaderID(c.Status.Members)
 	h.recordStatus(c, obs)
+	h.recordMetrics(c, obs, previousLeader)
 	if err := h.deleteOrphanClaims(ctx, c, obs); err != nil {
 		return reconcile.Retry(err)
 	}
@@ -258,16 +265,28 @@ func lessVersion(a, b string) bool {
 	return slices.Compare(x[:], y[:]) < 0
 }
 
-func setConditions(c *v1alpha1.EtcdCluster, obs *observation, step membership.Step) {
-	voters := 0
+// voters returns the number of voting members etcd reported.
+func voters(obs *observation) int {
+	n := 0
 	for _, m := range obs.planned.Members {
 		if !m.Learner {
-			voters++
+			n++
 		}
 	}
-	if obs.planned.Reached && voters > 0 && int(c.Status.ReadyMembers) >= membership.Quorum(voters) {
+	return n
+}
+
+// hasQuorum reports whether etcd answered and a quorum of its voting members
+// is healthy; recordStatus must have run.
+func hasQuorum(c *v1alpha1.EtcdCluster, obs *observation) bool {
+	v := voters(obs)
+	return obs.planned.Reached && v > 0 && int(c.Status.ReadyMembers) >= membership.Quorum(v)
+}
+
+func setConditions(c *v1alpha1.EtcdCluster, obs *observation, step membership.Step) {
+	if hasQuorum(c, obs) {
 		statusutil.MarkTrue(c, v1alpha1.ConditionAvailable, "QuorumHealthy",
-			fmt.Sprintf("%d of %d voting members healthy", c.Status.ReadyMembers, voters))
+			fmt.Sprintf("%d of %d voting members healthy", c.Status.ReadyMembers, voters(obs)))
 	} else {
 		statusutil.MarkFalse(c, v1alpha1.ConditionAvailable, "NoQuorum", step.Message)
 	}
@@ -501,6 +520,7 @@ func (h *ClusterHooks) scheduledBackup(ctx context.Context, c *v1alpha1.EtcdClus
 	}
 	c.Status.Backup.RecordAttempt(now)
 	m, err := h.takeBackup(ctx, c, obs, b.StoreRef)
+	countBackup(c.Namespace, c.Name, TriggerSchedule, err)
 	if err != nil {
 		return reconcile.Retry(fmt.Errorf("scheduled backup: %w", err))
 	}
@@ -516,9 +536,21 @@ func (h *ClusterHooks) scheduledBackup(ctx context.Context, c *v1alpha1.EtcdClus
 }
 
 // Finalize takes a final backup before the cluster's data is deleted, when
-// spec.backup is set and skipFinalBackup is not. Pods and claims are deleted
-// by the garbage collector afterwards.
+// spec.backup is set and skipFinalBackup is not, and then deletes the
+// cluster's metric series. Pods and claims are deleted by the garbage
+// collector afterwards.
 func (h *ClusterHooks) Finalize(ctx context.Context, c *v1alpha1.EtcdCluster) reconcile.Result {
+	if err := RegisterMetrics(); err != nil {
+		return reconcile.Retry(err)
+	}
+	res := h.finalBackup(ctx, c)
+	if k := res.Kind(); k == reconcile.KindDone || k == reconcile.KindRequeueAfter {
+		h.forgetMetrics(c)
+	}
+	return res
+}
+
+func (h *ClusterHooks) finalBackup(ctx context.Context, c *v1alpha1.EtcdCluster) reconcile.Result {
 	b := c.Spec.Backup
 	if b == nil || b.SkipFinalBackup {
 		return reconcile.Done()
@@ -544,6 +576,7 @@ func (h *ClusterHooks) Finalize(ctx context.Context, c *v1alpha1.EtcdCluster) re
 			"no healthy member to take the final backup from; set spec.backup.skipFinalBackup to delete without one", stepRequeue)
 	}
 	m, err := snapshotInto(ctx, h.Etcd, store, obs.healthy)
+	countBackup(c.Namespace, c.Name, TriggerFinal, err)
 	if err != nil {
 		return reconcile.Retry(fmt.Errorf("final backup: %w", err))
 	}

@@ -119,6 +119,18 @@ func (f *Fake) SetHealthy(peerURL string, healthy bool) {
 	}
 }
 
+// SetLeader makes the member with peerURL the leader, as an election
+// would; it does nothing for an unknown peerURL.
+func (f *Fake) SetLeader(peerURL string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, m := range f.members {
+		if m.PeerURLs[0] == peerURL {
+			f.leader = m.ID
+		}
+	}
+}
+
 // Members returns the current member list.
 func (f *Fake) Members() []Member {
 	f.mu.Lock()

@@ -1,0 +1,146 @@
+package controller_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/controller"
+)
+
+// clusterMetrics returns the series of the cluster ns/name on
+// controller-runtime's registry, keyed by metric name and, for
+// MetricBackups, "/trigger/result".
+func clusterMetrics(t *testing.T, ns, name string) map[string]float64 {
+	t.Helper()
+	families, err := crmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["namespace"] != ns || labels["name"] != name {
+				continue
+			}
+			key := f.GetName()
+			if f.GetName() == controller.MetricBackups {
+				key += "/" + labels["trigger"] + "/" + labels["result"]
+			}
+			if c := m.GetCounter(); c != nil {
+				out[key] = c.GetValue()
+			} else {
+				out[key] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	return out
+}
+
+// TestClusterMetrics follows the metrics of one cluster through growth, a
+// leader change, a lost quorum, backups that succeed and fail, and
+// deletion.
+func TestClusterMetrics(t *testing.T) {
+	g := newRig(t)
+	if err := os.Mkdir(filepath.Join(g.fsRoot, "backups"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	c := cluster("m", 3)
+	c.Spec.Backup = &v1alpha1.BackupSpec{StoreRef: v1alpha1.StoreReference{PVCName: "backups"}, Retention: 3}
+	g.create(c)
+	g.converge("m", 20)
+	c = g.get("m")
+	peer := func(member string) string { return controller.PeerURL(c, member) }
+
+	const (
+		members  = controller.MetricMembers
+		healthy  = controller.MetricHealthyMembers
+		quorum   = controller.MetricHasQuorum
+		changes  = controller.MetricLeaderChanges
+		demandOK = controller.MetricBackups + "/on-demand/success"
+		demandKO = controller.MetricBackups + "/on-demand/failure"
+		finalOK  = controller.MetricBackups + "/final/success"
+	)
+	backupOnce := func(name string, fail bool) {
+		t.Helper()
+		if fail {
+			g.fake.FailNext("Snapshot", errors.New("injected"), false)
+		}
+		eb := &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: g.ns},
+			Spec: v1alpha1.EtcdBackupSpec{ClusterName: "m", StoreRef: v1alpha1.StoreReference{PVCName: "backups"}}}
+		if err := g.c.Create(t.Context(), eb); err != nil {
+			t.Fatal(err)
+		}
+		_, err := g.br.Reconcile(t.Context(), crreconcile.Request{NamespacedName: client.ObjectKeyFromObject(eb)})
+		if (err != nil) != fail {
+			t.Fatalf("backup %s: error %v, want failure %v", name, err, fail)
+		}
+	}
+
+	steps := []struct {
+		name string
+		act  func()
+		want map[string]float64
+	}{
+		{"converged at 3", func() {}, map[string]float64{members: 3, healthy: 3, quorum: 1, changes: 0}},
+		{"leader moves to m-1", func() { g.fake.SetLeader(peer("m-1")) },
+			map[string]float64{members: 3, healthy: 3, quorum: 1, changes: 1}},
+		{"two members unhealthy: no quorum, no leader seen", func() {
+			g.fake.SetHealthy(peer("m-1"), false)
+			g.fake.SetHealthy(peer("m-2"), false)
+		}, map[string]float64{members: 3, healthy: 1, quorum: 0, changes: 1}},
+		{"healthy again under the same leader: no change", func() {
+			g.fake.SetHealthy(peer("m-1"), true)
+			g.fake.SetHealthy(peer("m-2"), true)
+		}, map[string]float64{members: 3, healthy: 3, quorum: 1, changes: 1}},
+		{"leader moves to m-2", func() { g.fake.SetLeader(peer("m-2")) },
+			map[string]float64{members: 3, healthy: 3, quorum: 1, changes: 2}},
+		{"on-demand backup succeeds", func() { backupOnce("ok", false) },
+			map[string]float64{members: 3, healthy: 3, quorum: 1, changes: 2, demandOK: 1}},
+		{"on-demand backup fails", func() { backupOnce("ko", true) },
+			map[string]float64{members: 3, healthy: 3, quorum: 1, changes: 2, demandOK: 1, demandKO: 1}},
+	}
+	for _, s := range steps {
+		s.act()
+		if err := g.pass("m"); err != nil {
+			t.Fatalf("%s: pass: %v", s.name, err)
+		}
+		if diff := cmp.Diff(s.want, clusterMetrics(t, g.ns, "m")); diff != "" {
+			t.Errorf("%s: metrics (-want +got):\n%s", s.name, diff)
+		}
+	}
+
+	// A failed final backup is counted while deletion waits; the series go
+	// with the cluster.
+	if err := g.c.Delete(t.Context(), g.get("m")); err != nil {
+		t.Fatal(err)
+	}
+	g.fake.FailNext("Snapshot", errors.New("injected"), false)
+	if err := g.pass("m"); err == nil {
+		t.Fatal("finalizing pass succeeded despite a failing snapshot")
+	}
+	if got := clusterMetrics(t, g.ns, "m")[controller.MetricBackups+"/final/failure"]; got != 1 {
+		t.Errorf("final backup failures = %v, want 1", got)
+	}
+	if got := clusterMetrics(t, g.ns, "m")[finalOK]; got != 0 {
+		t.Errorf("final backup successes = %v before one succeeded", got)
+	}
+	if err := g.pass("m"); err != nil {
+		t.Fatalf("finalizing pass: %v", err)
+	}
+	if got := clusterMetrics(t, g.ns, "m"); len(got) != 0 {
+		t.Errorf("series left after deletion: %v", got)
+	}
+}
