@@ -5,6 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
+
 	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
 	"github.com/opkit-dev/opkit/reconcile"
 	"github.com/opkit-dev/opkit/statusutil"
@@ -90,5 +94,60 @@ func TestProgressDelayAfterSpecChange(t *testing.T) {
 	f.wantWrites(1)
 	if w := f.get("w"); !statusutil.IsTrue(w, statusutil.ReconcilingCondition) {
 		t.Errorf("conditions %v, want Reconciling=True", conditionsOf(w))
+	}
+}
+
+// A deferred status is not something this Reconciler wrote: passes that
+// read a version from before its own last write (a lagging cache) must not
+// take the unwritten status for the real one, or the delay restarts and the
+// status is never written while the cache lags.
+func TestProgressDelayWithStaleReads(t *testing.T) {
+	f := newFixture(t)
+	created := f.createWidget("w", testv1.WidgetSpec{})
+	var serveStale bool
+	cfg, counter := env.CountingConfig()
+	base, err := client.NewWithWatch(cfg, client.Options{Scheme: env.Scheme})
+	must(t, err)
+	c := interceptor.NewClient(base, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if w, ok := obj.(*testv1.Widget); ok && serveStale {
+				created.DeepCopyInto(w)
+				return nil
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	hooks := &finalizingHooks{widgetHooks: widgetHooks{onReconc: func(context.Context, *testv1.Widget) (reconcile.Result, bool) {
+		return reconcile.Waiting("PodsStarting", "0 of 1 pods ready", time.Second), true
+	}}}
+	r, err := reconcile.New[*testv1.Widget](c, env.Scheme, hooks, reconcile.WithProgressDelay(100*time.Millisecond))
+	must(t, err)
+	req := crreconcile.Request{NamespacedName: client.ObjectKeyFromObject(created)}
+
+	// The finalizer is written; the Waiting status is deferred.
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	if got := counter.WritesTo("/status"); got != 0 {
+		t.Fatalf("first pass wrote the status %d times, want it deferred (%s)", got, counter)
+	}
+	serveStale = true // the cache still serves the version without our finalizer
+	counter.Reset()
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	if got := counter.Writes(); got != 0 {
+		t.Fatalf("stale pass within the delay: %d writes, want 0 (%s)", got, counter)
+	}
+	time.Sleep(150 * time.Millisecond)
+	counter.Reset()
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	if got := counter.WritesTo("/status"); got != 1 {
+		t.Errorf("stale pass after the delay: %d status writes, want 1 (%s)", got, counter)
+	}
+	if c := statusutil.Get(f.get("w"), statusutil.ReconcilingCondition); c == nil || c.Reason != "PodsStarting" {
+		t.Errorf("Reconciling = %+v, want the deferred PodsStarting status written", c)
 	}
 }

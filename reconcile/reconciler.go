@@ -207,6 +207,9 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req crreconcile.Request) 
 		// they see the object in progress. No events either.
 		r.metrics.statusWrite("deferred")
 		r.metrics.outcome(res.kind.String())
+		// Remember only what was written (a finalizer, perhaps), not the
+		// deferred status: a pass on a stale read must see the real one.
+		copyStatus(before, obj)
 		r.writes.record(req.NamespacedName, obj, readRV, stale)
 		return ctrl.Result{RequeueAfter: after}, nil
 	}
