@@ -68,7 +68,7 @@ type EtcdClusterSpec struct {
 }
 
 // StorageSpec is the data volume of each member.
-// +kubebuilder:validation:XValidation:rule="!(self.ephemeral && has(self.size))",message="size and ephemeral are mutually exclusive"
+// +kubebuilder:validation:XValidation:rule="!(has(self.ephemeral) && self.ephemeral && has(self.size))",message="size and ephemeral are mutually exclusive"
 type StorageSpec struct {
 	// Ephemeral keeps data in an emptyDir: a restarted pod loses its data
 	// and is replaced as a new member. For tests and demos only.

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
@@ -27,6 +29,13 @@ func TestCRDValidation(t *testing.T) {
 			c.Spec.Backup = &v1alpha1.BackupSpec{StoreRef: v1alpha1.StoreReference{S3SecretName: "s", PVCName: "p"}}
 		}, "exactly one"},
 		{"no store", func(c *v1alpha1.EtcdCluster) { c.Spec.Backup = &v1alpha1.BackupSpec{} }, "exactly one"},
+		{"storage size and class", func(c *v1alpha1.EtcdCluster) {
+			c.Spec.Storage = v1alpha1.StorageSpec{Size: ptr.To(resource.MustParse("1Gi")), StorageClassName: ptr.To("fast")}
+		}, ""},
+		{"ephemeral storage", func(c *v1alpha1.EtcdCluster) { c.Spec.Storage = v1alpha1.StorageSpec{Ephemeral: true} }, ""},
+		{"ephemeral storage with a size", func(c *v1alpha1.EtcdCluster) {
+			c.Spec.Storage = v1alpha1.StorageSpec{Ephemeral: true, Size: ptr.To(resource.MustParse("1Gi"))}
+		}, "mutually exclusive"},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
