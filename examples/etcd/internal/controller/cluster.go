@@ -28,6 +28,10 @@ const (
 	ReasonUnsupportedUpgrade = "UnsupportedUpgrade"
 	ReasonRestoreFailed      = "RestoreFailed"
 	ReasonFinalBackup        = "FinalBackupFailed"
+	// ReasonUnreachable (Degraded=True): member pods are running but none
+	// answers the operator, for example because their URLs do not resolve
+	// where the operator runs (see Endpoints).
+	ReasonUnreachable = "Unreachable"
 )
 
 // Requeue intervals: membership changes are watched through pods, but etcd
@@ -94,6 +98,9 @@ type observation struct {
 	planned membership.Observed
 	// endpoints of the members that answered, by member name.
 	healthy map[string]string
+	// unreachable is why no running member answered, nil when one did or
+	// none runs.
+	unreachable error
 }
 
 // Reconcile runs one pass: children, observation, one membership step,
@@ -191,6 +198,7 @@ func (h *ClusterHooks) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*o
 	slices.Sort(endpoints)
 	ec, err := h.Etcd.New(ctx, endpoints)
 	if err != nil {
+		obs.unreachable = err
 		return obs, nil //nolint:nilerr // unreachable members are an observation, not an error
 	}
 	defer func() { _ = ec.Close() }()
@@ -198,6 +206,7 @@ func (h *ClusterHooks) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*o
 	list, err := ec.MemberList(lctx)
 	cancel()
 	if err != nil {
+		obs.unreachable = err
 		return obs, nil //nolint:nilerr // as above
 	}
 	p.Reached = true
@@ -301,9 +310,13 @@ func setConditions(c *v1alpha1.EtcdCluster, obs *observation, step membership.St
 			unhealthy = append(unhealthy, m.Name)
 		}
 	}
-	if len(unhealthy) > 0 && step.Reason != "ScalingUp" {
+	switch {
+	case obs.unreachable != nil:
+		statusutil.MarkTrue(c, v1alpha1.ConditionDegraded, ReasonUnreachable,
+			fmt.Sprintf("member pods run but no member answers: %v", obs.unreachable))
+	case len(unhealthy) > 0 && step.Reason != "ScalingUp":
 		statusutil.MarkTrue(c, v1alpha1.ConditionDegraded, "MembersUnhealthy", "unhealthy members: "+strings.Join(unhealthy, ", "))
-	} else {
+	default:
 		statusutil.MarkFalse(c, v1alpha1.ConditionDegraded, "MembersHealthy", "")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -509,5 +510,49 @@ func TestBackupAndFinalBackup(t *testing.T) {
 	}
 	if err := g.c.Get(t.Context(), types.NamespacedName{Namespace: g.ns, Name: "b"}, &v1alpha1.EtcdCluster{}); client.IgnoreNotFound(err) != nil || err == nil {
 		t.Errorf("cluster still exists after its final backup: %v", err)
+	}
+}
+
+// TestClusterUnreachableIsDegraded: running member pods that do not answer
+// (the operator cannot reach them) make the cluster Degraded with reason
+// Unreachable and the error, and unavailable, until they answer again.
+func TestClusterUnreachableIsDegraded(t *testing.T) {
+	g := newRig(t)
+	g.create(cluster("n", 1))
+	g.converge("n", 10)
+
+	g.fake.FailNext("New", errors.New("injected dial failure"), false)
+	if err := g.pass("n"); err != nil {
+		t.Fatal(err)
+	}
+	c := g.get("n")
+	type cond struct {
+		Status metav1.ConditionStatus
+		Reason string
+	}
+	got := map[string]cond{}
+	for _, typ := range []string{v1alpha1.ConditionDegraded, v1alpha1.ConditionProgressing, v1alpha1.ConditionAvailable} {
+		if cc := statusutil.Get(c, typ); cc != nil {
+			got[typ] = cond{cc.Status, cc.Reason}
+		}
+	}
+	want := map[string]cond{
+		v1alpha1.ConditionDegraded:    {metav1.ConditionTrue, controller.ReasonUnreachable},
+		v1alpha1.ConditionProgressing: {metav1.ConditionTrue, "Unreachable"},
+		v1alpha1.ConditionAvailable:   {metav1.ConditionFalse, "NoQuorum"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("conditions (-want +got):\n%s", diff)
+	}
+	if msg := statusutil.Get(c, v1alpha1.ConditionDegraded).Message; !strings.Contains(msg, "injected dial failure") {
+		t.Errorf("Degraded message %q does not name the error", msg)
+	}
+	if diff := cmp.Diff([]string{"n-0"}, g.names(&corev1.PodList{})); diff != "" {
+		t.Errorf("pods changed while unreachable (-want +got):\n%s", diff)
+	}
+
+	g.converge("n", 5)
+	if c := g.get("n"); !statusutil.IsFalse(c, v1alpha1.ConditionDegraded) {
+		t.Errorf("Degraded = %+v after members answer again", statusutil.Get(c, v1alpha1.ConditionDegraded))
 	}
 }
