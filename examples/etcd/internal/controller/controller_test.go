@@ -118,22 +118,27 @@ func newRig(t *testing.T) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fake := etcdclient.NewFake()
-	fsRoot := t.TempDir()
-	stores := controller.DefaultStores(c, fsRoot)
-	hooks := &controller.ClusterHooks{Client: c, Children: children, Etcd: fake.Factory(), Stores: stores, ScratchDir: t.TempDir()}
+	g := &rig{t: t, c: c, fake: etcdclient.NewFake(), faults: fl, ns: ns.Name, fsRoot: t.TempDir()}
+	// The hooks reach whatever g.fake is at the time, so that a test can
+	// replace the etcd cluster.
+	factory := etcdclient.FactoryFunc(func(ctx context.Context, endpoints []string) (etcdclient.Client, error) {
+		return g.fake.Factory().New(ctx, endpoints)
+	})
+	stores := controller.DefaultStores(c, g.fsRoot)
+	hooks := &controller.ClusterHooks{Client: c, Children: children, Etcd: factory, Stores: stores, ScratchDir: t.TempDir()}
 	r, err := reconcile.New[*v1alpha1.EtcdCluster](c, scheme, hooks,
 		reconcile.WithConditions(v1alpha1.ConditionAvailable),
 		reconcile.WithNegativePolarityConditions(v1alpha1.ConditionDegraded))
 	if err != nil {
 		t.Fatal(err)
 	}
-	br, err := reconcile.New[*v1alpha1.EtcdBackup](c, scheme, &controller.BackupHooks{Client: c, Etcd: fake.Factory(), Stores: stores},
+	br, err := reconcile.New[*v1alpha1.EtcdBackup](c, scheme, &controller.BackupHooks{Client: c, Etcd: factory, Stores: stores},
 		reconcile.WithConditions(controller.ConditionComplete))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &rig{t: t, c: c, fake: fake, faults: fl, r: r, br: br, ns: ns.Name, fsRoot: fsRoot}
+	g.r, g.br = r, br
+	return g
 }
 
 func (g *rig) create(c *v1alpha1.EtcdCluster) {

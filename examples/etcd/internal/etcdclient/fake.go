@@ -1,13 +1,22 @@
 package etcdclient
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"google.golang.org/protobuf/proto"
 )
 
 // Fake is an in-memory etcd cluster for controller tests. Members are added
@@ -266,25 +275,25 @@ func (c *fakeClient) Status(_ context.Context, endpoint string) (Status, error) 
 	return s, err
 }
 
-// Snapshot writes a fake database (the sorted key space) followed by its
-// SHA-256, like etcd's stream.
+// Snapshot writes the key space as an etcd database (a bbolt file with
+// the "key" bucket etcd keeps revisions in; key i in sorted order written at
+// revision i+1) followed by its SHA-256, like etcd's stream, so that
+// snapshot.Restorer can load it.
 func (c *fakeClient) Snapshot(_ context.Context, w io.Writer) (SnapshotInfo, error) {
-	var body []byte
-	var rev int64
+	var kvs []KeyValue
 	err := c.call("Snapshot", "", func() error {
-		keys := make([]string, 0, len(c.f.data))
-		for k := range c.f.data {
-			keys = append(keys, k)
+		for k, v := range c.f.data {
+			kvs = append(kvs, KeyValue{Key: []byte(k), Value: []byte(v)})
 		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			body = fmt.Appendf(body, "%s=%s\n", k, c.f.data[k])
-		}
-		rev = int64(len(keys))
 		return nil
 	})
 	if err != nil {
 		return SnapshotInfo{}, err
+	}
+	slices.SortFunc(kvs, func(a, b KeyValue) int { return bytes.Compare(a.Key, b.Key) })
+	body, err := fakeDatabase(kvs)
+	if err != nil {
+		return SnapshotInfo{}, fmt.Errorf("fake snapshot: %w", err)
 	}
 	sum := sha256.Sum256(body)
 	body = append(body, sum[:]...)
@@ -292,7 +301,51 @@ func (c *fakeClient) Snapshot(_ context.Context, w io.Writer) (SnapshotInfo, err
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
-	return SnapshotInfo{Revision: rev, Version: "3.6.16", Size: int64(n)}, nil
+	return SnapshotInfo{Revision: int64(len(kvs)), Version: "3.6.16", Size: int64(n)}, nil
+}
+
+// fakeDatabase returns the bytes of a bbolt database holding kvs in etcd's
+// layout: bucket "key", keyed by revision (8 bytes big-endian main
+// revision, '_', 8 bytes sub revision), values mvccpb.KeyValue.
+func fakeDatabase(kvs []KeyValue) ([]byte, error) {
+	dir, err := os.MkdirTemp("", "etcd-fake-snapshot-")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	path := filepath.Join(dir, "db")
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 10 * time.Second})
+	if err != nil {
+		return nil, err
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucket([]byte("key"))
+		if err != nil {
+			return err
+		}
+		for i, kv := range kvs {
+			rev := int64(i + 1)
+			v, err := proto.Marshal(&mvccpb.KeyValue{Key: kv.Key, Value: kv.Value,
+				CreateRevision: rev, ModRevision: rev, Version: 1})
+			if err != nil {
+				return err
+			}
+			k := make([]byte, 17)
+			binary.BigEndian.PutUint64(k, uint64(rev))
+			k[8] = '_'
+			if err := b.Put(k, v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return os.ReadFile(path)
 }
 
 func (c *fakeClient) Put(_ context.Context, kvs []KeyValue) error {

@@ -1,0 +1,179 @@
+package controller_test
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/controller"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
+	"github.com/opkit-dev/opkit/statusutil"
+)
+
+// sourceBackup creates cluster "src" with keys (more than one restore
+// batch), takes the on-demand backup "b1" of it and returns the keys. The
+// backup lands in the PVC store "backups" under <fsRoot>/backups.
+func sourceBackup(g *rig) map[string]string {
+	g.t.Helper()
+	t := g.t
+	if err := os.Mkdir(filepath.Join(g.fsRoot, "backups"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	src := cluster("src", 1)
+	src.Spec.Backup = &v1alpha1.BackupSpec{StoreRef: v1alpha1.StoreReference{PVCName: "backups"}}
+	g.create(src)
+	g.converge("src", 10)
+
+	want := map[string]string{}
+	var kvs []etcdclient.KeyValue
+	for i := range 250 {
+		k, v := fmt.Sprintf("/app/key-%03d", i), fmt.Sprintf("value %d", i)
+		want[k] = v
+		kvs = append(kvs, etcdclient.KeyValue{Key: []byte(k), Value: []byte(v)})
+	}
+	ec, err := g.fake.Factory().New(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ec.Put(t.Context(), kvs); err != nil {
+		t.Fatal(err)
+	}
+	eb := &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "b1", Namespace: g.ns},
+		Spec: v1alpha1.EtcdBackupSpec{ClusterName: "src", StoreRef: v1alpha1.StoreReference{PVCName: "backups"}}}
+	if err := g.c.Create(t.Context(), eb); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.br.Reconcile(t.Context(), crreconcile.Request{NamespacedName: client.ObjectKeyFromObject(eb)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.c.Get(t.Context(), client.ObjectKeyFromObject(eb), eb); err != nil {
+		t.Fatal(err)
+	}
+	if eb.Status.Phase != v1alpha1.BackupSucceeded {
+		t.Fatalf("backup b1: %+v", eb.Status)
+	}
+	return want
+}
+
+// corruptBackupData flips one byte in the middle of every backup data file
+// under dir (manifests are JSON and left alone).
+func corruptBackupData(t *testing.T, dir string) {
+	t.Helper()
+	var n int
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.HasSuffix(path, ".json") {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil || len(b) < 64 {
+			return err
+		}
+		b[len(b)/2] ^= 0xff
+		n++
+		return os.WriteFile(path, b, 0o600)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Fatalf("no backup data file under %s", dir)
+	}
+}
+
+// TestClusterRestore creates a cluster from a backup of another one: the
+// backup is loaded into the seed member before the cluster grows, and a
+// backup that is missing or corrupt stalls the cluster at its seed with
+// nothing written.
+func TestClusterRestore(t *testing.T) {
+	tests := []struct {
+		name string
+		// prepare may break the backup and returns spec.restore.backupName.
+		prepare      func(g *rig) string
+		wantRestored bool
+		wantMessage  string
+	}{
+		{"restores, then grows", func(*rig) string { return "b1" }, true, ""},
+		{"missing EtcdBackup", func(*rig) string { return "nope" }, false, `EtcdBackup "nope" not found`},
+		{"corrupt backup data", func(g *rig) string {
+			corruptBackupData(g.t, filepath.Join(g.fsRoot, "backups"))
+			return "b1"
+		}, false, "sha256"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := newRig(t)
+			want := sourceBackup(g)
+			name := tt.prepare(g)
+			// The new cluster runs on a new, empty etcd.
+			g.fake = etcdclient.NewFake()
+			dst := cluster("dst", 3)
+			dst.Spec.Restore = &v1alpha1.RestoreSpec{BackupName: name}
+			g.create(dst)
+
+			if tt.wantRestored {
+				g.converge("dst", 30)
+				c := g.get("dst")
+				if !c.Status.Restored {
+					t.Errorf("status.restored is false after converging")
+				}
+				if diff := cmp.Diff(want, g.fake.Data()); diff != "" {
+					t.Errorf("restored data (-want +got):\n%s", diff)
+				}
+				if diff := cmp.Diff([]string{"dst-0", "dst-1", "dst-2"}, g.dstPods()); diff != "" {
+					t.Errorf("pods (-want +got):\n%s", diff)
+				}
+				// The data went in while the seed was alone.
+				calls := g.fake.Calls()
+				firstPut := slices.IndexFunc(calls, func(c string) bool { return strings.HasPrefix(c, "Put ") })
+				firstAdd := slices.IndexFunc(calls, func(c string) bool { return strings.HasPrefix(c, "MemberAddAsLearner ") })
+				if firstPut < 0 || firstAdd < 0 || firstPut > firstAdd {
+					t.Errorf("first Put at call %d, first MemberAddAsLearner at %d; want the restore first: %v", firstPut, firstAdd, calls)
+				}
+				return
+			}
+
+			for range 4 {
+				_ = g.pass("dst") // a stalled pass may report its error
+				g.kubelet("dst")
+			}
+			c := g.get("dst")
+			stalled := statusutil.Get(c, statusutil.StalledCondition)
+			if stalled == nil || stalled.Status != metav1.ConditionTrue || stalled.Reason != controller.ReasonRestoreFailed ||
+				!strings.Contains(stalled.Message, tt.wantMessage) {
+				t.Errorf("Stalled = %+v, want True, %s, mentioning %q", stalled, controller.ReasonRestoreFailed, tt.wantMessage)
+			}
+			if c.Status.Restored {
+				t.Errorf("status.restored is true")
+			}
+			if got := g.fake.Data(); len(got) != 0 {
+				t.Errorf("%d keys written by a failed restore", len(got))
+			}
+			if diff := cmp.Diff([]string{"dst-0"}, g.dstPods()); diff != "" {
+				t.Errorf("pods of a cluster whose restore failed (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// dstPods returns the names of the live pods of cluster "dst".
+func (g *rig) dstPods() []string {
+	g.t.Helper()
+	var out []string
+	for _, n := range g.names(&corev1.PodList{}) {
+		if strings.HasPrefix(n, "dst-") {
+			out = append(out, n)
+		}
+	}
+	return out
+}
