@@ -1,0 +1,296 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/e2e-framework/klient/k8s"
+	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
+	"sigs.k8s.io/e2e-framework/klient/wait"
+	"sigs.k8s.io/e2e-framework/pkg/envconf"
+	"sigs.k8s.io/e2e-framework/pkg/features"
+
+	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
+	"github.com/opkit-dev/opkit/statusutil"
+)
+
+// Condition reasons of the operator (examples/etcd/internal/controller,
+// which this suite cannot import).
+const (
+	reasonFinalBackup = "FinalBackupFailed"
+	reasonUnreachable = "Unreachable"
+)
+
+const (
+	clusterName = "e2e"
+	timeout     = 3 * time.Minute
+	pollEvery   = time.Second
+)
+
+// cond is the part of a condition the suite asserts.
+type cond struct {
+	Status metav1.ConditionStatus
+	Reason string
+}
+
+// TestClusterKubernetesSide creates an EtcdCluster of size 3 whose members
+// cannot be reached, scales it 3 -> 5 -> 3 and deletes it.
+func TestClusterKubernetesSide(t *testing.T) {
+	var ns, class string
+	key := func() *v1alpha1.EtcdCluster {
+		return &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: clusterName, Namespace: ns}}
+	}
+
+	f := features.New("etcd cluster, Kubernetes side").
+		Setup(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			r := cfg.Client().Resources()
+			ns = envconf.RandomName("etcd", 16)
+			must(t, r.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+			// kwok has no provisioner: a class without one and a
+			// pre-made volume for the seed member's claim.
+			class = ns + "-static"
+			must(t, r.Create(ctx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: class},
+				Provisioner:       "kubernetes.io/no-provisioner",
+				VolumeBindingMode: ptr.To(storagev1.VolumeBindingImmediate)}))
+			must(t, r.Create(ctx, &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: ns + "-0"},
+				Spec: corev1.PersistentVolumeSpec{
+					StorageClassName:              class,
+					AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+					PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+					PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/lib/" + ns}},
+				}}))
+			return ctx
+		}).
+		Assess("size 3: seed member, claim, services and PDB; Degraded while unreachable", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			r := cfg.Client().Resources()
+			c := key()
+			c.Spec = v1alpha1.EtcdClusterSpec{Size: 3, Version: "3.6.16",
+				Storage: v1alpha1.StorageSpec{Size: ptr.To(resource.MustParse("1Gi")), StorageClassName: &class},
+				Backup:  &v1alpha1.BackupSpec{StoreRef: v1alpha1.StoreReference{PVCName: "backups"}}}
+			must(t, r.Create(ctx, c))
+
+			waitFor(ctx, t, "pod e2e-0 Running", func(ctx context.Context) (bool, string) {
+				var p corev1.Pod
+				if err := r.Get(ctx, clusterName+"-0", ns, &p); err != nil {
+					return false, err.Error()
+				}
+				return p.Status.Phase == corev1.PodRunning, "phase " + string(p.Status.Phase)
+			})
+			var claim corev1.PersistentVolumeClaim
+			must(t, r.Get(ctx, clusterName+"-0-data", ns, &claim))
+			if claim.Status.Phase != corev1.ClaimBound {
+				t.Errorf("claim %s is %s, want Bound", claim.Name, claim.Status.Phase)
+			}
+			if ref := metav1.GetControllerOf(&claim); ref == nil || ref.Name != clusterName {
+				t.Errorf("claim controller = %v, want the EtcdCluster", ref)
+			}
+			for _, svc := range []string{clusterName, clusterName + "-client"} {
+				must(t, r.Get(ctx, svc, ns, &corev1.Service{}))
+			}
+			waitPDB(ctx, t, r, ns, 2)
+			waitUnreachable(ctx, t, r, key())
+			assertOnlySeed(ctx, t, r, ns)
+			return ctx
+		}).
+		Assess("scale 3 -> 5 -> 3: the PDB follows, no unreachable member is added", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			r := cfg.Client().Resources()
+			for _, size := range []int32{5, 3} {
+				updateSpec(ctx, t, r, ns, func(s *v1alpha1.EtcdClusterSpec) { s.Size = size })
+				waitPDB(ctx, t, r, ns, int(size/2+1))
+				waitUnreachable(ctx, t, r, key())
+				assertOnlySeed(ctx, t, r, ns)
+			}
+			return ctx
+		}).
+		Assess("deletion waits for the final backup until it is skipped, then removes the children", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			r := cfg.Client().Resources()
+			must(t, r.Delete(ctx, key()))
+			waitFor(ctx, t, "Reconciling=True FinalBackupFailed", func(ctx context.Context) (bool, string) {
+				c := key()
+				if err := r.Get(ctx, c.Name, ns, c); err != nil {
+					return false, err.Error()
+				}
+				got := statusutil.Get(c, statusutil.ReconcilingCondition)
+				return c.DeletionTimestamp != nil && got != nil && got.Status == metav1.ConditionTrue &&
+					got.Reason == reasonFinalBackup, fmt.Sprintf("%+v", got)
+			})
+			// The members are kept while deletion waits.
+			assertOnlySeed(ctx, t, r, ns)
+
+			updateSpec(ctx, t, r, ns, func(s *v1alpha1.EtcdClusterSpec) { s.Backup.SkipFinalBackup = true })
+			gone := []struct {
+				obj  k8s.Object
+				name string
+			}{
+				{key(), clusterName},
+				{&corev1.Pod{}, clusterName + "-0"},
+				{&corev1.PersistentVolumeClaim{}, clusterName + "-0-data"},
+				{&corev1.Service{}, clusterName},
+				{&corev1.Service{}, clusterName + "-client"},
+				{&policyv1.PodDisruptionBudget{}, clusterName},
+			}
+			for _, g := range gone {
+				waitFor(ctx, t, fmt.Sprintf("%T %s deleted", g.obj, g.name), func(ctx context.Context) (bool, string) {
+					err := r.Get(ctx, g.name, ns, g.obj)
+					return apierrors.IsNotFound(err), fmt.Sprint(err)
+				})
+			}
+			return ctx
+		}).
+		Teardown(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			if t.Failed() {
+				t.Logf("operator log (end):\n%s", operatorLog())
+			}
+			r := cfg.Client().Resources()
+			_ = r.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+			_ = r.Delete(ctx, &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: ns + "-0"}})
+			_ = r.Delete(ctx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: class}})
+			return ctx
+		}).Feature()
+
+	testEnv.Test(t, f)
+	if exited, err := operatorExited(); exited {
+		t.Errorf("the operator exited during the test: %v\n%s", err, operatorLog())
+	}
+}
+
+// waitFor polls check until it reports true, failing the test with what
+// and check's last note after the timeout.
+func waitFor(ctx context.Context, t *testing.T, what string, check func(context.Context) (bool, string)) {
+	t.Helper()
+	var note string
+	err := wait.For(func(ctx context.Context) (bool, error) {
+		var ok bool
+		ok, note = check(ctx)
+		return ok, nil
+	}, wait.WithContext(ctx), wait.WithTimeout(timeout), wait.WithInterval(pollEvery))
+	if err != nil {
+		t.Fatalf("waiting for %s: %v; last seen: %s", what, err, note)
+	}
+}
+
+// waitPDB waits until the cluster's PDB keeps minAvailable members.
+func waitPDB(ctx context.Context, t *testing.T, r *resources.Resources, ns string, minAvailable int) {
+	t.Helper()
+	waitFor(ctx, t, fmt.Sprintf("PDB minAvailable %d", minAvailable), func(ctx context.Context) (bool, string) {
+		var pdb policyv1.PodDisruptionBudget
+		if err := r.Get(ctx, clusterName, ns, &pdb); err != nil {
+			return false, err.Error()
+		}
+		if pdb.Spec.MinAvailable == nil {
+			return false, "no minAvailable"
+		}
+		return pdb.Spec.MinAvailable.IntValue() == minAvailable, pdb.Spec.MinAvailable.String()
+	})
+}
+
+// waitUnreachable waits until the cluster reports, for its current
+// generation, that its members do not answer: Degraded and Progressing
+// True with reason Unreachable, Available and Ready False.
+func waitUnreachable(ctx context.Context, t *testing.T, r *resources.Resources, c *v1alpha1.EtcdCluster) {
+	t.Helper()
+	want := map[string]cond{
+		v1alpha1.ConditionDegraded:    {metav1.ConditionTrue, reasonUnreachable},
+		v1alpha1.ConditionProgressing: {metav1.ConditionTrue, reasonUnreachable},
+		v1alpha1.ConditionAvailable:   {metav1.ConditionFalse, "NoQuorum"},
+		statusutil.ReadyCondition:     {metav1.ConditionFalse, ""},
+	}
+	waitFor(ctx, t, "conditions of unreachable members", func(ctx context.Context) (bool, string) {
+		if err := r.Get(ctx, c.Name, c.Namespace, c); err != nil {
+			return false, err.Error()
+		}
+		got := map[string]cond{}
+		for typ, w := range want {
+			if cc := statusutil.Get(c, typ); cc != nil {
+				got[typ] = cond{cc.Status, cc.Reason}
+				if w.Reason == "" {
+					got[typ] = cond{cc.Status, ""}
+				}
+			}
+		}
+		if c.Status.ObservedGeneration != c.Generation {
+			return false, fmt.Sprintf("observedGeneration %d, generation %d", c.Status.ObservedGeneration, c.Generation)
+		}
+		diff := cmp.Diff(want, got)
+		return diff == "", "(-want +got)\n" + diff
+	})
+	if msg := statusutil.Get(c, v1alpha1.ConditionDegraded).Message; !strings.Contains(msg, "no member answers") {
+		t.Errorf("Degraded message %q does not say that no member answers", msg)
+	}
+}
+
+// assertOnlySeed checks that the seed member is the cluster's only pod and
+// claim: the operator adds no member while none answers.
+func assertOnlySeed(ctx context.Context, t *testing.T, r *resources.Resources, ns string) {
+	t.Helper()
+	var pods corev1.PodList
+	must(t, r.List(ctx, &pods))
+	var claims corev1.PersistentVolumeClaimList
+	must(t, r.List(ctx, &claims))
+	var got []string
+	for _, p := range pods.Items {
+		if p.Namespace == ns {
+			got = append(got, "pod/"+p.Name)
+		}
+	}
+	for _, c := range claims.Items {
+		if c.Namespace == ns {
+			got = append(got, "claim/"+c.Name)
+		}
+	}
+	slices.Sort(got)
+	if diff := cmp.Diff([]string{"claim/" + clusterName + "-0-data", "pod/" + clusterName + "-0"}, got); diff != "" {
+		t.Errorf("pods and claims (-want +got):\n%s", diff)
+	}
+}
+
+// updateSpec changes the EtcdCluster's spec, retrying on conflicts.
+func updateSpec(ctx context.Context, t *testing.T, r *resources.Resources, ns string, change func(*v1alpha1.EtcdClusterSpec)) {
+	t.Helper()
+	err := wait.For(func(ctx context.Context) (bool, error) {
+		c := &v1alpha1.EtcdCluster{}
+		if err := r.Get(ctx, clusterName, ns, c); err != nil {
+			return false, err
+		}
+		change(&c.Spec)
+		err := r.Update(ctx, c)
+		if apierrors.IsConflict(err) {
+			return false, nil
+		}
+		return err == nil, err
+	}, wait.WithContext(ctx), wait.WithTimeout(30*time.Second), wait.WithInterval(pollEvery))
+	if err != nil {
+		t.Fatalf("updating the EtcdCluster: %v", err)
+	}
+}
+
+// operatorExited reports whether the operator process has exited, and how.
+func operatorExited() (bool, error) {
+	select {
+	case err := <-operator.done:
+		operator.done <- err
+		return true, err
+	default:
+		return false, nil
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
