@@ -49,7 +49,7 @@ help: ## List the targets with one line each.
 ##@ Tools (built from source, cached in ${XDG_CACHE_HOME:-~/.cache}/opkit)
 
 .PHONY: tools
-tools: envtest-assets cluster-tools controller-gen golangci-lint versitygw ## Build every pinned tool into bin/ (first run: ~15 min on 2 cores).
+tools: envtest-assets cluster-tools controller-gen golangci-lint versitygw ## Build every pinned tool into bin/ (first run: ~20 min on 2 cores).
 
 .PHONY: envtest-assets
 envtest-assets: kubernetes etcd ## Build kube-apiserver and etcd for envtest (KUBEBUILDER_ASSETS=bin).
