@@ -152,7 +152,7 @@ func TestClusterKubernetesSide(t *testing.T) {
 		}).
 		Teardown(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			if t.Failed() {
-				t.Logf("operator log (end):\n%s", operatorLog())
+				t.Logf("operator log (end):\n%s", operator.Log())
 			}
 			r := cfg.Client().Resources()
 			_ = r.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
@@ -162,8 +162,8 @@ func TestClusterKubernetesSide(t *testing.T) {
 		}).Feature()
 
 	testEnv.Test(t, f)
-	if exited, err := operatorExited(); exited {
-		t.Errorf("the operator exited during the test: %v\n%s", err, operatorLog())
+	if exited, err := operator.Exited(); exited {
+		t.Errorf("the operator exited during the test: %v\n%s", err, operator.Log())
 	}
 }
 
@@ -274,17 +274,6 @@ func updateSpec(ctx context.Context, t *testing.T, r *resources.Resources, ns st
 	}, wait.WithContext(ctx), wait.WithTimeout(30*time.Second), wait.WithInterval(pollEvery))
 	if err != nil {
 		t.Fatalf("updating the EtcdCluster: %v", err)
-	}
-}
-
-// operatorExited reports whether the operator process has exited, and how.
-func operatorExited() (bool, error) {
-	select {
-	case err := <-operator.done:
-		operator.done <- err
-		return true, err
-	default:
-		return false, nil
 	}
 }
 

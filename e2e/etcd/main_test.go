@@ -17,13 +17,10 @@ package etcd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -39,16 +36,30 @@ import (
 
 var testEnv env.Environment
 
-// operator is the running operator process.
-var operator struct {
-	dir        string
-	backupRoot string
-	cmd        *exec.Cmd
-	logPath    string
-	done       chan error
-	// refuser accepts and closes the connections to members.
-	refuser net.Listener
+// operator is the etcd operator, run as a process. Its members are
+// reached at refuser's address; its PVC backup store "backups" is
+// <dir>/backup-root/backups.
+var operator = &harness.Operator{
+	Name:    "etcd-operator",
+	Package: "./examples/etcd",
+	Args: func(_ *envconf.Config, dir string) ([]string, error) {
+		backupRoot := filepath.Join(dir, "backup-root")
+		if err := os.MkdirAll(filepath.Join(backupRoot, "backups"), 0o700); err != nil {
+			return nil, err
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("listening for member connections: %w", err)
+		}
+		refuser = l
+		go refuse(l)
+		return []string{"--metrics-bind-address=0", "--health-probe-bind-address=0", "--zap-log-level=info",
+			"--backup-root=" + backupRoot, "--client-url-template=http://" + l.Addr().String()}, nil
+	},
 }
+
+// refuser accepts and closes the connections to members.
+var refuser net.Listener
 
 func TestMain(m *testing.M) {
 	e, err := harness.New()
@@ -65,11 +76,16 @@ func TestMain(m *testing.M) {
 	e.Setup(
 		envfuncs.SetupCRDs(filepath.Join(root, "examples/etcd/config/crd/bases"), "*.yaml"),
 		waitForCRD,
-		startOperator(root),
+		operator.Start(root),
 	)
 	// Registered after the harness's cluster deletion, so it runs after
 	// it; the operator is also killed with this process (Pdeathsig).
-	e.Finish(stopOperator)
+	e.Finish(operator.Stop, func(ctx context.Context, _ *envconf.Config) (context.Context, error) {
+		if refuser != nil {
+			_ = refuser.Close()
+		}
+		return ctx, nil
+	})
 	os.Exit(e.Run(m))
 }
 
@@ -98,99 +114,4 @@ func refuse(l net.Listener) {
 		}
 		_ = conn.Close()
 	}
-}
-
-// startOperator builds the operator binary and starts it against the
-// suite's cluster, logging to a file that is printed when a test fails.
-func startOperator(root string) env.Func {
-	return func(ctx context.Context, cfg *envconf.Config) (context.Context, error) {
-		dir, err := os.MkdirTemp("", "etcd-e2e-")
-		if err != nil {
-			return ctx, err
-		}
-		operator.dir = dir
-		// The PVC store "backups" of the suite's clusters is this
-		// directory: <backup-root>/<pvcName>.
-		operator.backupRoot = filepath.Join(dir, "backup-root")
-		if err := os.MkdirAll(filepath.Join(operator.backupRoot, "backups"), 0o700); err != nil {
-			return ctx, err
-		}
-		bin := filepath.Join(dir, "etcd-operator")
-		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./examples/etcd")
-		build.Dir = root
-		if out, err := build.CombinedOutput(); err != nil {
-			return ctx, fmt.Errorf("building the operator: %w\n%s", err, out)
-		}
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return ctx, fmt.Errorf("listening for member connections: %w", err)
-		}
-		operator.refuser = l
-		go refuse(l)
-
-		operator.logPath = filepath.Join(dir, "operator.log")
-		logFile, err := os.Create(operator.logPath)
-		if err != nil {
-			return ctx, err
-		}
-		cmd := exec.Command(bin, "--kubeconfig", cfg.KubeconfigFile(),
-			"--metrics-bind-address=0", "--health-probe-bind-address=0", "--zap-log-level=info",
-			"--backup-root="+operator.backupRoot,
-			"--client-url-template=http://"+l.Addr().String())
-		cmd.Stdout, cmd.Stderr = logFile, logFile
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
-			_ = logFile.Close()
-			return ctx, fmt.Errorf("starting the operator: %w", err)
-		}
-		operator.cmd = cmd
-		operator.done = make(chan error, 1)
-		go func() {
-			operator.done <- cmd.Wait()
-			_ = logFile.Close()
-		}()
-		fmt.Fprintf(os.Stderr, "etcd e2e: operator pid %d, log %s\n", cmd.Process.Pid, operator.logPath)
-		return ctx, nil
-	}
-}
-
-// stopOperator stops the operator with SIGTERM (SIGKILL after 10 s), stops
-// the member listener and removes the binary and log (a failed test has
-// printed the log).
-func stopOperator(ctx context.Context, _ *envconf.Config) (context.Context, error) {
-	if operator.dir != "" {
-		defer os.RemoveAll(operator.dir)
-	}
-	if operator.refuser != nil {
-		defer operator.refuser.Close()
-	}
-	if operator.cmd == nil {
-		return ctx, nil
-	}
-	_ = operator.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-operator.done:
-		var exit *exec.ExitError
-		if err != nil && !errors.As(err, &exit) {
-			return ctx, fmt.Errorf("stopping the operator: %w", err)
-		}
-	case <-time.After(10 * time.Second):
-		_ = operator.cmd.Process.Kill()
-		if err := <-operator.done; err != nil {
-			fmt.Fprintln(os.Stderr, "etcd e2e: operator killed after 10 s:", err)
-		}
-	}
-	return ctx, nil
-}
-
-// operatorLog returns the end of the operator's log, for failure messages.
-func operatorLog() string {
-	b, err := os.ReadFile(operator.logPath)
-	if err != nil {
-		return err.Error()
-	}
-	if len(b) > 8000 {
-		b = b[len(b)-8000:]
-	}
-	return string(b)
 }

@@ -127,7 +127,7 @@ func TestWalkthrough(t *testing.T) {
 		}).
 		Teardown(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			if t.Failed() {
-				t.Logf("operator log (end):\n%s", operatorLog())
+				t.Logf("operator log (end):\n%s", operator.Log())
 			}
 			_ = cfg.Client().Resources().Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 			return ctx
