@@ -2,7 +2,6 @@ package s3_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -14,6 +13,8 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/opkit-dev/opkit/internal/repo"
 )
 
 const (
@@ -40,27 +41,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// versitygwPath finds bin/versitygw via $OPKIT_BIN or the module root.
-func versitygwPath() (string, error) {
-	if d := os.Getenv("OPKIT_BIN"); d != "" {
-		return filepath.Join(d, "versitygw"), nil
-	}
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, "bin", "versitygw"), nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("go.mod not found above the working directory; set OPKIT_BIN")
-		}
-		dir = parent
-	}
-}
-
 // startServer returns the endpoint of the shared server, starting it on
 // first use. It fails the test (never skips) when versitygw is missing.
 func startServer(t testing.TB) string {
@@ -73,12 +53,9 @@ func startServer(t testing.TB) string {
 }
 
 func launch() error {
-	bin, err := versitygwPath()
+	bin, err := repo.Tool("versitygw", "versitygw")
 	if err != nil {
 		return err
-	}
-	if _, err := os.Stat(bin); err != nil {
-		return fmt.Errorf("versitygw not found at %s (%w): run `make versitygw`", bin, err)
 	}
 	dir, err := os.MkdirTemp("", "opkit-versitygw-")
 	if err != nil {

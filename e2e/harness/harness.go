@@ -42,6 +42,7 @@ import (
 	"sigs.k8s.io/e2e-framework/third_party/kwok"
 
 	"github.com/opkit-dev/opkit/internal/localcluster"
+	"github.com/opkit-dev/opkit/internal/repo"
 )
 
 // Environment variables read by New.
@@ -95,7 +96,7 @@ func New() (env.Environment, error) {
 	var afterCreate env.Func
 	switch p := os.Getenv(EnvProvider); p {
 	case "", "kwok":
-		bin, err := localcluster.BinDir()
+		bin, err := repo.BinDir()
 		if err != nil {
 			return nil, err
 		}

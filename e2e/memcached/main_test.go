@@ -19,7 +19,7 @@ import (
 
 	"github.com/opkit-dev/opkit/e2e/harness"
 	"github.com/opkit-dev/opkit/examples/memcached/api/v1alpha1"
-	"github.com/opkit-dev/opkit/internal/testenv"
+	"github.com/opkit-dev/opkit/internal/repo"
 )
 
 var testEnv env.Environment
@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	testEnv = e
-	root, err := testenv.RepoRoot()
+	root, err := repo.Root()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/opkit-dev/opkit/internal/localcluster"
+	"github.com/opkit-dev/opkit/internal/repo"
 )
 
 func main() {
@@ -44,7 +45,7 @@ func main() {
 func run(ctx context.Context, verb, name string, nodes int, kubeconfig, bin string) error {
 	if bin == "" {
 		var err error
-		if bin, err = localcluster.BinDir(); err != nil {
+		if bin, err = repo.BinDir(); err != nil {
 			return err
 		}
 	}

@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/opkit-dev/opkit/internal/localcluster"
+	"github.com/opkit-dev/opkit/internal/repo"
 )
 
 // Namespaces of the two populations: the operator's Memcacheds and the
@@ -72,7 +73,7 @@ type operator struct {
 
 func setUp(ctx context.Context, cfg config) (*env, error) {
 	e := &env{}
-	bin, err := localcluster.BinDir()
+	bin, err := repo.BinDir()
 	if err != nil {
 		return e, err
 	}

@@ -45,29 +45,6 @@ var binaryEnv = []struct{ env, file string }{
 // ErrMissingBinary is wrapped by errors about a binary absent from bin/.
 var ErrMissingBinary = errors.New("missing binary: run `make cluster-tools`")
 
-// BinDir returns $OPKIT_BIN, or bin/ in the repository that holds the working
-// directory (found by walking up to the go.mod of github.com/opkit-dev/opkit).
-func BinDir() (string, error) {
-	if d := os.Getenv("OPKIT_BIN"); d != "" {
-		return filepath.Abs(d)
-	}
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("finding bin/: %w", err)
-	}
-	for {
-		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && bytes.HasPrefix(data, []byte("module github.com/opkit-dev/opkit\n")) {
-			return filepath.Join(dir, "bin"), nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("finding bin/: not inside the opkit repository; set OPKIT_BIN")
-		}
-		dir = parent
-	}
-}
-
 // Environ returns the environment variables that make kwokctl use the binary
 // runtime with the binaries in binDir, or an error wrapping ErrMissingBinary
 // that names every missing binary.

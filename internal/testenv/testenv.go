@@ -13,7 +13,6 @@
 package testenv
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -29,6 +28,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/opkit-dev/opkit/internal/repo"
 	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
 )
 
@@ -55,37 +55,15 @@ func WithCRDPaths(paths ...string) Option {
 	}
 }
 
-// RepoRoot returns the directory holding opkit's go.mod, found by walking up
-// from the working directory (go test runs in the package's directory).
-func RepoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("finding repository root: %w", err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			if _, err := os.Stat(filepath.Join(dir, "internal", "testapi")); err == nil {
-				return dir, nil
-			}
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("finding repository root: no go.mod with internal/testapi above the working directory")
-		}
-		dir = parent
-	}
-}
-
 // AssetsDir returns the directory holding kube-apiserver and etcd, or an error
 // that names the make target installing them.
 func AssetsDir() (string, error) {
 	dir := os.Getenv("KUBEBUILDER_ASSETS")
 	if dir == "" {
-		root, err := RepoRoot()
-		if err != nil {
+		var err error
+		if dir, err = repo.BinDir(); err != nil {
 			return "", err
 		}
-		dir = filepath.Join(root, "bin")
 	}
 	for _, b := range []string{"kube-apiserver", "etcd"} {
 		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
@@ -98,7 +76,7 @@ func AssetsDir() (string, error) {
 // Start starts a control plane with opkit's test CRDs installed.
 // Call Stop when done.
 func Start(opts ...Option) (*Env, error) {
-	root, err := RepoRoot()
+	root, err := repo.Root()
 	if err != nil {
 		return nil, err
 	}

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
+	"github.com/opkit-dev/opkit/internal/repo"
 )
 
 // Binary returns the path of the etcd binary or fails t naming `make etcd`.
@@ -33,36 +34,7 @@ func Binary(t testing.TB) string {
 	return path
 }
 
-func binary() (string, error) { return tool("etcd") }
-
-// tool finds bin/<name> of the repository or $OPKIT_BIN/<name>; the error
-// names the make target that builds it.
-func tool(name string) (string, error) {
-	var path string
-	if d := os.Getenv("OPKIT_BIN"); d != "" {
-		path = filepath.Join(d, name)
-	} else {
-		dir, err := os.Getwd()
-		if err != nil {
-			return "", err
-		}
-		for {
-			if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-				path = filepath.Join(dir, "bin", name)
-				break
-			}
-			parent := filepath.Dir(dir)
-			if parent == dir {
-				return "", fmt.Errorf("go.mod not found above the working directory; set OPKIT_BIN or run `make %s`", name)
-			}
-			dir = parent
-		}
-	}
-	if _, err := os.Stat(path); err != nil {
-		return "", fmt.Errorf("%s: %w: run `make %s`", path, err, name)
-	}
-	return path, nil
-}
+func binary() (string, error) { return repo.Tool("etcd", "etcd") }
 
 // FreePort returns a TCP port on 127.0.0.1 that is free now and unlikely
 // to be taken before etcd binds it.

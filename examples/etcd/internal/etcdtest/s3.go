@@ -13,6 +13,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/opkit-dev/opkit/backup/s3"
+	"github.com/opkit-dev/opkit/internal/repo"
 )
 
 const (
@@ -25,7 +26,7 @@ const (
 // on it. The server is stopped by t.Cleanup.
 func StartS3(t testing.TB, bucket string) s3.Config {
 	t.Helper()
-	bin, err := tool("versitygw")
+	bin, err := repo.Tool("versitygw", "versitygw")
 	if err != nil {
 		t.Fatalf("S3 test server: %v", err)
 	}
