@@ -41,6 +41,7 @@ type options struct {
 	concurrency uint
 	transport   http.RoundTripper
 	maxRetries  int
+	unsigned    bool
 }
 
 // WithPartSize sets the multipart part size, at least [MinPartSize]. Memory
@@ -60,6 +61,19 @@ func WithTransport(rt http.RoundTripper) Option { return func(o *options) { o.tr
 // WithMaxRetries sets how often a failed request is retried (minio-go's
 // default is 10, with backoff). 1 means no retry.
 func WithMaxRetries(n int) Option { return func(o *options) { o.maxRetries = n } }
+
+// WithUnsignedPayload uploads with an UNSIGNED-PAYLOAD signature on plain
+// HTTP endpoints. By default a plain-HTTP upload is signed chunk by chunk
+// (SigV4 streaming: a SHA-256 per 64 KiB chunk on the client, verified by
+// the server), which costs CPU on both sides; HTTPS endpoints never sign the
+// payload, TLS protects it, so this option changes nothing for them.
+//
+// What is given up: on plain HTTP the server no longer rejects a body that
+// was altered in transit. A corrupted backup is still refused at restore,
+// because [backup.Restore] verifies the SHA-256 recorded in the manifest.
+// Use it for a trusted network (loopback, a cluster-internal MinIO), not
+// across the internet.
+func WithUnsignedPayload() Option { return func(o *options) { o.unsigned = true } }
 
 // Store is a [backup.Store] in an S3 bucket. It is safe for concurrent use.
 type Store struct {
@@ -168,7 +182,8 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) (int64, error)
 			return 0, s.wrap("put", key, err)
 		}
 		info, err := s.client.PutObject(ctx, s.cfg.Bucket, name, bytes.NewReader(head[:n]), int64(n), minio.PutObjectOptions{
-			ContentType: "application/octet-stream",
+			ContentType:          "application/octet-stream",
+			DisableContentSha256: s.opts.unsigned,
 		})
 		if err != nil {
 			return 0, s.wrap("put", key, err)
@@ -183,6 +198,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) (int64, error)
 		PartSize:              s.opts.partSize,
 		NumThreads:            s.opts.concurrency,
 		ConcurrentStreamParts: s.opts.concurrency > 1,
+		DisableContentSha256:  s.opts.unsigned,
 	})
 	if err != nil {
 		return 0, s.wrap("put", key, err)

@@ -68,7 +68,7 @@ func run() error {
 	sizeFlag := flag.String("size", "1GiB", "snapshot size (bytes, or with KiB/MiB/GiB suffix)")
 	dirFlag := flag.String("dir", "", "scratch directory (default: a new directory in $TMPDIR)")
 	count := flag.Int("count", 1, "runs per mode; the median is reported")
-	modes := flag.String("modes", "copy,copy+fsync,fsstore,s3", "comma-separated modes")
+	modes := flag.String("modes", "copy,copy+fsync,fsstore,s3,s3-unsigned", "comma-separated modes")
 	child := flag.String("child", "", "internal: run one measurement in this process")
 	endpoint := flag.String("endpoint", "", "internal: S3 endpoint for -child s3")
 	flag.UintVar(&s3Concurrency, "s3-concurrency", s3.DefaultConcurrency, "parts uploaded in parallel by the S3 store")
@@ -91,7 +91,7 @@ func run() error {
 		defer func() { _ = os.RemoveAll(dir) }()
 	}
 	var ep string
-	if slices.Contains(strings.Split(*modes, ","), "s3") {
+	if slices.ContainsFunc(strings.Split(*modes, ","), func(m string) bool { return strings.HasPrefix(m, "s3") }) {
 		stop, e, err := startVersitygw(dir)
 		if err != nil {
 			return err
@@ -200,7 +200,7 @@ func measure(mode string, size int64, dir, endpoint string) error {
 			return err
 		}
 		defer func() { _ = os.Remove(f.Name()) }()
-	case "fsstore", "s3":
+	case "fsstore", "s3", "s3-unsigned":
 		var store backup.Store
 		if mode == "fsstore" {
 			root := filepath.Join(dir, "fsstore")
@@ -214,8 +214,11 @@ func measure(mode string, size int64, dir, endpoint string) error {
 			store = s
 			defer func() { _ = os.RemoveAll(root) }()
 		} else {
-			s, err := s3.New(s3.Config{Endpoint: endpoint, Bucket: bucket, AccessKeyID: accessKey, SecretAccessKey: secretKey, Region: "us-east-1", PathStyle: true},
-				s3.WithConcurrency(s3Concurrency), s3.WithPartSize(s3PartSize))
+			opts := []s3.Option{s3.WithConcurrency(s3Concurrency), s3.WithPartSize(s3PartSize)}
+			if mode == "s3-unsigned" {
+				opts = append(opts, s3.WithUnsignedPayload())
+			}
+			s, err := s3.New(s3.Config{Endpoint: endpoint, Bucket: bucket, AccessKeyID: accessKey, SecretAccessKey: secretKey, Region: "us-east-1", PathStyle: true}, opts...)
 			if err != nil {
 				return err
 			}
