@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/e2e-framework/klient/k8s"
 	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
 	"sigs.k8s.io/e2e-framework/klient/wait"
@@ -29,8 +31,9 @@ import (
 // Condition reasons of the operator (examples/etcd/internal/controller,
 // which this suite cannot import).
 const (
-	reasonFinalBackup = "FinalBackupFailed"
-	reasonUnreachable = "Unreachable"
+	reasonFinalBackup      = "FinalBackupFailed"
+	reasonBootstrapping    = "Bootstrapping"
+	reasonBootstrapTimeout = "BootstrapTimeout"
 )
 
 const (
@@ -74,8 +77,9 @@ func TestClusterKubernetesSide(t *testing.T) {
 				}}))
 			return ctx
 		}).
-		Assess("size 3: seed member, claim, services and PDB; Degraded while unreachable", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+		Assess("size 3: seed member, claim, services and PDB; Bootstrapping, then BootstrapTimeout", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			r := cfg.Client().Resources()
+			degraded := watchDegraded(ctx, t, cfg, ns, clusterName)
 			c := key()
 			c.Spec = v1alpha1.EtcdClusterSpec{Size: 3, Version: "3.6.16",
 				Storage: v1alpha1.StorageSpec{Size: ptr.To(resource.MustParse("1Gi")), StorageClassName: &class},
@@ -101,7 +105,13 @@ func TestClusterKubernetesSide(t *testing.T) {
 				must(t, r.Get(ctx, svc, ns, &corev1.Service{}))
 			}
 			waitPDB(ctx, t, r, ns, 2)
-			waitUnreachable(ctx, t, r, key())
+			waitBootstrapTimeout(ctx, t, r, key())
+			// Every Degraded condition the operator wrote, in order: never
+			// Degraded before the timeout, whatever the seed pod's phase.
+			want := []string{"False " + reasonBootstrapping, "True " + reasonBootstrapTimeout}
+			if diff := cmp.Diff(want, degraded.seen()); diff != "" {
+				t.Errorf("Degraded conditions written (-want +got):\n%s", diff)
+			}
 			assertOnlySeed(ctx, t, r, ns)
 			return ctx
 		}).
@@ -110,7 +120,7 @@ func TestClusterKubernetesSide(t *testing.T) {
 			for _, size := range []int32{5, 3} {
 				updateSpec(ctx, t, r, ns, func(s *v1alpha1.EtcdClusterSpec) { s.Size = size })
 				waitPDB(ctx, t, r, ns, int(size/2+1))
-				waitUnreachable(ctx, t, r, key())
+				waitBootstrapTimeout(ctx, t, r, key())
 				assertOnlySeed(ctx, t, r, ns)
 			}
 			return ctx
@@ -197,18 +207,20 @@ func waitPDB(ctx context.Context, t *testing.T, r *resources.Resources, ns strin
 	})
 }
 
-// waitUnreachable waits until the cluster reports, for its current
-// generation, that its members do not answer: Degraded and Progressing
-// True with reason Unreachable, Available and Ready False.
-func waitUnreachable(ctx context.Context, t *testing.T, r *resources.Resources, c *v1alpha1.EtcdCluster) {
+// waitBootstrapTimeout waits until the cluster reports, for its current
+// generation, that its seed member has not answered within the bootstrap
+// timeout: Degraded and Progressing True with reason BootstrapTimeout,
+// Available and Ready False, and a Degraded message naming the seed, the
+// timeout and the endpoint dialed.
+func waitBootstrapTimeout(ctx context.Context, t *testing.T, r *resources.Resources, c *v1alpha1.EtcdCluster) {
 	t.Helper()
 	want := map[string]cond{
-		v1alpha1.ConditionDegraded:    {metav1.ConditionTrue, reasonUnreachable},
-		v1alpha1.ConditionProgressing: {metav1.ConditionTrue, reasonUnreachable},
+		v1alpha1.ConditionDegraded:    {metav1.ConditionTrue, reasonBootstrapTimeout},
+		v1alpha1.ConditionProgressing: {metav1.ConditionTrue, reasonBootstrapTimeout},
 		v1alpha1.ConditionAvailable:   {metav1.ConditionFalse, "NoQuorum"},
 		statusutil.ReadyCondition:     {metav1.ConditionFalse, ""},
 	}
-	waitFor(ctx, t, "conditions of unreachable members", func(ctx context.Context) (bool, string) {
+	waitFor(ctx, t, "conditions of a seed member past the bootstrap timeout", func(ctx context.Context) (bool, string) {
 		if err := r.Get(ctx, c.Name, c.Namespace, c); err != nil {
 			return false, err.Error()
 		}
@@ -227,9 +239,58 @@ func waitUnreachable(ctx context.Context, t *testing.T, r *resources.Resources, 
 		diff := cmp.Diff(want, got)
 		return diff == "", "(-want +got)\n" + diff
 	})
-	if msg := statusutil.Get(c, v1alpha1.ConditionDegraded).Message; !strings.Contains(msg, "no member answers") {
-		t.Errorf("Degraded message %q does not say that no member answers", msg)
+	msg := statusutil.Get(c, v1alpha1.ConditionDegraded).Message
+	for _, w := range []string{clusterName + "-0", bootstrapTimeout.String(), "dialed http://" + refuser.Addr().String()} {
+		if !strings.Contains(msg, w) {
+			t.Errorf("Degraded message %q does not mention %q", msg, w)
+		}
 	}
+}
+
+// degradedWatch records the Degraded conditions an EtcdCluster carries,
+// as "<status> <reason>", each time it changes.
+type degradedWatch struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (d *degradedWatch) seen() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.got)
+}
+
+// watchDegraded starts recording the Degraded conditions of EtcdCluster
+// ns/name from a watch, so that no state is missed however briefly it
+// lasts. Call it before the cluster is created; the watch ends with the
+// test.
+func watchDegraded(ctx context.Context, t *testing.T, cfg *envconf.Config, ns, name string) *degradedWatch {
+	t.Helper()
+	wc, err := client.NewWithWatch(cfg.Client().RESTConfig(), client.Options{Scheme: cfg.Client().Resources().GetScheme()})
+	must(t, err)
+	w, err := wc.Watch(ctx, &v1alpha1.EtcdClusterList{}, client.InNamespace(ns))
+	must(t, err)
+	t.Cleanup(w.Stop)
+	d := &degradedWatch{}
+	go func() {
+		for ev := range w.ResultChan() {
+			c, ok := ev.Object.(*v1alpha1.EtcdCluster)
+			if !ok || c.Name != name {
+				continue
+			}
+			cc := statusutil.Get(c, v1alpha1.ConditionDegraded)
+			if cc == nil {
+				continue
+			}
+			s := string(cc.Status) + " " + cc.Reason
+			d.mu.Lock()
+			if len(d.got) == 0 || d.got[len(d.got)-1] != s {
+				d.got = append(d.got, s)
+			}
+			d.mu.Unlock()
+		}
+	}()
+	return d
 }
 
 // assertOnlySeed checks that the seed member is the cluster's only pod and

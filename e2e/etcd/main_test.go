@@ -6,13 +6,17 @@
 // The kwok cluster runs pods without containers, so no member ever answers.
 // The operator is started with --client-url-template pointing every member
 // at a loopback port of this process that closes each connection at once,
-// so that every dial fails quickly and the same way. The suite therefore
-// checks what the operator does when members are unreachable: it creates
-// the seed member and its children, reports Degraded=True with reason
-// Unreachable, adds no member it cannot reach, follows spec changes in the
-// PodDisruptionBudget, and holds deletion for the final backup until told
-// to skip it. Membership changes against real etcd are tested in
-// examples/etcd/internal/membership.
+// so that every dial fails quickly and the same way, and with a short
+// --bootstrap-timeout. The suite therefore checks what the operator does
+// with a new cluster whose seed never answers: it creates the seed member
+// and its children, reports Bootstrapping (not Degraded) until the
+// bootstrap timeout and then Degraded=True with reason BootstrapTimeout
+// naming the endpoint it dials, adds no member it cannot reach, follows
+// spec changes in the PodDisruptionBudget, and holds deletion for the final
+// backup until told to skip it. Membership changes against real etcd are
+// tested in examples/etcd/internal/membership; an unreachable cluster that
+// had answered before (Degraded=True, reason Unreachable) in the
+// controller's envtest tests.
 package etcd
 
 import (
@@ -54,12 +58,17 @@ var operator = &harness.Operator{
 		refuser = l
 		go refuse(l)
 		return []string{"--metrics-bind-address=0", "--health-probe-bind-address=0", "--zap-log-level=info",
-			"--backup-root=" + backupRoot, "--client-url-template=http://" + l.Addr().String()}, nil
+			"--backup-root=" + backupRoot, "--client-url-template=http://" + l.Addr().String(),
+			"--bootstrap-timeout=" + bootstrapTimeout.String()}, nil
 	},
 }
 
 // refuser accepts and closes the connections to members.
 var refuser net.Listener
+
+// bootstrapTimeout is the operator's --bootstrap-timeout: long enough for
+// the first passes to report Bootstrapping, short enough to wait for.
+const bootstrapTimeout = 20 * time.Second
 
 func TestMain(m *testing.M) {
 	e, err := harness.New()

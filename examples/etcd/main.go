@@ -9,10 +9,12 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -40,6 +42,7 @@ func run() error {
 	var (
 		metricsAddr, probeAddr, backupRoot, urlTemplate string
 		leaderElect                                     bool
+		bootstrapTimeout                                time.Duration
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of the health probes")
@@ -47,10 +50,15 @@ func run() error {
 	flag.StringVar(&backupRoot, "backup-root", "/backups", "directory under which backup PVCs are mounted, one directory per claim name")
 	flag.StringVar(&urlTemplate, "client-url-template", "",
 		"client URL of a member, with {member}, {cluster} and {namespace} replaced; empty uses in-cluster pod DNS names")
+	flag.DurationVar(&bootstrapTimeout, "bootstrap-timeout", controller.DefaultBootstrapTimeout,
+		"how long the seed member of a new EtcdCluster may take to answer before the cluster is reported Degraded (reason BootstrapTimeout)")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	if bootstrapTimeout <= 0 {
+		return errors.New("--bootstrap-timeout must be positive, for example 5m")
+	}
 
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme} {
@@ -86,6 +94,7 @@ func run() error {
 	factory := etcdclient.NewFactory(0)
 	_, err = reconcile.SetupWithManager[*v1alpha1.EtcdCluster](mgr, &controller.ClusterHooks{
 		Client: mgr.GetClient(), Children: children, Etcd: factory, Endpoints: endpoints, Stores: stores,
+		BootstrapTimeout: bootstrapTimeout,
 	},
 		reconcile.WithFieldOwner(fieldOwner),
 		reconcile.WithOwns(&corev1.Pod{}, &corev1.PersistentVolumeClaim{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}),

@@ -32,7 +32,18 @@ const (
 	// answers the operator, for example because their URLs do not resolve
 	// where the operator runs (see Endpoints).
 	ReasonUnreachable = "Unreachable"
+	// ReasonBootstrapping (Degraded=False, Progressing=True, Reconciling=True):
+	// the cluster has never answered yet and its seed member is starting.
+	ReasonBootstrapping = membership.ReasonBootstrapping
+	// ReasonBootstrapTimeout (Degraded=True): the seed member has not
+	// answered within ClusterHooks.BootstrapTimeout of its pod's creation.
+	// The message names the endpoint dialed and the last error.
+	ReasonBootstrapTimeout = membership.ReasonBootstrapTimeout
 )
+
+// DefaultBootstrapTimeout is ClusterHooks.BootstrapTimeout when it is zero:
+// long enough to pull an image and start etcd on a busy node.
+const DefaultBootstrapTimeout = 5 * time.Minute
 
 // Requeue intervals: membership changes are watched through pods, but etcd
 // health is not a Kubernetes event, so a converged cluster is polled.
@@ -43,7 +54,7 @@ const (
 )
 
 // ClusterHooks reconciles EtcdClusters. Build it with its fields set; all
-// are required except Endpoints, Now and ScratchDir.
+// are required except Endpoints, Now, ScratchDir and the timeouts.
 type ClusterHooks struct {
 	// Client reads and writes pods and claims (the manager's client).
 	Client client.Client
@@ -59,6 +70,11 @@ type ClusterHooks struct {
 	Now func() time.Time
 	// ScratchDir is where restores stage snapshots; os.TempDir() if empty.
 	ScratchDir string
+	// BootstrapTimeout is how long after its pod was created the seed
+	// member of a new cluster may take to answer before the cluster is
+	// reported Degraded with reason BootstrapTimeout;
+	// DefaultBootstrapTimeout if zero. Nothing is deleted on a timeout.
+	BootstrapTimeout time.Duration
 
 	leaders leaders
 }
@@ -74,6 +90,14 @@ func (h *ClusterHooks) now() time.Time {
 		return h.Now()
 	}
 	return time.Now()
+}
+
+func (h *ClusterHooks) timeouts() membership.Timeouts {
+	t := membership.Timeouts{Bootstrap: h.BootstrapTimeout}
+	if t.Bootstrap == 0 {
+		t.Bootstrap = DefaultBootstrapTimeout
+	}
+	return t
 }
 
 // Validate checks what the schema cannot: the backup schedule, and that the
@@ -98,6 +122,8 @@ type observation struct {
 	planned membership.Observed
 	// endpoints of the members that answered, by member name.
 	healthy map[string]string
+	// dialed are the endpoints of the running member pods, sorted.
+	dialed []string
 	// unreachable is why no running member answered, nil when one did or
 	// none runs.
 	unreachable error
@@ -172,8 +198,12 @@ func (h *ClusterHooks) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*o
 		}
 	}
 	p := &obs.planned
+	// A cluster is bootstrapped once it has answered: its members are in
+	// the status, or its member list is read below. A seed pod alone is
+	// not enough; its member may still be starting.
 	*p = membership.Observed{Cluster: c.Name, Size: int(c.Spec.Size), Version: c.Spec.Version, Persistent: persistent(c),
-		Bootstrapped: len(c.Status.Members) > 0}
+		Bootstrapped: len(c.Status.Members) > 0, Timeouts: h.timeouts()}
+	now := h.now()
 	var endpoints []string
 	for i := range pods.Items {
 		pod := &pods.Items[i]
@@ -181,7 +211,6 @@ func (h *ClusterHooks) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*o
 			continue
 		}
 		obs.pods[pod.Name] = pod
-		p.Bootstrapped = true
 		phase := membership.PodPending
 		switch pod.Status.Phase {
 		case corev1.PodRunning:
@@ -190,12 +219,14 @@ func (h *ClusterHooks) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*o
 		case corev1.PodFailed, corev1.PodSucceeded:
 			phase = membership.PodFailed
 		}
-		p.Pods = append(p.Pods, membership.Pod{Name: pod.Name, Phase: phase, Version: pod.Labels[LabelVersion]})
+		p.Pods = append(p.Pods, membership.Pod{Name: pod.Name, Phase: phase, Version: pod.Labels[LabelVersion],
+			Age: max(now.Sub(pod.CreationTimestamp.Time), 0)})
 	}
 	if len(endpoints) == 0 {
 		return obs, nil
 	}
 	slices.Sort(endpoints)
+	obs.dialed = endpoints
 	ec, err := h.Etcd.New(ctx, endpoints)
 	if err != nil {
 		obs.unreachable = err
@@ -210,6 +241,7 @@ func (h *ClusterHooks) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*o
 		return obs, nil //nolint:nilerr // as above
 	}
 	p.Reached = true
+	p.Bootstrapped = true
 	for _, em := range list {
 		m := membership.Member{ID: em.ID, Name: MemberName(em.PeerURLs[0]), Started: em.Started(), Learner: em.IsLearner}
 		if m.Name == "" {
@@ -311,9 +343,19 @@ func setConditions(c *v1alpha1.EtcdCluster, obs *observation, step membership.St
 		}
 	}
 	switch {
+	case step.Stuck:
+		msg := step.Message
+		if obs.unreachable != nil {
+			msg += fmt.Sprintf("; dialed %s: %v", strings.Join(obs.dialed, ", "), obs.unreachable)
+		}
+		statusutil.MarkTrue(c, v1alpha1.ConditionDegraded, step.Reason, msg)
+	case !obs.planned.Bootstrapped:
+		// A new cluster whose seed is starting is not degraded, whether
+		// or not its pod runs yet.
+		statusutil.MarkFalse(c, v1alpha1.ConditionDegraded, ReasonBootstrapping, step.Message)
 	case obs.unreachable != nil:
 		statusutil.MarkTrue(c, v1alpha1.ConditionDegraded, ReasonUnreachable,
-			fmt.Sprintf("member pods run but no member answers: %v", obs.unreachable))
+			fmt.Sprintf("member pods run but no member answers at %s: %v", strings.Join(obs.dialed, ", "), obs.unreachable))
 	case len(unhealthy) > 0 && step.Reason != "ScalingUp":
 		statusutil.MarkTrue(c, v1alpha1.ConditionDegraded, "MembersUnhealthy", "unhealthy members: "+strings.Join(unhealthy, ", "))
 	default:

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -72,13 +73,33 @@ func (f *faults) take(verb, kind string) error {
 	return nil
 }
 
+// clock is the hooks' time: frozen at its start until a test advances it,
+// so that no assertion depends on how long a test takes.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
 // rig drives the EtcdCluster Reconciler pass by pass against envtest, with a
-// fake etcd and a fake kubelet.
+// fake etcd, a fake kubelet and a fake clock.
 type rig struct {
 	t      *testing.T
 	c      client.Client
 	fake   *etcdclient.Fake
 	faults *faults
+	clock  *clock
 	r      *reconcile.Reconciler[*v1alpha1.EtcdCluster]
 	br     *reconcile.Reconciler[*v1alpha1.EtcdBackup]
 	ns     string
@@ -118,21 +139,22 @@ func newRig(t *testing.T) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &rig{t: t, c: c, fake: etcdclient.NewFake(), faults: fl, ns: ns.Name, fsRoot: t.TempDir()}
+	g := &rig{t: t, c: c, fake: etcdclient.NewFake(), faults: fl, clock: &clock{now: time.Now()}, ns: ns.Name, fsRoot: t.TempDir()}
 	// The hooks reach whatever g.fake is at the time, so that a test can
 	// replace the etcd cluster.
 	factory := etcdclient.FactoryFunc(func(ctx context.Context, endpoints []string) (etcdclient.Client, error) {
 		return g.fake.Factory().New(ctx, endpoints)
 	})
 	stores := controller.DefaultStores(c, g.fsRoot)
-	hooks := &controller.ClusterHooks{Client: c, Children: children, Etcd: factory, Stores: stores, ScratchDir: t.TempDir()}
+	hooks := &controller.ClusterHooks{Client: c, Children: children, Etcd: factory, Stores: stores, ScratchDir: t.TempDir(),
+		Now: g.clock.Now}
 	r, err := reconcile.New[*v1alpha1.EtcdCluster](c, scheme, hooks,
 		reconcile.WithConditions(v1alpha1.ConditionAvailable),
 		reconcile.WithNegativePolarityConditions(v1alpha1.ConditionDegraded))
 	if err != nil {
 		t.Fatal(err)
 	}
-	br, err := reconcile.New[*v1alpha1.EtcdBackup](c, scheme, &controller.BackupHooks{Client: c, Etcd: factory, Stores: stores},
+	br, err := reconcile.New[*v1alpha1.EtcdBackup](c, scheme, &controller.BackupHooks{Client: c, Etcd: factory, Stores: stores, Now: g.clock.Now},
 		reconcile.WithConditions(controller.ConditionComplete))
 	if err != nil {
 		t.Fatal(err)
@@ -168,6 +190,13 @@ func (g *rig) pass(name string) error {
 // kubelet marks new pods Running and starts their fake members.
 func (g *rig) kubelet(name string) {
 	g.t.Helper()
+	g.runPods(name, true)
+}
+
+// runPods marks new pods Running and, with start, starts their fake
+// members; without, the members never answer.
+func (g *rig) runPods(name string, start bool) {
+	g.t.Helper()
 	c := g.get(name)
 	var pods corev1.PodList
 	if err := g.c.List(g.t.Context(), &pods, client.InNamespace(g.ns)); err != nil {
@@ -182,8 +211,27 @@ func (g *rig) kubelet(name string) {
 		if err := g.c.Status().Update(g.t.Context(), p); err != nil {
 			g.t.Fatal(err)
 		}
-		g.fake.Start(p.Name, controller.PeerURL(c, p.Name), controller.InClusterClientURL(c, p.Name))
+		if start {
+			g.fake.Start(p.Name, controller.PeerURL(c, p.Name), controller.InClusterClientURL(c, p.Name))
+		}
 	}
+}
+
+// condition is the part of a condition tests compare.
+type condition struct {
+	Status metav1.ConditionStatus
+	Reason string
+}
+
+// conditionsOf returns the conditions of obj with the given types.
+func conditionsOf(obj statusutil.Getter, types ...string) map[string]condition {
+	out := map[string]condition{}
+	for _, typ := range types {
+		if c := statusutil.Get(obj, typ); c != nil {
+			out[typ] = condition{c.Status, c.Reason}
+		}
+	}
+	return out
 }
 
 // converge alternates passes and the kubelet until the cluster reports

@@ -4,12 +4,16 @@
 // observed (member pods, etcd's member list, each member's health) it returns
 // exactly one Step. The controller carries the step out and observes again, so
 // the cluster changes one member at a time and every decision is made on
-// fresh observations. Because it is pure, every transition is covered by table
-// tests without Kubernetes or etcd.
+// fresh observations. Because it is pure (time enters only as the ages of
+// pods), every transition is covered by table tests without Kubernetes or
+// etcd.
 //
 // The rules, in order:
 //
-//  1. An unbootstrapped cluster gets one seed member.
+//  1. An unbootstrapped cluster (one that has never answered) gets one seed
+//     member, and nothing else happens until the seed answers. The wait has
+//     reason Bootstrapping; once the seed pod is older than
+//     Timeouts.Bootstrap it is a Stuck step with reason BootstrapTimeout.
 //  2. Half-finished changes are finished first: a member etcd knows but whose
 //     pod is missing gets its pod (an add interrupted after MemberAddAsLearner),
 //     a pod etcd does not know is deleted (a removal interrupted after

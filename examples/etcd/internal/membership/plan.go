@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Action is the kind of a Step.
@@ -57,6 +58,10 @@ type Pod struct {
 	Phase PodPhase
 	// Version is the etcd version the pod runs (from its image).
 	Version string
+	// Age is how long ago the pod was created. Plan compares it with
+	// Observed.Timeouts to tell a member that is still starting from one
+	// that is stuck.
+	Age time.Duration
 }
 
 // Member is an observed etcd member.
@@ -85,7 +90,10 @@ type Observed struct {
 	Size int
 	// Version is the desired etcd version.
 	Version string
-	// Bootstrapped is true once the seed member was created.
+	// Bootstrapped is true once the cluster has answered at least once
+	// (its member list was read). Until then the seed pod may exist but its
+	// member is still starting: Plan waits for it with reason Bootstrapping
+	// rather than reporting the cluster as unreachable.
 	Bootstrapped bool
 	// Persistent is true when members keep their data in volumes that
 	// survive their pods; a member whose pod is gone is then recreated
@@ -97,6 +105,19 @@ type Observed struct {
 	Members []Member
 	// Reached is true when Members was read from the cluster.
 	Reached bool
+	// Timeouts bound how long Plan waits before it reports a wait as
+	// stuck.
+	Timeouts Timeouts
+}
+
+// Timeouts bound the waits of Plan. A wait that lasts longer is returned
+// as a Stuck step with a reason naming what it waits on; Plan still does
+// nothing about it (it deletes nothing on a timeout), it only says so.
+// A zero timeout never expires.
+type Timeouts struct {
+	// Bootstrap is how long after the seed pod was created the seed member
+	// may take to answer for the first time.
+	Bootstrap time.Duration
 }
 
 // Step is the one change Plan decides on.
@@ -112,15 +133,39 @@ type Step struct {
 	// Reason is a CamelCase reason and Message a sentence explaining the
 	// step, for conditions and events.
 	Reason, Message string
+	// Stuck is set on a Wait step that has waited longer than its timeout
+	// in Observed.Timeouts: the cluster will not get further without help,
+	// and Reason and Message say what it is waiting on.
+	Stuck bool
 }
 
 // Quorum returns the number of voting members that must agree in a cluster
 // of n voting members.
 func Quorum(n int) int { return n/2 + 1 }
 
+// Reasons of Wait steps that callers may branch on.
+const (
+	// ReasonBootstrapping: the seed pod exists but the cluster has not
+	// answered yet.
+	ReasonBootstrapping = "Bootstrapping"
+	// ReasonBootstrapTimeout: the seed member has not answered within
+	// Timeouts.Bootstrap of its pod's creation (a Stuck step).
+	ReasonBootstrapTimeout = "BootstrapTimeout"
+)
+
 func wait(reason, format string, args ...any) Step {
 	return Step{Action: ActionWait, Reason: reason, Message: fmt.Sprintf(format, args...)}
 }
+
+// stuck returns a Wait step that exceeded its timeout.
+func stuck(reason, format string, args ...any) Step {
+	s := wait(reason, format, args...)
+	s.Stuck = true
+	return s
+}
+
+// expired reports whether a wait that began age ago exceeded timeout.
+func expired(timeout, age time.Duration) bool { return timeout > 0 && age >= timeout }
 
 // Plan returns the next step for the cluster described by o.
 func Plan(o Observed) Step {
@@ -130,12 +175,10 @@ func Plan(o Observed) Step {
 	}
 	if !o.Bootstrapped {
 		if len(o.Pods) > 0 {
-			// The seed pod exists; the controller records bootstrap once
-			// the seed answers.
-			return wait("Bootstrapping", "waiting for seed member %s to start", o.Pods[0].Name)
+			return bootstrapping(o)
 		}
 		name := o.Cluster + "-0"
-		return Step{Action: ActionBootstrap, Name: name, Version: o.Version, Reason: "Bootstrapping",
+		return Step{Action: ActionBootstrap, Name: name, Version: o.Version, Reason: ReasonBootstrapping,
 			Message: fmt.Sprintf("creating seed member %s", name)}
 	}
 	if !o.Reached {
@@ -260,6 +303,17 @@ func Plan(o Observed) Step {
 		return upgrade(o, *leader, pods[leader.Name])
 	}
 	return Step{Action: ActionNone, Reason: "Ready", Message: fmt.Sprintf("%d members running %s", voters, o.Version)}
+}
+
+// bootstrapping waits for the seed member of a cluster that has not
+// answered yet, and reports it as stuck after Timeouts.Bootstrap.
+func bootstrapping(o Observed) Step {
+	seed := sortedPods(o.Pods)[0]
+	if expired(o.Timeouts.Bootstrap, seed.Age) {
+		return stuck(ReasonBootstrapTimeout, "seed member %s has not answered %s after its pod was created (bootstrap timeout); its pod is %s",
+			seed.Name, o.Timeouts.Bootstrap, seed.Phase)
+	}
+	return wait(ReasonBootstrapping, "waiting for seed member %s to answer; its pod is %s", seed.Name, seed.Phase)
 }
 
 // upgrade restarts a member on the new version, or, without persistent data,

@@ -1,7 +1,9 @@
 package membership
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -245,6 +247,97 @@ func TestPlanNeverLosesQuorum(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestPlanBootstrap covers a new cluster whose seed pod exists but which
+// has never answered: Plan waits for the seed, and reports the wait as stuck
+// once the seed pod is older than the bootstrap timeout, whatever the pod's
+// phase, and never deletes or adds anything meanwhile.
+func TestPlanBootstrap(t *testing.T) {
+	t.Parallel()
+	const timeout = 5 * time.Minute
+	seed := func(phase PodPhase, age time.Duration) []Pod {
+		return []Pod{{Name: "c-0", Phase: phase, Version: v, Age: age}}
+	}
+	tests := []struct {
+		name string
+		o    Observed
+		// timeout is Timeouts.Bootstrap.
+		timeout  time.Duration
+		want     Step
+		wantText []string
+	}{{
+		name:     "seed pod pending, within the timeout",
+		o:        Observed{Pods: seed(PodPending, time.Minute)},
+		timeout:  timeout,
+		want:     Step{Action: ActionWait, Reason: ReasonBootstrapping},
+		wantText: []string{"c-0", "Pending"},
+	}, {
+		name:     "seed pod running but not answering, within the timeout",
+		o:        Observed{Pods: seed(PodRunning, timeout-time.Second)},
+		timeout:  timeout,
+		want:     Step{Action: ActionWait, Reason: ReasonBootstrapping},
+		wantText: []string{"c-0", "Running"},
+	}, {
+		name:     "seed pod running but not answering, at the timeout",
+		o:        Observed{Pods: seed(PodRunning, timeout)},
+		timeout:  timeout,
+		want:     Step{Action: ActionWait, Reason: ReasonBootstrapTimeout, Stuck: true},
+		wantText: []string{"c-0", "5m0s", "Running"},
+	}, {
+		name:     "seed pod still pending after the timeout",
+		o:        Observed{Pods: seed(PodPending, time.Hour)},
+		timeout:  timeout,
+		want:     Step{Action: ActionWait, Reason: ReasonBootstrapTimeout, Stuck: true},
+		wantText: []string{"c-0", "5m0s", "Pending"},
+	}, {
+		name:     "seed pod failed after the timeout",
+		o:        Observed{Pods: seed(PodFailed, time.Hour)},
+		timeout:  timeout,
+		want:     Step{Action: ActionWait, Reason: ReasonBootstrapTimeout, Stuck: true},
+		wantText: []string{"c-0", "Failed"},
+	}, {
+		name: "the lowest-named pod is the seed",
+		o: Observed{Pods: []Pod{{Name: "c-1", Phase: PodPending, Version: v, Age: time.Hour},
+			{Name: "c-0", Phase: PodRunning, Version: v, Age: time.Minute}}},
+		timeout:  timeout,
+		want:     Step{Action: ActionWait, Reason: ReasonBootstrapping},
+		wantText: []string{"c-0"},
+	}, {
+		name:     "a zero timeout never expires",
+		o:        Observed{Pods: seed(PodRunning, 1000*time.Hour)},
+		want:     Step{Action: ActionWait, Reason: ReasonBootstrapping},
+		wantText: []string{"c-0"},
+	}, {
+		name:     "no seed pod yet: create it",
+		o:        Observed{},
+		timeout:  timeout,
+		want:     Step{Action: ActionBootstrap, Name: "c-0", Version: v, Reason: ReasonBootstrapping},
+		wantText: []string{"c-0"},
+	}, {
+		name:     "bootstrapped, then unreachable: the bootstrap timeout no longer applies",
+		o:        Observed{Bootstrapped: true, Pods: seed(PodRunning, time.Hour)},
+		timeout:  timeout,
+		want:     Step{Action: ActionWait, Reason: "Unreachable"},
+		wantText: []string{"no member answers"},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			o := tt.o
+			o.Cluster, o.Size, o.Version = "c", 3, v
+			o.Timeouts.Bootstrap = tt.timeout
+			got := Plan(o)
+			if diff := cmp.Diff(tt.want, got, cmpopts.IgnoreFields(Step{}, "Message")); diff != "" {
+				t.Errorf("Plan() mismatch (-want +got):\n%s\nmessage: %s", diff, got.Message)
+			}
+			for _, w := range tt.wantText {
+				if !strings.Contains(got.Message, w) {
+					t.Errorf("message %q does not mention %q", got.Message, w)
+				}
+			}
+		})
 	}
 }
 
