@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -35,6 +37,12 @@ type phase struct {
 	// Go heap in use at the end.
 	Requests       *requests `json:"requests,omitempty"`
 	HeapInuseBytes float64   `json:"heapInuseBytes,omitempty"`
+	// CPUSeconds is the CPU time (user + system) each process used during
+	// the phase: the operator, the cluster's components, the benchmark.
+	CPUSeconds map[string]float64 `json:"cpuSeconds,omitempty"`
+	// ClusterWrites is the write requests the API server served during the
+	// phase, from every client, by resource[/subresource].
+	ClusterWrites map[string]float64 `json:"clusterWrites,omitempty"`
 }
 
 type results struct {
@@ -180,6 +188,11 @@ func (b *bench) timed(ctx context.Context, name string, total int, act func(cont
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
 	defer cancel()
 	p := phase{Name: name}
+	cpuBefore := b.cpuSnapshot()
+	apiBefore, err := b.apiserverMetrics(ctx)
+	if err != nil {
+		return p, err
+	}
 	start := time.Now()
 	actErr := make(chan error, 1)
 	go func() { actErr <- act(ctx) }()
@@ -204,6 +217,12 @@ func (b *bench) timed(ctx context.Context, name string, total int, act func(cont
 		}
 		if n >= total && !acting {
 			p.Seconds = el.Seconds()
+			p.CPUSeconds = cpuDelta(cpuBefore, b.cpuSnapshot())
+			apiAfter, err := b.apiserverMetrics(ctx)
+			if err != nil {
+				return p, err
+			}
+			p.ClusterWrites = clusterWrites(delta(apiBefore, apiAfter))
 			progress(fmt.Sprintf("%-34s %6d/%-6d %7.1fs   operator peak RSS %s\n", name, n, total, el.Seconds(), mb(b.peakRSS)))
 			return p, nil
 		}
@@ -221,6 +240,15 @@ func (b *bench) timed(ctx context.Context, name string, total int, act func(cont
 		case <-tick.C:
 		}
 	}
+}
+
+// apiserverMetrics scrapes the API server's own metrics.
+func (b *bench) apiserverMetrics(ctx context.Context) (snapshot, error) {
+	hc, err := rest.HTTPClientFor(b.e.cfg)
+	if err != nil {
+		return nil, fmt.Errorf("API server metrics: %w", err)
+	}
+	return scrapeWith(ctx, hc, strings.TrimSuffix(b.e.cfg.Host, "/")+"/metrics")
 }
 
 // sleeper is a done func that reaches 0 after d (the total of the steady

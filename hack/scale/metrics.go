@@ -24,6 +24,11 @@ type series struct {
 type snapshot map[string]series
 
 func scrape(ctx context.Context, url string) (snapshot, error) {
+	return scrapeWith(ctx, http.DefaultClient, url)
+}
+
+// scrapeWith is scrape through hc (e.g. authenticated to the API server).
+func scrapeWith(ctx context.Context, hc *http.Client, url string) (snapshot, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -31,7 +36,7 @@ func scrape(ctx context.Context, url string) (snapshot, error) {
 		return nil, err
 	}
 	req.Header.Set("Accept", "text/plain; version=0.0.4")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("scraping %s: %w", url, err)
 	}
@@ -210,6 +215,28 @@ func summarise(d snapshot) requests {
 		}
 	}
 	return r
+}
+
+// apiserverRequestsMetric counts the requests the API server served, from
+// every client: the benchmark, the operator, the controller-manager, the
+// scheduler and kwok.
+const apiserverRequestsMetric = "apiserver_request_total"
+
+// clusterWrites is the write requests the API server served between two
+// snapshots of its metrics, keyed by resource[/subresource].
+func clusterWrites(d snapshot) map[string]float64 {
+	out := map[string]float64{}
+	for _, x := range d {
+		if x.Name != apiserverRequestsMetric || x.Value == 0 || !isWrite(x.Labels["verb"]) {
+			continue
+		}
+		r := x.Labels["resource"]
+		if sub := x.Labels["subresource"]; sub != "" {
+			r += "/" + sub
+		}
+		out[r] += x.Value
+	}
+	return out
 }
 
 func isWrite(method string) bool {

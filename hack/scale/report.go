@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"github.com/opkit-dev/opkit/internal/localcluster"
@@ -150,9 +152,85 @@ func markdown(rep report, cfg config) string {
 	w("| peak RSS (VmHWM), whole run | %s | <= 77 MB (%s) |\n", mb(r.PeakRSSBytes), verdict(r.PeakRSSBytes <= 77<<20))
 	w("| peak RSS after the create step (Go heap in use then) | %s (%s) | |\n\n", mb(r.RSSAfterCreate), mb(int64(r.CreateOp.HeapInuseBytes)))
 
+	cpuTable(w, r)
+	clusterWritesTable(w, r)
+
 	w("Machine: %s, %d cores, %.0f GB RAM, Linux %s. Versions: %s, Kubernetes %s (kube-apiserver, kube-controller-manager, kube-scheduler), etcd %s, %s, controller-runtime %s, client-go %s. %d kwok nodes, QPS limits off (`kwokctl create cluster --disable-qps-limits`).\n",
 		rep.Machine.CPU, rep.Machine.Cores, rep.Machine.MemoryGB, rep.Machine.Kernel, rep.Machine.Go, rep.Machine.Kubernetes, rep.Machine.Etcd, firstLine(rep.Machine.Kwok), rep.Machine.ControllerRuntime, rep.Machine.ClientGo, r.Nodes)
 	return b.String()
+}
+
+// cpuTable renders the CPU time each process used per phase: where the
+// machine's two cores went.
+func cpuTable(w func(string, ...any), r *results) {
+	phases := []phase{r.CreateOp, r.CreateDirect, r.Steady, r.ResizeOp, r.ResizeDirect, r.DeleteOp, r.DeleteDirect}
+	procs := []string{"operator", "kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kwok-controller", "benchmark"}
+	seen := map[string]bool{}
+	for _, p := range phases {
+		for k := range p.CPUSeconds {
+			seen[k] = true
+		}
+	}
+	for _, k := range procs {
+		delete(seen, k)
+	}
+	procs = append(procs, slices.Sorted(maps.Keys(seen))...)
+	w("CPU seconds (user + system) per process and phase:\n\n| phase | wall |")
+	for _, k := range procs {
+		w(" %s |", k)
+	}
+	w(" all |\n|---|---:|")
+	for range procs {
+		w("---:|")
+	}
+	w("---:|\n")
+	for _, p := range phases {
+		if p.CPUSeconds == nil {
+			continue
+		}
+		w("| %s | %.1f s |", p.Name, p.Seconds)
+		var all float64
+		for _, k := range procs {
+			v, ok := p.CPUSeconds[k]
+			all += v
+			if !ok {
+				w(" - |")
+				continue
+			}
+			w(" %.1f |", v)
+		}
+		w(" %.1f |\n", all)
+	}
+	w("\n")
+}
+
+// clusterWritesTable renders the write requests the API server served in
+// the create phases, from every client, by resource: the work the operator
+// adds to the control plane's.
+func clusterWritesTable(w func(string, ...any), r *results) {
+	op, dir := r.CreateOp.ClusterWrites, r.CreateDirect.ClusterWrites
+	if op == nil || dir == nil {
+		return
+	}
+	keys := map[string]bool{}
+	var opAll, dirAll float64
+	for k, v := range op {
+		keys[k] = true
+		opAll += v
+	}
+	for k, v := range dir {
+		keys[k] = true
+		dirAll += v
+	}
+	n := float64(max(r.N, 1))
+	w("Write requests the API server served during the create steps, from every client (benchmark, operator, controller-manager, scheduler, kwok), per object created:\n\n")
+	w("| resource | operator (per Memcached) | direct (per Deployment) |\n|---|---:|---:|\n")
+	sorted := slices.Sorted(maps.Keys(keys))
+	slices.SortStableFunc(sorted, func(a, b string) int { return int(op[b]+dir[b]) - int(op[a]+dir[a]) })
+	for _, k := range sorted {
+		w("| %s | %.2f | %.2f |\n", k, op[k]/n, dir[k]/n)
+	}
+	w("| **all** | **%.2f** | **%.2f** (operator / direct %s) |\n\n", opAll/n, dirAll/n, ratio(opAll, dirAll))
 }
 
 // methodsWrites is methods restricted to write verbs.

@@ -203,6 +203,24 @@ func (c *Cluster) Delete(ctx context.Context) error {
 	}
 }
 
+// Processes returns the cluster's running component processes (etcd,
+// kube-apiserver, kube-controller-manager, kube-scheduler, kwok-controller),
+// keyed by the base name of their executable. It is empty when the cluster
+// is not running.
+func (c *Cluster) Processes() map[string]int {
+	marker := filepath.Join(".kwok", "clusters", c.Name) + string(filepath.Separator)
+	out := map[string]int{}
+	for _, pid := range processesWith(marker) {
+		cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+		if err != nil {
+			continue
+		}
+		argv0, _, _ := bytes.Cut(cmdline, []byte{0})
+		out[filepath.Base(string(argv0))] = pid
+	}
+	return out
+}
+
 // processesWith returns the PIDs whose command line contains s.
 func processesWith(s string) []int {
 	entries, _ := os.ReadDir("/proc")

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -49,12 +50,18 @@ func TestManagerWritesUntilReadyAndNoneInSteadyState(t *testing.T) {
 		return env.Client.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: "mc"}, &appsv1.Deployment{}) == nil
 	})
 	f.createPod("mc", "mc-pod")
+	// A pod of another Memcached in the namespace is not one of mc's
+	// nodes (the pod index is keyed by the instance label).
+	f.createPod("mc-other", "mc-other-pod")
 	f.rollOut("mc")
 	m := &v1alpha1.Memcached{}
 	waitFor(t, "Ready=True", func() bool {
 		f.get("mc", m)
 		return statusutil.IsTrue(m, statusutil.ReadyCondition) && len(m.Status.Nodes) == 1 && m.Status.ObservedGeneration == m.Generation
 	})
+	if diff := cmp.Diff([]string{"mc-pod"}, m.Status.Nodes); diff != "" {
+		t.Errorf("status.nodes (-want +got):\n%s", diff)
+	}
 	t.Logf("writes until Ready: %d (%s)", counter.Writes(), counter)
 	// Finalizer, Deployment, Service, one status write (Ready: the Waiting
 	// status of the first pass is deferred by the progress delay) and the

@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -83,6 +84,10 @@ func SetupWithManager(mgr ctrl.Manager, o Options) (*reconcile.Reconciler[*v1alp
 	if err != nil {
 		return nil, err
 	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), podMetadata(), podInstanceIndex, podInstance); err != nil {
+		return nil, fmt.Errorf("indexing pods by %s: %w", LabelInstance, err)
+	}
+	hooks.podIndexed = true
 	opts := append(ReconcilerOptions(rec),
 		reconcile.WithOwns(&appsv1.Deployment{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}),
 		reconcile.WithWatches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podOwner),
@@ -115,13 +120,34 @@ func ReconcilerOptions(rec events.EventRecorder) []reconcile.Option {
 	return opts
 }
 
-// podOwner maps a pod to the Memcached named by its instance label.
-func podOwner(_ context.Context, pod client.Object) []crreconcile.Request {
+// podInstanceIndex indexes the cached pod metadata by the Memcached that
+// owns the pod (its instance label), so that a pass lists only its pods.
+const podInstanceIndex = "memcached.cache.opkit.dev/instance"
+
+// podMetadata is the metadata-only pod the controller watches and indexes.
+func podMetadata() *metav1.PartialObjectMetadata {
+	p := &metav1.PartialObjectMetadata{}
+	p.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
+	return p
+}
+
+// podInstance is the podInstanceIndex function: the instance label of a
+// pod managed by this operator.
+func podInstance(pod client.Object) []string {
 	l := pod.GetLabels()
 	if l[LabelManagedBy] != ManagedBy || l[LabelInstance] == "" {
 		return nil
 	}
-	return []crreconcile.Request{{NamespacedName: types.NamespacedName{Namespace: pod.GetNamespace(), Name: l[LabelInstance]}}}
+	return []string{l[LabelInstance]}
+}
+
+// podOwner maps a pod to the Memcached named by its instance label.
+func podOwner(_ context.Context, pod client.Object) []crreconcile.Request {
+	instance := podInstance(pod)
+	if len(instance) == 0 {
+		return nil
+	}
+	return []crreconcile.Request{{NamespacedName: types.NamespacedName{Namespace: pod.GetNamespace(), Name: instance[0]}}}
 }
 
 // podMembershipChanged passes the pod events that change status.nodes:
