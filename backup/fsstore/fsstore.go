@@ -24,8 +24,22 @@ const tempMarker = ".tmp-"
 // Store is a [backup.Store] rooted at a directory. Keys map to paths below
 // the root; "a/b" is the file "<root>/a/b". It is safe for concurrent use.
 type Store struct {
-	root string
+	root   string
+	direct bool
 }
+
+// Option configures [New].
+type Option func(*Store)
+
+// WithDirectIO sets whether Put writes with O_DIRECT (Linux only; default
+// on). Direct I/O sends the data from two 4 MiB buffers straight to the
+// device instead of through the page cache: on Linux it was measured faster
+// than a buffered write followed by fsync (docs/benchmarks/backup.md), and a
+// backup does not evict the cached pages of the database on the same node.
+// Where the filesystem refuses O_DIRECT (some network and FUSE
+// filesystems), Put falls back to buffered writes by itself; turn it off
+// for a filesystem that accepts O_DIRECT but performs poorly with it.
+func WithDirectIO(on bool) Option { return func(s *Store) { s.direct = on } }
 
 var (
 	_ backup.Store             = (*Store)(nil)
@@ -35,7 +49,7 @@ var (
 // New returns a Store rooted at the existing directory root. It does not
 // create root: a missing root usually means the volume is not mounted, and
 // writing into the container's own filesystem instead would lose backups.
-func New(root string) (*Store, error) {
+func New(root string, opts ...Option) (*Store, error) {
 	if root == "" {
 		return nil, errors.New("fsstore: root is empty; set it to the directory where the backup volume is mounted")
 	}
@@ -50,7 +64,12 @@ func New(root string) (*Store, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("fsstore: root %q is not a directory; point it at the directory where the backup volume is mounted", abs)
 	}
-	return &Store{root: abs}, nil
+	s := &Store{root: abs, direct: directIOSupported}
+	for _, o := range opts {
+		o(s)
+	}
+	s.direct = s.direct && directIOSupported
+	return s, nil
 }
 
 // Root returns the absolute root directory.
@@ -94,8 +113,11 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) (n int64, err 
 		}
 	}()
 
-	buf := make([]byte, copyBufferSize)
-	n, err = io.CopyBuffer(&writebackWriter{f: f}, ctxReader{ctx: ctx, r: r}, buf)
+	if s.direct {
+		n, err = copyDirect(ctx, f, r)
+	} else {
+		n, err = io.CopyBuffer(&writebackWriter{f: f}, ctxReader{ctx: ctx, r: r}, make([]byte, copyBufferSize))
+	}
 	if err != nil {
 		return n, fmt.Errorf("fsstore: put %s: %w", key, err)
 	}

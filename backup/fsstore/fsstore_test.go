@@ -1,6 +1,7 @@
 package fsstore_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -17,9 +18,9 @@ import (
 	"github.com/opkit-dev/opkit/backup/internal/storetest"
 )
 
-func newStore(t *testing.T) *fsstore.Store {
+func newStore(t *testing.T, opts ...fsstore.Option) *fsstore.Store {
 	t.Helper()
-	s, err := fsstore.New(t.TempDir())
+	s, err := fsstore.New(t.TempDir(), opts...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -27,7 +28,48 @@ func newStore(t *testing.T) *fsstore.Store {
 }
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) backup.Store { return newStore(t) }, storetest.Options{LargeSize: 20<<20 + 7})
+	for _, tc := range []struct {
+		name   string
+		direct bool
+	}{
+		{"direct I/O", true},
+		{"buffered", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			storetest.Run(t, func(t *testing.T) backup.Store { return newStore(t, fsstore.WithDirectIO(tc.direct)) },
+				storetest.Options{LargeSize: 20<<20 + 7})
+		})
+	}
+}
+
+// Sizes around the direct-I/O chunk (4 MiB) and alignment (4 KiB): every
+// byte arrives, whichever part went through O_DIRECT and whichever through
+// the page cache.
+func TestPutSizes(t *testing.T) {
+	const chunk, align = 4 << 20, 4096
+	for _, size := range []int64{0, 1, align - 1, align, align + 1, chunk - 1, chunk, chunk + 1, 2*chunk + align, 3*chunk - 17} {
+		for _, direct := range []bool{true, false} {
+			s := newStore(t, fsstore.WithDirectIO(direct))
+			n, err := s.Put(t.Context(), "obj", storetest.NewGenerator(size))
+			if err != nil {
+				t.Fatalf("size %d, direct %v: Put: %v", size, direct, err)
+			}
+			if n != size {
+				t.Errorf("size %d, direct %v: Put returned %d", size, direct, n)
+			}
+			got, err := os.ReadFile(filepath.Join(s.Root(), "obj"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := io.ReadAll(storetest.NewGenerator(size))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("size %d, direct %v: stored %d bytes that differ from the %d written", size, direct, len(got), len(want))
+			}
+		}
+	}
 }
 
 func TestNew(t *testing.T) {

@@ -4,7 +4,8 @@
 // synthetic snapshot (generated in memory, never read from disk) to the
 // filesystem store and to the S3 store (a versitygw started on loopback), and
 // compares the throughput with a plain io.Copy of the same generator into a
-// file. Every measurement runs in its own child process so that its peak RSS
+// file, with and without fsync, and with the device's own sequential write
+// bandwidth (O_DIRECT, mode disk). Every measurement runs in its own child process so that its peak RSS
 // (VmHWM from /proc/self/status) is its own.
 //
 //	go run ./backup/internal/benchprog -size 1GiB
@@ -68,7 +69,7 @@ func run() error {
 	sizeFlag := flag.String("size", "1GiB", "snapshot size (bytes, or with KiB/MiB/GiB suffix)")
 	dirFlag := flag.String("dir", "", "scratch directory (default: a new directory in $TMPDIR)")
 	count := flag.Int("count", 1, "runs per mode; the median is reported")
-	modes := flag.String("modes", "copy,copy+fsync,fsstore,s3,s3-unsigned", "comma-separated modes")
+	modes := flag.String("modes", "copy,copy+fsync,disk,fsstore,s3,s3-unsigned", "comma-separated modes")
 	child := flag.String("child", "", "internal: run one measurement in this process")
 	endpoint := flag.String("endpoint", "", "internal: S3 endpoint for -child s3")
 	flag.UintVar(&s3Concurrency, "s3-concurrency", s3.DefaultConcurrency, "parts uploaded in parallel by the S3 store")
@@ -200,6 +201,13 @@ func measure(mode string, size int64, dir, endpoint string) error {
 			return err
 		}
 		defer func() { _ = os.Remove(f.Name()) }()
+	case "disk":
+		path := filepath.Join(dir, "direct.data")
+		defer func() { _ = os.Remove(path) }()
+		var err error
+		if n, err = writeDirect(path, size); err != nil {
+			return err
+		}
 	case "fsstore", "s3", "s3-unsigned":
 		var store backup.Store
 		if mode == "fsstore" {
