@@ -35,7 +35,11 @@ type EtcdBackupStatus struct {
 	// ObservedGeneration is the generation the last completed pass acted on.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Phase is Pending, Running, Succeeded or Failed.
+	// Phase is Pending, Running, Succeeded or Failed. Succeeded and Failed
+	// are final. A backup fails when retrying cannot help: its cluster or
+	// store is still missing a grace period after its creation, its store
+	// is misconfigured, or etcd refuses the snapshot; the Complete
+	// condition says why. Create a new EtcdBackup to try again.
 	// +optional
 	Phase BackupPhase `json:"phase,omitempty"`
 	// BackupID is the backup's ID in its store.

@@ -7,8 +7,12 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/opkit-dev/opkit/backup"
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/snapshot"
@@ -16,18 +20,39 @@ import (
 	"github.com/opkit-dev/opkit/statusutil"
 )
 
-// Reasons of EtcdBackup results.
+// Reasons of EtcdBackup results, on the Complete condition and, for
+// failures, Stalled.
 const (
 	ReasonClusterNotFound = "ClusterNotFound"
 	ReasonStoreNotFound   = "StoreNotFound"
 	ReasonBackupSucceeded = "BackupSucceeded"
+	// ReasonStoreMisconfigured: the store reference or its Secret is
+	// invalid (a Failed backup).
+	ReasonStoreMisconfigured = "StoreMisconfigured"
+	// ReasonSnapshotRefused: the member refused the snapshot, for example
+	// for lack of permission (a Failed backup).
+	ReasonSnapshotRefused = "SnapshotRefused"
 )
 
 // ConditionComplete is True on an EtcdBackup whose snapshot is stored and
 // committed.
 const ConditionComplete = "Complete"
 
-// BackupHooks reconciles EtcdBackups: each takes one snapshot, once.
+// ExtraBackupUID is the key, in the manifest's Snapshot.Extra, of the UID of
+// the EtcdBackup that took the backup. It makes an EtcdBackup idempotent: a
+// pass that finds a complete backup with its UID records that backup instead
+// of taking another one.
+const ExtraBackupUID = "etcd.opkit.dev/etcdbackup-uid"
+
+// DefaultNotFoundGrace is BackupHooks.NotFoundGrace when it is zero.
+const DefaultNotFoundGrace = time.Minute
+
+// BackupHooks reconciles EtcdBackups: each takes one snapshot, once. A
+// backup ends Succeeded, or Failed when retrying cannot help: the cluster
+// or the store's Secret or volume is still missing NotFoundGrace after the
+// EtcdBackup was created, the store is misconfigured, or etcd refuses the
+// snapshot. Transient failures (no healthy member, a store or network
+// error) are retried.
 type BackupHooks struct {
 	// Client reads EtcdClusters (the manager's client).
 	Client client.Client
@@ -39,9 +64,21 @@ type BackupHooks struct {
 	Stores StoreResolver
 	// Now returns the time; time.Now if nil.
 	Now func() time.Time
+	// NotFoundGrace is how long after an EtcdBackup's creation a missing
+	// EtcdCluster or store (Secret, volume) is waited for before the backup
+	// fails, so that objects applied together may arrive in any order;
+	// DefaultNotFoundGrace if zero.
+	NotFoundGrace time.Duration
 }
 
 var _ reconcile.Hooks[*v1alpha1.EtcdBackup] = (*BackupHooks)(nil)
+
+func (h *BackupHooks) now() time.Time {
+	if h.Now != nil {
+		return h.Now()
+	}
+	return time.Now()
+}
 
 // Reconcile takes the backup unless it already succeeded or failed.
 func (h *BackupHooks) Reconcile(ctx context.Context, b *v1alpha1.EtcdBackup) reconcile.Result {
@@ -50,11 +87,11 @@ func (h *BackupHooks) Reconcile(ctx context.Context, b *v1alpha1.EtcdBackup) rec
 		statusutil.MarkTrue(b, ConditionComplete, ReasonBackupSucceeded, b.Status.Location)
 		return reconcile.Done()
 	case v1alpha1.BackupFailed:
-		return reconcile.Terminal("BackupFailed", errors.New(statusutil.Get(b, ConditionComplete).Message))
-	}
-	now := time.Now
-	if h.Now != nil {
-		now = h.Now
+		reason, msg := "BackupFailed", "the backup failed"
+		if cc := statusutil.Get(b, ConditionComplete); cc != nil {
+			reason, msg = cc.Reason, cc.Message
+		}
+		return reconcile.Terminal(reason, errors.New(msg))
 	}
 	if b.Status.Phase == "" {
 		b.Status.Phase = v1alpha1.BackupPending
@@ -63,10 +100,31 @@ func (h *BackupHooks) Reconcile(ctx context.Context, b *v1alpha1.EtcdBackup) rec
 	if err := RegisterMetrics(); err != nil {
 		return reconcile.Retry(err)
 	}
+	log := ctrl.LoggerFrom(ctx)
+
+	store, err := clusterStore(ctx, h.Stores, b.Namespace, b.Spec.ClusterName, b.Spec.StoreRef)
+	switch {
+	case errors.Is(err, ErrStoreMisconfigured):
+		return h.fail(b, ReasonStoreMisconfigured, err)
+	case errors.Is(err, ErrStoreNotFound):
+		return h.notFound(b, ReasonStoreNotFound, err)
+	case err != nil:
+		return reconcile.Retry(err)
+	}
+	// A pass that took the backup but could not write the status is
+	// followed by one that finds the backup.
+	if m, ok, err := findBackup(ctx, store, b.UID); err != nil {
+		return reconcile.Retry(fmt.Errorf("looking for a backup taken earlier: %w", err))
+	} else if ok {
+		log.Info("recording the backup an earlier pass took", "etcdbackup", klog.KObj(b), "id", m.ID)
+		h.succeed(b, m)
+		return reconcile.Done()
+	}
+
 	var c v1alpha1.EtcdCluster
 	if err := h.Client.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Spec.ClusterName}, &c); err != nil {
 		if client.IgnoreNotFound(err) == nil {
-			return reconcile.Waiting(ReasonClusterNotFound, fmt.Sprintf("EtcdCluster %q not found", b.Spec.ClusterName), 10*time.Second)
+			return h.notFound(b, ReasonClusterNotFound, fmt.Errorf("EtcdCluster %q not found", b.Spec.ClusterName))
 		}
 		return reconcile.Retry(err)
 	}
@@ -79,22 +137,46 @@ func (h *BackupHooks) Reconcile(ctx context.Context, b *v1alpha1.EtcdBackup) rec
 	if len(healthy) == 0 {
 		return reconcile.Waiting("NoHealthyMember", fmt.Sprintf("EtcdCluster %s has no healthy member", c.Name), 10*time.Second)
 	}
-	store, err := clusterStore(ctx, h.Stores, b.Namespace, b.Spec.ClusterName, b.Spec.StoreRef)
-	if err != nil {
-		if errors.Is(err, ErrStoreNotFound) {
-			return reconcile.Waiting(ReasonStoreNotFound, err.Error(), 30*time.Second)
-		}
-		return reconcile.Retry(err)
-	}
-	start := metav1.NewTime(now())
+	start := metav1.NewTime(h.now())
 	b.Status.StartTime = &start
 	b.Status.Phase = v1alpha1.BackupRunning
-	m, err := snapshotInto(ctx, h.Etcd, store, healthy)
+	m, err := snapshotInto(ctx, h.Etcd, store, healthy, map[string]string{ExtraBackupUID: string(b.UID)})
 	countBackup(b.Namespace, b.Spec.ClusterName, TriggerOnDemand, err)
+	if errors.Is(err, etcdclient.ErrRefused) {
+		return h.fail(b, ReasonSnapshotRefused, fmt.Errorf("taking backup: %w", err))
+	}
 	if err != nil {
 		return reconcile.Retry(fmt.Errorf("taking backup: %w", err))
 	}
+	h.succeed(b, m)
+	return reconcile.Done()
+}
+
+// notFound waits for something the backup needs until NotFoundGrace after
+// the EtcdBackup's creation, then fails the backup.
+func (h *BackupHooks) notFound(b *v1alpha1.EtcdBackup, reason string, err error) reconcile.Result {
+	grace := h.NotFoundGrace
+	if grace == 0 {
+		grace = DefaultNotFoundGrace
+	}
+	waited := h.now().Sub(b.CreationTimestamp.Time)
+	if waited < grace {
+		return reconcile.Waiting(reason, fmt.Sprintf("%v; waiting up to %s after the backup's creation", err, grace), 10*time.Second)
+	}
+	return h.fail(b, reason, fmt.Errorf("%w, %s after the backup's creation", err, grace))
+}
+
+// fail ends the backup in phase Failed; it is not retried.
+func (h *BackupHooks) fail(b *v1alpha1.EtcdBackup, reason string, err error) reconcile.Result {
+	b.Status.Phase = v1alpha1.BackupFailed
+	statusutil.MarkFalse(b, ConditionComplete, reason, err.Error())
+	return reconcile.Terminal(reason, err)
+}
+
+// succeed records backup m in b's status.
+func (h *BackupHooks) succeed(b *v1alpha1.EtcdBackup, m backup.Manifest) {
 	done := metav1.NewTime(m.EndTime)
+	start := metav1.NewTime(m.StartTime)
 	b.Status.Phase = v1alpha1.BackupSucceeded
 	b.Status.BackupID = m.ID
 	b.Status.Location = describeRef(b.Spec.StoreRef) + "/" + b.Namespace + "/" + b.Spec.ClusterName + "/" + m.DataKey
@@ -102,9 +184,27 @@ func (h *BackupHooks) Reconcile(ctx context.Context, b *v1alpha1.EtcdBackup) rec
 	b.Status.SHA256 = m.SHA256
 	b.Status.Revision = snapshot.Revision(m.Snapshot)
 	b.Status.EtcdVersion = m.Snapshot.EngineVersion
+	b.Status.StartTime = &start
 	b.Status.CompletionTime = &done
 	statusutil.MarkTrue(b, ConditionComplete, ReasonBackupSucceeded, b.Status.Location)
-	return reconcile.Done()
+}
+
+// findBackup returns the complete backup in store taken for the EtcdBackup
+// with uid, if there is one.
+func findBackup(ctx context.Context, store backup.Store, uid types.UID) (backup.Manifest, bool, error) {
+	if uid == "" {
+		return backup.Manifest{}, false, nil
+	}
+	list, err := backup.List(ctx, store)
+	if err != nil {
+		return backup.Manifest{}, false, err
+	}
+	for _, m := range list {
+		if m.Snapshot.Extra[ExtraBackupUID] == string(uid) {
+			return m, true, nil
+		}
+	}
+	return backup.Manifest{}, false, nil
 }
 
 func describeRef(r v1alpha1.StoreReference) string {

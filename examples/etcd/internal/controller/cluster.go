@@ -501,12 +501,19 @@ func (h *ClusterHooks) restore(ctx context.Context, c *v1alpha1.EtcdCluster, obs
 		}
 		return reconcile.Retry(err)
 	}
+	if b.Status.Phase == v1alpha1.BackupFailed {
+		msg := "no reason recorded"
+		if cc := statusutil.Get(&b, ConditionComplete); cc != nil {
+			msg = cc.Message
+		}
+		return reconcile.Terminal(ReasonRestoreFailed, fmt.Errorf("spec.restore.backupName: EtcdBackup %s failed: %s", b.Name, msg))
+	}
 	if b.Status.Phase != v1alpha1.BackupSucceeded {
 		return reconcile.Waiting("WaitingForBackup", fmt.Sprintf("EtcdBackup %s is %q, not Succeeded", b.Name, b.Status.Phase), stepRequeue)
 	}
 	store, err := clusterStore(ctx, h.Stores, b.Namespace, b.Spec.ClusterName, b.Spec.StoreRef)
 	if err != nil {
-		if errors.Is(err, ErrStoreNotFound) {
+		if errors.Is(err, ErrStoreNotFound) || errors.Is(err, ErrStoreMisconfigured) {
 			return reconcile.Terminal(ReasonRestoreFailed, err)
 		}
 		return reconcile.Retry(err)
@@ -535,10 +542,12 @@ func (h *ClusterHooks) takeBackup(ctx context.Context, c *v1alpha1.EtcdCluster, 
 	if err != nil {
 		return backup.Manifest{}, err
 	}
-	return snapshotInto(ctx, h.Etcd, store, obs.healthy)
+	return snapshotInto(ctx, h.Etcd, store, obs.healthy, nil)
 }
 
-func snapshotInto(ctx context.Context, f etcdclient.Factory, store backup.Store, healthy map[string]string) (backup.Manifest, error) {
+// snapshotInto backs up the first healthy member, by name, into store,
+// recording extra in the manifest.
+func snapshotInto(ctx context.Context, f etcdclient.Factory, store backup.Store, healthy map[string]string, extra map[string]string) (backup.Manifest, error) {
 	names := make([]string, 0, len(healthy))
 	for n := range healthy {
 		names = append(names, n)
@@ -552,7 +561,7 @@ func snapshotInto(ctx context.Context, f etcdclient.Factory, store backup.Store,
 		return backup.Manifest{}, err
 	}
 	defer func() { _ = ec.Close() }()
-	return backup.Backup(ctx, store, snapshot.Snapshotter{Client: ec})
+	return backup.Backup(ctx, store, snapshot.Snapshotter{Client: ec, Extra: extra})
 }
 
 func (h *ClusterHooks) scheduledBackup(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation) reconcile.Result {
@@ -630,7 +639,7 @@ func (h *ClusterHooks) finalBackup(ctx context.Context, c *v1alpha1.EtcdCluster)
 		return reconcile.Waiting(ReasonFinalBackup,
 			"no healthy member to take the final backup from; set spec.backup.skipFinalBackup to delete without one", stepRequeue)
 	}
-	m, err := snapshotInto(ctx, h.Etcd, store, obs.healthy)
+	m, err := snapshotInto(ctx, h.Etcd, store, obs.healthy, nil)
 	countBackup(c.Namespace, c.Name, TriggerFinal, err)
 	if err != nil {
 		return reconcile.Retry(fmt.Errorf("final backup: %w", err))

@@ -51,7 +51,8 @@ func newScheme(t *testing.T) *runtime.Scheme {
 }
 
 // faults injects Kubernetes write failures: the next write of kind
-// (Pod, PersistentVolumeClaim) with verb (apply, delete) fails once.
+// (Pod, PersistentVolumeClaim, EtcdBackup) with verb (apply, delete,
+// status-apply) fails once.
 type faults struct {
 	mu   sync.Mutex
 	next map[string]bool
@@ -122,6 +123,14 @@ func newRig(t *testing.T) *rig {
 				}
 			}
 			return cl.Apply(ctx, obj, opts...)
+		},
+		SubResourceApply: func(ctx context.Context, cl client.Client, sub string, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
+			if k, ok := obj.(interface{ GetKind() string }); ok {
+				if err := fl.take(sub+"-apply", k.GetKind()); err != nil {
+					return err
+				}
+			}
+			return cl.SubResource(sub).Apply(ctx, obj, opts...)
 		},
 		Delete: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
 			kind := fmt.Sprintf("%T", obj)[len("*v1."):]

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -105,6 +106,15 @@ func TestClusterRestore(t *testing.T) {
 	}{
 		{"restores, then grows", func(*rig) string { return "b1" }, true, ""},
 		{"missing EtcdBackup", func(*rig) string { return "nope" }, false, `EtcdBackup "nope" not found`},
+		{"failed EtcdBackup", func(g *rig) string {
+			g.createBackup("bad", v1alpha1.EtcdBackupSpec{ClusterName: "nope", StoreRef: v1alpha1.StoreReference{PVCName: "backups"}})
+			g.clock.advance(controller.DefaultNotFoundGrace + time.Second)
+			_ = g.backupPass("bad") // fails the backup
+			if phase := g.getBackup("bad").Status.Phase; phase != v1alpha1.BackupFailed {
+				g.t.Fatalf("EtcdBackup bad is %q, want Failed", phase)
+			}
+			return "bad"
+		}, false, `EtcdBackup bad failed: EtcdCluster "nope" not found`},
 		{"corrupt backup data", func(g *rig) string {
 			corruptBackupData(g.t, filepath.Join(g.fsRoot, "backups"))
 			return "b1"

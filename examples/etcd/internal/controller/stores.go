@@ -19,13 +19,22 @@ import (
 // in namespace.
 type StoreResolver func(ctx context.Context, namespace string, ref v1alpha1.StoreReference) (backup.Store, error)
 
-// ErrStoreNotFound is returned (wrapped) when a referenced store does not
-// exist; retrying does not help until the reference or the Secret changes.
-var ErrStoreNotFound = errors.New("backup store not found")
+// Errors of a StoreResolver that callers branch on (errors.Is).
+var (
+	// ErrStoreNotFound: the referenced store does not exist (yet): its
+	// Secret is missing, or its claim is not mounted into the operator.
+	// Retrying helps once it is created.
+	ErrStoreNotFound = errors.New("backup store not found")
+	// ErrStoreMisconfigured: the reference or the store's configuration is
+	// invalid. Retrying does not help until they change.
+	ErrStoreMisconfigured = errors.New("backup store misconfigured")
+)
 
 // DefaultStores resolves S3 references through their Secret (read with c)
 // and PVC references to directories <fsRoot>/<pvcName>, where the claim is
-// expected to be mounted into the operator.
+// expected to be mounted into the operator. Its errors wrap
+// ErrStoreNotFound or ErrStoreMisconfigured when retrying cannot help
+// right away.
 func DefaultStores(c client.Reader, fsRoot string) StoreResolver {
 	return func(ctx context.Context, namespace string, ref v1alpha1.StoreReference) (backup.Store, error) {
 		switch {
@@ -39,16 +48,24 @@ func DefaultStores(c client.Reader, fsRoot string) StoreResolver {
 			}
 			cfg, err := s3.ConfigFromSecret(&sec)
 			if err != nil {
-				return nil, fmt.Errorf("%w: secret %s/%s: %w", ErrStoreNotFound, namespace, ref.S3SecretName, err)
+				return nil, fmt.Errorf("%w: secret %s/%s: %w", ErrStoreMisconfigured, namespace, ref.S3SecretName, err)
 			}
-			return s3.New(cfg)
+			st, err := s3.New(cfg)
+			if err != nil {
+				return nil, fmt.Errorf("%w: secret %s/%s: %w", ErrStoreMisconfigured, namespace, ref.S3SecretName, err)
+			}
+			return st, nil
 		case ref.PVCName != "":
 			if fsRoot == "" {
-				return nil, fmt.Errorf("%w: pvcName %s: the operator mounts no backup volumes (--backup-root)", ErrStoreNotFound, ref.PVCName)
+				return nil, fmt.Errorf("%w: pvcName %s: the operator mounts no backup volumes (--backup-root)", ErrStoreMisconfigured, ref.PVCName)
 			}
-			return fsstore.New(filepath.Join(fsRoot, ref.PVCName))
+			st, err := fsstore.New(filepath.Join(fsRoot, ref.PVCName))
+			if err != nil {
+				return nil, fmt.Errorf("%w: pvcName %s is not mounted into the operator: %w", ErrStoreNotFound, ref.PVCName, err)
+			}
+			return st, nil
 		}
-		return nil, fmt.Errorf("%w: empty storeRef", ErrStoreNotFound)
+		return nil, fmt.Errorf("%w: empty storeRef", ErrStoreMisconfigured)
 	}
 }
 

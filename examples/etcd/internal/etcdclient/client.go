@@ -11,6 +11,12 @@ import (
 // membership change cannot be made now.
 var ErrNoLeader = errors.New("etcd cluster has no leader")
 
+// ErrRefused is returned (wrapped) when a member answered and refused the
+// request itself (permission denied, unauthenticated, unimplemented, an
+// invalid argument): sending the same request again gets the same answer.
+// Errors without it may be transient.
+var ErrRefused = errors.New("etcd refused the request")
+
 // Member is one member of an etcd cluster as reported by MemberList.
 type Member struct {
 	// ID is the member's ID; it is assigned by etcd when the member is
@@ -98,7 +104,8 @@ type Client interface {
 	// Snapshot streams a snapshot of the whole key space into w and checks
 	// the SHA-256 that etcd appends to the stream. The Client must have
 	// exactly one endpoint, so that it is known which member the snapshot
-	// (and its version and revision) came from.
+	// (and its version and revision) came from. A member that refuses the
+	// snapshot makes it return an error wrapping ErrRefused.
 	Snapshot(ctx context.Context, w io.Writer) (SnapshotInfo, error)
 	// Put writes kvs in one transaction (a restore's batch).
 	Put(ctx context.Context, kvs []KeyValue) error

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -119,24 +120,49 @@ func (r *real) Snapshot(ctx context.Context, w io.Writer) (SnapshotInfo, error) 
 	// version; ask the member first for its server version and revision.
 	st, err := r.Status(ctx, eps[0])
 	if err != nil {
-		return SnapshotInfo{}, fmt.Errorf("before snapshot: %w", err)
+		return SnapshotInfo{}, fmt.Errorf("before snapshot: %w", refusal(err))
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	resp, err := r.c.SnapshotWithVersion(ctx)
 	if err != nil {
-		return SnapshotInfo{}, fmt.Errorf("starting snapshot: %w", err)
+		return SnapshotInfo{}, fmt.Errorf("starting snapshot: %w", refusal(err))
 	}
 	defer func() { _ = resp.Snapshot.Close() }()
 	cw := NewChecksumWriter(w)
 	n, err := io.Copy(cw, resp.Snapshot)
 	if err != nil {
-		return SnapshotInfo{}, fmt.Errorf("streaming snapshot after %d bytes: %w", n, err)
+		return SnapshotInfo{}, fmt.Errorf("streaming snapshot after %d bytes: %w", n, refusal(err))
 	}
 	if err := cw.Verify(); err != nil {
 		return SnapshotInfo{}, err
 	}
 	return SnapshotInfo{Revision: max(resp.Header.GetRevision(), st.Revision), Version: st.Version, Size: n}, nil
+}
+
+// refusals are the answers of a member that a retry gets again: the
+// client is not allowed to make the request, or the cluster cannot serve
+// it at all.
+var refusals = []error{
+	rpctypes.ErrPermissionDenied, rpctypes.ErrPermissionNotGranted, rpctypes.ErrRoleNotGranted,
+	rpctypes.ErrUserEmpty, rpctypes.ErrUserNotFound, rpctypes.ErrAuthFailed, rpctypes.ErrInvalidAuthToken,
+	rpctypes.ErrNotCapable,
+}
+
+// refusal wraps err with ErrRefused when err, or an error it wraps, is one
+// of refusals, as a gRPC status or as the client's rpctypes.EtcdError.
+func refusal(err error) error {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		// rpctypes.Error maps a gRPC status from etcd to its EtcdError
+		// and returns other errors as they are.
+		etcdErr := rpctypes.Error(e)
+		for _, r := range refusals {
+			if etcdErr == r { //nolint:errorlint // EtcdErrors are comparable values
+				return fmt.Errorf("%w: %w", ErrRefused, err)
+			}
+		}
+	}
+	return err
 }
 
 func (r *real) Put(ctx context.Context, kvs []KeyValue) error {

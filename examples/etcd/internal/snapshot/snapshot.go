@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -54,6 +55,9 @@ const BatchSize = 100
 // backup.Snapshotter.
 type Snapshotter struct {
 	Client etcdclient.Client
+	// Extra is recorded in the manifest's Snapshot.Extra, for example to
+	// find the backup again by what took it.
+	Extra map[string]string
 }
 
 // Snapshot streams a snapshot into w and reports its revision and the
@@ -68,6 +72,7 @@ func (s Snapshotter) Snapshot(ctx context.Context, w io.Writer) (backup.Metadata
 		EngineVersion:    info.Version,
 		ConsistencyPoint: strconv.FormatInt(info.Revision, 10),
 		Format:           Format,
+		Extra:            maps.Clone(s.Extra),
 	}, nil
 }
 

@@ -1,0 +1,263 @@
+package controller_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/opkit-dev/opkit/backup"
+	"github.com/opkit-dev/opkit/backup/fsstore"
+	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/controller"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
+	"github.com/opkit-dev/opkit/reconcile"
+	"github.com/opkit-dev/opkit/statusutil"
+)
+
+// backupRig is a rig with a converged one-member cluster "src" and a PVC
+// store "backups".
+func backupRig(t *testing.T) *rig {
+	t.Helper()
+	g := newRig(t)
+	if err := os.Mkdir(filepath.Join(g.fsRoot, "backups"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	g.create(cluster("src", 1))
+	g.converge("src", 10)
+	return g
+}
+
+// createBackup creates EtcdBackup name with spec.
+func (g *rig) createBackup(name string, spec v1alpha1.EtcdBackupSpec) {
+	g.t.Helper()
+	eb := &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: g.ns}, Spec: spec}
+	if err := g.c.Create(g.t.Context(), eb); err != nil {
+		g.t.Fatal(err)
+	}
+}
+
+// backupPass runs one pass of the EtcdBackup reconciler and returns its
+// error.
+func (g *rig) backupPass(name string) error {
+	g.t.Helper()
+	_, err := g.br.Reconcile(g.t.Context(), crreconcile.Request{NamespacedName: client.ObjectKey{Namespace: g.ns, Name: name}})
+	return err
+}
+
+func (g *rig) getBackup(name string) *v1alpha1.EtcdBackup {
+	g.t.Helper()
+	var eb v1alpha1.EtcdBackup
+	if err := g.c.Get(g.t.Context(), client.ObjectKey{Namespace: g.ns, Name: name}, &eb); err != nil {
+		g.t.Fatal(err)
+	}
+	return &eb
+}
+
+// storedBackups lists the complete backups of cluster in the PVC store
+// "backups".
+func (g *rig) storedBackups(cluster string) []backup.Manifest {
+	g.t.Helper()
+	store, err := fsstore.New(filepath.Join(g.fsRoot, "backups"))
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	sub, err := backup.Sub(store, g.ns+"/"+cluster)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	list, err := backup.List(g.t.Context(), sub)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return list
+}
+
+// snapshots counts the Snapshot calls the fake etcd received.
+func (g *rig) snapshots() int {
+	n := 0
+	for _, c := range g.fake.Calls() {
+		if strings.HasPrefix(c, "Snapshot") {
+			n++
+		}
+	}
+	return n
+}
+
+// backupState is what the tests compare of an EtcdBackup.
+type backupState struct {
+	Phase    v1alpha1.BackupPhase
+	Complete condition
+	// Reconciling and Stalled are zero when absent.
+	Reconciling, Stalled condition
+}
+
+func stateOf(eb *v1alpha1.EtcdBackup) backupState {
+	conds := conditionsOf(eb, controller.ConditionComplete, statusutil.ReconcilingCondition, statusutil.StalledCondition)
+	return backupState{Phase: eb.Status.Phase, Complete: conds[controller.ConditionComplete],
+		Reconciling: conds[statusutil.ReconcilingCondition], Stalled: conds[statusutil.StalledCondition]}
+}
+
+// TestBackupFailures: an EtcdBackup whose cluster or store is missing waits
+// for it until the grace period after its creation has passed, then fails
+// for good; a misconfigured store and a refused snapshot fail it at once;
+// a transient snapshot failure is retried. A Failed backup stays Failed,
+// with its reason, on later passes and takes no snapshot.
+func TestBackupFailures(t *testing.T) {
+	pvc := func(name string) v1alpha1.StoreReference { return v1alpha1.StoreReference{PVCName: name} }
+	waiting := func(reason string) backupState {
+		return backupState{Phase: v1alpha1.BackupPending, Complete: condition{metav1.ConditionFalse, "InProgress"},
+			Reconciling: condition{metav1.ConditionTrue, reason}}
+	}
+	failed := func(reason string) backupState {
+		return backupState{Phase: v1alpha1.BackupFailed, Complete: condition{metav1.ConditionFalse, reason},
+			Stalled: condition{metav1.ConditionTrue, reason}}
+	}
+	succeeded := backupState{Phase: v1alpha1.BackupSucceeded, Complete: condition{metav1.ConditionTrue, controller.ReasonBackupSucceeded}}
+	tests := []struct {
+		name string
+		// prepare changes the world and returns the backup's spec.
+		prepare func(g *rig) v1alpha1.EtcdBackupSpec
+		// before is the state after the first pass, after the state once
+		// the grace period has passed.
+		before, after backupState
+		// wantText is in the Complete message after the grace period.
+		wantText string
+		// wantSnapshots is the number of snapshots taken.
+		wantSnapshots int
+	}{{
+		name: "cluster not found",
+		prepare: func(*rig) v1alpha1.EtcdBackupSpec {
+			return v1alpha1.EtcdBackupSpec{ClusterName: "nope", StoreRef: pvc("backups")}
+		},
+		before:   waiting(controller.ReasonClusterNotFound),
+		after:    failed(controller.ReasonClusterNotFound),
+		wantText: `EtcdCluster "nope" not found, 1m0s after`,
+	}, {
+		name: "store secret not found",
+		prepare: func(*rig) v1alpha1.EtcdBackupSpec {
+			return v1alpha1.EtcdBackupSpec{ClusterName: "src", StoreRef: v1alpha1.StoreReference{S3SecretName: "missing"}}
+		},
+		before:   waiting(controller.ReasonStoreNotFound),
+		after:    failed(controller.ReasonStoreNotFound),
+		wantText: "secret " + "%NS%" + "/missing",
+	}, {
+		name: "store volume not mounted",
+		prepare: func(*rig) v1alpha1.EtcdBackupSpec {
+			return v1alpha1.EtcdBackupSpec{ClusterName: "src", StoreRef: pvc("absent")}
+		},
+		before:   waiting(controller.ReasonStoreNotFound),
+		after:    failed(controller.ReasonStoreNotFound),
+		wantText: "pvcName absent is not mounted",
+	}, {
+		name: "store secret invalid",
+		prepare: func(g *rig) v1alpha1.EtcdBackupSpec {
+			sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "empty", Namespace: g.ns}}
+			if err := g.c.Create(g.t.Context(), sec); err != nil {
+				g.t.Fatal(err)
+			}
+			return v1alpha1.EtcdBackupSpec{ClusterName: "src", StoreRef: v1alpha1.StoreReference{S3SecretName: "empty"}}
+		},
+		before:   failed(controller.ReasonStoreMisconfigured),
+		after:    failed(controller.ReasonStoreMisconfigured),
+		wantText: "/empty",
+	}, {
+		name: "snapshot refused",
+		prepare: func(g *rig) v1alpha1.EtcdBackupSpec {
+			g.fake.FailNext("Snapshot", fmt.Errorf("%w: etcdserver: permission denied", etcdclient.ErrRefused), false)
+			return v1alpha1.EtcdBackupSpec{ClusterName: "src", StoreRef: pvc("backups")}
+		},
+		before:        failed(controller.ReasonSnapshotRefused),
+		after:         failed(controller.ReasonSnapshotRefused),
+		wantText:      "permission denied",
+		wantSnapshots: 1,
+	}, {
+		name: "transient snapshot failure is retried",
+		prepare: func(g *rig) v1alpha1.EtcdBackupSpec {
+			g.fake.FailNext("Snapshot", errors.New("injected: connection reset"), false)
+			return v1alpha1.EtcdBackupSpec{ClusterName: "src", StoreRef: pvc("backups")}
+		},
+		before: backupState{Phase: v1alpha1.BackupRunning, Complete: condition{metav1.ConditionFalse, "InProgress"},
+			Reconciling: condition{metav1.ConditionTrue, reconcile.ReasonRetrying}},
+		after:         succeeded,
+		wantText:      "pvc:backups/",
+		wantSnapshots: 2,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := backupRig(t)
+			g.createBackup("eb", tt.prepare(g))
+			_ = g.backupPass("eb") // failures are in the status
+			if diff := cmp.Diff(tt.before, stateOf(g.getBackup("eb"))); diff != "" {
+				t.Errorf("after the first pass (-want +got):\n%s", diff)
+			}
+
+			g.clock.advance(controller.DefaultNotFoundGrace + time.Second)
+			for range 2 {
+				_ = g.backupPass("eb")
+				eb := g.getBackup("eb")
+				if diff := cmp.Diff(tt.after, stateOf(eb)); diff != "" {
+					t.Errorf("after the grace period (-want +got):\n%s", diff)
+				}
+				want := strings.ReplaceAll(tt.wantText, "%NS%", g.ns)
+				if msg := statusutil.Get(eb, controller.ConditionComplete).Message; !strings.Contains(msg, want) {
+					t.Errorf("Complete message %q does not mention %q", msg, want)
+				}
+			}
+			if got := g.snapshots(); got != tt.wantSnapshots {
+				t.Errorf("%d snapshots taken, want %d", got, tt.wantSnapshots)
+			}
+		})
+	}
+}
+
+// TestBackupIdempotent: a pass that took the backup but failed to write the
+// status is followed by one that records that backup instead of taking a
+// second one.
+func TestBackupIdempotent(t *testing.T) {
+	g := backupRig(t)
+	g.createBackup("once", v1alpha1.EtcdBackupSpec{ClusterName: "src", StoreRef: v1alpha1.StoreReference{PVCName: "backups"}})
+	g.faults.arm("status-apply", "EtcdBackup")
+	if err := g.backupPass("once"); err == nil {
+		t.Fatal("the pass succeeded; the status write failure was not injected")
+	}
+	if phase := g.getBackup("once").Status.Phase; phase != "" {
+		t.Fatalf("phase %q was written by a pass whose status write failed", phase)
+	}
+	taken := g.storedBackups("src")
+	if len(taken) != 1 {
+		t.Fatalf("%d backups after the first pass, want 1", len(taken))
+	}
+
+	if err := g.backupPass("once"); err != nil {
+		t.Fatal(err)
+	}
+	eb := g.getBackup("once")
+	if eb.Status.Phase != v1alpha1.BackupSucceeded {
+		t.Fatalf("phase %q, want Succeeded; conditions %+v", eb.Status.Phase, eb.Status.Conditions)
+	}
+	var ids []string
+	for _, m := range g.storedBackups("src") {
+		ids = append(ids, m.ID)
+	}
+	if diff := cmp.Diff([]string{taken[0].ID}, ids); diff != "" {
+		t.Errorf("backups in the store (-want +got):\n%s", diff)
+	}
+	got := []any{eb.Status.BackupID, eb.Status.SHA256, eb.Status.SizeBytes, eb.Status.CompletionTime.UTC()}
+	want := []any{taken[0].ID, taken[0].SHA256, taken[0].Size, taken[0].EndTime.Truncate(time.Second)}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("status (id, sha256, size, completion) (-want +got):\n%s", diff)
+	}
+	if n := g.snapshots(); n != 1 {
+		t.Errorf("%d snapshots taken, want 1", n)
+	}
+}
