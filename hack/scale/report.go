@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -205,32 +206,43 @@ func cpuTable(w func(string, ...any), r *results) {
 }
 
 // clusterWritesTable renders the write requests the API server served in
-// the create phases, from every client, by resource: the work the operator
-// adds to the control plane's.
+// the create, resize and delete steps, from every client, by resource: the
+// work the operator adds to the control plane's.
 func clusterWritesTable(w func(string, ...any), r *results) {
-	op, dir := r.CreateOp.ClusterWrites, r.CreateDirect.ClusterWrites
-	if op == nil || dir == nil {
-		return
+	for _, step := range []struct {
+		what    string
+		n       int
+		op, dir map[string]float64
+	}{
+		{"create", r.N, r.CreateOp.ClusterWrites, r.CreateDirect.ClusterWrites},
+		{"resize", r.Resize, r.ResizeOp.ClusterWrites, r.ResizeDirect.ClusterWrites},
+		{"delete", r.N, r.DeleteOp.ClusterWrites, r.DeleteDirect.ClusterWrites},
+	} {
+		if step.op == nil || step.dir == nil {
+			continue
+		}
+		keys := map[string]bool{}
+		var opAll, dirAll float64
+		for k, v := range step.op {
+			keys[k] = true
+			opAll += v
+		}
+		for k, v := range step.dir {
+			keys[k] = true
+			dirAll += v
+		}
+		n := float64(max(step.n, 1))
+		w("Write requests the API server served during the %s steps, from every client (benchmark, operator, controller-manager, scheduler, kwok), per object:\n\n", step.what)
+		w("| resource | operator (per Memcached) | direct (per Deployment) |\n|---|---:|---:|\n")
+		sorted := slices.Sorted(maps.Keys(keys))
+		slices.SortStableFunc(sorted, func(a, b string) int {
+			return cmp.Compare(step.op[b]+step.dir[b], step.op[a]+step.dir[a])
+		})
+		for _, k := range sorted {
+			w("| %s | %.2f | %.2f |\n", k, step.op[k]/n, step.dir[k]/n)
+		}
+		w("| **all** | **%.2f** | **%.2f** (operator / direct %s) |\n\n", opAll/n, dirAll/n, ratio(opAll, dirAll))
 	}
-	keys := map[string]bool{}
-	var opAll, dirAll float64
-	for k, v := range op {
-		keys[k] = true
-		opAll += v
-	}
-	for k, v := range dir {
-		keys[k] = true
-		dirAll += v
-	}
-	n := float64(max(r.N, 1))
-	w("Write requests the API server served during the create steps, from every client (benchmark, operator, controller-manager, scheduler, kwok), per object created:\n\n")
-	w("| resource | operator (per Memcached) | direct (per Deployment) |\n|---|---:|---:|\n")
-	sorted := slices.Sorted(maps.Keys(keys))
-	slices.SortStableFunc(sorted, func(a, b string) int { return int(op[b]+dir[b]) - int(op[a]+dir[a]) })
-	for _, k := range sorted {
-		w("| %s | %.2f | %.2f |\n", k, op[k]/n, dir[k]/n)
-	}
-	w("| **all** | **%.2f** | **%.2f** (operator / direct %s) |\n\n", opAll/n, dirAll/n, ratio(opAll, dirAll))
 }
 
 // methodsWrites is methods restricted to write verbs.
