@@ -42,7 +42,7 @@ func run() error {
 	var (
 		metricsAddr, probeAddr, backupRoot, urlTemplate string
 		leaderElect                                     bool
-		bootstrapTimeout                                time.Duration
+		bootstrapTimeout, memberStartTimeout            time.Duration
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of the health probes")
@@ -52,12 +52,17 @@ func run() error {
 		"client URL of a member, with {member}, {cluster} and {namespace} replaced; empty uses in-cluster pod DNS names")
 	flag.DurationVar(&bootstrapTimeout, "bootstrap-timeout", controller.DefaultBootstrapTimeout,
 		"how long the seed member of a new EtcdCluster may take to answer before the cluster is reported Degraded (reason BootstrapTimeout)")
+	flag.DurationVar(&memberStartTimeout, "member-start-timeout", controller.DefaultMemberStartTimeout,
+		"how long a member's pod may stay Pending, and a learner may take to be promoted, before the cluster is reported Degraded (reasons MemberPodPending, LearnerNotCaughtUp)")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	if bootstrapTimeout <= 0 {
 		return errors.New("--bootstrap-timeout must be positive, for example 5m")
+	}
+	if memberStartTimeout <= 0 {
+		return errors.New("--member-start-timeout must be positive, for example 10m")
 	}
 
 	scheme := runtime.NewScheme()
@@ -94,7 +99,7 @@ func run() error {
 	factory := etcdclient.NewFactory(0)
 	_, err = reconcile.SetupWithManager[*v1alpha1.EtcdCluster](mgr, &controller.ClusterHooks{
 		Client: mgr.GetClient(), Children: children, Etcd: factory, Endpoints: endpoints, Stores: stores,
-		BootstrapTimeout: bootstrapTimeout,
+		BootstrapTimeout: bootstrapTimeout, MemberStartTimeout: memberStartTimeout,
 	},
 		reconcile.WithFieldOwner(fieldOwner),
 		reconcile.WithOwns(&corev1.Pod{}, &corev1.PersistentVolumeClaim{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}),

@@ -17,7 +17,11 @@ const (
 	// ConditionProgressing is True while membership or version changes are
 	// under way.
 	ConditionProgressing = "Progressing"
-	// ConditionDegraded is True while a member is unhealthy or missing.
+	// ConditionDegraded is True while a voting member is unhealthy or
+	// missing, while no member of a cluster that has answered before
+	// answers, and when the seed member, a member's pod or a learner is
+	// still starting after its timeout. A new cluster whose seed is
+	// starting, and a learner that is catching up, are not degraded.
 	ConditionDegraded = "Degraded"
 )
 

@@ -39,11 +39,25 @@ const (
 	// answered within ClusterHooks.BootstrapTimeout of its pod's creation.
 	// The message names the endpoint dialed and the last error.
 	ReasonBootstrapTimeout = membership.ReasonBootstrapTimeout
+	// ReasonMemberPodPending (Degraded=True): a member's pod is still
+	// Pending ClusterHooks.MemberStartTimeout after its creation.
+	ReasonMemberPodPending = membership.ReasonMemberPodPending
+	// ReasonLearnerNotCaughtUp (Degraded=True): a learner has not joined,
+	// become healthy or been promoted ClusterHooks.MemberStartTimeout after
+	// its pod's creation.
+	ReasonLearnerNotCaughtUp = membership.ReasonLearnerNotCaughtUp
 )
 
-// DefaultBootstrapTimeout is ClusterHooks.BootstrapTimeout when it is zero:
-// long enough to pull an image and start etcd on a busy node.
-const DefaultBootstrapTimeout = 5 * time.Minute
+// Defaults of the timeouts of ClusterHooks.
+const (
+	// DefaultBootstrapTimeout is ClusterHooks.BootstrapTimeout when it is
+	// zero: long enough to pull an image and start etcd on a busy node.
+	DefaultBootstrapTimeout = 5 * time.Minute
+	// DefaultMemberStartTimeout is ClusterHooks.MemberStartTimeout when it
+	// is zero: a new member also copies the leader's data before it is
+	// promoted.
+	DefaultMemberStartTimeout = 10 * time.Minute
+)
 
 // Requeue intervals: membership changes are watched through pods, but etcd
 // health is not a Kubernetes event, so a converged cluster is polled.
@@ -75,6 +89,12 @@ type ClusterHooks struct {
 	// reported Degraded with reason BootstrapTimeout;
 	// DefaultBootstrapTimeout if zero. Nothing is deleted on a timeout.
 	BootstrapTimeout time.Duration
+	// MemberStartTimeout is how long after its pod was created a member's
+	// pod may stay Pending, and a learner may take to join, become healthy
+	// and be promoted, before the cluster is reported Degraded with reason
+	// MemberPodPending or LearnerNotCaughtUp; DefaultMemberStartTimeout if
+	// zero. Nothing is deleted on a timeout.
+	MemberStartTimeout time.Duration
 
 	leaders leaders
 }
@@ -93,9 +113,12 @@ func (h *ClusterHooks) now() time.Time {
 }
 
 func (h *ClusterHooks) timeouts() membership.Timeouts {
-	t := membership.Timeouts{Bootstrap: h.BootstrapTimeout}
+	t := membership.Timeouts{Bootstrap: h.BootstrapTimeout, MemberStart: h.MemberStartTimeout}
 	if t.Bootstrap == 0 {
 		t.Bootstrap = DefaultBootstrapTimeout
+	}
+	if t.MemberStart == 0 {
+		t.MemberStart = DefaultMemberStartTimeout
 	}
 	return t
 }
@@ -336,9 +359,11 @@ func setConditions(c *v1alpha1.EtcdCluster, obs *observation, step membership.St
 	} else {
 		statusutil.MarkTrue(c, v1alpha1.ConditionProgressing, step.Reason, step.Message)
 	}
+	// A learner is starting by definition: it degrades nothing until it
+	// is stuck (below).
 	var unhealthy []string
 	for _, m := range obs.planned.Members {
-		if !m.Healthy {
+		if !m.Healthy && !m.Learner {
 			unhealthy = append(unhealthy, m.Name)
 		}
 	}
@@ -356,7 +381,7 @@ func setConditions(c *v1alpha1.EtcdCluster, obs *observation, step membership.St
 	case obs.unreachable != nil:
 		statusutil.MarkTrue(c, v1alpha1.ConditionDegraded, ReasonUnreachable,
 			fmt.Sprintf("member pods run but no member answers at %s: %v", strings.Join(obs.dialed, ", "), obs.unreachable))
-	case len(unhealthy) > 0 && step.Reason != "ScalingUp":
+	case len(unhealthy) > 0:
 		statusutil.MarkTrue(c, v1alpha1.ConditionDegraded, "MembersUnhealthy", "unhealthy members: "+strings.Join(unhealthy, ", "))
 	default:
 		statusutil.MarkFalse(c, v1alpha1.ConditionDegraded, "MembersHealthy", "")

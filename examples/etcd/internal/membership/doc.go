@@ -21,7 +21,11 @@
 //  3. A voting member whose pod is gone without its data is removed so that a
 //     replacement can be added; a pod that is gone but whose data volume
 //     remains is recreated and rejoins with its data.
-//  4. Nothing else happens while any member is unhealthy or starting.
+//  4. Nothing else happens while any member is unhealthy or starting. A
+//     member whose pod is still Pending, or a learner not yet promoted,
+//     Timeouts.MemberStart after its pod was created is reported with a
+//     Stuck step (MemberPodPending, LearnerNotCaughtUp); nothing is
+//     deleted because of it.
 //  5. Scale up adds one learner; scale down removes one non-leader voting
 //     member, only if the members that remain are a healthy quorum.
 //  6. Upgrades restart one member at a time on the new version, followers

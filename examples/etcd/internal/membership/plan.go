@@ -118,6 +118,10 @@ type Timeouts struct {
 	// Bootstrap is how long after the seed pod was created the seed member
 	// may take to answer for the first time.
 	Bootstrap time.Duration
+	// MemberStart is how long after its pod was created a member's pod
+	// may stay Pending, and a learner may take to start, become healthy
+	// and be promoted.
+	MemberStart time.Duration
 }
 
 // Step is the one change Plan decides on.
@@ -133,9 +137,11 @@ type Step struct {
 	// Reason is a CamelCase reason and Message a sentence explaining the
 	// step, for conditions and events.
 	Reason, Message string
-	// Stuck is set on a Wait step that has waited longer than its timeout
-	// in Observed.Timeouts: the cluster will not get further without help,
-	// and Reason and Message say what it is waiting on.
+	// Stuck is set on a step that has waited longer than its timeout in
+	// Observed.Timeouts: the cluster may not get further without help, and
+	// Reason and Message say what it is waiting on. It is a Wait, or the
+	// Promote of a learner that etcd may keep refusing because it has not
+	// caught up with the leader.
 	Stuck bool
 }
 
@@ -151,6 +157,13 @@ const (
 	// ReasonBootstrapTimeout: the seed member has not answered within
 	// Timeouts.Bootstrap of its pod's creation (a Stuck step).
 	ReasonBootstrapTimeout = "BootstrapTimeout"
+	// ReasonMemberPodPending: a member's pod is still Pending
+	// Timeouts.MemberStart after its creation (a Stuck step).
+	ReasonMemberPodPending = "MemberPodPending"
+	// ReasonLearnerNotCaughtUp: a learner has not started, become healthy
+	// or been promoted within Timeouts.MemberStart of its pod's creation (a
+	// Stuck step).
+	ReasonLearnerNotCaughtUp = "LearnerNotCaughtUp"
 )
 
 func wait(reason, format string, args ...any) Step {
@@ -248,18 +261,30 @@ func Plan(o Observed) Step {
 	}
 
 	// 4. Promote a caught-up learner; otherwise wait for everyone to be
-	// healthy.
+	// healthy. Waits past Timeouts.MemberStart are reported as stuck.
 	for _, m := range members {
 		if m.Learner && m.Started && m.Healthy {
-			return Step{Action: ActionPromote, Name: m.Name, ID: m.ID, Reason: "PromotingLearner",
+			s := Step{Action: ActionPromote, Name: m.Name, ID: m.ID, Reason: "PromotingLearner",
 				Message: fmt.Sprintf("promoting learner %s", m.Name)}
+			if expired(o.Timeouts.MemberStart, pods[m.Name].Age) {
+				// etcd refuses to promote a learner that lags behind
+				// the leader; it has had its time.
+				s.Reason, s.Stuck = ReasonLearnerNotCaughtUp, true
+				s.Message = fmt.Sprintf("promoting learner %s, still a learner %s after its pod was created (member start timeout); etcd refuses the promotion until it has caught up with the leader",
+					m.Name, o.Timeouts.MemberStart)
+			}
+			return s
 		}
 	}
 	for _, m := range members {
+		p := pods[m.Name]
+		if s, ok := stuckMember(o, m, p); ok {
+			return s
+		}
 		if !m.Started || !m.Healthy {
 			return wait("MemberUnhealthy", "waiting for member %s to become healthy", m.Name)
 		}
-		if p := pods[m.Name]; p.Phase != PodRunning {
+		if p.Phase != PodRunning {
 			return wait("MemberStarting", "waiting for pod %s to run", m.Name)
 		}
 	}
@@ -314,6 +339,29 @@ func bootstrapping(o Observed) Step {
 			seed.Name, o.Timeouts.Bootstrap, seed.Phase)
 	}
 	return wait(ReasonBootstrapping, "waiting for seed member %s to answer; its pod is %s", seed.Name, seed.Phase)
+}
+
+// stuckMember reports a member that has been starting for longer than
+// Timeouts.MemberStart: its pod is still Pending, or it is a learner that
+// has not started or become healthy. A voting member whose running pod is
+// unhealthy is not reported: the pod's age does not tell since when.
+func stuckMember(o Observed, m Member, p Pod) (Step, bool) {
+	timeout := o.Timeouts.MemberStart
+	if !expired(timeout, p.Age) {
+		return Step{}, false
+	}
+	switch {
+	case p.Phase == PodPending:
+		return stuck(ReasonMemberPodPending, "member %s: its pod has been Pending for more than %s (member start timeout); it waits to be scheduled and started",
+			m.Name, timeout), true
+	case m.Learner && !m.Started:
+		return stuck(ReasonLearnerNotCaughtUp, "learner %s has not joined the cluster %s after its pod was created (member start timeout)",
+			m.Name, timeout), true
+	case m.Learner && !m.Healthy:
+		return stuck(ReasonLearnerNotCaughtUp, "learner %s has joined but not become healthy %s after its pod was created (member start timeout)",
+			m.Name, timeout), true
+	}
+	return Step{}, false
 }
 
 // upgrade restarts a member on the new version, or, without persistent data,

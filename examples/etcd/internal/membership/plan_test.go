@@ -341,6 +341,109 @@ func TestPlanBootstrap(t *testing.T) {
 	}
 }
 
+// TestPlanStuckMembers covers members that take longer than
+// Timeouts.MemberStart: a pod still Pending and a learner that has not
+// started, become healthy or been promoted are reported as Stuck with a
+// reason and a message naming the member and what it waits on; nothing is
+// removed or deleted because of it, and the same states within the timeout
+// are ordinary waits.
+func TestPlanStuckMembers(t *testing.T) {
+	t.Parallel()
+	const timeout = 10 * time.Minute
+	pod := func(name string, phase PodPhase, age time.Duration) Pod {
+		return Pod{Name: name, Phase: phase, Version: v, Age: age}
+	}
+	learner := func(started, healthy bool) Member {
+		return Member{ID: 9, Name: "c-1", Learner: true, Started: started, Healthy: healthy}
+	}
+	tests := []struct {
+		name     string
+		pods     []Pod
+		members  []Member
+		timeout  time.Duration
+		want     Step
+		wantText []string
+	}{{
+		name:     "learner pod pending within the timeout",
+		pods:     append(running("c-0"), pod("c-1", PodPending, timeout-time.Second)),
+		members:  append(healthy("c-0"), learner(false, false)),
+		timeout:  timeout,
+		want:     Step{Action: ActionWait, Reason: "MemberUnhealthy"},
+		wantText: []string{"c-1"},
+	}, {
+		name:     "learner pod pending past the timeout",
+		pods:     append(running("c-0"), pod("c-1", PodPending, timeout)),
+		members:  append(healthy("c-0"), learner(false, false)),
+		timeout:  timeout,
+		want:     Step{Action: ActionWait, Reason: ReasonMemberPodPending, Stuck: true},
+		wantText: []string{"c-1", "Pending", "10m0s", "scheduled"},
+	}, {
+		name:     "learner pod running, member never joined",
+		pods:     append(running("c-0"), pod("c-1", PodRunning, time.Hour)),
+		members:  append(healthy("c-0"), learner(false, false)),
+		timeout:  timeout,
+		want:     Step{Action: ActionWait, Reason: ReasonLearnerNotCaughtUp, Stuck: true},
+		wantText: []string{"learner c-1", "not joined", "10m0s"},
+	}, {
+		name:     "learner joined but never healthy",
+		pods:     append(running("c-0"), pod("c-1", PodRunning, time.Hour)),
+		members:  append(healthy("c-0"), learner(true, false)),
+		timeout:  timeout,
+		want:     Step{Action: ActionWait, Reason: ReasonLearnerNotCaughtUp, Stuck: true},
+		wantText: []string{"learner c-1", "not become healthy", "10m0s"},
+	}, {
+		name:     "healthy learner within the timeout is promoted",
+		pods:     append(running("c-0"), pod("c-1", PodRunning, time.Minute)),
+		members:  append(healthy("c-0"), learner(true, true)),
+		timeout:  timeout,
+		want:     Step{Action: ActionPromote, Name: "c-1", ID: 9, Reason: "PromotingLearner"},
+		wantText: []string{"c-1"},
+	}, {
+		name:     "healthy learner past the timeout: promotion still tried, reported as stuck",
+		pods:     append(running("c-0"), pod("c-1", PodRunning, time.Hour)),
+		members:  append(healthy("c-0"), learner(true, true)),
+		timeout:  timeout,
+		want:     Step{Action: ActionPromote, Name: "c-1", ID: 9, Reason: ReasonLearnerNotCaughtUp, Stuck: true},
+		wantText: []string{"learner c-1", "caught up with the leader", "10m0s"},
+	}, {
+		name:     "recreated voting member's pod pending past the timeout",
+		pods:     append(running("c-0", "c-2"), pod("c-1", PodPending, time.Hour)),
+		members:  with(healthy("c-0", "c-1", "c-2"), "c-1", func(m *Member) { m.Healthy = false }),
+		timeout:  timeout,
+		want:     Step{Action: ActionWait, Reason: ReasonMemberPodPending, Stuck: true},
+		wantText: []string{"member c-1", "Pending"},
+	}, {
+		name:     "old voting member unhealthy with a running pod: not stuck",
+		pods:     []Pod{pod("c-0", PodRunning, time.Hour), pod("c-1", PodRunning, time.Hour), pod("c-2", PodRunning, time.Hour)},
+		members:  with(healthy("c-0", "c-1", "c-2"), "c-1", func(m *Member) { m.Healthy = false }),
+		timeout:  timeout,
+		want:     Step{Action: ActionWait, Reason: "MemberUnhealthy"},
+		wantText: []string{"c-1"},
+	}, {
+		name:     "a zero timeout never expires",
+		pods:     append(running("c-0"), pod("c-1", PodPending, 1000*time.Hour)),
+		members:  append(healthy("c-0"), learner(false, false)),
+		want:     Step{Action: ActionWait, Reason: "MemberUnhealthy"},
+		wantText: []string{"c-1"},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			o := Observed{Cluster: "c", Size: 3, Version: v, Bootstrapped: true, Reached: true, Persistent: true,
+				Pods: tt.pods, Members: tt.members, Timeouts: Timeouts{MemberStart: tt.timeout}}
+			got := Plan(o)
+			if diff := cmp.Diff(tt.want, got, cmpopts.IgnoreFields(Step{}, "Message")); diff != "" {
+				t.Errorf("Plan() mismatch (-want +got):\n%s\nmessage: %s", diff, got.Message)
+			}
+			for _, w := range tt.wantText {
+				if !strings.Contains(got.Message, w) {
+					t.Errorf("message %q does not mention %q", got.Message, w)
+				}
+			}
+		})
+	}
+}
+
 func TestCheckUpgrade(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

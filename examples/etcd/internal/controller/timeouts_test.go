@@ -97,3 +97,89 @@ func TestClusterBootstrap(t *testing.T) {
 		})
 	}
 }
+
+// TestClusterStuckMember: while a cluster grows, the new learner is
+// starting, not a degradation; once its pod is older than the member start
+// timeout without the learner being promoted, the cluster is Degraded with
+// a reason naming the learner and what it waits on. Nothing is deleted, and
+// a learner that starts late is still promoted.
+func TestClusterStuckMember(t *testing.T) {
+	tests := []struct {
+		name string
+		// run marks the learner's pod Running (its member never starts).
+		run        bool
+		wantReason string
+		wantText   []string
+	}{
+		{"learner pod pending", false, controller.ReasonMemberPodPending, []string{"s-1", "Pending", "10m0s"}},
+		{"learner pod running, member never joins", true, controller.ReasonLearnerNotCaughtUp, []string{"learner s-1", "not joined", "10m0s"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := newRig(t)
+			g.create(cluster("s", 1))
+			g.converge("s", 10)
+			c := g.get("s")
+			c.Spec.Size = 2
+			if err := g.c.Update(t.Context(), c); err != nil {
+				t.Fatal(err)
+			}
+			for range 3 {
+				if err := g.pass("s"); err != nil {
+					t.Fatal(err)
+				}
+				if tt.run {
+					g.runPods("s", false)
+				}
+			}
+			types := []string{v1alpha1.ConditionDegraded, v1alpha1.ConditionProgressing}
+			want := map[string]condition{
+				v1alpha1.ConditionDegraded:    {metav1.ConditionFalse, "MembersHealthy"},
+				v1alpha1.ConditionProgressing: {metav1.ConditionTrue, "MemberUnhealthy"},
+			}
+			if diff := cmp.Diff(want, conditionsOf(g.get("s"), types...)); diff != "" {
+				t.Errorf("conditions while the learner starts (-want +got):\n%s", diff)
+			}
+			// A learner that has not started has no name yet, as in etcd.
+			members := []string{" learner=true", "s-0 learner=false"}
+			if diff := cmp.Diff(members, g.etcdMembers()); diff != "" {
+				t.Errorf("etcd members while the learner starts (-want +got):\n%s", diff)
+			}
+
+			g.clock.advance(controller.DefaultMemberStartTimeout + time.Minute)
+			if err := g.pass("s"); err != nil {
+				t.Fatal(err)
+			}
+			c = g.get("s")
+			want = map[string]condition{
+				v1alpha1.ConditionDegraded:    {metav1.ConditionTrue, tt.wantReason},
+				v1alpha1.ConditionProgressing: {metav1.ConditionTrue, tt.wantReason},
+			}
+			if diff := cmp.Diff(want, conditionsOf(c, types...)); diff != "" {
+				t.Errorf("conditions after the member start timeout (-want +got):\n%s", diff)
+			}
+			msg := statusutil.Get(c, v1alpha1.ConditionDegraded).Message
+			for _, w := range tt.wantText {
+				if !strings.Contains(msg, w) {
+					t.Errorf("Degraded message %q does not mention %q", msg, w)
+				}
+			}
+			if diff := cmp.Diff([]string{"s-0", "s-1"}, g.names(&corev1.PodList{})); diff != "" {
+				t.Errorf("pods after the member start timeout (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(members, g.etcdMembers()); diff != "" {
+				t.Errorf("etcd members after the member start timeout (-want +got):\n%s", diff)
+			}
+
+			// The learner starts late: it is promoted.
+			g.fake.Start("s-1", controller.PeerURL(c, "s-1"), controller.InClusterClientURL(c, "s-1"))
+			g.converge("s", 10)
+			if diff := cmp.Diff(voters("s-0", "s-1"), g.etcdMembers()); diff != "" {
+				t.Errorf("etcd members (-want +got):\n%s", diff)
+			}
+			if got := conditionsOf(g.get("s"), v1alpha1.ConditionDegraded)[v1alpha1.ConditionDegraded]; got.Status != metav1.ConditionFalse {
+				t.Errorf("Degraded = %+v after the learner was promoted", got)
+			}
+		})
+	}
+}
