@@ -114,7 +114,9 @@ type BackupSpec struct {
 	// +optional
 	Schedule string `json:"schedule,omitempty"`
 
-	// Retention is how many of the newest complete backups are kept.
+	// Retention is how many of the newest scheduled backups are kept.
+	// Backups of EtcdBackups and final backups in the same store are
+	// neither counted nor deleted.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:default=7
 	// +optional

@@ -44,6 +44,11 @@ const ConditionComplete = "Complete"
 // of taking another one.
 const ExtraBackupUID = "etcd.opkit.dev/etcdbackup-uid"
 
+// ExtraTrigger is the key, in the manifest's Snapshot.Extra, of what took
+// the backup: TriggerOnDemand, TriggerSchedule or TriggerFinal. The
+// retention of spec.backup applies only to TriggerSchedule.
+const ExtraTrigger = "etcd.opkit.dev/trigger"
+
 // DefaultNotFoundGrace is BackupHooks.NotFoundGrace when it is zero.
 const DefaultNotFoundGrace = time.Minute
 
@@ -140,7 +145,7 @@ func (h *BackupHooks) Reconcile(ctx context.Context, b *v1alpha1.EtcdBackup) rec
 	start := metav1.NewTime(h.now())
 	b.Status.StartTime = &start
 	b.Status.Phase = v1alpha1.BackupRunning
-	m, err := snapshotInto(ctx, h.Etcd, store, healthy, map[string]string{ExtraBackupUID: string(b.UID)})
+	m, err := snapshotInto(ctx, h.Etcd, store, healthy, map[string]string{ExtraBackupUID: string(b.UID), ExtraTrigger: TriggerOnDemand})
 	countBackup(b.Namespace, b.Spec.ClusterName, TriggerOnDemand, err)
 	if errors.Is(err, etcdclient.ErrRefused) {
 		return h.fail(b, ReasonSnapshotRefused, fmt.Errorf("taking backup: %w", err))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -11,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -561,15 +563,6 @@ func (h *ClusterHooks) restore(ctx context.Context, c *v1alpha1.EtcdCluster, obs
 	return reconcile.Done()
 }
 
-// takeBackup snapshots one healthy member into the cluster's store.
-func (h *ClusterHooks) takeBackup(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation, ref v1alpha1.StoreReference) (backup.Manifest, error) {
-	store, err := clusterStore(ctx, h.Stores, c.Namespace, c.Name, ref)
-	if err != nil {
-		return backup.Manifest{}, err
-	}
-	return snapshotInto(ctx, h.Etcd, store, obs.healthy, nil)
-}
-
 // snapshotInto backs up the first healthy member, by name, into store,
 // recording extra in the manifest.
 func snapshotInto(ctx context.Context, f etcdclient.Factory, store backup.Store, healthy map[string]string, extra map[string]string) (backup.Manifest, error) {
@@ -589,6 +582,9 @@ func snapshotInto(ctx context.Context, f etcdclient.Factory, store backup.Store,
 	return backup.Backup(ctx, store, snapshot.Snapshotter{Client: ec, Extra: extra})
 }
 
+// scheduledBackup takes the backup spec.backup.schedule asks for, if one is
+// due, and applies the retention to scheduled backups. A failed attempt is
+// counted and reported, and the next one waits for the next scheduled time.
 func (h *ClusterHooks) scheduledBackup(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation) reconcile.Result {
 	b := c.Spec.Backup
 	if b == nil || b.Schedule == "" {
@@ -608,20 +604,54 @@ func (h *ClusterHooks) scheduledBackup(ctx context.Context, c *v1alpha1.EtcdClus
 		return reconcile.RequeueAfter(min(after, healthRequeue))
 	}
 	c.Status.Backup.RecordAttempt(now)
-	m, err := h.takeBackup(ctx, c, obs, b.StoreRef)
+	store, err := clusterStore(ctx, h.Stores, c.Namespace, c.Name, b.StoreRef)
+	var m backup.Manifest
+	if err == nil {
+		m, err = snapshotInto(ctx, h.Etcd, store, obs.healthy, map[string]string{ExtraTrigger: TriggerSchedule})
+	}
 	countBackup(c.Namespace, c.Name, TriggerSchedule, err)
 	if err != nil {
 		return reconcile.Retry(fmt.Errorf("scheduled backup: %w", err))
 	}
 	c.Status.Backup.RecordSuccess(m)
-	store, err := clusterStore(ctx, h.Stores, c.Namespace, c.Name, b.StoreRef)
-	if err == nil {
-		_, err = backup.Prune(ctx, store, backup.Policy{KeepLast: int(max(b.Retention, 1))}, now)
-	}
-	if err != nil {
-		return reconcile.Retry(fmt.Errorf("pruning backups: %w", err))
+	ctrl.LoggerFrom(ctx).Info("scheduled backup taken", "etcdcluster", klog.KObj(c), "id", m.ID, "size", m.Size)
+	if err := pruneScheduled(ctx, store, int(max(b.Retention, 1)), now); err != nil {
+		return reconcile.Retry(err)
 	}
 	return reconcile.RequeueAfter(min(after, healthRequeue))
+}
+
+// pruneScheduled keeps the newest keep scheduled backups in store and
+// deletes older ones. On-demand and final backups share the store and are
+// not counted or deleted: an EtcdBackup's backup lives as long as the
+// store keeps it. Leftovers of interrupted backups are removed after
+// backup.DefaultIncompleteGrace.
+func pruneScheduled(ctx context.Context, store backup.Store, keep int, now time.Time) error {
+	list, err := backup.List(ctx, store)
+	if err != nil {
+		return fmt.Errorf("pruning scheduled backups: %w", err)
+	}
+	var scheduled []backup.Manifest
+	for _, m := range list {
+		if m.Snapshot.Extra[ExtraTrigger] == TriggerSchedule {
+			scheduled = append(scheduled, m)
+		}
+	}
+	_, drop := backup.Policy{KeepLast: keep}.Select(scheduled, now)
+	for _, m := range drop {
+		// The manifest first: a backup interrupted half-way is
+		// incomplete, never listed without its data.
+		for _, key := range []string{backup.ManifestKeyFor(m.ID), m.DataKey} {
+			if err := store.Delete(ctx, key); err != nil {
+				return fmt.Errorf("pruning scheduled backup %s: %w", m.ID, err)
+			}
+		}
+	}
+	// A policy that keeps every complete backup removes only leftovers.
+	if _, err := backup.Prune(ctx, store, backup.Policy{KeepLast: math.MaxInt}, now); err != nil {
+		return fmt.Errorf("removing leftovers of interrupted backups: %w", err)
+	}
+	return nil
 }
 
 // Finalize takes a final backup before the cluster's data is deleted, when
@@ -664,7 +694,7 @@ func (h *ClusterHooks) finalBackup(ctx context.Context, c *v1alpha1.EtcdCluster)
 		return reconcile.Waiting(ReasonFinalBackup,
 			"no healthy member to take the final backup from; set spec.backup.skipFinalBackup to delete without one", stepRequeue)
 	}
-	m, err := snapshotInto(ctx, h.Etcd, store, obs.healthy, nil)
+	m, err := snapshotInto(ctx, h.Etcd, store, obs.healthy, map[string]string{ExtraTrigger: TriggerFinal})
 	countBackup(c.Namespace, c.Name, TriggerFinal, err)
 	if err != nil {
 		return reconcile.Retry(fmt.Errorf("final backup: %w", err))
