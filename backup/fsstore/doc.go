@@ -8,6 +8,12 @@
 // and [Store.CleanIncomplete] (called by [backup.Prune]) removes after the
 // grace period.
 //
+// On Linux, Put writes with O_DIRECT from two aligned 4 MiB buffers (one
+// written while the other is filled), so a backup goes straight to the
+// device: faster than a buffered write plus fsync, and without evicting the
+// page cache of a database on the same node. Filesystems that refuse
+// O_DIRECT get buffered writes instead; see [WithDirectIO].
+//
 // The package has no dependencies outside the standard library and package
 // backup.
 //

@@ -30,7 +30,9 @@
 // defence.
 //
 // Footguns: over plain http the credentials' signatures still protect the
-// requests, but use https outside a trusted network. Errors from an
+// requests, and by default every 64 KiB of the body is signed too, which
+// costs CPU on both ends ([WithUnsignedPayload] turns that off for a trusted
+// network); use https outside a trusted network. Errors from an
 // unreachable endpoint wrap [backup.ErrStoreUnavailable]; minio-go retries
 // them first ([WithMaxRetries]).
 package s3
