@@ -1,0 +1,196 @@
+// Package etcdmember drives the etcd example operator against a real etcd
+// member: the operator is built and run as a process against the suite's
+// kwok cluster, as in e2e/etcd, but the seed member of each EtcdCluster is
+// a real etcd process that this suite starts itself.
+//
+// Kwok pods run no containers, so the suite is the kubelet of each seed
+// pod: it waits for the pod the operator creates, reads the etcd command
+// line from the pod's spec and runs bin/etcd (`make etcd`) on this machine
+// with the same identity (name, initial cluster, cluster state and token,
+// advertised peer URL) and three changes: the client URLs are one loopback
+// port that the operator is told about with --client-url-template, the peer
+// listener is another loopback port, and the data directory is a temporary
+// one. A single member never dials its own peer URL, and etcd compares URL
+// strings before resolving them, so the pod's DNS name in the advertised
+// peer URL need not resolve.
+//
+// --client-url-template substitutes only {member}, {cluster} and
+// {namespace}. With every member on 127.0.0.1 these cannot select a port
+// (a cluster's name starts with a letter, as its Service's must, and a
+// restore reads an EtcdBackup of its own namespace), so the one template
+// address serves one live member at a time. The suite therefore creates a
+// cluster, writes keys, backs it up with an EtcdBackup, deletes it (its
+// final backup taken from the real member), and only then creates a
+// second cluster restored from the EtcdBackup, whose member takes over the
+// port. Between members, the suite holds the port itself and closes every
+// connection, so the operator's dials fail fast and no other process can
+// take the port.
+package etcdmember
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/e2e-framework/klient/wait"
+	"sigs.k8s.io/e2e-framework/pkg/env"
+	"sigs.k8s.io/e2e-framework/pkg/envconf"
+	"sigs.k8s.io/e2e-framework/pkg/envfuncs"
+
+	"github.com/opkit-dev/opkit/e2e/harness"
+	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
+	"github.com/opkit-dev/opkit/internal/repo"
+)
+
+var testEnv env.Environment
+
+// etcdBinary is bin/etcd, found by TestMain.
+var etcdBinary string
+
+// backupRoot is the operator's --backup-root; the PVC store "backups" is
+// the directory backupRoot/backups. Set when the operator starts.
+var backupRoot string
+
+// clientPort is the loopback address at which the operator reaches every
+// member (its --client-url-template), reserved when the operator starts.
+var clientPort = &portHolder{}
+
+// operator is the etcd operator, run as a process.
+var operator = &harness.Operator{
+	Name:    "etcd-operator",
+	Package: "./examples/etcd",
+	Args: func(_ *envconf.Config, dir string) ([]string, error) {
+		backupRoot = filepath.Join(dir, "backup-root")
+		if err := os.MkdirAll(filepath.Join(backupRoot, storeName), 0o700); err != nil {
+			return nil, fmt.Errorf("creating the backup store: %w", err)
+		}
+		if err := clientPort.reserve(); err != nil {
+			return nil, err
+		}
+		return []string{"--metrics-bind-address=0", "--health-probe-bind-address=0", "--zap-log-level=info",
+			"--backup-root=" + backupRoot, "--client-url-template=" + clientPort.url()}, nil
+	},
+}
+
+func TestMain(m *testing.M) {
+	// Before a cluster is created: a missing etcd fails the suite at once.
+	bin, err := repo.Tool("etcd", "etcd")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "etcdmember e2e:", err)
+		os.Exit(1)
+	}
+	etcdBinary = bin
+	e, err := harness.New()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e harness:", err)
+		os.Exit(1)
+	}
+	testEnv = e
+	root, err := repo.Root()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	e.Setup(
+		envfuncs.SetupCRDs(filepath.Join(root, "examples/etcd/config/crd/bases"), "*.yaml"),
+		waitForCRD,
+		operator.Start(root),
+	)
+	// Registered after the harness's cluster deletion, so they run after
+	// it; the operator is also killed with this process (Pdeathsig).
+	e.Finish(operator.Stop, func(ctx context.Context, _ *envconf.Config) (context.Context, error) {
+		clientPort.release()
+		return ctx, nil
+	})
+	os.Exit(e.Run(m))
+}
+
+// waitForCRD waits until EtcdClusters and EtcdBackups can be listed.
+func waitForCRD(ctx context.Context, cfg *envconf.Config) (context.Context, error) {
+	r := cfg.Client().Resources()
+	if err := v1alpha1.AddToScheme(r.GetScheme()); err != nil {
+		return ctx, fmt.Errorf("registering the etcd API: %w", err)
+	}
+	err := wait.For(func(ctx context.Context) (bool, error) {
+		return r.List(ctx, &v1alpha1.EtcdClusterList{}) == nil && r.List(ctx, &v1alpha1.EtcdBackupList{}) == nil, nil
+	}, wait.WithContext(ctx), wait.WithTimeout(time.Minute), wait.WithInterval(time.Second))
+	if err != nil {
+		return ctx, fmt.Errorf("waiting for the etcd CRDs: %w", err)
+	}
+	return ctx, nil
+}
+
+// portHolder keeps a loopback TCP port for the members' client URL. While
+// no member runs, it listens on the port itself and closes every
+// connection at once, so that the operator's dials fail fast and no other
+// process takes the port; a member is started right after release and the
+// port is held again after the member stops.
+type portHolder struct {
+	mu   sync.Mutex
+	addr string
+	l    net.Listener
+}
+
+// reserve picks a free port on 127.0.0.1 and holds it.
+func (p *portHolder) reserve() error {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("reserving the members' client port: %w", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.addr = l.Addr().String()
+	p.l = l
+	go refuse(l)
+	return nil
+}
+
+// url returns the members' client URL, http://127.0.0.1:<port>.
+func (p *portHolder) url() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return "http://" + p.addr
+}
+
+// hold listens on the port again after a member has stopped.
+func (p *portHolder) hold() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.l != nil {
+		return nil
+	}
+	l, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		return fmt.Errorf("holding the members' client port %s again: %w", p.addr, err)
+	}
+	p.l = l
+	go refuse(l)
+	return nil
+}
+
+// release stops listening, for a member to bind the port.
+func (p *portHolder) release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.l != nil {
+		_ = p.l.Close()
+		p.l = nil
+	}
+}
+
+// refuse accepts connections on l and closes them at once, until l is
+// closed.
+func refuse(l net.Listener) {
+	for {
+		conn, err := l.Accept()
+		if err != nil {
+			return
+		}
+		_ = conn.Close()
+	}
+}
