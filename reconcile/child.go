@@ -20,11 +20,19 @@ import (
 	"github.com/opkit-dev/opkit/ownership"
 )
 
-// AppliedDigestAnnotation is the annotation in which EnsureChild records a
-// digest of the configuration it applied to a child. A desired object whose
-// digest differs is applied even when the live object carries all its
-// fields: that is how a field the caller stopped setting gets removed.
-const AppliedDigestAnnotation = "opkit.dev/applied-digest"
+// AppliedDigestLabel is the label in which EnsureChild records a digest of
+// the configuration it applied to a child. A desired object whose digest
+// differs is applied even when the live object carries all its fields: that
+// is how a field the caller stopped setting gets removed.
+//
+// It is a label, not an annotation, because some controllers copy their
+// object's annotations to the objects they manage: the Deployment
+// controller copies a Deployment's annotations to its ReplicaSets, so a
+// digest annotation, which changes with every spec change, cost one more
+// ReplicaSet write per change. Children written by an opkit version that
+// used an annotation of the same name are applied once more, which removes
+// the annotation.
+const AppliedDigestLabel = "opkit.dev/applied-digest"
 
 // Operation tells what EnsureChild or DeleteChild did.
 type Operation string
@@ -45,7 +53,7 @@ const (
 // EnsureChild reads the child through the client (the manager's cache) and
 // writes only when the live object does not already carry every field the
 // desired object sets, or when the desired object differs from the one last
-// applied (recorded as a digest in the AppliedDigestAnnotation annotation),
+// applied (recorded as a digest in the AppliedDigestLabel label),
 // so that a field, list item, map key or label you stop setting is removed
 // at once. The comparison of fields is apimachinery's
 // equality.Semantic.DeepDerivative: nil pointers, nil or empty maps and
@@ -68,7 +76,7 @@ const (
 //     re-applied on every pass.
 //   - The field comparison alone is a subset test: a shorter list, a map
 //     without a key, or a nil pointer in the desired object would all match
-//     the live object. Removals are noticed through the digest annotation
+//     the live object. Removals are noticed through the digest label
 //     instead, which covers everything EnsureChild applied; do not strip it
 //     or copy it between objects.
 //   - The child type must be served from the cache: declare it with
@@ -134,7 +142,7 @@ func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object
 		if ctl := metav1.GetControllerOf(current); ctl != nil && ctl.UID != owner.GetUID() {
 			return OperationNone, &ownership.AlreadyControlledError{Object: current, Owner: *ctl}
 		}
-		if ownership.IsControlledBy(current, owner) && current.GetAnnotations()[AppliedDigestAnnotation] == digest && matches(desired, current) {
+		if ownership.IsControlledBy(current, owner) && current.GetLabels()[AppliedDigestLabel] == digest && matches(desired, current) {
 			return OperationNone, copyInto(current, desired)
 		}
 		op = OperationUpdated
@@ -144,12 +152,12 @@ func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object
 	if err != nil {
 		return OperationNone, err
 	}
-	ann := u.GetAnnotations()
-	if ann == nil {
-		ann = map[string]string{}
+	labels := u.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
 	}
-	ann[AppliedDigestAnnotation] = digest
-	u.SetAnnotations(ann)
+	labels[AppliedDigestLabel] = digest
+	u.SetLabels(labels)
 	if err := c.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
 		client.FieldOwner(c.fieldOwner), client.ForceOwnership); err != nil {
 		return OperationNone, fmt.Errorf("applying %s %s: %w", gvk.Kind, desired.GetName(), err)
@@ -280,13 +288,14 @@ func applyContent(desired client.Object, apiVersion, kind string) (*unstructured
 }
 
 // appliedDigest returns a short digest of the desired object, without the
-// digest annotation itself (encoding/json writes struct fields in order and
-// sorts map keys, so equal objects give equal digests).
+// digest label itself (encoding/json writes struct fields in order and sorts
+// map keys, so equal objects give equal digests). The digest is 24 hex
+// digits, a valid label value.
 func appliedDigest(desired client.Object) (string, error) {
-	if ann := desired.GetAnnotations(); ann != nil {
-		if old, ok := ann[AppliedDigestAnnotation]; ok {
-			delete(ann, AppliedDigestAnnotation)
-			defer func() { ann[AppliedDigestAnnotation] = old }()
+	if labels := desired.GetLabels(); labels != nil {
+		if old, ok := labels[AppliedDigestLabel]; ok {
+			delete(labels, AppliedDigestLabel)
+			defer func() { labels[AppliedDigestLabel] = old }()
 		}
 	}
 	b, err := json.Marshal(desired)

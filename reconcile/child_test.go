@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -80,6 +82,40 @@ func TestEnsureChild(t *testing.T) {
 	}
 	if ctl := metav1.GetControllerOf(live); ctl == nil || ctl.UID != owner.UID {
 		t.Errorf("controller = %v, want owner", ctl)
+	}
+	// The digest is a label: the Deployment controller copies a
+	// Deployment's annotations to its ReplicaSets, and a digest annotation
+	// would cost a ReplicaSet write on every change.
+	if live.Labels[reconcile.AppliedDigestLabel] == "" {
+		t.Errorf("labels %v have no %s", live.Labels, reconcile.AppliedDigestLabel)
+	}
+	if len(live.Annotations) != 0 {
+		t.Errorf("annotations = %v, want none: EnsureChild adds none of its own", live.Annotations)
+	}
+	ensure(desiredDeployment(f.ns, "web:2"), reconcile.OperationNone, 0)
+
+	// A child written by an older opkit, which recorded the digest in an
+	// annotation of the same name, is applied once more; that removes the
+	// annotation (our field manager owned it).
+	old := desiredDeployment(f.ns, "web:2")
+	old.Annotations = map[string]string{reconcile.AppliedDigestLabel: "0123456789abcdef01234567"}
+	must(t, ownership.SetControllerReference(owner, old, env.Scheme))
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(old)
+	must(t, err)
+	oldApply := &unstructured.Unstructured{Object: u}
+	oldApply.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("Deployment"))
+	unstructured.RemoveNestedField(oldApply.Object, "metadata", "creationTimestamp")
+	unstructured.RemoveNestedField(oldApply.Object, "spec", "template", "metadata", "creationTimestamp")
+	unstructured.RemoveNestedField(oldApply.Object, "status")
+	must(t, env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(oldApply), client.FieldOwner("opkit-widget"), client.ForceOwnership))
+	must(t, env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "web"}, live))
+	if _, ok := live.Labels[reconcile.AppliedDigestLabel]; ok {
+		t.Fatalf("the old-style apply left the digest label: %v", live.Labels)
+	}
+	ensure(desiredDeployment(f.ns, "web:2"), reconcile.OperationUpdated, 1)
+	must(t, env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "web"}, live))
+	if _, ok := live.Annotations[reconcile.AppliedDigestLabel]; ok || live.Labels[reconcile.AppliedDigestLabel] == "" {
+		t.Errorf("after re-apply: annotations %v, labels %v; want the digest in the labels only", live.Annotations, live.Labels)
 	}
 	ensure(desiredDeployment(f.ns, "web:2"), reconcile.OperationNone, 0)
 }

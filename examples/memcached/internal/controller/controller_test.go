@@ -321,6 +321,9 @@ func TestConcurrentWriters(t *testing.T) {
 	d := &appsv1.Deployment{}
 	f.get("mc", d)
 	d.Spec.Replicas = ptr.To[int32](7)
+	if d.Annotations == nil {
+		d.Annotations = map[string]string{}
+	}
 	d.Annotations["note"] = "hand-scaled"
 	must(t, env.Client.Update(t.Context(), d))
 
