@@ -79,6 +79,11 @@ func TestRealSeedMember(t *testing.T) {
 
 	f := features.New("EtcdCluster on a real etcd member").
 		Setup(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			if err := clientPort.reserve(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(clientPort.close)
+			startOperator(ctx, t, cfg, "--client-url-template="+clientPort.url())
 			ns = envconf.RandomName("etcdm", 16)
 			must(t, cfg.Client().Resources().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 			return ctx
@@ -88,10 +93,10 @@ func TestRealSeedMember(t *testing.T) {
 			c := newCluster(ns, sourceName)
 			degraded := watchDegraded(ctx, t, cfg, ns, sourceName)
 			must(t, r.Create(ctx, c))
-			source = runPod(ctx, t, suite, r, ns, sourceName+"-0")
+			source = runPod(ctx, t, suite, r, ns, sourceName+"-0", clientPort)
 			assertSeedIdentity(t, c, source)
-			ec := newEtcdClient(t)
-			assertReadyWithMember(ctx, t, r, c, ec)
+			ec := source.client(t)
+			assertReadyWithMember(ctx, t, r, c, source, ec)
 			degraded.assertNeverDegraded(t)
 
 			keys = map[string]string{}
@@ -110,32 +115,7 @@ func TestRealSeedMember(t *testing.T) {
 			return ctx
 		}).
 		Assess("an EtcdBackup snapshots the member into the PVC store", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-			r := cfg.Client().Resources()
-			b := &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: backupName, Namespace: ns},
-				Spec: v1alpha1.EtcdBackupSpec{ClusterName: sourceName, StoreRef: v1alpha1.StoreReference{PVCName: storeName}}}
-			must(t, r.Create(ctx, b))
-			statustest.WaitForCondition(t, r, b, conditionComplete, metav1.ConditionTrue,
-				wait.WithContext(ctx), wait.WithTimeout(timeout), wait.WithInterval(pollEvery))
-			if b.Status.Phase != v1alpha1.BackupSucceeded {
-				t.Fatalf("EtcdBackup %s is Complete in phase %q, want %q", b.Name, b.Status.Phase, v1alpha1.BackupSucceeded)
-			}
-
-			list := listBackups(ctx, t, ns, sourceName)
-			if len(list) != 1 {
-				t.Fatalf("backups of %s in the store: %d, want the EtcdBackup's only: %+v", sourceName, len(list), list)
-			}
-			m := list[0]
-			want := backupStatus{ID: m.ID, Location: "pvc:" + storeName + "/" + ns + "/" + sourceName + "/" + m.DataKey,
-				Size: m.Size, SHA256: m.SHA256, Revision: rev, EtcdVersion: etcdVersion}
-			got := backupStatus{ID: b.Status.BackupID, Location: b.Status.Location, Size: b.Status.SizeBytes,
-				SHA256: b.Status.SHA256, Revision: b.Status.Revision, EtcdVersion: b.Status.EtcdVersion}
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("EtcdBackup status against its manifest and the member's revision (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff(map[string]string{extraTrigger: triggerOnDemand, extraBackupUID: string(b.UID)}, m.Snapshot.Extra); diff != "" {
-				t.Errorf("manifest snapshot extra (-want +got):\n%s", diff)
-			}
-			assertOnDisk(ctx, t, ns, sourceName, m)
+			backUp(ctx, t, cfg, ns, sourceName, backupName, rev)
 			return ctx
 		}).
 		Assess("deleting the cluster takes a final backup from the member, then releases it", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
@@ -152,10 +132,10 @@ func TestRealSeedMember(t *testing.T) {
 			c.Spec.Restore = &v1alpha1.RestoreSpec{BackupName: backupName}
 			degraded := watchDegraded(ctx, t, cfg, ns, restoredName)
 			must(t, r.Create(ctx, c))
-			restored = runPod(ctx, t, suite, r, ns, restoredName+"-0")
+			restored = runPod(ctx, t, suite, r, ns, restoredName+"-0", clientPort)
 			assertSeedIdentity(t, c, restored)
-			ec := newEtcdClient(t)
-			assertReadyWithMember(ctx, t, r, c, ec)
+			ec := restored.client(t)
+			assertReadyWithMember(ctx, t, r, c, restored, ec)
 			degraded.assertNeverDegraded(t)
 			if !c.Status.Restored {
 				t.Errorf("EtcdCluster %s is Ready with status.restored false", c.Name)
@@ -179,30 +159,29 @@ func TestRealSeedMember(t *testing.T) {
 			return ctx
 		}).
 		Teardown(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-			if t.Failed() {
-				t.Logf("operator log (end):\n%s", operator.Log())
-			}
-			r := cfg.Client().Resources()
-			// A cluster left by a failed step would hold the namespace
-			// for its final backup.
-			var list v1alpha1.EtcdClusterList
-			if err := r.WithNamespace(ns).List(ctx, &list); err == nil {
-				for i := range list.Items {
-					c := &list.Items[i]
-					if c.Spec.Backup != nil {
-						c.Spec.Backup.SkipFinalBackup = true
-						_ = r.Update(ctx, c)
-					}
-				}
-			}
-			_ = r.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+			deleteNamespace(ctx, cfg, ns)
 			return ctx
 		}).Feature()
 
 	testEnv.Test(t, f)
-	if exited, err := operator.Exited(); exited {
-		t.Errorf("the operator exited during the test: %v\n%s", err, operator.Log())
+}
+
+// deleteNamespace deletes namespace ns after setting skipFinalBackup on
+// the EtcdClusters a failed step left there, which would otherwise hold
+// the namespace for their final backups.
+func deleteNamespace(ctx context.Context, cfg *envconf.Config, ns string) {
+	r := cfg.Client().Resources()
+	var list v1alpha1.EtcdClusterList
+	if err := r.WithNamespace(ns).List(ctx, &list); err == nil {
+		for i := range list.Items {
+			c := &list.Items[i]
+			if c.Spec.Backup != nil {
+				c.Spec.Backup.SkipFinalBackup = true
+				_ = r.Update(ctx, c)
+			}
+		}
 	}
+	_ = r.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 }
 
 // newCluster returns an EtcdCluster of size 1 at etcdVersion, with its
@@ -241,10 +220,11 @@ func assertSeedIdentity(t *testing.T, c *v1alpha1.EtcdCluster, m *member) {
 }
 
 // assertReadyWithMember waits until c is Ready for its generation and
-// checks that its status holds the one real member, healthy and leader,
-// with the ID etcd reports; that it is Available and not Degraded; and that
-// bin/etcd runs spec.version. c receives the last state read.
-func assertReadyWithMember(ctx context.Context, t *testing.T, r *resources.Resources, c *v1alpha1.EtcdCluster, ec *clientv3.Client) {
+// checks that its status holds the one real member m, healthy and leader,
+// with the ID etcd reports through ec; that it is Available and not
+// Degraded; and that bin/etcd runs spec.version. c receives the last state
+// read.
+func assertReadyWithMember(ctx context.Context, t *testing.T, r *resources.Resources, c *v1alpha1.EtcdCluster, m *member, ec *clientv3.Client) {
 	t.Helper()
 	statustest.WaitForCondition(t, r, c, statusutil.ReadyCondition, metav1.ConditionTrue,
 		wait.WithContext(ctx), wait.WithTimeout(timeout), wait.WithInterval(pollEvery))
@@ -256,7 +236,7 @@ func assertReadyWithMember(ctx context.Context, t *testing.T, r *resources.Resou
 	if len(list.Members) != 1 {
 		t.Fatalf("real etcd has %d members, want 1: %+v", len(list.Members), list.Members)
 	}
-	st, err := ec.Status(etcdCtx(t), clientPort.url())
+	st, err := ec.Status(etcdCtx(t), m.port.url())
 	if err != nil {
 		t.Fatalf("status of the real member: %v", err)
 	}
@@ -301,6 +281,41 @@ func readKeys(t *testing.T, ec *clientv3.Client) map[string]string {
 		got[string(kv.Key)] = string(kv.Value)
 	}
 	return got
+}
+
+// backUp creates EtcdBackup ns/name of cluster, whose real member is at
+// revision rev, waits until it is Complete and checks it: Succeeded, the
+// only backup of the cluster in the PVC store, its status matching the
+// manifest and the member's revision and version, the manifest recording
+// the trigger and the EtcdBackup's UID, and the files intact on disk.
+func backUp(ctx context.Context, t *testing.T, cfg *envconf.Config, ns, cluster, name string, rev int64) {
+	t.Helper()
+	r := cfg.Client().Resources()
+	b := &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: v1alpha1.EtcdBackupSpec{ClusterName: cluster, StoreRef: v1alpha1.StoreReference{PVCName: storeName}}}
+	must(t, r.Create(ctx, b))
+	statustest.WaitForCondition(t, r, b, conditionComplete, metav1.ConditionTrue,
+		wait.WithContext(ctx), wait.WithTimeout(timeout), wait.WithInterval(pollEvery))
+	if b.Status.Phase != v1alpha1.BackupSucceeded {
+		t.Fatalf("EtcdBackup %s is Complete in phase %q, want %q", b.Name, b.Status.Phase, v1alpha1.BackupSucceeded)
+	}
+
+	list := listBackups(ctx, t, ns, cluster)
+	if len(list) != 1 {
+		t.Fatalf("backups of %s in the store: %d, want the EtcdBackup's only: %+v", cluster, len(list), list)
+	}
+	m := list[0]
+	want := backupStatus{ID: m.ID, Location: "pvc:" + storeName + "/" + ns + "/" + cluster + "/" + m.DataKey,
+		Size: m.Size, SHA256: m.SHA256, Revision: rev, EtcdVersion: etcdVersion}
+	got := backupStatus{ID: b.Status.BackupID, Location: b.Status.Location, Size: b.Status.SizeBytes,
+		SHA256: b.Status.SHA256, Revision: b.Status.Revision, EtcdVersion: b.Status.EtcdVersion}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("EtcdBackup status against its manifest and the member's revision (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]string{extraTrigger: triggerOnDemand, extraBackupUID: string(b.UID)}, m.Snapshot.Extra); diff != "" {
+		t.Errorf("manifest snapshot extra (-want +got):\n%s", diff)
+	}
+	assertOnDisk(ctx, t, ns, cluster, m)
 }
 
 // backupStatus is the part of an EtcdBackup's status that describes the

@@ -1,5 +1,5 @@
-// Package etcdmember drives the etcd example operator against a real etcd
-// member: the operator is built and run as a process against the suite's
+// Package etcdmember drives the etcd example operator against real etcd
+// members: the operator is built and run as a process against the suite's
 // kwok cluster, as in e2e/etcd, but the seed member of each EtcdCluster is
 // a real etcd process that this suite starts itself.
 //
@@ -7,24 +7,35 @@
 // pod: it waits for the pod the operator creates, reads the etcd command
 // line from the pod's spec and runs bin/etcd (`make etcd`) on this machine
 // with the same identity (name, initial cluster, cluster state and token,
-// advertised peer URL) and three changes: the client URLs are one loopback
-// port that the operator is told about with --client-url-template, the peer
-// listener is another loopback port, and the data directory is a temporary
-// one. A single member never dials its own peer URL, and etcd compares URL
-// strings before resolving them, so the pod's DNS name in the advertised
-// peer URL need not resolve.
+// advertised peer URL) and three changes: the client URLs are a loopback
+// port of the member's own, the peer listener is another loopback port,
+// and the data directory is a temporary one. A single member never dials
+// its own peer URL, and etcd compares URL strings before resolving them,
+// so the pod's DNS name in the advertised peer URL need not resolve.
 //
-// --client-url-template substitutes only {member}, {cluster} and
-// {namespace}. With every member on 127.0.0.1 these cannot select a port
-// (a cluster's name starts with a letter, as its Service's must, and a
-// restore reads an EtcdBackup of its own namespace), so the one template
-// address serves one live member at a time. The suite therefore creates a
-// cluster, writes keys, backs it up with an EtcdBackup, deletes it (its
-// final backup taken from the real member), and only then creates a
-// second cluster restored from the EtcdBackup, whose member takes over the
-// port. Between members, the suite holds the port itself and closes every
-// connection, so the operator's dials fail fast and no other process can
-// take the port.
+// Each test runs its own operator process, in one of the two ways an
+// operator outside the cluster reaches members:
+//
+//   - TestRealSeedMember: --client-url-template. It substitutes only
+//     {member}, {cluster} and {namespace}. With every member on 127.0.0.1
+//     these cannot select a port (a cluster's name starts with a letter,
+//     as its Service's must, and a restore reads an EtcdBackup of its own
+//     namespace), so the one template address serves one live member at a
+//     time. The test therefore creates a cluster, writes keys, backs it up
+//     with an EtcdBackup, deletes it (its final backup taken from the real
+//     member), and only then creates a second cluster restored from the
+//     EtcdBackup, whose member takes over the port.
+//   - TestPortForwardMembers: --member-access=port-forward. The operator
+//     dials each member's pod through the API server's port-forward; the
+//     cluster is created with kwok's PortForward CRD (kwokctl
+//     --enable-crds=PortForward) and the suite creates a PortForward per
+//     member pod, so that kwok, serving the pod's kubelet API, forwards the
+//     pod's port 2379 to the member's loopback client port. Two clusters
+//     run at once, each member on its own port.
+//
+// While no member runs on a port, the suite holds the port itself and
+// closes every connection, so the operator's dials fail fast and no other
+// process can take the port.
 package etcdmember
 
 import (
@@ -56,25 +67,48 @@ var etcdBinary string
 // the directory backupRoot/backups. Set when the operator starts.
 var backupRoot string
 
-// clientPort is the loopback address at which the operator reaches every
-// member (its --client-url-template), reserved when the operator starts.
+// clientPort is the loopback address at which the operator of
+// TestRealSeedMember reaches every member (its --client-url-template).
 var clientPort = &portHolder{}
 
-// operator is the etcd operator, run as a process.
-var operator = &harness.Operator{
-	Name:    "etcd-operator",
-	Package: "./examples/etcd",
-	Args: func(_ *envconf.Config, dir string) ([]string, error) {
-		backupRoot = filepath.Join(dir, "backup-root")
-		if err := os.MkdirAll(filepath.Join(backupRoot, storeName), 0o700); err != nil {
-			return nil, fmt.Errorf("creating the backup store: %w", err)
+// operator is the etcd operator of the running test (startOperator).
+var operator *harness.Operator
+
+// repoRoot is the repository's root, where the operator is built.
+var repoRoot string
+
+// startOperator builds and starts an etcd operator process with args
+// after the suite's common flags and a fresh backup root (backupRoot),
+// and stops it when t ends. It fails t if the operator exited before.
+func startOperator(ctx context.Context, t *testing.T, cfg *envconf.Config, args ...string) {
+	t.Helper()
+	op := &harness.Operator{
+		Name:    "etcd-operator",
+		Package: "./examples/etcd",
+		Args: func(_ *envconf.Config, dir string) ([]string, error) {
+			backupRoot = filepath.Join(dir, "backup-root")
+			if err := os.MkdirAll(filepath.Join(backupRoot, storeName), 0o700); err != nil {
+				return nil, fmt.Errorf("creating the backup store: %w", err)
+			}
+			return append([]string{"--metrics-bind-address=0", "--health-probe-bind-address=0", "--zap-log-level=info",
+				"--backup-root=" + backupRoot}, args...), nil
+		},
+	}
+	operator = op
+	t.Cleanup(func() {
+		if exited, err := op.Exited(); exited {
+			t.Errorf("the operator exited during the test: %v\n%s", err, op.Log())
 		}
-		if err := clientPort.reserve(); err != nil {
-			return nil, err
+		if t.Failed() {
+			t.Logf("operator log (end):\n%s", op.Log())
 		}
-		return []string{"--metrics-bind-address=0", "--health-probe-bind-address=0", "--zap-log-level=info",
-			"--backup-root=" + backupRoot, "--client-url-template=" + clientPort.url()}, nil
-	},
+		if _, err := op.Stop(context.WithoutCancel(ctx), cfg); err != nil {
+			t.Error(err)
+		}
+	})
+	if _, err := op.Start(repoRoot)(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestMain(m *testing.M) {
@@ -85,7 +119,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	etcdBinary = bin
-	e, err := harness.New()
+	e, err := harness.New(harness.WithKwokctlArgs("--enable-crds=PortForward"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e harness:", err)
 		os.Exit(1)
@@ -96,17 +130,13 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	repoRoot = root
 	e.Setup(
 		envfuncs.SetupCRDs(filepath.Join(root, "examples/etcd/config/crd/bases"), "*.yaml"),
 		waitForCRD,
-		operator.Start(root),
 	)
-	// Registered after the harness's cluster deletion, so they run after
-	// it; the operator is also killed with this process (Pdeathsig).
-	e.Finish(operator.Stop, func(ctx context.Context, _ *envconf.Config) (context.Context, error) {
-		clientPort.release()
-		return ctx, nil
-	})
+	// The operators are stopped by their tests, and killed with this
+	// process (Pdeathsig).
 	os.Exit(e.Run(m))
 }
 
@@ -125,48 +155,64 @@ func waitForCRD(ctx context.Context, cfg *envconf.Config) (context.Context, erro
 	return ctx, nil
 }
 
-// portHolder keeps a loopback TCP port for the members' client URL. While
-// no member runs, it listens on the port itself and closes every
+// portHolder keeps a loopback TCP port for a member's client URL. While
+// no member runs on it, it listens on the port itself and closes every
 // connection at once, so that the operator's dials fail fast and no other
 // process takes the port; a member is started right after release and the
 // port is held again after the member stops.
 type portHolder struct {
-	mu   sync.Mutex
-	addr string
-	l    net.Listener
+	mu     sync.Mutex
+	addr   string
+	l      net.Listener
+	closed bool
 }
 
 // reserve picks a free port on 127.0.0.1 and holds it.
 func (p *portHolder) reserve() error {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return fmt.Errorf("reserving the members' client port: %w", err)
+		return fmt.Errorf("reserving a member client port: %w", err)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.addr = l.Addr().String()
 	p.l = l
+	p.closed = false
 	go refuse(l)
 	return nil
 }
 
-// url returns the members' client URL, http://127.0.0.1:<port>.
-func (p *portHolder) url() string {
+// close stops holding the port for good: hold does nothing after it.
+func (p *portHolder) close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return "http://" + p.addr
+	p.closed = true
+	if p.l != nil {
+		_ = p.l.Close()
+		p.l = nil
+	}
 }
+
+// address returns the port's address, 127.0.0.1:<port>.
+func (p *portHolder) address() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.addr
+}
+
+// url returns the client URL at the port, http://127.0.0.1:<port>.
+func (p *portHolder) url() string { return "http://" + p.address() }
 
 // hold listens on the port again after a member has stopped.
 func (p *portHolder) hold() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.l != nil {
+	if p.l != nil || p.closed {
 		return nil
 	}
 	l, err := net.Listen("tcp", p.addr)
 	if err != nil {
-		return fmt.Errorf("holding the members' client port %s again: %w", p.addr, err)
+		return fmt.Errorf("holding the member client port %s again: %w", p.addr, err)
 	}
 	p.l = l
 	go refuse(l)

@@ -39,6 +39,9 @@ type member struct {
 	identity map[string]string
 	// logPath is the file receiving the process's output.
 	logPath string
+	// port holds the member's client port while the process does not
+	// run.
+	port *portHolder
 
 	cmd    *exec.Cmd
 	exited chan struct{}
@@ -47,15 +50,16 @@ type member struct {
 // runPod is the kubelet of pod ns/name: it waits until the pod is bound to
 // a node, reads the command line of its etcd container and runs it as a
 // local process with the identity flags as they are, the data directory in
-// a temporary directory of suite, the client URLs at clientPort and the
-// peer listener on another loopback port (see the package documentation).
+// a temporary directory of suite, the client URLs at port (reserved) and
+// the peer listener on another loopback port (see the package
+// documentation).
 // It returns once the member reports a leader. Any flag it does not know
 // how to run locally, and any environment variable not given by value,
 // fails t rather than being dropped.
 //
 // suite is the top-level test: the process and its data outlive the
 // feature step t that starts it, and suite's cleanup stops it.
-func runPod(ctx context.Context, t, suite *testing.T, r *resources.Resources, ns, name string) *member {
+func runPod(ctx context.Context, t, suite *testing.T, r *resources.Resources, ns, name string, port *portHolder) *member {
 	t.Helper()
 	var pod corev1.Pod
 	waitFor(ctx, t, "pod "+name+" bound to a node", func(ctx context.Context) (bool, string) {
@@ -82,7 +86,7 @@ func runPod(ctx context.Context, t, suite *testing.T, r *resources.Resources, ns
 	}
 
 	dir := suite.TempDir()
-	m := &member{pod: name, identity: map[string]string{}, logPath: filepath.Join(dir, name+".log")}
+	m := &member{pod: name, identity: map[string]string{}, logPath: filepath.Join(dir, name+".log"), port: port}
 	args := make([]string, 0, len(flags))
 	for _, f := range identityFlags {
 		v, ok := flags[f]
@@ -109,8 +113,8 @@ func runPod(ctx context.Context, t, suite *testing.T, r *resources.Resources, ns
 	args = append(args,
 		"--data-dir="+filepath.Join(dir, "data"),
 		"--listen-peer-urls=http://"+peer,
-		"--listen-client-urls="+clientPort.url(),
-		"--advertise-client-urls="+clientPort.url(),
+		"--listen-client-urls="+port.url(),
+		"--advertise-client-urls="+port.url(),
 	)
 	if err := m.start(env, args); err != nil {
 		t.Fatalf("pod %s: %v", name, err)
@@ -171,7 +175,7 @@ func freePort() (string, error) {
 	return addr, nil
 }
 
-// start releases the client port and starts bin/etcd with env and args,
+// start releases the member's client port and starts bin/etcd with env and args,
 // its output going to m.logPath. The process is killed if this process
 // dies (Pdeathsig).
 func (m *member) start(env, args []string) error {
@@ -183,7 +187,7 @@ func (m *member) start(env, args []string) error {
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	clientPort.release()
+	m.port.release()
 	if err := cmd.Start(); err != nil {
 		_ = logf.Close()
 		return fmt.Errorf("starting etcd: %w", err)
@@ -212,7 +216,7 @@ func (m *member) running() bool {
 }
 
 // stop stops the process with SIGTERM (SIGKILL after 10 s), waits for it
-// and holds the client port again. Stopping a stopped member does nothing.
+// and holds its client port again. Stopping a stopped member does nothing.
 func (m *member) stop() error {
 	if !m.running() {
 		return nil
@@ -224,7 +228,7 @@ func (m *member) stop() error {
 		_ = m.cmd.Process.Kill()
 		<-m.exited
 	}
-	return clientPort.hold()
+	return m.port.hold()
 }
 
 // log returns the end of the member's log (the last 8000 bytes), for
@@ -245,12 +249,12 @@ func (m *member) log() string {
 // timeout passes.
 func (m *member) waitHealthy(t *testing.T, timeout time.Duration) {
 	t.Helper()
-	ec := newEtcdClient(t)
+	ec := m.client(t)
 	deadline := time.Now().Add(timeout)
 	var last string
 	for {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
-		st, err := ec.Status(ctx, clientPort.url())
+		st, err := ec.Status(ctx, m.port.url())
 		cancel()
 		switch {
 		case err != nil:
@@ -270,17 +274,17 @@ func (m *member) waitHealthy(t *testing.T, timeout time.Duration) {
 	}
 }
 
-// newEtcdClient returns a client on the members' client URL, closed when
-// t ends.
-func newEtcdClient(t *testing.T) *clientv3.Client {
+// client returns a client on the member's client URL (dialed directly,
+// not through the operator's way), closed when t ends.
+func (m *member) client(t *testing.T) *clientv3.Client {
 	t.Helper()
 	c, err := clientv3.New(clientv3.Config{
-		Endpoints:   []string{clientPort.url()},
+		Endpoints:   []string{m.port.url()},
 		DialTimeout: 5 * time.Second,
 		Logger:      zap.NewNop(),
 	})
 	if err != nil {
-		t.Fatalf("etcd client for %s: %v", clientPort.url(), err)
+		t.Fatalf("etcd client for %s: %v", m.port.url(), err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c

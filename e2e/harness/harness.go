@@ -20,6 +20,9 @@
 //	var testEnv env.Environment
 //
 //	func TestMain(m *testing.M) { harness.Main(m, &testEnv) }
+//
+// A suite that needs more of its kwok cluster passes options to New, for
+// example WithKwokctlArgs("--enable-crds=PortForward").
 package harness
 
 import (
@@ -67,9 +70,28 @@ func Main(m *testing.M, testEnv *env.Environment) {
 	os.Exit(e.Run(m))
 }
 
+// Option configures New.
+type Option func(*options)
+
+type options struct {
+	kwokctlArgs []string
+}
+
+// WithKwokctlArgs passes args to `kwokctl create cluster` when the suite
+// creates a kwok cluster, for example "--enable-crds=PortForward". They are
+// ignored with E2E_PROVIDER=kind and E2E_CLUSTER=existing, where the suite
+// has to check for what it needs.
+func WithKwokctlArgs(args ...string) Option {
+	return func(o *options) { o.kwokctlArgs = append(o.kwokctlArgs, args...) }
+}
+
 // New returns an e2e-framework environment whose setup creates (or reuses) a
 // cluster as described in the package documentation.
-func New() (env.Environment, error) {
+func New(opts ...Option) (env.Environment, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	cfg, err := envconf.NewFromFlags()
 	if err != nil {
 		return nil, fmt.Errorf("parsing e2e flags: %w", err)
@@ -94,6 +116,7 @@ func New() (env.Environment, error) {
 
 	var provider support.E2EClusterProvider
 	var afterCreate env.Func
+	var createArgs []string
 	switch p := os.Getenv(EnvProvider); p {
 	case "", "kwok":
 		bin, err := repo.BinDir()
@@ -110,6 +133,7 @@ func New() (env.Environment, error) {
 		}
 		provider = kwok.NewProvider().WithPath(cluster.Kwokctl()).
 			WithOpts(kwok.WithWaitDuration(2 * time.Minute))
+		createArgs = o.kwokctlArgs
 		afterCreate = func(ctx context.Context, c *envconf.Config) (context.Context, error) {
 			return ctx, cluster.ScaleNodes(ctx, nodes)
 		}
@@ -123,7 +147,7 @@ func New() (env.Environment, error) {
 	e := env.NewWithConfig(cfg)
 	destroy := envfuncs.DestroyCluster(name)
 	stopSignals := destroyOnSignal(name, provider)
-	e.Setup(createCluster(provider, name), afterCreate)
+	e.Setup(createCluster(provider, name, createArgs), afterCreate)
 	e.Finish(func(ctx context.Context, c *envconf.Config) (context.Context, error) {
 		stopSignals()
 		return destroy(ctx, c)
@@ -131,10 +155,10 @@ func New() (env.Environment, error) {
 	return e, nil
 }
 
-// createCluster is envfuncs.CreateCluster, but a failed create still deletes
-// whatever part of the cluster was started.
-func createCluster(p support.E2EClusterProvider, name string) env.Func {
-	create := envfuncs.CreateCluster(p, name)
+// createCluster is envfuncs.CreateCluster with args for the provider's
+// create command, and a failed create still deletes whatever part of the
+// cluster was started.
+func createCluster(p support.E2EClusterProvider, name string, args []string) env.Func {
 	return func(ctx context.Context, cfg *envconf.Config) (context.Context, error) {
 		// kwokctl allocates ports by scanning for free ones, so concurrent
 		// creations (suites run in parallel) would collide.
@@ -142,7 +166,12 @@ func createCluster(p support.E2EClusterProvider, name string) env.Func {
 		if err != nil {
 			return ctx, err
 		}
-		out, err := create(ctx, cfg)
+		k := p.SetDefaults().WithName(name)
+		kubeconfig, err := k.Create(ctx, args...)
+		if err == nil {
+			cfg.WithKubeconfigFile(kubeconfig)
+			err = k.WaitForControlPlane(ctx, cfg.Client())
+		}
 		unlock()
 		if err != nil {
 			if derr := p.Destroy(context.WithoutCancel(ctx)); derr != nil {
@@ -150,8 +179,9 @@ func createCluster(p support.E2EClusterProvider, name string) env.Func {
 			}
 			return ctx, fmt.Errorf("creating cluster %s: %w", name, err)
 		}
-		// Later steps find the cluster under its name; Finish deletes it.
-		return out, nil
+		// Later steps (envfuncs.DestroyCluster in Finish) find the cluster
+		// under its name, as envfuncs.CreateCluster stores it.
+		return context.WithValue(ctx, support.ClusterNameContextKey(name), k), nil
 	}
 }
 

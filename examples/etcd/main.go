@@ -4,11 +4,13 @@
 //
 // Run it against the cluster of $KUBECONFIG with `go run ./examples/etcd`
 // (make run-etcd). Outside the cluster, pod DNS names do not resolve: pass
-// --client-url-template to reach members another way, for example through
-// one kubectl port-forward per member.
+// --member-access=port-forward to reach every member through a
+// port-forward of the API server (as kubectl port-forward does), or
+// --client-url-template to reach members at URLs of your own.
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -23,6 +25,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
@@ -38,18 +41,27 @@ func main() {
 	}
 }
 
+// The values of --member-access.
+const (
+	memberAccessDNS         = "dns"
+	memberAccessPortForward = "port-forward"
+)
+
 func run() error {
 	var (
-		metricsAddr, probeAddr, backupRoot, urlTemplate string
-		leaderElect                                     bool
-		bootstrapTimeout, memberStartTimeout            time.Duration
+		metricsAddr, probeAddr, backupRoot, urlTemplate, memberAccess string
+		leaderElect                                                   bool
+		bootstrapTimeout, memberStartTimeout                          time.Duration
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of the health probes")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader among replicas of the operator")
 	flag.StringVar(&backupRoot, "backup-root", "/backups", "directory under which backup PVCs are mounted, one directory per claim name")
+	flag.StringVar(&memberAccess, "member-access", memberAccessDNS,
+		"how members are reached: dns (their pod DNS names, inside the cluster) or port-forward "+
+			"(a port-forward through the API server per member pod, for running outside the cluster; needs create on pods/portforward)")
 	flag.StringVar(&urlTemplate, "client-url-template", "",
-		"client URL of a member, with {member}, {cluster} and {namespace} replaced; empty uses in-cluster pod DNS names")
+		"client URL of a member, with {member}, {cluster} and {namespace} replaced; empty uses in-cluster pod DNS names (with --member-access=dns only)")
 	flag.DurationVar(&bootstrapTimeout, "bootstrap-timeout", controller.DefaultBootstrapTimeout,
 		"how long the seed member of a new EtcdCluster may take to answer before the cluster is reported Degraded (reason BootstrapTimeout)")
 	flag.DurationVar(&memberStartTimeout, "member-start-timeout", controller.DefaultMemberStartTimeout,
@@ -63,6 +75,15 @@ func run() error {
 	}
 	if memberStartTimeout <= 0 {
 		return errors.New("--member-start-timeout must be positive, for example 10m")
+	}
+	switch memberAccess {
+	case memberAccessDNS:
+	case memberAccessPortForward:
+		if urlTemplate != "" {
+			return errors.New("--client-url-template cannot be combined with --member-access=port-forward, which dials the pods themselves: drop one of them")
+		}
+	default:
+		return fmt.Errorf("--member-access=%q: want %s or %s", memberAccess, memberAccessDNS, memberAccessPortForward)
 	}
 
 	scheme := runtime.NewScheme()
@@ -96,7 +117,10 @@ func run() error {
 		return err
 	}
 	stores := controller.DefaultStores(mgr.GetAPIReader(), backupRoot)
-	factory := etcdclient.NewFactory(0)
+	factory, err := etcdFactory(mgr, memberAccess)
+	if err != nil {
+		return err
+	}
 	_, err = reconcile.SetupWithManager[*v1alpha1.EtcdCluster](mgr, &controller.ClusterHooks{
 		Client: mgr.GetClient(), Children: children, Etcd: factory, Endpoints: endpoints, Stores: stores,
 		BootstrapTimeout: bootstrapTimeout, MemberStartTimeout: memberStartTimeout,
@@ -123,4 +147,26 @@ func run() error {
 	}
 	ctx := ctrl.SetupSignalHandler()
 	return mgr.Start(ctx)
+}
+
+// etcdFactory returns the etcd client factory for --member-access. A
+// port-forward factory is closed, its forwards with it, when the manager
+// stops.
+func etcdFactory(mgr manager.Manager, memberAccess string) (etcdclient.Factory, error) {
+	if memberAccess != memberAccessPortForward {
+		return etcdclient.NewFactory(0), nil
+	}
+	pf, err := etcdclient.NewPortForwardFactory(mgr.GetConfig(), mgr.GetClient(),
+		etcdclient.WithLogger(ctrl.Log.WithName("port-forward")))
+	if err != nil {
+		return nil, fmt.Errorf("--member-access=port-forward: %w", err)
+	}
+	err = mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		<-ctx.Done()
+		return pf.Close()
+	}))
+	if err != nil {
+		return nil, fmt.Errorf("--member-access=port-forward: %w", err)
+	}
+	return pf, nil
 }
