@@ -2,6 +2,7 @@ package backup
 
 import (
 	"time"
+	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -30,7 +31,27 @@ type Status struct {
 	// LastSHA256 is the hex SHA-256 of the last successful backup's data.
 	// +optional
 	LastSHA256 string `json:"lastSHA256,omitempty"`
+	// LastFailureTime is when the last failed backup attempt ended. It is
+	// kept after a later success, for history; ConsecutiveFailures tells
+	// whether the failure is current.
+	// +optional
+	LastFailureTime *metav1.Time `json:"lastFailureTime,omitempty"`
+	// LastFailureMessage is the error of the last failed attempt, at most
+	// 1024 bytes.
+	// +optional
+	LastFailureMessage string `json:"lastFailureMessage,omitempty"`
+	// ConsecutiveFailures counts the failed attempts since the last
+	// successful backup; a success resets it to 0.
+	// +optional
+	ConsecutiveFailures int32 `json:"consecutiveFailures,omitempty"`
 }
+
+// maxFailureMessage bounds LastFailureMessage, so that a long error (a
+// server's response body, say) cannot bloat the object.
+const maxFailureMessage = 1024
+
+// truncatedMarker ends a LastFailureMessage that was cut.
+const truncatedMarker = " ... [truncated]"
 
 // RecordAttempt sets LastScheduleTime to t.
 func (s *Status) RecordAttempt(t time.Time) {
@@ -38,13 +59,38 @@ func (s *Status) RecordAttempt(t time.Time) {
 	s.LastScheduleTime = &mt
 }
 
-// RecordSuccess sets the last successful backup fields from m.
+// RecordSuccess sets the last successful backup fields from m and resets
+// ConsecutiveFailures.
 func (s *Status) RecordSuccess(m Manifest) {
 	mt := metav1.NewTime(m.EndTime)
 	s.LastSuccessfulTime = &mt
 	s.LastBackupID = m.ID
 	s.LastSizeBytes = m.Size
 	s.LastSHA256 = m.SHA256
+	s.ConsecutiveFailures = 0
+}
+
+// RecordFailure records a failed attempt that ended at t with err: it sets
+// LastFailureTime and LastFailureMessage (cut to 1024 bytes at a UTF-8
+// boundary) and counts it in ConsecutiveFailures. The last successful
+// backup's fields are left as they are: it is still the newest backup to
+// restore from.
+func (s *Status) RecordFailure(t time.Time, err error) {
+	mt := metav1.NewTime(t)
+	s.LastFailureTime = &mt
+	msg := "unknown error"
+	if err != nil {
+		msg = err.Error()
+	}
+	if len(msg) > maxFailureMessage {
+		cut := maxFailureMessage - len(truncatedMarker)
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = msg[:cut] + truncatedMarker
+	}
+	s.LastFailureMessage = msg
+	s.ConsecutiveFailures++
 }
 
 // LastRun returns LastScheduleTime as a time.Time, zero if unset.
@@ -63,6 +109,9 @@ func (s *Status) DeepCopyInto(out *Status) {
 	}
 	if s.LastSuccessfulTime != nil {
 		out.LastSuccessfulTime = s.LastSuccessfulTime.DeepCopy()
+	}
+	if s.LastFailureTime != nil {
+		out.LastFailureTime = s.LastFailureTime.DeepCopy()
 	}
 }
 
