@@ -37,7 +37,8 @@
 // [Schedule] evaluates a cron expression against the time of the last run and
 // tells a reconciler whether a backup is due and when to requeue, so no
 // goroutine or timer is kept per custom resource. [Status] is a small struct a
-// custom resource status can embed to report the last successful backup.
+// custom resource status can embed to report the last successful backup and
+// the failed attempts since.
 //
 // # Footguns
 //
