@@ -60,7 +60,7 @@ cluster-tools: kubernetes etcd kwok ## Build everything a local kwok cluster nee
 .PHONY: kubernetes etcd kwok controller-gen golangci-lint versitygw benchstat
 kubernetes: ## Build kube-apiserver, kube-controller-manager, kube-scheduler and kubectl v1.36.3.
 	@$(INSTALL_TOOL) kubernetes
-etcd: ## Build etcd v3.6.
+etcd: ## Build etcd and etcdutl v3.6.
 	@$(INSTALL_TOOL) etcd
 kwok: ## Build kwok and kwokctl.
 	@$(INSTALL_TOOL) kwok
@@ -135,6 +135,10 @@ bench: envtest-assets cluster-tools benchstat ## Go micro-benchmarks (benchstat)
 	go test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) $(UNIT_PKGS) | tee .local/bench.txt
 	$(BIN)/benchstat .local/bench.txt
 	go run ./hack/scale -n $(SCALE_N) -out $(SCALE_OUT)
+
+.PHONY: bench-backup
+bench-backup: versitygw ## Backup throughput and peak RSS: a 1 GiB snapshot into both stores against plain copies (docs/benchmarks/backup.md).
+	go run ./backup/internal/benchprog -size 1GiB -count 5
 
 ##@ Local cluster (real apiserver, controller-manager, scheduler, etcd + kwok fake nodes)
 
