@@ -27,7 +27,7 @@ usage() {
 	cat >&2 <<USAGE
 usage: $0 NAME
 NAME: kubernetes (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl)
-      etcd | kwok (kwok, kwokctl) | controller-gen | golangci-lint | versitygw | benchstat
+      etcd (etcd, etcdutl) | kwok (kwok, kwokctl) | controller-gen | golangci-lint | versitygw | benchstat
 USAGE
 	exit 2
 }
@@ -83,6 +83,14 @@ build_etcd() {
 	(cd "$root/hack/tools/etcd" && go build -trimpath -ldflags "-s -w" -o "$dest/etcd" go.etcd.io/etcd/server/v3)
 }
 
+# etcdutl (offline snapshot restore) comes from the same pinned module as
+# etcd, in a cache directory of its own so that an etcd built before it
+# is kept.
+build_etcdutl() {
+	local dest=$1
+	(cd "$root/hack/tools/etcd" && go build -trimpath -ldflags "-s -w" -o "$dest/etcdutl" go.etcd.io/etcd/etcdutl/v3)
+}
+
 # goinstall DEST PKG@VERSION... installs with GOBIN=DEST; these tools carry
 # their own go.mod, so no module of ours pins their dependencies.
 goinstall() {
@@ -100,7 +108,10 @@ build_benchstat() { goinstall "$1" "golang.org/x/perf/cmd/benchstat@$2"; }
 [[ $# -eq 1 ]] || usage
 case $1 in
 kubernetes) install kubernetes "$K8S_VERSION" kube-apiserver kube-controller-manager kube-scheduler kubectl ;;
-etcd) install etcd "$ETCD_VERSION" etcd ;;
+etcd)
+	install etcd "$ETCD_VERSION" etcd
+	install etcdutl "$ETCD_VERSION" etcdutl
+	;;
 kwok) install kwok "$KWOK_VERSION" kwok kwokctl ;;
 controller-gen) install controller-gen "$CONTROLLER_GEN_VERSION" controller-gen ;;
 golangci-lint) install golangci-lint "$GOLANGCI_LINT_VERSION" golangci-lint ;;

@@ -19,8 +19,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
 	"sigs.k8s.io/e2e-framework/klient/wait"
@@ -62,9 +64,10 @@ const (
 // TestRealSeedMember runs EtcdClusters of size 1 whose seed member is a
 // real etcd process: bootstrap to Ready with the member's real ID, never
 // Degraded; an EtcdBackup of it in the PVC store; deletion with a final
-// backup taken from it; a new cluster restored from the EtcdBackup with
-// the keys written to the first one; and that cluster's deletion with its
-// own final backup. The steps build on each other, in this order.
+// backup taken from it; a new cluster restored physically from the
+// EtcdBackup (its seed's init containers run locally) with the keys
+// written to the first one at the backup's revision; and that cluster's
+// deletion with its own final backup. The steps build on each other, in this order.
 func TestRealSeedMember(t *testing.T) {
 	suite := t
 	var (
@@ -83,7 +86,7 @@ func TestRealSeedMember(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(clientPort.close)
-			startOperator(ctx, t, cfg, "--client-url-template="+clientPort.url())
+			startOperator(ctx, t, cfg, "--client-url-template="+clientPort.url(), "--restore-image="+restoreImage)
 			ns = envconf.RandomName("etcdm", 16)
 			must(t, cfg.Client().Resources().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 			return ctx
@@ -126,14 +129,20 @@ func TestRealSeedMember(t *testing.T) {
 			}
 			return ctx
 		}).
-		Assess("a cluster restored from the EtcdBackup holds the keys in its real member", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+		Assess("a cluster restored physically from the EtcdBackup holds its keys and revision in its real member", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			r := cfg.Client().Resources()
+			// The seed mounts the backup claim, which must exist for the
+			// pod to be scheduled.
+			createBackupClaim(ctx, t, r, ns)
 			c := newCluster(ns, restoredName)
 			c.Spec.Restore = &v1alpha1.RestoreSpec{BackupName: backupName}
 			degraded := watchDegraded(ctx, t, cfg, ns, restoredName)
 			must(t, r.Create(ctx, c))
 			restored = runPod(ctx, t, suite, r, ns, restoredName+"-0", clientPort)
 			assertSeedIdentity(t, c, restored)
+			if diff := cmp.Diff([]string{"fetch-backup", "restore", "finish-restore"}, restored.initContainers); diff != "" {
+				t.Errorf("init containers run for the seed of %s (-want +got):\n%s", c.Name, diff)
+			}
 			ec := restored.client(t)
 			assertReadyWithMember(ctx, t, r, c, restored, ec)
 			degraded.assertNeverDegraded(t)
@@ -149,6 +158,11 @@ func TestRealSeedMember(t *testing.T) {
 				t.Fatalf("reading the restored member's revision: %v", err)
 			}
 			restoredRev = resp.Header.Revision
+			// A logical restore writes the keys anew and cannot keep the
+			// revision: this is what shows the restore was physical.
+			if restoredRev != rev {
+				t.Errorf("revision of the restored member: %d, want the backup's %d", restoredRev, rev)
+			}
 			return ctx
 		}).
 		Assess("deleting the restored cluster takes a final backup from its member", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
@@ -564,4 +578,43 @@ func (d *degradedWatch) assertNeverDegraded(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Degraded conditions of %s written from creation to Ready (-want +got):\n%s", d.name, diff)
 	}
+}
+
+// createBackupClaim creates the claim storeName in ns, bound to a
+// persistent volume of its own (removed when t ends), so that the seed pod
+// of a physical restore, which mounts the PVC store's claim, can be
+// scheduled. Its contents are never read: the stand-in kubelet maps the
+// mount to the store's directory under the operator's backup root.
+func createBackupClaim(ctx context.Context, t *testing.T, r *resources.Resources, ns string) {
+	t.Helper()
+	size := resource.MustParse("1Gi")
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + storeName},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: size},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			StorageClassName:              "",
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/backups"}},
+			ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: storeName},
+		},
+	}
+	must(t, r.Create(ctx, pv))
+	t.Cleanup(func() { _ = r.Delete(context.WithoutCancel(ctx), pv) })
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: storeName, Namespace: ns},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+			StorageClassName: ptr.To(""),
+			VolumeName:       pv.Name,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
+		},
+	}
+	must(t, r.Create(ctx, pvc))
+	waitFor(ctx, t, "claim "+storeName+" bound", func(ctx context.Context) (bool, string) {
+		if err := r.Get(ctx, storeName, ns, pvc); err != nil {
+			return false, err.Error()
+		}
+		return pvc.Status.Phase == corev1.ClaimBound, "phase " + string(pvc.Status.Phase)
+	})
 }

@@ -13,6 +13,14 @@
 // its own peer URL, and etcd compares URL strings before resolving them,
 // so the pod's DNS name in the advertised peer URL need not resolve.
 //
+// The seed pod of a cluster restored physically has init containers; the
+// suite runs them first, as local processes with the paths of their
+// volume mounts mapped to local directories (the data volume to the
+// member's data directory, the backup claim to the PVC store): those in
+// the operator's --restore-image run the operator binary the suite built
+// (fetch-backup, finish-restore), the etcd image's etcdutl runs
+// bin/etcdutl (`make etcd`).
+//
 // Each test runs its own operator process, in one of the two ways an
 // operator outside the cluster reaches members:
 //
@@ -60,8 +68,18 @@ import (
 
 var testEnv env.Environment
 
-// etcdBinary is bin/etcd, found by TestMain.
-var etcdBinary string
+// etcdBinary and etcdutlBinary are bin/etcd and bin/etcdutl, found by
+// TestMain.
+var etcdBinary, etcdutlBinary string
+
+// restoreImage is the operator's --restore-image in TestRealSeedMember:
+// the image of the seed's init containers that run the operator binary.
+const restoreImage = "etcd-operator:e2e"
+
+// operatorBinary is the operator binary the harness built, which the
+// stand-in kubelet runs for init containers in restoreImage. Set when the
+// operator starts.
+var operatorBinary string
 
 // backupRoot is the operator's --backup-root; the PVC store "backups" is
 // the directory backupRoot/backups. Set when the operator starts.
@@ -87,6 +105,8 @@ func startOperator(ctx context.Context, t *testing.T, cfg *envconf.Config, args 
 		Package: "./examples/etcd",
 		Args: func(_ *envconf.Config, dir string) ([]string, error) {
 			backupRoot = filepath.Join(dir, "backup-root")
+			// The harness builds the operator as <dir>/<Name>.
+			operatorBinary = filepath.Join(dir, "etcd-operator")
 			if err := os.MkdirAll(filepath.Join(backupRoot, storeName), 0o700); err != nil {
 				return nil, fmt.Errorf("creating the backup store: %w", err)
 			}
@@ -119,6 +139,10 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	etcdBinary = bin
+	if etcdutlBinary, err = repo.Tool("etcdutl", "etcd"); err != nil {
+		fmt.Fprintln(os.Stderr, "etcdmember e2e:", err)
+		os.Exit(1)
+	}
 	e, err := harness.New(harness.WithKwokctlArgs("--enable-crds=PortForward"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e harness:", err)

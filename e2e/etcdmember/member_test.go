@@ -43,6 +43,10 @@ type member struct {
 	// run.
 	port *portHolder
 
+	// initContainers are the names of the init containers run before
+	// etcd, in order.
+	initContainers []string
+
 	cmd    *exec.Cmd
 	exited chan struct{}
 }
@@ -87,6 +91,11 @@ func runPod(ctx context.Context, t, suite *testing.T, r *resources.Resources, ns
 
 	dir := suite.TempDir()
 	m := &member{pod: name, identity: map[string]string{}, logPath: filepath.Join(dir, name+".log"), port: port}
+	dataDir := filepath.Join(dir, "data")
+	if err := os.Mkdir(dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	m.initContainers = runInitContainers(t, &pod, dataDir)
 	args := make([]string, 0, len(flags))
 	for _, f := range identityFlags {
 		v, ok := flags[f]
@@ -111,7 +120,7 @@ func runPod(ctx context.Context, t, suite *testing.T, r *resources.Resources, ns
 		t.Fatal(err)
 	}
 	args = append(args,
-		"--data-dir="+filepath.Join(dir, "data"),
+		"--data-dir="+dataDir,
 		"--listen-peer-urls=http://"+peer,
 		"--listen-client-urls="+port.url(),
 		"--advertise-client-urls="+port.url(),
@@ -288,4 +297,87 @@ func (m *member) client(t *testing.T) *clientv3.Client {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// runInitContainers runs the init containers of pod as local processes, in
+// order, with the paths of their volume mounts mapped to local
+// directories: the volume "data" to dataDir, a volume from a claim to the
+// claim's directory under the operator's backup root (the PVC store); the
+// service account token's projected volume is not provided. An
+// init container in the operator's --restore-image runs the operator
+// binary the suite built; one whose command is etcdutl runs bin/etcdutl.
+// Anything else fails t. It returns the names of the containers run.
+func runInitContainers(t *testing.T, pod *corev1.Pod, dataDir string) []string {
+	t.Helper()
+	local := map[string]string{} // volume name -> local directory
+	ignored := map[string]bool{} // the service account token, unused
+	for _, v := range pod.Spec.Volumes {
+		switch {
+		case v.Name == "data":
+			local[v.Name] = dataDir
+		case v.PersistentVolumeClaim != nil:
+			local[v.Name] = filepath.Join(backupRoot, v.PersistentVolumeClaim.ClaimName)
+		case v.Projected != nil:
+			ignored[v.Name] = true
+		}
+	}
+	var names []string
+	for _, c := range pod.Spec.InitContainers {
+		var bin string
+		switch {
+		case c.Image == restoreImage && len(c.Command) == 0:
+			bin = operatorBinary
+		case len(c.Command) == 1 && c.Command[0] == "etcdutl":
+			bin = etcdutlBinary
+		default:
+			t.Fatalf("pod %s: the stand-in kubelet does not know how to run init container %s (image %s, command %q); teach runInitContainers",
+				pod.Name, c.Name, c.Image, c.Command)
+		}
+		mounts := map[string]string{} // path in the container -> local directory
+		for _, vm := range c.VolumeMounts {
+			if ignored[vm.Name] {
+				continue
+			}
+			dir, ok := local[vm.Name]
+			if !ok {
+				t.Fatalf("pod %s: init container %s mounts volume %s, which the stand-in kubelet cannot provide", pod.Name, c.Name, vm.Name)
+			}
+			mounts[vm.MountPath] = dir
+		}
+		args := make([]string, 0, len(c.Args))
+		for _, a := range c.Args {
+			args = append(args, mapPath(a, mounts))
+		}
+		env, err := containerEnv(c)
+		if err != nil {
+			t.Fatalf("pod %s: %v", pod.Name, err)
+		}
+		cmd := exec.CommandContext(t.Context(), bin, args...)
+		cmd.Env = env
+		start := time.Now()
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("pod %s: init container %s (%s %q): %v\n%s", pod.Name, c.Name, bin, args, err, out)
+		}
+		t.Logf("pod %s: init container %s ran in %s: %s %q", pod.Name, c.Name, time.Since(start).Round(time.Millisecond), filepath.Base(bin), args)
+		names = append(names, c.Name)
+	}
+	return names
+}
+
+// mapPath replaces a container path in arg, a path or --flag=path, by
+// the local directory of the mount it lies in.
+func mapPath(arg string, mounts map[string]string) string {
+	prefix, value := "", arg
+	if strings.HasPrefix(arg, "--") {
+		if i := strings.Index(arg, "="); i >= 0 {
+			prefix, value = arg[:i+1], arg[i+1:]
+		}
+	}
+	for path, dir := range mounts {
+		if value == path || strings.HasPrefix(value, path+"/") {
+			return prefix + dir + strings.TrimPrefix(value, path)
+		}
+	}
+	return arg
 }

@@ -7,6 +7,12 @@
 // --member-access=port-forward to reach every member through a
 // port-forward of the API server (as kubectl port-forward does), or
 // --client-url-template to reach members at URLs of your own.
+//
+// The same binary runs the init containers of a physically restored seed
+// member (see --restore-image):
+//
+//	etcd-operator fetch-backup --data-dir=DIR --backup-id=ID --prefix=NS/CLUSTER (--store-dir=DIR | --s3-secret-dir=DIR)
+//	etcd-operator finish-restore --data-dir=DIR
 package main
 
 import (
@@ -14,6 +20,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -31,14 +38,33 @@ import (
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/controller"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/seedrestore"
 	"github.com/opkit-dev/opkit/reconcile"
 )
 
 func main() {
+	if len(os.Args) > 1 {
+		if sub, ok := subcommands[os.Args[1]]; ok {
+			if err := sub(ctrl.SetupSignalHandler(), os.Args[2:], os.Stdout); err != nil {
+				// The kubelet shows the end of the log as the init
+				// container's termination message.
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(1)
+			}
+			return
+		}
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "etcd operator:", err)
 		os.Exit(1)
 	}
+}
+
+// subcommands run the steps of a physical restore in the seed pod's init
+// containers.
+var subcommands = map[string]func(context.Context, []string, io.Writer) error{
+	seedrestore.CommandFetch:  seedrestore.RunFetch,
+	seedrestore.CommandFinish: seedrestore.RunFinish,
 }
 
 // The values of --member-access.
@@ -49,9 +75,9 @@ const (
 
 func run() error {
 	var (
-		metricsAddr, probeAddr, backupRoot, urlTemplate, memberAccess string
-		leaderElect                                                   bool
-		bootstrapTimeout, memberStartTimeout                          time.Duration
+		metricsAddr, probeAddr, backupRoot, urlTemplate, memberAccess, restoreImage string
+		leaderElect                                                                 bool
+		bootstrapTimeout, memberStartTimeout                                        time.Duration
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of the health probes")
@@ -66,10 +92,19 @@ func run() error {
 		"how long the seed member of a new EtcdCluster may take to answer before the cluster is reported Degraded (reason BootstrapTimeout)")
 	flag.DurationVar(&memberStartTimeout, "member-start-timeout", controller.DefaultMemberStartTimeout,
 		"how long a member's pod may stay Pending, and a learner may take to be promoted, before the cluster is reported Degraded (reasons MemberPodPending, LearnerNotCaughtUp)")
+	flag.StringVar(&restoreImage, "restore-image", "",
+		"image of this operator, run as init containers of the seed pod of a restored EtcdCluster to restore it physically "+
+			"(fetch-backup, then the cluster's etcdutl, then finish-restore); empty restores logically through the client API, "+
+			"losing revisions and leased keys")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	if restoreImage == "" {
+		ctrl.Log.Info("--restore-image is empty: EtcdClusters with spec.restore are restored logically (revisions and leased keys are lost)")
+	} else {
+		ctrl.Log.Info("EtcdClusters with spec.restore are restored physically", "restoreImage", restoreImage)
+	}
 	if bootstrapTimeout <= 0 {
 		return errors.New("--bootstrap-timeout must be positive, for example 5m")
 	}
@@ -123,7 +158,7 @@ func run() error {
 	}
 	_, err = reconcile.SetupWithManager[*v1alpha1.EtcdCluster](mgr, &controller.ClusterHooks{
 		Client: mgr.GetClient(), Children: children, Etcd: factory, Endpoints: endpoints, Stores: stores,
-		BootstrapTimeout: bootstrapTimeout, MemberStartTimeout: memberStartTimeout,
+		BootstrapTimeout: bootstrapTimeout, MemberStartTimeout: memberStartTimeout, RestoreImage: restoreImage,
 	},
 		reconcile.WithFieldOwner(fieldOwner),
 		reconcile.WithOwns(&corev1.Pod{}, &corev1.PersistentVolumeClaim{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}),

@@ -4,4 +4,7 @@
 // keeps their dependencies.
 package tools
 
-import _ "go.etcd.io/etcd/server/v3"
+import (
+	_ "go.etcd.io/etcd/etcdutl/v3"
+	_ "go.etcd.io/etcd/server/v3"
+)

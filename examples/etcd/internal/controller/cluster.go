@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -97,6 +99,19 @@ type ClusterHooks struct {
 	// MemberPodPending or LearnerNotCaughtUp; DefaultMemberStartTimeout if
 	// zero. Nothing is deleted on a timeout.
 	MemberStartTimeout time.Duration
+	// RestoreImage is the operator's own image. When set, a new cluster
+	// with spec.restore is restored physically: its seed pod gets init
+	// containers that fetch the backup into the data volume with this
+	// image, restore it with the cluster's etcdutl and move it into place
+	// (package internal/seedrestore), so etcd starts with the backup's
+	// keys, revisions and leases. The backup store must be reachable from
+	// the seed pod: a PVC store's claim is mounted there read-only (it
+	// must allow that next to the operator's mount: ReadOnlyMany,
+	// ReadWriteMany, or both pods on one node), an S3 store's Secret as a
+	// volume. Empty restores logically through the client API (see
+	// package internal/snapshot). Which way a cluster is restored is
+	// decided when its seed pod is created and read from the pod after.
+	RestoreImage string
 
 	leaders leaders
 }
@@ -180,15 +195,36 @@ func (h *ClusterHooks) Reconcile(ctx context.Context, c *v1alpha1.EtcdCluster) r
 		return reconcile.Retry(err)
 	}
 
-	// A cluster created from a backup is loaded while it has one member,
-	// before it grows.
+	// A cluster created from a backup is restored while it has one member,
+	// before it grows: physically, by its seed pod's init containers,
+	// before etcd starts, or logically, by loading the backup into the
+	// running seed.
+	var seed *seedRestore
 	if r := c.Spec.Restore; r != nil && !c.Status.Restored {
 		obs.planned.Size = 1
-		if len(obs.healthy) == 1 && len(obs.planned.Members) == 1 {
+		physical := slices.ContainsFunc(slices.Collect(maps.Values(obs.pods)), restoredPhysically)
+		switch {
+		case len(obs.healthy) == 1 && len(obs.planned.Members) == 1 && physical:
+			if res := h.checkPhysicalRestore(ctx, c, obs); res.Kind() != reconcile.KindDone {
+				return res
+			}
+			obs.planned.Size = int(c.Spec.Size)
+		case len(obs.healthy) == 1 && len(obs.planned.Members) == 1:
 			if res := h.restore(ctx, c, obs); res.Kind() != reconcile.KindDone {
 				return res
 			}
 			obs.planned.Size = int(c.Spec.Size)
+		case physical:
+			if res := restoreInitFailed(obs); res != nil {
+				return *res
+			}
+		case len(obs.pods) == 0 && !obs.planned.Bootstrapped && h.RestoreImage != "":
+			// The backup must be known before the seed pod is created.
+			b, _, res := h.restoreSource(ctx, c)
+			if b == nil {
+				return res
+			}
+			seed = &seedRestore{image: h.RestoreImage, backup: b}
 		}
 	}
 
@@ -199,7 +235,14 @@ func (h *ClusterHooks) Reconcile(ctx context.Context, c *v1alpha1.EtcdCluster) r
 		return reconcile.Waiting(step.Reason, step.Message, stepRequeue)
 	}
 	if step.Action != membership.ActionNone {
-		if err := h.execute(ctx, c, obs, step); err != nil {
+		if step.Action == membership.ActionBootstrap && c.Spec.Restore != nil && !c.Status.Restored {
+			path := "logical (through the client API, once the seed runs)"
+			if seed != nil {
+				path = "physical (init containers of the seed pod, before etcd starts)"
+			}
+			log.Info("creating the seed of a restored cluster", "etcdcluster", klog.KObj(c), "backup", c.Spec.Restore.BackupName, "restore", path)
+		}
+		if err := h.execute(ctx, c, obs, step, seed); err != nil {
 			return reconcile.Retry(fmt.Errorf("%s %s: %w", step.Action, step.Name, err))
 		}
 		return reconcile.Waiting(step.Reason, step.Message, stepRequeue)
@@ -393,12 +436,13 @@ func setConditions(c *v1alpha1.EtcdCluster, obs *observation, step membership.St
 // execute carries out one planned step: the etcd call first, then the
 // Kubernetes write. A failure between the two is finished by the planner on
 // the next pass.
-func (h *ClusterHooks) execute(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation, step membership.Step) error {
+// A seed pod is created with seed's init containers when seed is not nil.
+func (h *ClusterHooks) execute(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation, step membership.Step, seed *seedRestore) error {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	switch step.Action {
 	case membership.ActionBootstrap:
-		return h.createMember(ctx, c, step.Name, step.Version, step.Name+"="+PeerURL(c, step.Name), "new")
+		return h.createMember(ctx, c, step.Name, step.Version, step.Name+"="+PeerURL(c, step.Name), "new", seed)
 	case membership.ActionAddLearner:
 		ec, err := h.clientOn(ctx, obs, "")
 		if err != nil {
@@ -409,7 +453,7 @@ func (h *ClusterHooks) execute(ctx context.Context, c *v1alpha1.EtcdCluster, obs
 		if err != nil {
 			return err
 		}
-		return h.createMember(ctx, c, step.Name, step.Version, initialCluster(list), "existing")
+		return h.createMember(ctx, c, step.Name, step.Version, initialCluster(list), "existing", nil)
 	case membership.ActionCreatePod:
 		ec, err := h.clientOn(ctx, obs, "")
 		if err != nil {
@@ -420,7 +464,7 @@ func (h *ClusterHooks) execute(ctx context.Context, c *v1alpha1.EtcdCluster, obs
 		if err != nil {
 			return err
 		}
-		return h.createMember(ctx, c, step.Name, step.Version, initialCluster(list), "existing")
+		return h.createMember(ctx, c, step.Name, step.Version, initialCluster(list), "existing", nil)
 	case membership.ActionPromote:
 		ec, err := h.clientOn(ctx, obs, "")
 		if err != nil {
@@ -472,13 +516,13 @@ func initialCluster(list []etcdclient.Member) string {
 	return strings.Join(parts, ",")
 }
 
-func (h *ClusterHooks) createMember(ctx context.Context, c *v1alpha1.EtcdCluster, name, version, initial, state string) error {
+func (h *ClusterHooks) createMember(ctx context.Context, c *v1alpha1.EtcdCluster, name, version, initial, state string, seed *seedRestore) error {
 	if persistent(c) {
 		if _, err := h.Children.EnsureChild(ctx, c, dataClaim(c, name)); err != nil {
 			return fmt.Errorf("creating claim of %s: %w", name, err)
 		}
 	}
-	if _, err := h.Children.EnsureChild(ctx, c, memberPod(c, name, version, initial, state)); err != nil {
+	if _, err := h.Children.EnsureChild(ctx, c, memberPod(c, name, version, initial, state, seed)); err != nil {
 		return fmt.Errorf("creating pod %s: %w", name, err)
 	}
 	return nil
@@ -519,31 +563,105 @@ func (h *ClusterHooks) deleteOrphanClaims(ctx context.Context, c *v1alpha1.EtcdC
 	return nil
 }
 
-// restore loads spec.restore's backup into the single seed member.
-func (h *ClusterHooks) restore(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation) reconcile.Result {
+// restoreSource returns spec.restore's EtcdBackup once it has Succeeded,
+// and the store holding it. Otherwise the backup is nil and the result says
+// why: a missing or failed backup, or a store that is missing or
+// misconfigured, stalls the cluster; one still running is waited for.
+func (h *ClusterHooks) restoreSource(ctx context.Context, c *v1alpha1.EtcdCluster) (*v1alpha1.EtcdBackup, backup.Store, reconcile.Result) {
 	var b v1alpha1.EtcdBackup
 	if err := h.Client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Spec.Restore.BackupName}, &b); err != nil {
 		if client.IgnoreNotFound(err) == nil {
-			return reconcile.Terminal(ReasonRestoreFailed, fmt.Errorf("spec.restore.backupName: EtcdBackup %q not found", c.Spec.Restore.BackupName))
+			return nil, nil, reconcile.Terminal(ReasonRestoreFailed, fmt.Errorf("spec.restore.backupName: EtcdBackup %q not found", c.Spec.Restore.BackupName))
 		}
-		return reconcile.Retry(err)
+		return nil, nil, reconcile.Retry(err)
 	}
 	if b.Status.Phase == v1alpha1.BackupFailed {
 		msg := "no reason recorded"
 		if cc := statusutil.Get(&b, ConditionComplete); cc != nil {
 			msg = cc.Message
 		}
-		return reconcile.Terminal(ReasonRestoreFailed, fmt.Errorf("spec.restore.backupName: EtcdBackup %s failed: %s", b.Name, msg))
+		return nil, nil, reconcile.Terminal(ReasonRestoreFailed, fmt.Errorf("spec.restore.backupName: EtcdBackup %s failed: %s", b.Name, msg))
 	}
 	if b.Status.Phase != v1alpha1.BackupSucceeded {
-		return reconcile.Waiting("WaitingForBackup", fmt.Sprintf("EtcdBackup %s is %q, not Succeeded", b.Name, b.Status.Phase), stepRequeue)
+		return nil, nil, reconcile.Waiting("WaitingForBackup", fmt.Sprintf("EtcdBackup %s is %q, not Succeeded", b.Name, b.Status.Phase), stepRequeue)
 	}
 	store, err := clusterStore(ctx, h.Stores, b.Namespace, b.Spec.ClusterName, b.Spec.StoreRef)
 	if err != nil {
 		if errors.Is(err, ErrStoreNotFound) || errors.Is(err, ErrStoreMisconfigured) {
-			return reconcile.Terminal(ReasonRestoreFailed, err)
+			return nil, nil, reconcile.Terminal(ReasonRestoreFailed, err)
 		}
+		return nil, nil, reconcile.Retry(err)
+	}
+	return &b, store, reconcile.Done()
+}
+
+// checkPhysicalRestore sets status.restored once the seed restored by its
+// init containers answers at the backup's revision or later. A seed below
+// it was not restored (its init containers did not run, or restored
+// something else), which stalls the cluster: growing it would replicate
+// the wrong data.
+func (h *ClusterHooks) checkPhysicalRestore(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation) reconcile.Result {
+	var name, ep string
+	for n, e := range obs.healthy {
+		name, ep = n, e
+	}
+	pod := obs.pods[name]
+	if !restoredPhysically(pod) {
+		return reconcile.Retry(fmt.Errorf("the healthy member %s is not the seed restored physically", name))
+	}
+	want, err := strconv.ParseInt(pod.Annotations[AnnotationRestoreRevision], 10, 64)
+	if err != nil {
+		return reconcile.Terminal(ReasonRestoreFailed, fmt.Errorf("pod %s: annotation %s: %w", name, AnnotationRestoreRevision, err))
+	}
+	ec, err := h.clientOn(ctx, obs, "")
+	if err != nil {
 		return reconcile.Retry(err)
+	}
+	defer func() { _ = ec.Close() }()
+	sctx, cancel := context.WithTimeout(ctx, callTimeout)
+	st, err := ec.Status(sctx, ep)
+	cancel()
+	if err != nil {
+		return reconcile.Retry(fmt.Errorf("reading the revision of the restored member %s: %w", name, err))
+	}
+	backupName := pod.Annotations[AnnotationRestoreBackup]
+	if st.Revision < want {
+		return reconcile.Terminal(ReasonRestoreFailed, fmt.Errorf(
+			"physical restore: member %s runs at revision %d, EtcdBackup %s was taken at revision %d: the init containers of pod %s did not restore it; see their logs",
+			name, st.Revision, backupName, want, name))
+	}
+	c.Status.Restored = true
+	ctrl.LoggerFrom(ctx).Info("restored backup", "restore", "physical", "backup", backupName, "member", name, "revision", st.Revision)
+	return reconcile.Done()
+}
+
+// restoreInitFailed returns a stalling result when an init container of
+// the seed pod restored physically has failed, naming it and its
+// termination message (the end of its log), nil otherwise. The kubelet
+// retries it; the cluster carries on once the seed answers.
+func restoreInitFailed(obs *observation) *reconcile.Result {
+	for _, pod := range obs.pods {
+		if !restoredPhysically(pod) {
+			continue
+		}
+		for _, st := range pod.Status.InitContainerStatuses {
+			for _, t := range []*corev1.ContainerStateTerminated{st.State.Terminated, st.LastTerminationState.Terminated} {
+				if t != nil && t.ExitCode != 0 {
+					res := reconcile.Terminal(ReasonRestoreFailed, fmt.Errorf("physical restore: init container %s of pod %s exited with %d: %s",
+						st.Name, pod.Name, t.ExitCode, strings.TrimSpace(t.Message)))
+					return &res
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// restore loads spec.restore's backup into the single seed member.
+func (h *ClusterHooks) restore(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation) reconcile.Result {
+	b, store, res := h.restoreSource(ctx, c)
+	if b == nil {
+		return res
 	}
 	ec, err := h.clientOn(ctx, obs, "")
 	if err != nil {
@@ -559,7 +677,7 @@ func (h *ClusterHooks) restore(ctx context.Context, c *v1alpha1.EtcdCluster, obs
 		return reconcile.Retry(fmt.Errorf("restoring %s: %w", b.Status.BackupID, err))
 	}
 	c.Status.Restored = true
-	ctrl.LoggerFrom(ctx).Info("restored backup", "backup", b.Name, "keys", r.Loaded.Keys, "skippedLeased", r.Loaded.SkippedLeased)
+	ctrl.LoggerFrom(ctx).Info("restored backup", "restore", "logical", "backup", b.Name, "keys", r.Loaded.Keys, "skippedLeased", r.Loaded.SkippedLeased)
 	return reconcile.Done()
 }
 

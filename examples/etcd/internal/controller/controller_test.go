@@ -105,6 +105,8 @@ type rig struct {
 	br     *reconcile.Reconciler[*v1alpha1.EtcdBackup]
 	ns     string
 	fsRoot string
+	// hooks are the EtcdCluster hooks, for tests that set options.
+	hooks *controller.ClusterHooks
 }
 
 func newRig(t *testing.T) *rig {
@@ -168,7 +170,7 @@ func newRig(t *testing.T) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.r, g.br = r, br
+	g.r, g.br, g.hooks = r, br, hooks
 	return g
 }
 

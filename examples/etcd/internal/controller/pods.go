@@ -3,6 +3,7 @@ package controller
 import (
 	"fmt"
 	"maps"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,9 +15,51 @@ import (
 
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/membership"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/seedrestore"
 )
 
 const dataDir = "/var/lib/etcd"
+
+// The init containers of a seed pod restored physically (see
+// ClusterHooks.RestoreImage and package internal/seedrestore), in order.
+const (
+	// InitContainerFetch runs the operator's fetch-backup: the backup
+	// from its store into the data volume, verified.
+	InitContainerFetch = "fetch-backup"
+	// InitContainerRestore runs the cluster's etcdutl snapshot restore.
+	InitContainerRestore = "restore"
+	// InitContainerFinish runs the operator's finish-restore: the restored
+	// member into the data directory.
+	InitContainerFinish = "finish-restore"
+)
+
+// Annotations of a seed pod restored physically.
+const (
+	// AnnotationRestoreBackup names the EtcdBackup restored.
+	AnnotationRestoreBackup = "etcd.opkit.dev/restore-backup"
+	// AnnotationRestoreRevision is the backup's etcd revision, which the
+	// restored member must hold before status.restored is set.
+	AnnotationRestoreRevision = "etcd.opkit.dev/restore-revision"
+)
+
+// Where the fetch-backup init container finds the backup store.
+const (
+	// BackupStoreMountRoot is where a PVC store's claim is mounted, at
+	// <root>/<pvcName>, as in the operator (--backup-root).
+	BackupStoreMountRoot = "/backups"
+	// S3SecretMountPath is where an S3 store's Secret is mounted.
+	S3SecretMountPath = "/etc/opkit/backup-store"
+	backupStoreVolume = "backup-store"
+)
+
+// seedRestore is what the init containers of a seed pod restored
+// physically need.
+type seedRestore struct {
+	// image is the operator's image.
+	image string
+	// backup is the Succeeded EtcdBackup to restore.
+	backup *v1alpha1.EtcdBackup
+}
 
 // DefaultStorageSize is the claim size when spec.storage sets none.
 var DefaultStorageSize = resource.MustParse("1Gi")
@@ -86,8 +129,10 @@ func dataClaim(c *v1alpha1.EtcdCluster, member string) *corev1.PersistentVolumeC
 
 // memberPod is the pod of one member. initialCluster and state are etcd's
 // --initial-cluster and --initial-cluster-state; they are only read when the
-// member's data directory is empty.
-func memberPod(c *v1alpha1.EtcdCluster, member, version, initialCluster, state string) *corev1.Pod {
+// member's data directory is empty. With restore, the pod is the seed of a
+// physical restore: init containers create its data directory from the
+// backup before etcd starts.
+func memberPod(c *v1alpha1.EtcdCluster, member, version, initialCluster, state string, restore *seedRestore) *corev1.Pod {
 	labels := map[string]string{}
 	maps.Copy(labels, c.Spec.PodTemplate.Labels)
 	maps.Copy(labels, map[string]string{LabelCluster: c.Name, LabelMember: member, LabelVersion: version})
@@ -105,6 +150,7 @@ func memberPod(c *v1alpha1.EtcdCluster, member, version, initialCluster, state s
 	if repo == "" {
 		repo = "gcr.io/etcd-development/etcd"
 	}
+	image := fmt.Sprintf("%s:v%s", repo, strings.TrimPrefix(version, "v"))
 	clientURL := InClusterClientURL(c, member)
 	args := []string{
 		"--name=" + member,
@@ -117,7 +163,7 @@ func memberPod(c *v1alpha1.EtcdCluster, member, version, initialCluster, state s
 		"--initial-cluster-state=" + state,
 		"--initial-cluster-token=" + c.Status.ClusterToken,
 	}
-	return &corev1.Pod{
+	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: member, Namespace: c.Namespace, Labels: labels, Annotations: annotations},
 		Spec: corev1.PodSpec{
 			Hostname:          member,
@@ -137,7 +183,7 @@ func memberPod(c *v1alpha1.EtcdCluster, member, version, initialCluster, state s
 			}},
 			Containers: []corev1.Container{{
 				Name:      "etcd",
-				Image:     fmt.Sprintf("%s:v%s", repo, strings.TrimPrefix(version, "v")),
+				Image:     image,
 				Command:   []string{"etcd"},
 				Args:      args,
 				Resources: c.Spec.PodTemplate.Resources,
@@ -152,4 +198,85 @@ func memberPod(c *v1alpha1.EtcdCluster, member, version, initialCluster, state s
 			Volumes: []corev1.Volume{volume},
 		},
 	}
+	if restore != nil {
+		addRestoreInitContainers(c, pod, member, image, initialCluster, restore)
+	}
+	return pod
+}
+
+// addRestoreInitContainers makes pod the seed of a physical restore: the
+// operator's fetch-backup stages the backup in the data volume, the
+// cluster's etcdutl restores it into a member data directory with the
+// member's identity, and the operator's finish-restore moves it where etcd
+// reads it. All three are no-ops on a restarted pod whose member has data
+// (see package internal/seedrestore). The operator's steps run as root,
+// as etcd does in its image, to write the data volume etcdutl writes.
+func addRestoreInitContainers(c *v1alpha1.EtcdCluster, pod *corev1.Pod, member, etcdImage, initialCluster string, r *seedRestore) {
+	b := r.backup
+	pod.Annotations[AnnotationRestoreBackup] = b.Name
+	pod.Annotations[AnnotationRestoreRevision] = strconv.FormatInt(b.Status.Revision, 10)
+	dataMount := corev1.VolumeMount{Name: "data", MountPath: dataDir}
+	fetchArgs := []string{
+		seedrestore.CommandFetch,
+		"--" + seedrestore.FlagDataDir + "=" + dataDir,
+		"--" + seedrestore.FlagBackupID + "=" + b.Status.BackupID,
+		"--" + seedrestore.FlagPrefix + "=" + b.Namespace + "/" + b.Spec.ClusterName,
+	}
+	store := corev1.Volume{Name: backupStoreVolume}
+	var storeMount corev1.VolumeMount
+	if ref := b.Spec.StoreRef; ref.S3SecretName != "" {
+		store.Secret = &corev1.SecretVolumeSource{SecretName: ref.S3SecretName}
+		storeMount = corev1.VolumeMount{Name: backupStoreVolume, MountPath: S3SecretMountPath, ReadOnly: true}
+		fetchArgs = append(fetchArgs, "--"+seedrestore.FlagS3SecretDir+"="+S3SecretMountPath)
+	} else {
+		store.PersistentVolumeClaim = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: ref.PVCName, ReadOnly: true}
+		mountPath := BackupStoreMountRoot + "/" + ref.PVCName
+		storeMount = corev1.VolumeMount{Name: backupStoreVolume, MountPath: mountPath, ReadOnly: true}
+		fetchArgs = append(fetchArgs, "--"+seedrestore.FlagStoreDir+"="+mountPath)
+	}
+	pod.Spec.Volumes = append(pod.Spec.Volumes, store)
+	root := &corev1.SecurityContext{RunAsUser: ptr.To[int64](0), RunAsNonRoot: ptr.To(false)}
+	resources := c.Spec.PodTemplate.Resources
+	pod.Spec.InitContainers = []corev1.Container{
+		{
+			Name:                     InitContainerFetch,
+			Image:                    r.image,
+			Args:                     fetchArgs,
+			Resources:                resources,
+			VolumeMounts:             []corev1.VolumeMount{dataMount, storeMount},
+			SecurityContext:          root,
+			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		},
+		{
+			Name:    InitContainerRestore,
+			Image:   etcdImage,
+			Command: []string{"etcdutl"},
+			Args: []string{
+				"snapshot", "restore", seedrestore.SnapshotPath(dataDir),
+				"--data-dir=" + seedrestore.RestoreDataDir(dataDir),
+				"--name=" + member,
+				"--initial-cluster=" + initialCluster,
+				"--initial-cluster-token=" + c.Status.ClusterToken,
+				"--initial-advertise-peer-urls=" + PeerURL(c, member),
+			},
+			Resources:                resources,
+			VolumeMounts:             []corev1.VolumeMount{dataMount},
+			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		},
+		{
+			Name:                     InitContainerFinish,
+			Image:                    r.image,
+			Args:                     []string{seedrestore.CommandFinish, "--" + seedrestore.FlagDataDir + "=" + dataDir},
+			Resources:                resources,
+			VolumeMounts:             []corev1.VolumeMount{dataMount},
+			SecurityContext:          root,
+			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		},
+	}
+}
+
+// restoredPhysically reports whether pod is the seed of a physical
+// restore.
+func restoredPhysically(pod *corev1.Pod) bool {
+	return pod != nil && pod.Annotations[AnnotationRestoreBackup] != ""
 }

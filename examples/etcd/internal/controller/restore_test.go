@@ -143,6 +143,11 @@ func TestClusterRestore(t *testing.T) {
 				if diff := cmp.Diff([]string{"dst-0", "dst-1", "dst-2"}, g.dstPods()); diff != "" {
 					t.Errorf("pods (-want +got):\n%s", diff)
 				}
+				// Without ClusterHooks.RestoreImage the restore is logical: the
+				// seed has no restore init containers.
+				if ic := initContainersOf(g.pod("dst-0")); len(ic) > 0 {
+					t.Errorf("init containers of the seed of a logical restore: %+v", ic)
+				}
 				// The data went in while the seed was alone.
 				calls := g.fake.Calls()
 				firstPut := slices.IndexFunc(calls, func(c string) bool { return strings.HasPrefix(c, "Put ") })

@@ -18,6 +18,10 @@
 // revision taken before the restore), the key history before the snapshot is
 // not carried over, and keys attached to a lease are skipped (their lease
 // would have expired; Restorer.Loaded reports how many).
+//
+// The operator uses Restorer only when it has no image to run in the seed
+// pod (--restore-image); otherwise it restores physically, with etcdutl,
+// keeping revisions and leases (package internal/seedrestore).
 package snapshot
 
 import (
