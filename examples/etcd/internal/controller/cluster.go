@@ -729,6 +729,9 @@ func (h *ClusterHooks) scheduledBackup(ctx context.Context, c *v1alpha1.EtcdClus
 	}
 	countBackup(c.Namespace, c.Name, TriggerSchedule, err)
 	if err != nil {
+		// Kept in status.backup until the next success, beyond the
+		// Ready condition of this pass.
+		c.Status.Backup.RecordFailure(h.now(), err)
 		return reconcile.Retry(fmt.Errorf("scheduled backup: %w", err))
 	}
 	c.Status.Backup.RecordSuccess(m)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,15 +71,17 @@ func TestScheduledBackups(t *testing.T) {
 		// keep is how many of the newest scheduled backups the store holds.
 		keep    int
 		metrics map[string]float64
+		// failures is status.backup.consecutiveFailures after the pass.
+		failures int32
 	}{
-		{"not due yet", 0, false, false, 0, map[string]float64{}},
-		{"first", time.Hour + time.Minute, false, true, 1, map[string]float64{ok: 1}},
-		{"not due again", 30 * time.Minute, false, false, 1, map[string]float64{ok: 1}},
-		{"second", 31 * time.Minute, false, true, 2, map[string]float64{ok: 2}},
-		{"third: the first is pruned", time.Hour + time.Minute, false, true, 2, map[string]float64{ok: 3}},
-		{"fourth fails", time.Hour + time.Minute, true, false, 2, map[string]float64{ok: 3, ko: 1}},
-		{"after a failure: not retried before the next time", time.Minute, false, false, 2, map[string]float64{ok: 3, ko: 1}},
-		{"fifth", time.Hour, false, true, 2, map[string]float64{ok: 4, ko: 1}},
+		{"not due yet", 0, false, false, 0, map[string]float64{}, 0},
+		{"first", time.Hour + time.Minute, false, true, 1, map[string]float64{ok: 1}, 0},
+		{"not due again", 30 * time.Minute, false, false, 1, map[string]float64{ok: 1}, 0},
+		{"second", 31 * time.Minute, false, true, 2, map[string]float64{ok: 2}, 0},
+		{"third: the first is pruned", time.Hour + time.Minute, false, true, 2, map[string]float64{ok: 3}, 0},
+		{"fourth fails", time.Hour + time.Minute, true, false, 2, map[string]float64{ok: 3, ko: 1}, 1},
+		{"after a failure: not retried before the next time", time.Minute, false, false, 2, map[string]float64{ok: 3, ko: 1}, 1},
+		{"fifth", time.Hour, false, true, 2, map[string]float64{ok: 4, ko: 1}, 0},
 	}
 	for _, s := range steps {
 		g.clock.advance(s.advance)
@@ -103,6 +106,12 @@ func TestScheduledBackups(t *testing.T) {
 		}
 		if got := c.Status.Backup.LastBackupID; got != last {
 			t.Errorf("%s: status.backup.lastBackupID %q, want %q", s.name, got, last)
+		}
+		if got := c.Status.Backup.ConsecutiveFailures; got != s.failures {
+			t.Errorf("%s: status.backup.consecutiveFailures %d, want %d", s.name, got, s.failures)
+		}
+		if s.failures > 0 && !strings.Contains(c.Status.Backup.LastFailureMessage, "injected") {
+			t.Errorf("%s: status.backup.lastFailureMessage %q does not carry the snapshot's error", s.name, c.Status.Backup.LastFailureMessage)
 		}
 		got := map[string]float64{}
 		for k, v := range clusterMetrics(t, g.ns, "sch") {
