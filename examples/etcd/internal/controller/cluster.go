@@ -775,6 +775,24 @@ func pruneScheduled(ctx context.Context, store backup.Store, keep int, now time.
 	return nil
 }
 
+// finalBackupTaken reports whether store holds a final backup that started
+// at least a second after deleted.
+func finalBackupTaken(ctx context.Context, store backup.Store, deleted *metav1.Time) (bool, error) {
+	if deleted == nil {
+		return false, nil
+	}
+	list, err := backup.List(ctx, store)
+	if err != nil {
+		return false, err
+	}
+	for _, m := range list {
+		if m.Snapshot.Extra[ExtraTrigger] == TriggerFinal && !m.StartTime.Before(deleted.Add(time.Second)) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // Finalize takes a final backup before the cluster's data is deleted, when
 // spec.backup is set and skipFinalBackup is not, and then deletes the
 // cluster's metric series. Pods and claims are deleted by the garbage
@@ -799,12 +817,15 @@ func (h *ClusterHooks) finalBackup(ctx context.Context, c *v1alpha1.EtcdCluster)
 	if err != nil {
 		return reconcile.Retry(fmt.Errorf("final backup: %w", err))
 	}
-	// Idempotent: a backup started after deletion began is the final one.
-	// deletionTimestamp is truncated to the second, so only a backup that
-	// started a second later is certainly newer; one taken in that second
-	// is taken again, which costs a duplicate, never a missing backup.
-	if latest, err := backup.Latest(ctx, store); err == nil && c.DeletionTimestamp != nil &&
-		!latest.StartTime.Before(c.DeletionTimestamp.Add(time.Second)) {
+	// Idempotent: a final backup started after deletion began is this
+	// deletion's (an on-demand one taken meanwhile is not: it may predate
+	// the last writes). deletionTimestamp is truncated to the second, so
+	// only a backup that started a second later is certainly newer; one
+	// taken in that second is taken again, which costs a duplicate, never a
+	// missing backup.
+	if done, err := finalBackupTaken(ctx, store, c.DeletionTimestamp); err != nil {
+		return reconcile.Retry(fmt.Errorf("final backup: %w", err))
+	} else if done {
 		return reconcile.Done()
 	}
 	obs, err := h.observe(ctx, c)
