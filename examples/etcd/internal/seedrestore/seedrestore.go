@@ -41,7 +41,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/opkit-dev/opkit/backup"
-	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/snapshot"
 )
 
@@ -157,29 +156,9 @@ type fileRestorer struct {
 // Stage writes the snapshot, checksum included (etcdutl verifies it too),
 // to a temporary file next to path and checks etcd's trailing checksum.
 func (r *fileRestorer) Stage(ctx context.Context, in io.Reader, m backup.Manifest) error {
-	if m.Snapshot.Engine != snapshot.Engine || m.Snapshot.Format != snapshot.Format {
-		return fmt.Errorf("%w: engine %q, format %q", snapshot.ErrWrongFormat, m.Snapshot.Engine, m.Snapshot.Format)
-	}
-	f, err := os.CreateTemp(filepath.Dir(r.path), ".snapshot-*.tmp")
-	if err != nil {
-		return fmt.Errorf("staging snapshot: %w", err)
-	}
-	r.tmp = f.Name()
-	cw := etcdclient.NewChecksumWriter(f)
-	_, err = io.Copy(cw, ctxReader{ctx, in})
-	if err == nil {
-		err = cw.Verify()
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("staging snapshot: %w", err)
-	}
-	return nil
+	path, err := snapshot.StageFile(ctx, in, m, filepath.Dir(r.path), ".snapshot-*.tmp", true)
+	r.tmp = path
+	return err
 }
 
 // Commit renames the verified snapshot into place.
@@ -199,18 +178,6 @@ func (r *fileRestorer) Abort(context.Context, backup.Manifest) error {
 		return fmt.Errorf("removing the partial snapshot: %w", err)
 	}
 	return nil
-}
-
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (r ctxReader) Read(p []byte) (int, error) {
-	if err := r.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return r.r.Read(p)
 }
 
 // metaBucket is the bucket etcdutl's restore writes the consistent index

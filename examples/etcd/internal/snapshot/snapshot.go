@@ -117,20 +117,39 @@ var ErrWrongFormat = errors.New("backup is not an etcd snapshot")
 // Stage writes the snapshot to a scratch file and checks etcd's trailing
 // checksum. Nothing is written to etcd.
 func (r *Restorer) Stage(ctx context.Context, in io.Reader, m backup.Manifest) error {
+	path, err := StageFile(ctx, in, m, r.Dir, "etcd-restore-*.db", false)
+	r.staged = path
+	return err
+}
+
+// StageFile writes the etcd snapshot stream in, of the backup m describes,
+// to a new file in dir (os.CreateTemp with pattern; os.TempDir() if dir is
+// empty), verifies etcd's trailing SHA-256 while writing, and fsyncs it.
+// With withChecksum the file is the stream as etcd wrote it, what `etcdutl
+// snapshot restore` expects; without, the checksum is cut off, leaving the
+// plain bbolt database that Load and ReadKeys read. A backup of another
+// engine or format is refused with ErrWrongFormat. On any error the file is
+// removed and path is empty.
+func StageFile(ctx context.Context, in io.Reader, m backup.Manifest, dir, pattern string, withChecksum bool) (path string, err error) {
 	if m.Snapshot.Engine != Engine || m.Snapshot.Format != Format {
-		return fmt.Errorf("%w: engine %q, format %q", ErrWrongFormat, m.Snapshot.Engine, m.Snapshot.Format)
+		return "", fmt.Errorf("%w: engine %q, format %q", ErrWrongFormat, m.Snapshot.Engine, m.Snapshot.Format)
 	}
-	f, err := os.CreateTemp(r.Dir, "etcd-restore-*.db")
+	f, err := os.CreateTemp(dir, pattern)
 	if err != nil {
-		return fmt.Errorf("staging snapshot: %w", err)
+		return "", fmt.Errorf("staging snapshot: %w", err)
 	}
-	r.staged = f.Name()
+	defer func() {
+		if err != nil {
+			_ = os.Remove(f.Name())
+			path = ""
+		}
+	}()
 	cw := etcdclient.NewChecksumWriter(f)
 	n, err := io.Copy(cw, readerCtx{ctx, in})
 	if err == nil {
 		err = cw.Verify()
 	}
-	if err == nil {
+	if err == nil && !withChecksum {
 		// Drop the checksum so that the file is a plain bbolt database.
 		err = f.Truncate(n - 32)
 	}
@@ -141,9 +160,9 @@ func (r *Restorer) Stage(ctx context.Context, in io.Reader, m backup.Manifest) e
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("staging snapshot: %w", err)
+		return "", fmt.Errorf("staging snapshot: %w", err)
 	}
-	return nil
+	return f.Name(), nil
 }
 
 // Commit writes the newest version of every key in the staged snapshot to
