@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
+	"github.com/opkit-dev/opkit/e2e/harness"
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/statusutil"
 )
@@ -181,15 +182,7 @@ func TestClusterKubernetesSide(t *testing.T) {
 // and check's last note after the timeout.
 func waitFor(ctx context.Context, t *testing.T, what string, check func(context.Context) (bool, string)) {
 	t.Helper()
-	var note string
-	err := wait.For(func(ctx context.Context) (bool, error) {
-		var ok bool
-		ok, note = check(ctx)
-		return ok, nil
-	}, wait.WithContext(ctx), wait.WithTimeout(timeout), wait.WithInterval(pollEvery))
-	if err != nil {
-		t.Fatalf("waiting for %s: %v; last seen: %s", what, err, note)
-	}
+	harness.WaitFor(ctx, t, what, timeout, pollEvery, check)
 }
 
 // waitPDB waits until the cluster's PDB keeps minAvailable members.

@@ -28,7 +28,6 @@ import (
 	"testing"
 	"time"
 
-	"sigs.k8s.io/e2e-framework/klient/wait"
 	"sigs.k8s.io/e2e-framework/pkg/env"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/envfuncs"
@@ -84,7 +83,7 @@ func TestMain(m *testing.M) {
 	}
 	e.Setup(
 		envfuncs.SetupCRDs(filepath.Join(root, "examples/etcd/config/crd/bases"), "*.yaml"),
-		waitForCRD,
+		harness.WaitForAPI(v1alpha1.AddToScheme, &v1alpha1.EtcdClusterList{}, &v1alpha1.EtcdBackupList{}),
 		operator.Start(root),
 	)
 	// Registered after the harness's cluster deletion, so it runs after
@@ -96,21 +95,6 @@ func TestMain(m *testing.M) {
 		return ctx, nil
 	})
 	os.Exit(e.Run(m))
-}
-
-// waitForCRD waits until EtcdClusters can be listed.
-func waitForCRD(ctx context.Context, cfg *envconf.Config) (context.Context, error) {
-	r := cfg.Client().Resources()
-	if err := v1alpha1.AddToScheme(r.GetScheme()); err != nil {
-		return ctx, err
-	}
-	err := wait.For(func(ctx context.Context) (bool, error) {
-		return r.List(ctx, &v1alpha1.EtcdClusterList{}) == nil && r.List(ctx, &v1alpha1.EtcdBackupList{}) == nil, nil
-	}, wait.WithContext(ctx), wait.WithTimeout(time.Minute), wait.WithInterval(time.Second))
-	if err != nil {
-		return ctx, fmt.Errorf("waiting for the etcd CRDs: %w", err)
-	}
-	return ctx, nil
 }
 
 // refuse accepts connections on l and closes them at once, until l is

@@ -31,6 +31,7 @@ import (
 
 	"github.com/opkit-dev/opkit/backup"
 	"github.com/opkit-dev/opkit/backup/fsstore"
+	"github.com/opkit-dev/opkit/e2e/harness"
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/statusutil"
 	"github.com/opkit-dev/opkit/statusutil/statustest"
@@ -496,15 +497,7 @@ func waitDeleted(t *testing.T, w watch.Interface, name string) *v1alpha1.EtcdClu
 // and check's last note after the timeout.
 func waitFor(ctx context.Context, t *testing.T, what string, check func(context.Context) (bool, string)) {
 	t.Helper()
-	var note string
-	err := wait.For(func(ctx context.Context) (bool, error) {
-		var ok bool
-		ok, note = check(ctx)
-		return ok, nil
-	}, wait.WithContext(ctx), wait.WithTimeout(timeout), wait.WithInterval(pollEvery))
-	if err != nil {
-		t.Fatalf("waiting for %s: %v; last seen: %s", what, err, note)
-	}
+	harness.WaitFor(ctx, t, what, timeout, pollEvery, check)
 }
 
 // must fails the test on err.

@@ -54,9 +54,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
-	"sigs.k8s.io/e2e-framework/klient/wait"
 	"sigs.k8s.io/e2e-framework/pkg/env"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/envfuncs"
@@ -157,26 +155,11 @@ func TestMain(m *testing.M) {
 	repoRoot = root
 	e.Setup(
 		envfuncs.SetupCRDs(filepath.Join(root, "examples/etcd/config/crd/bases"), "*.yaml"),
-		waitForCRD,
+		harness.WaitForAPI(v1alpha1.AddToScheme, &v1alpha1.EtcdClusterList{}, &v1alpha1.EtcdBackupList{}),
 	)
 	// The operators are stopped by their tests, and killed with this
 	// process (Pdeathsig).
 	os.Exit(e.Run(m))
-}
-
-// waitForCRD waits until EtcdClusters and EtcdBackups can be listed.
-func waitForCRD(ctx context.Context, cfg *envconf.Config) (context.Context, error) {
-	r := cfg.Client().Resources()
-	if err := v1alpha1.AddToScheme(r.GetScheme()); err != nil {
-		return ctx, fmt.Errorf("registering the etcd API: %w", err)
-	}
-	err := wait.For(func(ctx context.Context) (bool, error) {
-		return r.List(ctx, &v1alpha1.EtcdClusterList{}) == nil && r.List(ctx, &v1alpha1.EtcdBackupList{}) == nil, nil
-	}, wait.WithContext(ctx), wait.WithTimeout(time.Minute), wait.WithInterval(time.Second))
-	if err != nil {
-		return ctx, fmt.Errorf("waiting for the etcd CRDs: %w", err)
-	}
-	return ctx, nil
 }
 
 // portHolder keeps a loopback TCP port for a member's client URL. While

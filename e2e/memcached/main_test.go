@@ -5,14 +5,11 @@
 package memcached
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
-	"sigs.k8s.io/e2e-framework/klient/wait"
 	"sigs.k8s.io/e2e-framework/pkg/env"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/envfuncs"
@@ -47,26 +44,11 @@ func TestMain(m *testing.M) {
 	}
 	e.Setup(
 		envfuncs.SetupCRDs(filepath.Join(root, "examples/memcached/config/crd/bases"), "*.yaml"),
-		waitForCRD,
+		harness.WaitForAPI(v1alpha1.AddToScheme, &v1alpha1.MemcachedList{}),
 		operator.Start(root),
 	)
 	// Registered after the harness's cluster deletion, so it runs after
 	// it; the operator is also killed with this process (Pdeathsig).
 	e.Finish(operator.Stop)
 	os.Exit(e.Run(m))
-}
-
-// waitForCRD waits until Memcacheds can be listed.
-func waitForCRD(ctx context.Context, cfg *envconf.Config) (context.Context, error) {
-	r := cfg.Client().Resources()
-	if err := v1alpha1.AddToScheme(r.GetScheme()); err != nil {
-		return ctx, err
-	}
-	err := wait.For(func(ctx context.Context) (bool, error) {
-		return r.List(ctx, &v1alpha1.MemcachedList{}) == nil, nil
-	}, wait.WithContext(ctx), wait.WithTimeout(time.Minute), wait.WithInterval(time.Second))
-	if err != nil {
-		return ctx, fmt.Errorf("waiting for the Memcached CRD: %w", err)
-	}
-	return ctx, nil
 }
