@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -57,9 +58,12 @@ const (
 	storeName    = "backups"
 	sourceName   = "source"
 	restoredName = "restored"
-	backupName   = "source-backup"
-	timeout      = 90 * time.Second
-	pollEvery    = time.Second
+	// persistentName is the cluster whose member keeps its data on a
+	// claim.
+	persistentName = "persistent"
+	backupName     = "source-backup"
+	timeout        = 90 * time.Second
+	pollEvery      = time.Second
 )
 
 // TestRealSeedMember runs EtcdClusters of size 1 whose seed member is a
@@ -68,7 +72,10 @@ const (
 // backup taken from it; a new cluster restored physically from the
 // EtcdBackup (its seed's init containers run locally) with the keys
 // written to the first one at the backup's revision; and that cluster's
-// deletion with its own final backup. The steps build on each other, in this order.
+// deletion with its own final backup; and a cluster with persistent
+// storage whose only member pod is deleted: the pod is recreated on its
+// claim and the member comes back with its ID and keys. The steps build
+// on each other, in this order.
 func TestRealSeedMember(t *testing.T) {
 	suite := t
 	var (
@@ -173,12 +180,107 @@ func TestRealSeedMember(t *testing.T) {
 			}
 			return ctx
 		}).
+		Assess("size 1 with persistent storage: its deleted pod is recreated on its claim, the same member with its keys", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			r := cfg.Client().Resources()
+			seed := persistentName + "-0"
+			claim := seed + "-data"
+			createDataVolume(ctx, t, r, ns, claim)
+			c := newCluster(ns, persistentName)
+			c.Spec.Storage = v1alpha1.StorageSpec{Size: ptr.To(resource.MustParse("1Gi")), StorageClassName: ptr.To("")}
+			c.Spec.Backup = nil // deleted with the namespace, without a final backup
+			must(t, r.Create(ctx, c))
+			first := runPod(ctx, t, suite, r, ns, seed, clientPort)
+			if first.claim != claim {
+				t.Fatalf("pod %s: data on claim %q, want %q", seed, first.claim, claim)
+			}
+			ec := first.client(t)
+			assertReadyWithMember(ctx, t, r, c, first, ec)
+			id := c.Status.Members[0].ID
+			want := map[string]string{}
+			for i := range 10 {
+				k, v := fmt.Sprintf("/persistent/key-%02d", i), fmt.Sprintf("value %d", i)
+				if _, err := ec.Put(etcdCtx(t), k, v); err != nil {
+					t.Fatalf("writing %s: %v", k, err)
+				}
+				want[k] = v
+			}
+			var pod corev1.Pod
+			must(t, r.Get(ctx, seed, ns, &pod))
+
+			// kubectl delete pod: the kubelet stops the container, the
+			// pod goes; nothing answers the operator any more.
+			if err := first.stop(); err != nil {
+				t.Fatal(err)
+			}
+			must(t, r.Delete(ctx, &pod, resources.WithGracePeriod(0)))
+			waitFor(ctx, t, "pod "+seed+" recreated", func(ctx context.Context) (bool, string) {
+				var now corev1.Pod
+				if err := r.Get(ctx, seed, ns, &now); err != nil {
+					return false, err.Error()
+				}
+				return now.UID != pod.UID && now.DeletionTimestamp == nil, "still the deleted pod"
+			})
+			// The status no longer shows the member as it was, so that
+			// Ready below is the recreated member's.
+			waitFor(ctx, t, persistentName+" not Ready without its member", func(ctx context.Context) (bool, string) {
+				if err := r.Get(ctx, persistentName, ns, c); err != nil {
+					return false, err.Error()
+				}
+				return !statusutil.IsTrue(c, statusutil.ReadyCondition), fmt.Sprintf("Ready %+v", statusutil.Get(c, statusutil.ReadyCondition))
+			})
+			second := runPod(ctx, t, suite, r, ns, seed, clientPort)
+			if second.claim != claim || second.dataDir != first.dataDir {
+				t.Fatalf("recreated pod %s: data on claim %q (%s), want %q (%s)", seed, second.claim, second.dataDir, claim, first.dataDir)
+			}
+			if got := second.identity["initial-cluster-state"]; got != "existing" {
+				t.Errorf("recreated pod %s: --initial-cluster-state=%s, want existing", seed, got)
+			}
+			ec = second.client(t)
+			assertReadyWithMember(ctx, t, r, c, second, ec)
+			if got := c.Status.Members[0].ID; got != id {
+				t.Errorf("member ID after the pod was recreated: %s, want the same member %s", got, id)
+			}
+			got := map[string]string{}
+			for k, v := range readKeys(t, ec) {
+				if strings.HasPrefix(k, "/persistent/") {
+					got[k] = v
+				}
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("keys after the pod was recreated (-want +got):\n%s", diff)
+			}
+			if err := second.stop(); err != nil {
+				t.Fatal(err)
+			}
+			return ctx
+		}).
 		Teardown(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			deleteNamespace(ctx, cfg, ns)
 			return ctx
 		}).Feature()
 
 	testEnv.Test(t, f)
+}
+
+// createDataVolume creates a persistent volume bound in advance to the
+// data claim claim of ns, which the operator creates (kwok has no volume
+// provisioner), so that the member pod mounting it can be scheduled; the
+// volume is removed when t ends. Its contents are never read: the
+// stand-in kubelet maps the claim to a local directory (runPod).
+func createDataVolume(ctx context.Context, t *testing.T, r *resources.Resources, ns, claim string) {
+	t.Helper()
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + claim},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/" + claim}},
+			ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: claim},
+		},
+	}
+	must(t, r.Create(ctx, pv))
+	t.Cleanup(func() { _ = r.Delete(context.WithoutCancel(ctx), pv) })
 }
 
 // deleteNamespace deletes namespace ns after setting skipFinalBackup on

@@ -9,7 +9,9 @@
 // with the same identity (name, initial cluster, cluster state and token,
 // advertised peer URL) and three changes: the client URLs are a loopback
 // port of the member's own, the peer listener is another loopback port,
-// and the data directory is a temporary one. A single member never dials
+// and the data directory is a temporary one, or, for a pod whose data
+// volume is a claim, a directory of the claim's own that outlives the pod,
+// so that a pod recreated on the claim restarts etcd on its data. A single member never dials
 // its own peer URL, and etcd compares URL strings before resolving them,
 // so the pod's DNS name in the advertised peer URL need not resolve.
 //
@@ -93,6 +95,11 @@ var operator *harness.Operator
 // repoRoot is the repository's root, where the operator is built.
 var repoRoot string
 
+// claimRoot holds the data of member pods whose data volume is a claim:
+// the directory claimRoot/<namespace>/<claim> is the claim's volume, which
+// outlives the pods mounting it (runPod). Made by TestMain.
+var claimRoot string
+
 // startOperator builds and starts an etcd operator process with args
 // after the suite's common flags and a fresh backup root (backupRoot),
 // and stops it when t ends. It fails t if the operator exited before.
@@ -153,13 +160,19 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	repoRoot = root
+	if claimRoot, err = os.MkdirTemp("", "etcdmember-claims-"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	e.Setup(
 		envfuncs.SetupCRDs(filepath.Join(root, "examples/etcd/config/crd/bases"), "*.yaml"),
 		harness.WaitForAPI(v1alpha1.AddToScheme, &v1alpha1.EtcdClusterList{}, &v1alpha1.EtcdBackupList{}),
 	)
 	// The operators are stopped by their tests, and killed with this
 	// process (Pdeathsig).
-	os.Exit(e.Run(m))
+	code := e.Run(m)
+	_ = os.RemoveAll(claimRoot)
+	os.Exit(code)
 }
 
 // portHolder keeps a loopback TCP port for a member's client URL. While

@@ -43,6 +43,12 @@ type member struct {
 	// run.
 	port *portHolder
 
+	// dataDir is the local data directory: a temporary one for an
+	// emptyDir, claimRoot/<namespace>/<claim> for a data claim.
+	dataDir string
+	// claim is the pod's data claim, empty for an emptyDir.
+	claim string
+
 	// initContainers are the names of the init containers run before
 	// etcd, in order.
 	initContainers []string
@@ -54,7 +60,9 @@ type member struct {
 // runPod is the kubelet of pod ns/name: it waits until the pod is bound to
 // a node, reads the command line of its etcd container and runs it as a
 // local process with the identity flags as they are, the data directory in
-// a temporary directory of suite, the client URLs at port (reserved) and
+// a temporary directory of suite (or, when the pod's data volume is a
+// claim, the claim's directory, which a pod recreated on the claim finds
+// again: see dataClaim), the client URLs at port (reserved) and
 // the peer listener on another loopback port (see the package
 // documentation).
 // It returns once the member reports a leader. Any flag it does not know
@@ -92,9 +100,16 @@ func runPod(ctx context.Context, t, suite *testing.T, r *resources.Resources, ns
 	dir := suite.TempDir()
 	m := &member{pod: name, identity: map[string]string{}, logPath: filepath.Join(dir, name+".log"), port: port}
 	dataDir := filepath.Join(dir, "data")
-	if err := os.Mkdir(dataDir, 0o700); err != nil {
+	if claim := dataClaim(&pod); claim != "" {
+		// The claim's data outlives the pod: a pod recreated on the
+		// claim finds it.
+		dataDir = filepath.Join(claimRoot, ns, claim)
+		m.claim = claim
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
+	m.dataDir = dataDir
 	m.initContainers = runInitContainers(t, &pod, dataDir)
 	args := make([]string, 0, len(flags))
 	for _, f := range identityFlags {
@@ -297,6 +312,17 @@ func (m *member) client(t *testing.T) *clientv3.Client {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// dataClaim returns the claim of pod's volume "data", empty when it is not
+// a claim.
+func dataClaim(pod *corev1.Pod) string {
+	for _, v := range pod.Spec.Volumes {
+		if v.Name == "data" && v.PersistentVolumeClaim != nil {
+			return v.PersistentVolumeClaim.ClaimName
+		}
+	}
+	return ""
 }
 
 // runInitContainers runs the init containers of pod as local processes, in

@@ -270,7 +270,11 @@ func (h *ClusterHooks) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*o
 	// the status, or its member list is read below. A seed pod alone is
 	// not enough; its member may still be starting.
 	*p = membership.Observed{Cluster: c.Name, Size: int(c.Spec.Size), Version: c.Spec.Version, Persistent: persistent(c),
-		Bootstrapped: len(c.Status.Members) > 0, Timeouts: h.timeouts()}
+		Bootstrapped: len(c.Status.Members) > 0, Timeouts: h.timeouts(), Claims: obs.claims}
+	for _, ms := range c.Status.Members {
+		id, _ := strconv.ParseUint(ms.ID, 16, 64) // 0 if unreadable: a failed pod is then not deleted
+		p.Recorded = append(p.Recorded, membership.Member{ID: id, Name: ms.Name, Learner: ms.Learner})
+	}
 	now := h.now()
 	var endpoints []string
 	for i := range pods.Items {
@@ -455,6 +459,13 @@ func (h *ClusterHooks) execute(ctx context.Context, c *v1alpha1.EtcdCluster, obs
 		}
 		return h.createMember(ctx, c, step.Name, step.Version, initialCluster(list), "existing", nil)
 	case membership.ActionCreatePod:
+		if len(obs.healthy) == 0 {
+			// No member answers: the member is recreated on its claim
+			// (membership.Plan does so only with persistent storage),
+			// where its data directory makes etcd ignore the initial
+			// cluster; it is built from the members last recorded.
+			return h.createMember(ctx, c, step.Name, step.Version, recordedCluster(c), "existing", nil)
+		}
 		ec, err := h.clientOn(ctx, obs, "")
 		if err != nil {
 			return err
@@ -511,6 +522,20 @@ func initialCluster(list []etcdclient.Member) string {
 	parts := make([]string, 0, len(list))
 	for _, m := range list {
 		parts = append(parts, MemberName(m.PeerURLs[0])+"="+m.PeerURLs[0])
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ",")
+}
+
+// recordedCluster is --initial-cluster built from status.members.
+func recordedCluster(c *v1alpha1.EtcdCluster) string {
+	parts := make([]string, 0, len(c.Status.Members))
+	for _, ms := range c.Status.Members {
+		url := ms.PeerURL
+		if url == "" {
+			url = PeerURL(c, ms.Name)
+		}
+		parts = append(parts, ms.Name+"="+url)
 	}
 	slices.Sort(parts)
 	return strings.Join(parts, ",")

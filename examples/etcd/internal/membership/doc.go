@@ -20,7 +20,13 @@
 //     MemberRemove), a started, healthy learner is promoted.
 //  3. A voting member whose pod is gone without its data is removed so that a
 //     replacement can be added; a pod that is gone but whose data volume
-//     remains is recreated and rejoins with its data.
+//     remains is recreated and rejoins with its data. With persistent
+//     storage this holds even when no member answers: a member recorded in
+//     Observed.Recorded whose pod is gone and whose claim is in
+//     Observed.Claims gets its pod back, one per pass (its identity is in
+//     its data directory); one whose claim is gone is waited on with reason
+//     MemberDataLost. Without persistent storage nothing is recreated while
+//     no member answers.
 //  4. Nothing else happens while any member is unhealthy or starting. A
 //     member whose pod is still Pending, or a learner not yet promoted,
 //     Timeouts.MemberStart after its pod was created is reported with a

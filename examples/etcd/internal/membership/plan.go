@@ -105,6 +105,13 @@ type Observed struct {
 	Members []Member
 	// Reached is true when Members was read from the cluster.
 	Reached bool
+	// Recorded are the members recorded the last time the cluster was
+	// reached (the EtcdCluster's status.members). When no member answers,
+	// a member recorded here whose pod is gone is recreated on its claim
+	// with persistent storage: its data directory holds its identity.
+	Recorded []Member
+	// Claims holds the names of the members whose data claim exists.
+	Claims map[string]bool
 	// Timeouts bound how long Plan waits before it reports a wait as
 	// stuck.
 	Timeouts Timeouts
@@ -164,6 +171,10 @@ const (
 	// or been promoted within Timeouts.MemberStart of its pod's creation (a
 	// Stuck step).
 	ReasonLearnerNotCaughtUp = "LearnerNotCaughtUp"
+	// ReasonMemberDataLost: no member answers and members recorded in
+	// Observed.Recorded have neither a pod nor a data claim: they cannot
+	// be recreated.
+	ReasonMemberDataLost = "MemberDataLost"
 )
 
 func wait(reason, format string, args ...any) Step {
@@ -195,6 +206,9 @@ func Plan(o Observed) Step {
 			Message: fmt.Sprintf("creating seed member %s", name)}
 	}
 	if !o.Reached {
+		if s, ok := recreateRecorded(o, pods); ok {
+			return s
+		}
 		if len(o.Pods) == 0 {
 			return wait("ClusterLost", "no member pod exists and no member answers; restore from a backup")
 		}
@@ -328,6 +342,50 @@ func Plan(o Observed) Step {
 		return upgrade(o, *leader, pods[leader.Name])
 	}
 	return Step{Action: ActionNone, Reason: "Ready", Message: fmt.Sprintf("%d members running %s", voters, o.Version)}
+}
+
+// recreateRecorded is the step for a bootstrapped cluster that no member
+// answers, when members recorded in Observed.Recorded have lost their pod:
+// with persistent storage, a member's identity (member ID, cluster ID, its
+// data) is in the data directory on its claim, so its pod is recreated on
+// the claim and restarts as the same member, whatever its initial-cluster
+// flags say. One pod per pass, lowest name first; a failed pod is deleted
+// first, keeping its claim. A member whose claim is gone has lost its data:
+// it cannot come back this way, which is waited on (naming it) only when no
+// other member can be recreated. Without persistent storage, a recreated
+// pod would start an empty member with an existing identity: nothing is
+// done (ok false), the cluster waits as unreachable or lost.
+func recreateRecorded(o Observed, pods map[string]Pod) (Step, bool) {
+	if !o.Persistent {
+		return Step{}, false
+	}
+	recorded := slices.Clone(o.Recorded)
+	slices.SortFunc(recorded, func(a, b Member) int { return compareNames(a.Name, b.Name) })
+	var noClaim []string
+	for _, m := range recorded {
+		p, ok := pods[m.Name]
+		switch {
+		case ok && p.Phase == PodFailed && m.ID != 0:
+			return Step{Action: ActionDeletePod, Name: m.Name, ID: m.ID, Reason: "MemberFailed",
+				Message: fmt.Sprintf("deleting failed pod %s, keeping its data, to recreate it", m.Name)}, true
+		case ok:
+		case o.Claims[m.Name]:
+			return Step{Action: ActionCreatePod, Name: m.Name, ID: m.ID, Version: o.Version, Reason: "MemberRecreated",
+				Message: fmt.Sprintf("recreating pod %s on its data; no member answers", m.Name)}, true
+		default:
+			noClaim = append(noClaim, m.Name)
+		}
+	}
+	switch {
+	case len(noClaim) == 0:
+		return Step{}, false
+	case len(o.Pods) == 0:
+		return wait(ReasonMemberDataLost, "no member pod exists and no member answers; the data claims of members %s are gone, so they cannot be recreated; restore from a backup",
+			strings.Join(noClaim, ", ")), true
+	default:
+		return wait(ReasonMemberDataLost, "no member answers; members %s have no pod and their data claims are gone, so they cannot be recreated",
+			strings.Join(noClaim, ", ")), true
+	}
 }
 
 // bootstrapping waits for the seed member of a cluster that has not

@@ -467,3 +467,131 @@ func TestCheckUpgrade(t *testing.T) {
 		}
 	}
 }
+
+// recorded returns members as status.members records them: IDs 1..n.
+func recorded(names ...string) []Member {
+	var out []Member
+	for i, n := range names {
+		out = append(out, Member{ID: uint64(i + 1), Name: n})
+	}
+	return out
+}
+
+func claims(names ...string) map[string]bool {
+	out := map[string]bool{}
+	for _, n := range names {
+		out[n] = true
+	}
+	return out
+}
+
+// TestPlanRecreatesRecordedMembers: when no member answers, a member
+// recorded in status whose pod is gone is recreated on its claim with
+// persistent storage, one pod per pass; without its claim, or without
+// persistent storage, the cluster waits.
+func TestPlanRecreatesRecordedMembers(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		o        Observed
+		want     Step
+		wantText []string
+	}{{
+		name: "size 1, pod gone, persistent: recreate it on its claim",
+		o: Observed{Size: 1, Persistent: true,
+			Recorded: recorded("c-0"), Claims: claims("c-0")},
+		want:     Step{Action: ActionCreatePod, Name: "c-0", ID: 1, Version: v, Reason: "MemberRecreated"},
+		wantText: []string{"c-0"},
+	}, {
+		name: "size 3, all pods gone: the lowest first",
+		o: Observed{Size: 3, Persistent: true,
+			Recorded: recorded("c-2", "c-0", "c-1"), Claims: claims("c-0", "c-1", "c-2")},
+		want: Step{Action: ActionCreatePod, Name: "c-0", ID: 2, Version: v, Reason: "MemberRecreated"},
+	}, {
+		name: "size 3, one pod recreated and starting: the next",
+		o: Observed{Size: 3, Persistent: true, Pods: []Pod{{Name: "c-0", Phase: PodPending, Version: v}},
+			Recorded: recorded("c-0", "c-1", "c-2"), Claims: claims("c-0", "c-1", "c-2")},
+		want: Step{Action: ActionCreatePod, Name: "c-1", ID: 2, Version: v, Reason: "MemberRecreated"},
+	}, {
+		name: "a missing pod is recreated while the others run but do not answer",
+		o: Observed{Size: 3, Persistent: true, Pods: running("c-0", "c-2"),
+			Recorded: recorded("c-0", "c-1", "c-2"), Claims: claims("c-0", "c-1", "c-2")},
+		want: Step{Action: ActionCreatePod, Name: "c-1", ID: 2, Version: v, Reason: "MemberRecreated"},
+	}, {
+		name: "a failed pod is deleted first, keeping its data",
+		o: Observed{Size: 1, Persistent: true, Pods: []Pod{{Name: "c-0", Phase: PodFailed, Version: v}},
+			Recorded: recorded("c-0"), Claims: claims("c-0")},
+		want: Step{Action: ActionDeletePod, Name: "c-0", ID: 1, Reason: "MemberFailed"},
+	}, {
+		name: "every recorded pod exists: unreachable, as before",
+		o: Observed{Size: 3, Persistent: true, Pods: running("c-0", "c-1", "c-2"),
+			Recorded: recorded("c-0", "c-1", "c-2"), Claims: claims("c-0", "c-1", "c-2")},
+		want: Step{Action: ActionWait, Reason: "Unreachable"},
+	}, {
+		name: "ephemeral storage: no recreation, the cluster is lost",
+		o: Observed{Size: 1,
+			Recorded: recorded("c-0"), Claims: claims("c-0")},
+		want: Step{Action: ActionWait, Reason: "ClusterLost"},
+	}, {
+		name: "ephemeral storage, others running: unreachable",
+		o: Observed{Size: 3, Pods: running("c-0", "c-2"),
+			Recorded: recorded("c-0", "c-1", "c-2")},
+		want: Step{Action: ActionWait, Reason: "Unreachable"},
+	}, {
+		name: "claim missing: wait, naming the member",
+		o: Observed{Size: 1, Persistent: true,
+			Recorded: recorded("c-0")},
+		want:     Step{Action: ActionWait, Reason: ReasonMemberDataLost},
+		wantText: []string{"c-0", "restore from a backup"},
+	}, {
+		name: "claim missing for one member: the others are recreated first",
+		o: Observed{Size: 3, Persistent: true,
+			Recorded: recorded("c-0", "c-1", "c-2"), Claims: claims("c-1", "c-2")},
+		want: Step{Action: ActionCreatePod, Name: "c-1", ID: 2, Version: v, Reason: "MemberRecreated"},
+	}, {
+		name: "claim missing, the others running but not answering: wait, naming it",
+		o: Observed{Size: 3, Persistent: true, Pods: running("c-1", "c-2"),
+			Recorded: recorded("c-0", "c-1", "c-2"), Claims: claims("c-1", "c-2")},
+		want:     Step{Action: ActionWait, Reason: ReasonMemberDataLost},
+		wantText: []string{"c-0"},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			o := tt.o
+			o.Cluster, o.Version, o.Bootstrapped = "c", v, true
+			got := Plan(o)
+			if diff := cmp.Diff(tt.want, got, cmpopts.IgnoreFields(Step{}, "Message")); diff != "" {
+				t.Errorf("Plan() mismatch (-want +got):\n%s\nmessage: %s", diff, got.Message)
+			}
+			for _, w := range tt.wantText {
+				if !strings.Contains(got.Message, w) {
+					t.Errorf("message %q does not contain %q", got.Message, w)
+				}
+			}
+		})
+	}
+}
+
+// TestPlanRecreatesAllPodsOnePerPass: a size-3 cluster whose pods are all
+// gone gets them back one per pass while no member answers.
+func TestPlanRecreatesAllPodsOnePerPass(t *testing.T) {
+	t.Parallel()
+	o := Observed{Cluster: "c", Size: 3, Version: v, Bootstrapped: true, Persistent: true,
+		Recorded: recorded("c-0", "c-1", "c-2"), Claims: claims("c-0", "c-1", "c-2")}
+	var created []string
+	for range 5 {
+		s := Plan(o)
+		if s.Action != ActionCreatePod {
+			if s.Action != ActionWait || s.Reason != "Unreachable" {
+				t.Fatalf("after creating %v: %+v, want Wait Unreachable", created, s)
+			}
+			break
+		}
+		created = append(created, s.Name)
+		o.Pods = append(o.Pods, Pod{Name: s.Name, Phase: PodPending, Version: v})
+	}
+	if diff := cmp.Diff([]string{"c-0", "c-1", "c-2"}, created); diff != "" {
+		t.Errorf("pods created (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,106 @@
+package controller_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/controller"
+	"github.com/opkit-dev/opkit/statusutil"
+)
+
+// deletePodAndStop deletes member pod name and stops its fake member (it
+// no longer answers), as when a size-1 cluster loses its only pod.
+func (g *rig) deletePodAndStop(cluster, name string) {
+	g.t.Helper()
+	if err := g.c.Delete(g.t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: g.ns}}); err != nil {
+		g.t.Fatal(err)
+	}
+	g.fake.SetHealthy(controller.PeerURL(g.get(cluster), name), false)
+}
+
+// TestClusterSize1DeletedPodIsRecreatedOnItsClaim: the only pod of a
+// bootstrapped size-1 cluster with persistent storage is deleted, so no
+// member answers; its pod is recreated with the same name on the same
+// claim, joining as an existing member of the cluster recorded in status,
+// and the member (same ID) is healthy again.
+func TestClusterSize1DeletedPodIsRecreatedOnItsClaim(t *testing.T) {
+	g := newRig(t)
+	g.create(cluster("p", 1))
+	g.converge("p", 10)
+	c := g.get("p")
+	before := g.fake.Members()
+	var claim corev1.PersistentVolumeClaim
+	if err := g.c.Get(t.Context(), types.NamespacedName{Namespace: g.ns, Name: "p-0-data"}, &claim); err != nil {
+		t.Fatal(err)
+	}
+
+	g.deletePodAndStop("p", "p-0")
+	if err := g.pass("p"); err != nil {
+		t.Fatal(err)
+	}
+	var pod corev1.Pod
+	if err := g.c.Get(t.Context(), types.NamespacedName{Namespace: g.ns, Name: "p-0"}, &pod); err != nil {
+		t.Fatalf("pod p-0 not recreated after one pass: %v; Progressing %+v", err, statusutil.Get(g.get("p"), v1alpha1.ConditionProgressing))
+	}
+	if got := statusutil.Get(g.get("p"), v1alpha1.ConditionProgressing); got == nil || got.Reason != "MemberRecreated" {
+		t.Errorf("Progressing = %+v, want reason MemberRecreated", got)
+	}
+	i := slices.IndexFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == "data" })
+	if i < 0 || pod.Spec.Volumes[i].PersistentVolumeClaim == nil || pod.Spec.Volumes[i].PersistentVolumeClaim.ClaimName != "p-0-data" {
+		t.Errorf("recreated pod's volumes %+v, want data on claim p-0-data", pod.Spec.Volumes)
+	}
+	args := pod.Spec.Containers[0].Args
+	for _, want := range []string{"--initial-cluster=p-0=" + controller.PeerURL(c, "p-0"), "--initial-cluster-state=existing"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("recreated pod's args %q lack %q", args, want)
+		}
+	}
+	var after corev1.PersistentVolumeClaim
+	if err := g.c.Get(t.Context(), types.NamespacedName{Namespace: g.ns, Name: "p-0-data"}, &after); err != nil {
+		t.Fatal(err)
+	}
+	if after.UID != claim.UID || after.DeletionTimestamp != nil {
+		t.Errorf("claim p-0-data replaced or deleted: UID %s -> %s, deletion %v", claim.UID, after.UID, after.DeletionTimestamp)
+	}
+
+	g.converge("p", 10)
+	if diff := cmp.Diff(before, g.fake.Members()); diff != "" {
+		t.Errorf("etcd members changed (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"p-0"}, g.names(&corev1.PodList{})); diff != "" {
+		t.Errorf("pods (-want +got):\n%s", diff)
+	}
+	if c := g.get("p"); c.Status.ReadyMembers != 1 || !statusutil.IsFalse(c, v1alpha1.ConditionDegraded) {
+		t.Errorf("after recreation: ready %d, Degraded %+v", c.Status.ReadyMembers, statusutil.Get(c, v1alpha1.ConditionDegraded))
+	}
+}
+
+// TestClusterEphemeralDeletedPodIsNotRecreated: without persistent storage
+// a recreated pod would start an empty member under an existing identity:
+// the pod is not recreated and the cluster waits as lost.
+func TestClusterEphemeralDeletedPodIsNotRecreated(t *testing.T) {
+	g := newRig(t)
+	c := cluster("e", 1)
+	c.Spec.Storage.Ephemeral = true
+	g.create(c)
+	g.converge("e", 10)
+
+	g.deletePodAndStop("e", "e-0")
+	for range 3 {
+		if err := g.pass("e"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := g.names(&corev1.PodList{}); len(got) != 0 {
+		t.Errorf("pods %v recreated with ephemeral storage", got)
+	}
+	if got := statusutil.Get(g.get("e"), v1alpha1.ConditionProgressing); got == nil || got.Reason != "ClusterLost" {
+		t.Errorf("Progressing = %+v, want reason ClusterLost", got)
+	}
+}
