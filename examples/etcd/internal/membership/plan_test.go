@@ -329,14 +329,7 @@ func TestPlanBootstrap(t *testing.T) {
 			o.Cluster, o.Size, o.Version = "c", 3, v
 			o.Timeouts.Bootstrap = tt.timeout
 			got := Plan(o)
-			if diff := cmp.Diff(tt.want, got, cmpopts.IgnoreFields(Step{}, "Message")); diff != "" {
-				t.Errorf("Plan() mismatch (-want +got):\n%s\nmessage: %s", diff, got.Message)
-			}
-			for _, w := range tt.wantText {
-				if !strings.Contains(got.Message, w) {
-					t.Errorf("message %q does not mention %q", got.Message, w)
-				}
-			}
+			checkStep(t, tt.want, tt.wantText, got)
 		})
 	}
 }
@@ -432,15 +425,22 @@ func TestPlanStuckMembers(t *testing.T) {
 			o := Observed{Cluster: "c", Size: 3, Version: v, Bootstrapped: true, Reached: true, Persistent: true,
 				Pods: tt.pods, Members: tt.members, Timeouts: Timeouts{MemberStart: tt.timeout}}
 			got := Plan(o)
-			if diff := cmp.Diff(tt.want, got, cmpopts.IgnoreFields(Step{}, "Message")); diff != "" {
-				t.Errorf("Plan() mismatch (-want +got):\n%s\nmessage: %s", diff, got.Message)
-			}
-			for _, w := range tt.wantText {
-				if !strings.Contains(got.Message, w) {
-					t.Errorf("message %q does not mention %q", got.Message, w)
-				}
-			}
+			checkStep(t, tt.want, tt.wantText, got)
 		})
+	}
+}
+
+// checkStep compares got with want, ignoring the message, and checks that
+// the message mentions every string of wantText.
+func checkStep(t *testing.T, want Step, wantText []string, got Step) {
+	t.Helper()
+	if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(Step{}, "Message")); diff != "" {
+		t.Errorf("Plan() mismatch (-want +got):\n%s\nmessage: %s", diff, got.Message)
+	}
+	for _, w := range wantText {
+		if !strings.Contains(got.Message, w) {
+			t.Errorf("message %q does not mention %q", got.Message, w)
+		}
 	}
 }
 
@@ -561,14 +561,7 @@ func TestPlanRecreatesRecordedMembers(t *testing.T) {
 			o := tt.o
 			o.Cluster, o.Version, o.Bootstrapped = "c", v, true
 			got := Plan(o)
-			if diff := cmp.Diff(tt.want, got, cmpopts.IgnoreFields(Step{}, "Message")); diff != "" {
-				t.Errorf("Plan() mismatch (-want +got):\n%s\nmessage: %s", diff, got.Message)
-			}
-			for _, w := range tt.wantText {
-				if !strings.Contains(got.Message, w) {
-					t.Errorf("message %q does not contain %q", got.Message, w)
-				}
-			}
+			checkStep(t, tt.want, tt.wantText, got)
 		})
 	}
 }
