@@ -17,9 +17,11 @@ INSTALL_TOOL := $(ROOT)/hack/install-tool.sh
 CONTROLLER_GEN := $(BIN)/controller-gen
 GOLANGCI_LINT := $(BIN)/golangci-lint
 
-# Local cluster (cluster-up, demo, run-*): name, fake node count, kubeconfig.
+# Local cluster (cluster-up, demo, run-*): name, fake node count, real node
+# count (kubelet + containerd; needs root), kubeconfig.
 CLUSTER_NAME ?= opkit
 CLUSTER_NODES ?= 3
+REAL_NODES ?= 0
 CLUSTER_KUBECONFIG ?= $(ROOT)/.local/kubeconfig
 
 # Test knobs.
@@ -49,7 +51,7 @@ help: ## List the targets with one line each.
 ##@ Tools (built from source, cached in ${XDG_CACHE_HOME:-~/.cache}/opkit)
 
 .PHONY: tools
-tools: envtest-assets cluster-tools controller-gen golangci-lint versitygw ## Build every pinned tool into bin/ (first run: ~20 min on 2 cores).
+tools: envtest-assets cluster-tools node-tools controller-gen golangci-lint versitygw ## Build every pinned tool into bin/ (first run: ~25 min on 2 cores).
 
 .PHONY: envtest-assets
 envtest-assets: kubernetes etcd ## Build kube-apiserver and etcd for envtest (KUBEBUILDER_ASSETS=bin).
@@ -57,9 +59,27 @@ envtest-assets: kubernetes etcd ## Build kube-apiserver and etcd for envtest (KU
 .PHONY: cluster-tools
 cluster-tools: kubernetes etcd kwok ## Build everything a local kwok cluster needs.
 
-.PHONY: kubernetes etcd kwok controller-gen golangci-lint versitygw benchstat
+.PHONY: node-tools
+node-tools: node-packages kubelet containerd coredns local-path-provisioner ## Build and install everything a real node needs (REAL_NODES, E2E_REAL_NODES).
+
+.PHONY: node-packages
+node-packages: ## Install Debian's runc, CNI plugins, iptables and conntrack for real nodes (apt-get; root).
+	@missing=""; for f in /usr/sbin/runc /usr/lib/cni/bridge /usr/lib/cni/host-local /usr/sbin/iptables /usr/sbin/conntrack; do \
+		[ -e $$f ] || missing="$$missing $$f"; done; \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" != 0 ]; then echo "real nodes need$$missing: run make node-packages as root"; exit 1; fi; \
+		echo ">> apt-get install runc containernetworking-plugins iptables conntrack (missing:$$missing)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+			runc containernetworking-plugins iptables conntrack >/dev/null; \
+	fi
+
+.PHONY: kubernetes kubelet containerd etcd kwok controller-gen golangci-lint versitygw benchstat
 kubernetes: ## Build kube-apiserver, kube-controller-manager, kube-scheduler and kubectl v1.36.3.
 	@$(INSTALL_TOOL) kubernetes
+kubelet: ## Build kubelet and kube-proxy v1.36.3 (real nodes).
+	@$(INSTALL_TOOL) kubelet
+containerd: ## Build containerd v2.2, its runc shim and ctr, statically (real nodes).
+	@$(INSTALL_TOOL) containerd
 etcd: ## Build etcd and etcdutl v3.6.
 	@$(INSTALL_TOOL) etcd
 kwok: ## Build kwok and kwokctl.
@@ -72,6 +92,12 @@ versitygw: ## Build versitygw, the S3 server the backup tests run against.
 	@$(INSTALL_TOOL) versitygw
 benchstat: ## Build benchstat.
 	@$(INSTALL_TOOL) benchstat
+
+.PHONY: coredns local-path-provisioner
+coredns: ## Build CoreDNS v1.14.7 with only the cluster-DNS plugins (hack/tools/coredns; no forward).
+	@$(INSTALL_TOOL) coredns
+local-path-provisioner: ## Build the local-path PersistentVolume provisioner (hack/localpv) into bin/.
+	go build -o $(BIN)/local-path-provisioner ./hack/localpv
 
 ##@ Development
 
@@ -117,15 +143,17 @@ verify: generate manifests ## Fail if generated files, formatting or go.mod are 
 test: verify vet lint test-unit test-e2e ## Everything CI runs: verify, vet, lint, unit + envtest, e2e.
 
 .PHONY: test-unit
-test-unit: envtest-assets versitygw controller-gen ## Unit and envtest tests (with -race, fuzz seed corpora included).
+test-unit: envtest-assets versitygw controller-gen coredns ## Unit and envtest tests (with -race, fuzz seed corpora included).
 	go test $(GO_TEST_FLAGS) -timeout $(UNIT_TIMEOUT) $(UNIT_PKGS)
 
 .PHONY: test-e2e
-test-e2e: cluster-tools ## e2e-framework suites on a throwaway local kwok cluster (E2E_PROVIDER=kind for kind).
-	go test -count=1 -timeout $(E2E_TIMEOUT) ./e2e/...
+test-e2e: cluster-tools node-tools images ## e2e-framework suites on throwaway local clusters, real-node suites included (root; E2E_PROVIDER=kind for kind).
+	go test -count=1 -timeout $(E2E_TIMEOUT) $$(go list ./e2e/... | grep -v /e2e/teardown)
+	@# Alone: it interrupts and kills real-node suites and checks what they leave.
+	go test -count=1 -timeout $(E2E_TIMEOUT) ./e2e/teardown
 
 .PHONY: cover
-cover: envtest-assets versitygw controller-gen ## Unit tests with a coverage summary per package.
+cover: envtest-assets versitygw controller-gen coredns ## Unit tests with a coverage summary per package.
 	go test -count=1 -timeout $(UNIT_TIMEOUT) -coverprofile=.local/cover.out $(UNIT_PKGS)
 	go tool cover -func=.local/cover.out | tail -1
 
@@ -140,14 +168,41 @@ bench: envtest-assets cluster-tools benchstat ## Go micro-benchmarks (benchstat)
 bench-backup: versitygw ## Backup throughput and peak RSS: a 1 GiB snapshot into both stores against plain copies (docs/benchmarks/backup.md).
 	go run ./backup/internal/benchprog -size 1GiB -count 5
 
+##@ Images (docker-archive tarballs for real nodes and kind, built without Docker)
+
+# Where make images writes one <image>.tar per image (hack/images).
+IMAGES_DIR ?= $(ROOT)/.local/images
+
+.PHONY: images etcd-static memcached-deb
+images: etcd-static memcached-deb ## Build the image tarballs into $(IMAGES_DIR) (load: ctr -n k8s.io images import / kind load image-archive).
+	go run ./hack/images -out $(IMAGES_DIR) -bin $(BIN)
+
+etcd-static: ## Build static etcd, etcdctl and etcdutl v3.6 and v3.5 for the etcd images (bin/etcd-static-VERSION/).
+	@$(INSTALL_TOOL) etcd-static
+
+# The memcached image is Debian's memcached binary and its libraries. On a
+# host with systemd, installing the package also starts its service.
+memcached-deb: ## Install Debian's memcached package (apt-get, needs root) unless /usr/bin/memcached exists.
+	@if [ ! -x /usr/bin/memcached ]; then \
+		if [ "$$(id -u)" != 0 ]; then \
+			echo "memcached-deb: /usr/bin/memcached is missing and apt-get needs root; run:" >&2; \
+			echo "  sudo apt-get install -y --no-install-recommends memcached" >&2; \
+			echo "then make images again" >&2; \
+			exit 1; \
+		fi; \
+		apt-get install -y --no-install-recommends memcached || \
+			{ apt-get update && apt-get install -y --no-install-recommends memcached; }; \
+	fi
+
 ##@ Local cluster (real apiserver, controller-manager, scheduler, etcd + kwok fake nodes)
 
 .PHONY: cluster-up
-cluster-up: cluster-tools ## Start the local cluster and write its kubeconfig to .local/kubeconfig.
-	go run ./hack/cluster up --name $(CLUSTER_NAME) --nodes $(CLUSTER_NODES) --kubeconfig $(CLUSTER_KUBECONFIG) --bin $(BIN)
+cluster-up: cluster-tools $(if $(filter-out 0,$(REAL_NODES)),node-tools images) ## Start the local cluster (REAL_NODES=N adds real nodes; root) and write its kubeconfig to .local/kubeconfig.
+	go run ./hack/cluster up --name $(CLUSTER_NAME) --nodes $(CLUSTER_NODES) --real-nodes $(REAL_NODES) \
+		--images $(IMAGES_DIR) --kubeconfig $(CLUSTER_KUBECONFIG) --bin $(BIN)
 
 .PHONY: cluster-down
-cluster-down: kwok ## Delete the local cluster and its state.
+cluster-down: kwok ## Delete the local cluster, its real nodes and their state.
 	go run ./hack/cluster down --name $(CLUSTER_NAME) --kubeconfig $(CLUSTER_KUBECONFIG) --bin $(BIN)
 
 .PHONY: demo

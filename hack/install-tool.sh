@@ -17,17 +17,28 @@ bindir=${BIN_DIR:-$root/bin}
 # Pinned versions. Bump here (and in hack/tools/*/go.mod) only.
 K8S_VERSION=v1.36.3
 ETCD_VERSION=v3.6.16
+# etcd 3.5 for the etcd images of make images (etcd-static), from hack/tools/etcd35.
+ETCD35_VERSION=v3.5.35
 KWOK_VERSION=v0.7.0
 CONTROLLER_GEN_VERSION=v0.23.0
 GOLANGCI_LINT_VERSION=v2.15.0
 VERSITYGW_VERSION=v1.8.0
 BENCHSTAT_VERSION=v0.0.0-20260908200009-22c9c6c9d4da
+# containerd for real nodes: v2.2 is the oldest minor in Kubernetes 1.36's tested
+# matrix. Built statically (no cgo: no btrfs snapshotter; overlayfs is used).
+CONTAINERD_VERSION=v2.2.9
+# CoreDNS for real nodes' cluster DNS, built from hack/tools/coredns (its
+# go.mod pins this version) with only the plugins that module's main.go lists.
+COREDNS_VERSION=v1.14.7
 
 usage() {
 	cat >&2 <<USAGE
 usage: $0 NAME
 NAME: kubernetes (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl)
+      kubelet (kubelet, kube-proxy) | containerd (containerd, containerd-shim-runc-v2, ctr)
       etcd (etcd, etcdutl) | kwok (kwok, kwokctl) | controller-gen | golangci-lint | versitygw | benchstat
+      coredns
+      etcd-static (etcd, etcdctl, etcdutl of ETCD_VERSION and ETCD35_VERSION, static, in bin/etcd-static-VERSION/)
 USAGE
 	exit 2
 }
@@ -78,6 +89,29 @@ build_kubernetes() {
 		k8s.io/kubernetes/cmd/kubectl)
 }
 
+# kubelet and kube-proxy, for real nodes, come from the same pinned module as
+# the control plane but in a cache directory of their own, so that the
+# control-plane binaries built before them are kept.
+build_kubelet() {
+	local dest=$1 version=$2 minor
+	minor=${version#v1.}
+	minor=${minor%%.*}
+	(cd "$root/hack/tools/k8s" && go build -trimpath -o "$dest/" \
+		-ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor" \
+		k8s.io/kubernetes/cmd/kubelet \
+		k8s.io/kubernetes/cmd/kube-proxy)
+}
+
+# containerd carries its own go.mod with no replace directives, so go install
+# pins it by version alone. CGO_ENABLED=0 leaves out the btrfs snapshotter;
+# the local node uses overlayfs.
+build_containerd() {
+	local dest=$1 version=$2 pkg=github.com/containerd/containerd/v2/cmd
+	CGO_ENABLED=0 GOBIN="$dest" GOFLAGS=-trimpath go install -tags "no_btrfs no_zfs no_devmapper" \
+		-ldflags "-s -w -X github.com/containerd/containerd/v2/version.Version=$version" \
+		"$pkg/containerd@$version" "$pkg/containerd-shim-runc-v2@$version" "$pkg/ctr@$version"
+}
+
 build_etcd() {
 	local dest=$1
 	(cd "$root/hack/tools/etcd" && go build -trimpath -ldflags "-s -w" -o "$dest/etcd" go.etcd.io/etcd/server/v3)
@@ -89,6 +123,39 @@ build_etcd() {
 build_etcdutl() {
 	local dest=$1
 	(cd "$root/hack/tools/etcd" && go build -trimpath -ldflags "-s -w" -o "$dest/etcdutl" go.etcd.io/etcd/etcdutl/v3)
+}
+
+# etcd-static: etcd, etcdctl and etcdutl built with CGO_ENABLED=0 for the etcd
+# images of make images (a scratch image has no C library), from the module
+# pinning that version: hack/tools/etcd (ETCD_VERSION) or hack/tools/etcd35
+# (ETCD35_VERSION). Linked into bin/etcd-static-VERSION/, so that bin/etcd and
+# bin/etcdutl (envtest, local cluster) stay what the etcd tool builds.
+build_etcd_static() {
+	local dest=$1 version=$2 mod b
+	case $version in
+	"$ETCD_VERSION") mod=$root/hack/tools/etcd ;;
+	"$ETCD35_VERSION") mod=$root/hack/tools/etcd35 ;;
+	*) echo "etcd-static: no module of hack/tools pins etcd $version" >&2 && return 1 ;;
+	esac
+	if ! grep -q "go.etcd.io/etcd/server/v3 $version\$" "$mod/go.mod"; then
+		echo "etcd-static: $mod/go.mod does not pin go.etcd.io/etcd/server/v3 $version" >&2
+		return 1
+	fi
+	for b in etcd:server etcdctl:etcdctl etcdutl:etcdutl; do
+		(cd "$mod" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$dest/${b%%:*}" "go.etcd.io/etcd/${b#*:}/v3") || return 1
+	done
+}
+
+install_etcd_static() {
+	local bindir="$bindir/etcd-static-$1"
+	install etcd-static "$1" etcd etcdctl etcdutl
+}
+
+# coredns is a main package of our own (hack/tools/coredns) that links only
+# the plugins cluster DNS needs; its go.mod pins COREDNS_VERSION.
+build_coredns() {
+	local dest=$1
+	(cd "$root/hack/tools/coredns" && go build -trimpath -ldflags "-s -w" -o "$dest/coredns" .)
 }
 
 # goinstall DEST PKG@VERSION... installs with GOBIN=DEST; these tools carry
@@ -112,6 +179,14 @@ etcd)
 	install etcd "$ETCD_VERSION" etcd
 	install etcdutl "$ETCD_VERSION" etcdutl
 	;;
+etcd-static)
+	install_etcd_static "$ETCD_VERSION"
+	install_etcd_static "$ETCD35_VERSION"
+	;;
+kubelet) install kubelet "$K8S_VERSION" kubelet kube-proxy ;;
+containerd) install containerd "$CONTAINERD_VERSION" containerd containerd-shim-runc-v2 ctr ;;
+# The cache key adds a digest of the module, so a changed plugin list rebuilds.
+coredns) install coredns "$COREDNS_VERSION-$(cat "$root"/hack/tools/coredns/{main.go,go.mod,go.sum} | sha256sum | cut -c1-12)" coredns ;;
 kwok) install kwok "$KWOK_VERSION" kwok kwokctl ;;
 controller-gen) install controller-gen "$CONTROLLER_GEN_VERSION" controller-gen ;;
 golangci-lint) install golangci-lint "$GOLANGCI_LINT_VERSION" golangci-lint ;;

@@ -8,6 +8,16 @@
 //	E2E_CLUSTER=existing   use the cluster of --kubeconfig / $KUBECONFIG; create and delete nothing
 //	E2E_PROVIDER=kind      create a kind cluster instead (needs Docker and kind on PATH)
 //	E2E_NODES=N            number of kwok fake nodes (default 3)
+//	E2E_REAL_NODES=N       also start N real nodes (kubelet + containerd; needs root,
+//	                       `make node-tools images`); a suite asks for them with WithRealNodes
+//	E2E_IMAGES=DIR         image tarballs loaded into real nodes (default .local/images)
+//
+// Real nodes (package internal/localcluster/realnode) share this machine's
+// network namespace, so one cluster at a time has them: a suite that wants
+// them holds a machine-wide lock from cluster creation to deletion, and
+// other such suites wait for it. The real nodes are removed before the
+// cluster is deleted, on failure and on SIGINT/SIGTERM too; leftovers of a
+// killed suite are removed by the next suite that takes the lock.
 //
 // Teardown: the cluster is deleted after the tests, after a failing setup, and
 // on SIGINT/SIGTERM. A test binary killed outright (a test's panic, go test's
@@ -32,7 +42,6 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -53,15 +62,17 @@ const (
 	EnvCluster  = "E2E_CLUSTER"
 	EnvProvider = "E2E_PROVIDER"
 	EnvNodes    = "E2E_NODES"
+	EnvReal     = "E2E_REAL_NODES"
+	EnvImages   = "E2E_IMAGES"
 )
 
 // ClusterPrefix starts the name of every cluster the harness creates.
 const ClusterPrefix = "opkit-e2e-"
 
-// Main builds the environment with New, stores it in *testEnv, runs the
-// tests and exits. A setup error fails the run with its message.
-func Main(m *testing.M, testEnv *env.Environment) {
-	e, err := New()
+// Main builds the environment with New(opts...), stores it in *testEnv,
+// runs the tests and exits. A setup error fails the run with its message.
+func Main(m *testing.M, testEnv *env.Environment, opts ...Option) {
+	e, err := New(opts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e harness:", err)
 		os.Exit(1)
@@ -75,6 +86,7 @@ type Option func(*options)
 
 type options struct {
 	kwokctlArgs []string
+	realNodes   int
 }
 
 // WithKwokctlArgs passes args to `kwokctl create cluster` when the suite
@@ -83,6 +95,15 @@ type options struct {
 // has to check for what it needs.
 func WithKwokctlArgs(args ...string) Option {
 	return func(o *options) { o.kwokctlArgs = append(o.kwokctlArgs, args...) }
+}
+
+// WithRealNodes asks for at least n real nodes (kubelet + containerd, real
+// containers) besides the fake ones, with the images of `make images`
+// loaded. They are labelled realnode.NodeLabel=true; pin pods to them with
+// that node selector. With E2E_PROVIDER=kind every node is real and this is
+// ignored; with E2E_CLUSTER=existing the suite must check for itself.
+func WithRealNodes(n int) Option {
+	return func(o *options) { o.realNodes = max(o.realNodes, n) }
 }
 
 // New returns an e2e-framework environment whose setup creates (or reuses) a
@@ -112,11 +133,21 @@ func New(opts ...Option) (env.Environment, error) {
 			return nil, fmt.Errorf("%s=%q: want a positive number of nodes", EnvNodes, s)
 		}
 	}
+	if s := os.Getenv(EnvReal); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%s=%q: want a number of real nodes", EnvReal, s)
+		}
+		o.realNodes = max(o.realNodes, n)
+	}
 	name := ClusterPrefix + strconv.Itoa(os.Getpid())
 
 	var provider support.E2EClusterProvider
 	var afterCreate env.Func
 	var createArgs []string
+	// beforeDestroy runs before the cluster is deleted, in Finish and on a
+	// signal; afterDestroy after it.
+	beforeDestroy, afterDestroy := func(context.Context) {}, func() {}
 	switch p := os.Getenv(EnvProvider); p {
 	case "", "kwok":
 		bin, err := repo.BinDir()
@@ -137,6 +168,21 @@ func New(opts ...Option) (env.Environment, error) {
 		afterCreate = func(ctx context.Context, c *envconf.Config) (context.Context, error) {
 			return ctx, cluster.ScaleNodes(ctx, nodes)
 		}
+		if o.realNodes > 0 {
+			real, err := prepareRealNodes(cluster, o.realNodes)
+			if err != nil {
+				return nil, err
+			}
+			createArgs = append(createArgs, real.createArgs...)
+			fake := afterCreate
+			afterCreate = func(ctx context.Context, c *envconf.Config) (context.Context, error) {
+				if ctx, err := fake(ctx, c); err != nil {
+					return ctx, err
+				}
+				return ctx, real.start(ctx)
+			}
+			beforeDestroy, afterDestroy = real.stop, real.unlock
+		}
 	case "kind":
 		provider = kind.NewProvider()
 		afterCreate = func(ctx context.Context, _ *envconf.Config) (context.Context, error) { return ctx, nil }
@@ -146,11 +192,14 @@ func New(opts ...Option) (env.Environment, error) {
 
 	e := env.NewWithConfig(cfg)
 	destroy := envfuncs.DestroyCluster(name)
-	stopSignals := destroyOnSignal(name, provider)
+	stopSignals := destroyOnSignal(name, provider, beforeDestroy)
 	e.Setup(createCluster(provider, name, createArgs), afterCreate)
 	e.Finish(func(ctx context.Context, c *envconf.Config) (context.Context, error) {
 		stopSignals()
-		return destroy(ctx, c)
+		beforeDestroy(ctx)
+		ctx, err := destroy(ctx, c)
+		afterDestroy()
+		return ctx, err
 	})
 	return e, nil
 }
@@ -187,7 +236,7 @@ func createCluster(p support.E2EClusterProvider, name string, args []string) env
 
 // destroyOnSignal deletes the cluster and exits when the process is
 // interrupted. The returned func stops watching.
-func destroyOnSignal(name string, p support.E2EClusterProvider) func() {
+func destroyOnSignal(name string, p support.E2EClusterProvider, beforeDestroy func(context.Context)) func() {
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
 	done := make(chan struct{})
@@ -195,8 +244,9 @@ func destroyOnSignal(name string, p support.E2EClusterProvider) func() {
 		select {
 		case sig := <-ch:
 			fmt.Fprintf(os.Stderr, "e2e harness: %v: deleting cluster %s\n", sig, name)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
+			beforeDestroy(ctx)
 			if err := p.Destroy(ctx); err != nil {
 				fmt.Fprintln(os.Stderr, "e2e harness:", err)
 			}
@@ -220,8 +270,7 @@ func deleteOrphans(bin string) error {
 		return err
 	}
 	for _, n := range names {
-		pid, err := strconv.Atoi(strings.TrimPrefix(n, ClusterPrefix))
-		if !strings.HasPrefix(n, ClusterPrefix) || err != nil || processAlive(pid) {
+		if !localcluster.IsOrphan(n, ClusterPrefix) {
 			continue
 		}
 		fmt.Fprintf(os.Stderr, "e2e harness: deleting orphaned cluster %s\n", n)
@@ -231,9 +280,4 @@ func deleteOrphans(bin string) error {
 		}
 	}
 	return nil
-}
-
-func processAlive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
 }

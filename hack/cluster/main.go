@@ -3,7 +3,13 @@
 // run it:
 //
 //	go run ./hack/cluster up   --name opkit --nodes 3 --kubeconfig .local/kubeconfig
+//	go run ./hack/cluster up   --name opkit --nodes 3 --real-nodes 1 --images .local/images
 //	go run ./hack/cluster down --name opkit --kubeconfig .local/kubeconfig
+//
+// With --real-nodes N (root only) the cluster also gets N real nodes
+// (internal/localcluster/realnode): containerd, a kubelet, kube-proxy,
+// CoreDNS and a local-path provisioner on this machine, with the image
+// tarballs of --images loaded. down removes them with the cluster.
 package main
 
 import (
@@ -17,12 +23,13 @@ import (
 	"time"
 
 	"github.com/opkit-dev/opkit/internal/localcluster"
+	"github.com/opkit-dev/opkit/internal/localcluster/realnode"
 	"github.com/opkit-dev/opkit/internal/repo"
 )
 
 func main() {
 	if len(os.Args) < 2 || (os.Args[1] != "up" && os.Args[1] != "down") {
-		fmt.Fprintln(os.Stderr, "usage: cluster up|down [--name NAME] [--nodes N] [--kubeconfig PATH] [--bin DIR]")
+		fmt.Fprintln(os.Stderr, "usage: cluster up|down [--name NAME] [--nodes N] [--real-nodes N] [--images DIR] [--kubeconfig PATH] [--bin DIR]")
 		os.Exit(2)
 	}
 	verb := os.Args[1]
@@ -30,11 +37,13 @@ func main() {
 	name := fs.String("name", "opkit", "kwokctl cluster name")
 	nodes := fs.Int("nodes", 3, "number of fake (kwok) nodes")
 	kubeconfig := fs.String("kubeconfig", ".local/kubeconfig", "where to write the cluster's kubeconfig")
+	realNodes := fs.Int("real-nodes", 0, "number of real nodes (kubelet + containerd; needs root)")
+	images := fs.String("images", ".local/images", "image tarballs to load into the real nodes (make images)")
 	bin := fs.String("bin", "", "directory with kwokctl and the cluster binaries (default: the repository's bin/)")
 	_ = fs.Parse(os.Args[2:])
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, verb, *name, *nodes, *kubeconfig, *bin)
+	err := run(ctx, verb, *name, *nodes, *realNodes, *images, *kubeconfig, *bin)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "cluster:", err)
@@ -42,7 +51,7 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, verb, name string, nodes int, kubeconfig, bin string) error {
+func run(ctx context.Context, verb, name string, nodes, realNodes int, images, kubeconfig, bin string) error {
 	if bin == "" {
 		var err error
 		if bin, err = repo.BinDir(); err != nil {
@@ -54,24 +63,58 @@ func run(ctx context.Context, verb, name string, nodes int, kubeconfig, bin stri
 		return err
 	}
 	c := &localcluster.Cluster{Name: name, BinDir: bin}
+	// Real nodes are one cluster's at a time; an e2e suite holds this lock
+	// while its cluster has them.
+	if verb == "down" || realNodes > 0 {
+		unlock, err := localcluster.LockRealNodes(ctx)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+	}
 	if verb == "down" {
 		return down(ctx, c, kubeconfig)
 	}
-	return up(ctx, c, nodes, kubeconfig)
+	if realNodes < 0 {
+		return fmt.Errorf("--real-nodes=%d: want 0 or more", realNodes)
+	}
+	if images, err = filepath.Abs(images); err != nil {
+		return err
+	}
+	return up(ctx, c, nodes, realNodes, images, kubeconfig)
 }
 
-func up(ctx context.Context, c *localcluster.Cluster, nodes int, kubeconfig string) error {
+func up(ctx context.Context, c *localcluster.Cluster, nodes, realNodes int, images, kubeconfig string) error {
 	exists, err := c.Exists(ctx)
 	if err != nil {
 		return err
 	}
 	start := time.Now()
-	if exists {
+	owner, hasReal := localcluster.RealNodeOwner()
+	switch {
+	case exists && realNodes > 0 && (!hasReal || owner != c.Name):
+		return fmt.Errorf("cluster %q exists without real nodes, which need a cluster created for them: `make cluster-down` first", c.Name)
+	case exists:
 		fmt.Printf("cluster %q already exists; reusing it\n", c.Name)
-	} else {
+	default:
+		if realNodes > 0 && hasReal {
+			return fmt.Errorf("real nodes of cluster %q already run on this machine (one cluster at a time): `make cluster-down CLUSTER_NAME=%s` first", owner, owner)
+		}
 		fmt.Printf("creating cluster %q (kube-apiserver %s, etcd %s, kwok fake nodes)...\n", c.Name, localcluster.KubeVersion, localcluster.EtcdVersion)
-		if err := c.Create(ctx); err != nil {
+		var args []string
+		if realNodes > 0 {
+			if args, err = c.RealNodeArgs(filepath.Dir(kubeconfig)); err != nil {
+				return err
+			}
+		}
+		if err := c.Create(ctx, args...); err != nil {
 			return err
+		}
+		if realNodes > 0 {
+			fmt.Printf("starting %d real nodes (containerd, kubelet, kube-proxy, CoreDNS, local-path provisioner)...\n", realNodes)
+			if err := c.StartRealNodes(ctx, realNodes, images); err != nil {
+				return fmt.Errorf("%w\n(the nodes' logs are in %s until make cluster-down)", err, realnode.StateDir)
+			}
 		}
 	}
 	if err := c.ScaleNodes(ctx, nodes); err != nil {
@@ -87,13 +130,13 @@ func up(ctx context.Context, c *localcluster.Cluster, nodes int, kubeconfig stri
 	if err := os.WriteFile(kubeconfig, cfg, 0o600); err != nil {
 		return err
 	}
-	fmt.Printf(`cluster %q is ready with %d fake nodes (%s).
+	fmt.Printf(`cluster %q is ready with %d fake and %d real nodes (%s).
 
   export KUBECONFIG=%s
   kubectl get nodes          # kubectl is in bin/
   make run-memcached         # run the memcached operator against it
   make cluster-down          # stop it and remove its state
-`, c.Name, nodes, time.Since(start).Round(time.Second), kubeconfig)
+`, c.Name, nodes, realNodes, time.Since(start).Round(time.Second), kubeconfig)
 	return nil
 }
 
@@ -101,6 +144,14 @@ func down(ctx context.Context, c *localcluster.Cluster, kubeconfig string) error
 	exists, err := c.Exists(ctx)
 	if err != nil {
 		return err
+	}
+	// Real nodes go first (their kubelets talk to the cluster); leftovers
+	// of a cluster that is gone are removed too.
+	if owner, ok := localcluster.RealNodeOwner(); ok && (owner == c.Name || !clusterExists(ctx, c.BinDir, owner)) {
+		if err := c.StopRealNodes(ctx); err != nil {
+			return err
+		}
+		fmt.Printf("real nodes of cluster %q removed\n", owner)
 	}
 	if exists {
 		if err := c.Delete(ctx); err != nil {
@@ -114,4 +165,11 @@ func down(ctx context.Context, c *localcluster.Cluster, kubeconfig string) error
 		return err
 	}
 	return nil
+}
+
+// clusterExists reports whether kwokctl knows a cluster of that name.
+func clusterExists(ctx context.Context, bin, name string) bool {
+	c := &localcluster.Cluster{Name: name, BinDir: bin}
+	ok, err := c.Exists(ctx)
+	return err == nil && ok
 }

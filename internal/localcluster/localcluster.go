@@ -140,7 +140,13 @@ func (c *Cluster) Create(ctx context.Context, extraArgs ...string) error {
 // them. Anything that runs kwokctl create cluster (the e2e harness,
 // hack/cluster, hack/scale) must hold this lock while doing so.
 func LockCreate(ctx context.Context) (func(), error) {
-	path := filepath.Join(os.TempDir(), "opkit-kwokctl-create.lock")
+	return lockFile(ctx, filepath.Join(os.TempDir(), "opkit-kwokctl-create.lock"), "another cluster creation")
+}
+
+// lockFile takes an exclusive flock on path, waiting until ctx ends, and
+// returns the func that releases it; what names the holder waited for.
+// The kernel releases the lock with the process, however it ends.
+func lockFile(ctx context.Context, path, what string) (func(), error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w", path, err)
@@ -160,7 +166,7 @@ func LockCreate(ctx context.Context) (func(), error) {
 		select {
 		case <-ctx.Done():
 			_ = f.Close()
-			return nil, fmt.Errorf("waiting for another cluster creation (%s): %w", path, ctx.Err())
+			return nil, fmt.Errorf("waiting for %s (%s): %w", what, path, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

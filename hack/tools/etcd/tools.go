@@ -5,6 +5,7 @@
 package tools
 
 import (
+	_ "go.etcd.io/etcd/etcdctl/v3"
 	_ "go.etcd.io/etcd/etcdutl/v3"
 	_ "go.etcd.io/etcd/server/v3"
 )

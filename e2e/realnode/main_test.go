@@ -1,0 +1,19 @@
+// Package realnode proves the local cluster's real nodes (kubelet +
+// containerd, internal/localcluster/realnode) are a substrate operators
+// can be tested on: real containers from the images of `make images` pass
+// real probes, reach each other through Services and cluster DNS, keep
+// data on dynamically provisioned volumes, answer kubectl logs, exec and
+// port-forward, and a 3-member etcd cluster forms over DNS peer URLs.
+package realnode
+
+import (
+	"testing"
+
+	"sigs.k8s.io/e2e-framework/pkg/env"
+
+	"github.com/opkit-dev/opkit/e2e/harness"
+)
+
+var testEnv env.Environment
+
+func TestMain(m *testing.M) { harness.Main(m, &testEnv, harness.WithRealNodes(1)) }

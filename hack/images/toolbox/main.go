@@ -1,0 +1,117 @@
+// Command toolbox is the client program of opkit's e2e suites on real
+// nodes: the image opkit.dev/toolbox (make images) runs it, and suites
+// exec its subcommands in a pod to see the cluster as a workload does.
+//
+//	toolbox sleep                        print "toolbox ready" and wait for SIGTERM
+//	toolbox memcached ADDR KEY VALUE     memcached set KEY=VALUE, then get it back
+//	toolbox lookup NAME                  resolve NAME with the pod's resolver
+//	toolbox write FILE TEXT              write TEXT to FILE (parents created)
+//	toolbox cat FILE                     print FILE
+//
+// Each exits non-zero with a message on stderr when the step fails.
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "toolbox:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	if len(args) == 0 {
+		return errors.New("usage: toolbox sleep | memcached ADDR KEY VALUE | lookup NAME | write FILE TEXT | cat FILE")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	switch cmd, rest := args[0], args[1:]; {
+	case cmd == "sleep" && len(rest) == 0:
+		fmt.Println("toolbox ready")
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+		<-sig
+		return nil
+	case cmd == "memcached" && len(rest) == 3:
+		got, err := memcachedSetGet(ctx, rest[0], rest[1], rest[2])
+		if err != nil {
+			return err
+		}
+		fmt.Println(got)
+		return nil
+	case cmd == "lookup" && len(rest) == 1:
+		addrs, err := net.DefaultResolver.LookupHost(ctx, rest[0])
+		if err != nil {
+			return err
+		}
+		fmt.Println(strings.Join(addrs, " "))
+		return nil
+	case cmd == "write" && len(rest) == 2:
+		if err := os.MkdirAll(filepath.Dir(rest[0]), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(rest[0], []byte(rest[1]), 0o644)
+	case cmd == "cat" && len(rest) == 1:
+		b, err := os.ReadFile(rest[0])
+		if err != nil {
+			return err
+		}
+		_, err = os.Stdout.Write(b)
+		return err
+	default:
+		return fmt.Errorf("unknown command or wrong arguments: %q", args)
+	}
+}
+
+// memcachedSetGet stores value under key with memcached's text protocol,
+// reads it back and returns what the server returned.
+func memcachedSetGet(ctx context.Context, addr, key, value string) (string, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	if deadline, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(deadline)
+	}
+	r := bufio.NewReader(conn)
+	if _, err := fmt.Fprintf(conn, "set %s 0 0 %d\r\n%s\r\n", key, len(value), value); err != nil {
+		return "", err
+	}
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return "", fmt.Errorf("set: %w", err)
+	}
+	if strings.TrimSpace(line) != "STORED" {
+		return "", fmt.Errorf("set: server answered %q", strings.TrimSpace(line))
+	}
+	if _, err := fmt.Fprintf(conn, "get %s\r\n", key); err != nil {
+		return "", err
+	}
+	header, err := r.ReadString('\n')
+	if err != nil {
+		return "", fmt.Errorf("get: %w", err)
+	}
+	if !strings.HasPrefix(header, "VALUE "+key+" ") {
+		return "", fmt.Errorf("get: server answered %q", strings.TrimSpace(header))
+	}
+	data, err := r.ReadString('\n')
+	if err != nil {
+		return "", fmt.Errorf("get: %w", err)
+	}
+	return strings.TrimSpace(data), nil
+}
