@@ -16,9 +16,9 @@ import (
 	"github.com/opkit-dev/opkit/e2e/harness"
 )
 
-// TestEtcdQuorumOverPodDNS: three etcd pods (not through our operator)
-// whose peer URLs are their DNS names under a headless Service form one
-// cluster: every member is started and healthy, and a key written through
+// TestEtcdQuorumOverPodDNS: three etcd pods (not through our operator),
+// spread over the real nodes, whose peer URLs are their DNS names under a
+// headless Service form one cluster: every member is started and healthy, and a key written through
 // one member is read through another.
 func TestEtcdQuorumOverPodDNS(t *testing.T) {
 	const ns, svcName, members = "etcd-real", "etcd", 3
@@ -44,6 +44,7 @@ func TestEtcdQuorumOverPodDNS(t *testing.T) {
 		p := realPod(ns, name, etcdImage)
 		p.Labels["cluster"] = svcName
 		p.Spec.Hostname, p.Spec.Subdomain = name, svcName
+		p.Spec.TopologySpreadConstraints = spreadOverRealNodes(map[string]string{"cluster": svcName})
 		p.Spec.Containers[0].Command = []string{"/usr/local/bin/etcd"}
 		p.Spec.Containers[0].Args = []string{
 			"--name=" + name,
@@ -72,8 +73,12 @@ func TestEtcdQuorumOverPodDNS(t *testing.T) {
 			for _, p := range pods {
 				create(ctx, t, cfg, p)
 			}
+			onNodes := map[string]bool{}
 			for _, p := range pods {
-				waitPodReady(ctx, t, cfg, ns, p.Name)
+				onNodes[waitPodReady(ctx, t, cfg, ns, p.Name).Spec.NodeName] = true
+			}
+			if len(onNodes) != realNodes {
+				t.Errorf("etcd members run on nodes %v, want all %d real nodes", onNodes, realNodes)
 			}
 			harness.WaitFor(ctx, t, "every member to be healthy", 2*time.Minute, 2*time.Second, func(ctx context.Context) (bool, string) {
 				out, err := harness.Kubectl(ctx, cfg, "exec", "-n", ns, "etcd-0", "--", "/usr/local/bin/etcdctl",

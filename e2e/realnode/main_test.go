@@ -3,7 +3,9 @@
 // can be tested on: real containers from the images of `make images` pass
 // real probes, reach each other through Services and cluster DNS, keep
 // data on dynamically provisioned volumes, answer kubectl logs, exec and
-// port-forward, and a 3-member etcd cluster forms over DNS peer URLs.
+// port-forward, and a 3-member etcd cluster forms over DNS peer URLs. The
+// cluster has two real nodes, and the workloads are spread over both, so
+// pod traffic crosses nodes.
 package realnode
 
 import (
@@ -16,4 +18,7 @@ import (
 
 var testEnv env.Environment
 
-func TestMain(m *testing.M) { harness.Main(m, &testEnv, harness.WithRealNodes(1)) }
+// realNodes is how many real nodes the suite's cluster has.
+const realNodes = 2
+
+func TestMain(m *testing.M) { harness.Main(m, &testEnv, harness.WithRealNodes(realNodes)) }

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"net"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,8 +27,9 @@ import (
 	"github.com/opkit-dev/opkit/internal/localcluster/realnode"
 )
 
-// TestMemcachedOnRealNodes: two real memcached pods become Available
-// through real readiness probes; a client pod sets and gets keys through
+// TestMemcachedOnRealNodes: two real memcached pods, one on each real
+// node, become Available through real readiness probes; a client pod sets
+// and gets keys through
 // the ClusterIP Service and through each pod's DNS name under the headless
 // Service; kubectl logs, exec and port-forward reach real pods.
 func TestMemcachedOnRealNodes(t *testing.T) {
@@ -41,6 +44,7 @@ func TestMemcachedOnRealNodes(t *testing.T) {
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{
 					NodeSelector:                  harness.RealNodeSelector,
+					TopologySpreadConstraints:     spreadOverRealNodes(labels),
 					TerminationGracePeriodSeconds: ptr.To[int64](5),
 					Containers: []corev1.Container{{
 						Name: "memcached", Image: memcachedImage, ImagePullPolicy: corev1.PullIfNotPresent,
@@ -86,10 +90,16 @@ func TestMemcachedOnRealNodes(t *testing.T) {
 			if err := cfg.Client().Resources(ns).List(ctx, &pods, resources.WithLabelSelector("app=memcached")); err != nil {
 				t.Fatal(err)
 			}
+			var nodes []string
 			for _, p := range pods.Items {
-				if p.Spec.NodeName != realnode.NodeName(0) || p.Status.PodIP == "" {
-					t.Errorf("pod %s on node %q with IP %q, want a real node and a pod IP", p.Name, p.Spec.NodeName, p.Status.PodIP)
+				nodes = append(nodes, p.Spec.NodeName)
+				if p.Status.PodIP == "" {
+					t.Errorf("pod %s has no pod IP", p.Name)
 				}
+			}
+			slices.Sort(nodes)
+			if diff := cmp.Diff([]string{realnode.NodeName(0), realnode.NodeName(1)}, nodes); diff != "" {
+				t.Errorf("memcached pods' nodes (-want +got):\n%s", diff)
 			}
 			return ctx
 		}).

@@ -25,6 +25,15 @@ const (
 	etcdImage      = "gcr.io/etcd-development/etcd:v3.6.16"
 )
 
+// spreadOverRealNodes makes the scheduler put pods with these labels on
+// different real nodes, one per node before any gets a second.
+func spreadOverRealNodes(labels map[string]string) []corev1.TopologySpreadConstraint {
+	return []corev1.TopologySpreadConstraint{{
+		MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.DoNotSchedule,
+		LabelSelector: &metav1.LabelSelector{MatchLabels: labels},
+	}}
+}
+
 // realPod returns a pod pinned to the real nodes.
 func realPod(ns, name, image string, args ...string) *corev1.Pod {
 	return &corev1.Pod{
