@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
+	"github.com/opkit-dev/opkit/internal/testkit"
 	"github.com/opkit-dev/opkit/reconcile"
 )
 
@@ -79,7 +80,7 @@ func TestEnsureChildRemovesWhatIsNoLongerSet(t *testing.T) {
 				f.wantWrites(step.wantWrites)
 			}
 			live := &appsv1.Deployment{}
-			must(t, env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "web"}, live))
+			testkit.Must(t, env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "web"}, live))
 			if diff := cmp.Diff(tt.want, tt.got(live)); diff != "" {
 				t.Errorf("live Deployment after the removal (-want +got):\n%s", diff)
 			}

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
+	"github.com/opkit-dev/opkit/internal/testkit"
 	"github.com/opkit-dev/opkit/ownership"
 	"github.com/opkit-dev/opkit/reconcile"
 )
@@ -61,7 +62,7 @@ func TestEnsureChild(t *testing.T) {
 	// imagePullPolicy, protocol, terminationMessagePath, ...: none of that is
 	// a difference.
 	live := &appsv1.Deployment{}
-	must(t, env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "web"}, live))
+	testkit.Must(t, env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "web"}, live))
 	if live.Spec.RevisionHistoryLimit == nil || live.Spec.Template.Spec.Containers[0].ImagePullPolicy == "" {
 		t.Fatalf("expected server defaults on the live Deployment, got %+v", live.Spec)
 	}
@@ -69,13 +70,13 @@ func TestEnsureChild(t *testing.T) {
 
 	// Someone else labels it; that is not ours to undo, and no write.
 	live.Labels["team"] = "payments"
-	must(t, env.Client.Update(ctx, live))
+	testkit.Must(t, env.Client.Update(ctx, live))
 	ensure(desiredDeployment(f.ns, "web:1", corev1.EnvVar{Name: "A", Value: "1"}), reconcile.OperationNone, 0)
 
 	// A real change is applied; others' fields and server defaults stay;
 	// a field we stop setting (the env var) is removed.
 	ensure(desiredDeployment(f.ns, "web:2"), reconcile.OperationUpdated, 1)
-	must(t, env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "web"}, live))
+	testkit.Must(t, env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "web"}, live))
 	c := live.Spec.Template.Spec.Containers[0]
 	if c.Image != "web:2" || len(c.Env) != 0 || live.Labels["team"] != "payments" || live.Spec.RevisionHistoryLimit == nil {
 		t.Errorf("after update: image %q env %v labels %v revisionHistoryLimit %v", c.Image, c.Env, live.Labels, live.Spec.RevisionHistoryLimit)
@@ -99,21 +100,21 @@ func TestEnsureChild(t *testing.T) {
 	// annotation (our field manager owned it).
 	old := desiredDeployment(f.ns, "web:2")
 	old.Annotations = map[string]string{reconcile.AppliedDigestLabel: "0123456789abcdef01234567"}
-	must(t, ownership.SetControllerReference(owner, old, env.Scheme))
+	testkit.Must(t, ownership.SetControllerReference(owner, old, env.Scheme))
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(old)
-	must(t, err)
+	testkit.Must(t, err)
 	oldApply := &unstructured.Unstructured{Object: u}
 	oldApply.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("Deployment"))
 	unstructured.RemoveNestedField(oldApply.Object, "metadata", "creationTimestamp")
 	unstructured.RemoveNestedField(oldApply.Object, "spec", "template", "metadata", "creationTimestamp")
 	unstructured.RemoveNestedField(oldApply.Object, "status")
-	must(t, env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(oldApply), client.FieldOwner("opkit-widget"), client.ForceOwnership))
-	must(t, env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "web"}, live))
+	testkit.Must(t, env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(oldApply), client.FieldOwner("opkit-widget"), client.ForceOwnership))
+	testkit.Must(t, env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "web"}, live))
 	if _, ok := live.Labels[reconcile.AppliedDigestLabel]; ok {
 		t.Fatalf("the old-style apply left the digest label: %v", live.Labels)
 	}
 	ensure(desiredDeployment(f.ns, "web:2"), reconcile.OperationUpdated, 1)
-	must(t, env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "web"}, live))
+	testkit.Must(t, env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "web"}, live))
 	if _, ok := live.Annotations[reconcile.AppliedDigestLabel]; ok || live.Labels[reconcile.AppliedDigestLabel] == "" {
 		t.Errorf("after re-apply: annotations %v, labels %v; want the digest in the labels only", live.Annotations, live.Labels)
 	}
@@ -129,20 +130,20 @@ func TestEnsureChildAdoptsOrphanAndRefusesOthers(t *testing.T) {
 
 	// An orphan with our name is adopted.
 	orphan := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "orphan", Namespace: f.ns}, Data: map[string]string{"k": "v"}}
-	must(t, env.Client.Create(ctx, orphan))
+	testkit.Must(t, env.Client.Create(ctx, orphan))
 	op, err := ch.EnsureChild(ctx, owner, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "orphan", Namespace: f.ns}, Data: map[string]string{"k": "v"}})
 	if err != nil || op != reconcile.OperationUpdated {
 		t.Fatalf("adopting an orphan: %s, %v", op, err)
 	}
-	must(t, env.Client.Get(ctx, client.ObjectKeyFromObject(orphan), orphan))
+	testkit.Must(t, env.Client.Get(ctx, client.ObjectKeyFromObject(orphan), orphan))
 	if !ownership.IsControlledBy(orphan, owner) {
 		t.Errorf("orphan not adopted: ownerReferences %v", orphan.OwnerReferences)
 	}
 
 	// A child controlled by another owner is refused, without a write.
 	theirs := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "theirs", Namespace: f.ns}}
-	must(t, ownership.SetControllerReference(other, theirs, env.Scheme))
-	must(t, env.Client.Create(ctx, theirs))
+	testkit.Must(t, ownership.SetControllerReference(other, theirs, env.Scheme))
+	testkit.Must(t, env.Client.Create(ctx, theirs))
 	f.counter.Reset()
 	_, err = ch.EnsureChild(ctx, owner, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "theirs", Namespace: f.ns}, Data: map[string]string{"x": "y"}})
 	var ace *ownership.AlreadyControlledError
@@ -173,7 +174,7 @@ func TestDeleteChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	unowned := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "unowned", Namespace: f.ns}}
-	must(t, env.Client.Create(ctx, unowned))
+	testkit.Must(t, env.Client.Create(ctx, unowned))
 
 	tests := []struct {
 		name       string

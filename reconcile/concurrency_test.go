@@ -15,6 +15,7 @@ import (
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
+	"github.com/opkit-dev/opkit/internal/testkit"
 	"github.com/opkit-dev/opkit/reconcile"
 	"github.com/opkit-dev/opkit/statusutil"
 )
@@ -47,11 +48,11 @@ func TestStaleReadKeepsForeignCondition(t *testing.T) {
 	stale := f.get("w")
 
 	// Meanwhile: another controller's condition, a label, a spec change.
-	must(t, setExternal(t.Context(), "w", f.ns, metav1.ConditionTrue, "from elsewhere"))
+	testkit.Must(t, setExternal(t.Context(), "w", f.ns, metav1.ConditionTrue, "from elsewhere"))
 	w := f.get("w")
 	w.Labels = map[string]string{"team": "a"}
 	w.Spec.Replicas = 3
-	must(t, env.Client.Update(t.Context(), w))
+	testkit.Must(t, env.Client.Update(t.Context(), w))
 
 	// A reconciler whose reads return the stale copy.
 	staleClient := interceptor.NewClient(withWatch(t, f), interceptor.Funcs{
@@ -66,7 +67,7 @@ func TestStaleReadKeepsForeignCondition(t *testing.T) {
 		},
 	})
 	sr, err := reconcile.New[*testv1.Widget](staleClient, env.Scheme, &widgetHooks{children: f.children()})
-	must(t, err)
+	testkit.Must(t, err)
 	f.mustPass(sr, "w")
 
 	got := f.get("w")
@@ -86,7 +87,7 @@ func withWatch(t *testing.T, f *fixture) client.WithWatch {
 	t.Helper()
 	cfg, _ := env.CountingConfig()
 	c, err := client.NewWithWatch(cfg, client.Options{Scheme: env.Scheme})
-	must(t, err)
+	testkit.Must(t, err)
 	_ = f
 	return c
 }
@@ -171,7 +172,7 @@ func TestReadYourWrites(t *testing.T) {
 	var serveStale bool
 	cfg, counter := env.CountingConfig()
 	base, err := client.NewWithWatch(cfg, client.Options{Scheme: env.Scheme})
-	must(t, err)
+	testkit.Must(t, err)
 	c := interceptor.NewClient(base, interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 			if w, ok := obj.(*testv1.Widget); ok && serveStale {
@@ -182,9 +183,9 @@ func TestReadYourWrites(t *testing.T) {
 		},
 	})
 	ch, err := reconcile.NewChildren(c, env.Scheme, "opkit-widget")
-	must(t, err)
+	testkit.Must(t, err)
 	r, err := reconcile.New[*testv1.Widget](c, env.Scheme, &finalizingHooks{widgetHooks: widgetHooks{children: ch}})
-	must(t, err)
+	testkit.Must(t, err)
 	req := crreconcile.Request{NamespacedName: client.ObjectKeyFromObject(created)}
 
 	if _, err := r.Reconcile(t.Context(), req); err != nil {
@@ -210,7 +211,7 @@ func TestReadYourWrites(t *testing.T) {
 	serveStale = false
 	w := f.get("w")
 	w.Spec.Replicas = 5
-	must(t, env.Client.Update(t.Context(), w))
+	testkit.Must(t, env.Client.Update(t.Context(), w))
 	counter.Reset()
 	if _, err := r.Reconcile(t.Context(), req); err != nil {
 		t.Fatal(err)

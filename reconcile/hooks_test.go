@@ -200,10 +200,3 @@ func wantConditions(t *testing.T, w *testv1.Widget, want []condition) {
 		t.Errorf("conditions of %s (-want +got):\n%s", w.Name, diff)
 	}
 }
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}

@@ -21,6 +21,7 @@ import (
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
+	"github.com/opkit-dev/opkit/internal/testkit"
 	"github.com/opkit-dev/opkit/reconcile"
 	"github.com/opkit-dev/opkit/statusutil"
 )
@@ -40,9 +41,9 @@ func TestWithManager(t *testing.T) {
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 	})
-	must(t, err)
+	testkit.Must(t, err)
 	ch, err := reconcile.NewChildren(mgr.GetClient(), mgr.GetScheme(), "opkit-widget")
-	must(t, err)
+	testkit.Must(t, err)
 	hooks := &finalizingHooks{widgetHooks: widgetHooks{children: ch}}
 	_, err = reconcile.SetupWithManager[*testv1.Widget](mgr, hooks,
 		reconcile.WithName(name),
@@ -57,7 +58,7 @@ func TestWithManager(t *testing.T) {
 				return nil
 			}), builder.OnlyMetadata),
 		reconcile.WithSkipNameValidation())
-	must(t, err)
+	testkit.Must(t, err)
 
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
@@ -87,7 +88,7 @@ func TestWithManager(t *testing.T) {
 	// no write).
 	passes := hooks.reconcils.Load()
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: f.ns, Labels: map[string]string{"widget": "w"}}}
-	must(t, env.Client.Create(t.Context(), secret))
+	testkit.Must(t, env.Client.Create(t.Context(), secret))
 	err = wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		return hooks.reconcils.Load() > passes, nil
 	})
@@ -99,7 +100,7 @@ func TestWithManager(t *testing.T) {
 	w := f.get("w")
 	w.Spec.Replicas = 4
 	counter.Reset()
-	must(t, env.Client.Update(t.Context(), w))
+	testkit.Must(t, env.Client.Update(t.Context(), w))
 	waitFor(t, f, "w", func(w *testv1.Widget) bool { return w.Status.ObservedGeneration == 2 && w.Status.Replicas == 4 })
 	time.Sleep(time.Second)
 	if got := counter.WritesTo("/widgets"); got != 1 {
@@ -110,7 +111,7 @@ func TestWithManager(t *testing.T) {
 	}
 
 	// Deletion: Finalize runs and the object goes away.
-	must(t, env.Client.Delete(t.Context(), w))
+	testkit.Must(t, env.Client.Delete(t.Context(), w))
 	err = wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
 		return f.gone("w"), nil
 	})
@@ -154,7 +155,7 @@ func waitFor(t *testing.T, f *fixture, name string, cond func(*testv1.Widget) bo
 func metricValue(t *testing.T, name string, labels map[string]string) float64 {
 	t.Helper()
 	families, err := crmetrics.Registry.Gather()
-	must(t, err)
+	testkit.Must(t, err)
 	for _, fam := range families {
 		if fam.GetName() != name {
 			continue

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
+	"github.com/opkit-dev/opkit/internal/testkit"
 	"github.com/opkit-dev/opkit/reconcile"
 	"github.com/opkit-dev/opkit/statusutil"
 )
@@ -47,7 +48,7 @@ func TestEnsureChildUnstructured(t *testing.T) {
 		f.wantWrites(step.wantWrites)
 	}
 	cm := &corev1.ConfigMap{}
-	must(t, env.Client.Get(t.Context(), client.ObjectKey{Namespace: f.ns, Name: "u"}, cm))
+	testkit.Must(t, env.Client.Get(t.Context(), client.ObjectKey{Namespace: f.ns, Name: "u"}, cm))
 	if cm.Data["k"] != "2" {
 		t.Errorf("data = %v, want k=2", cm.Data)
 	}
@@ -87,7 +88,7 @@ func TestTerminalFinalizeKeepsFinalizerWithoutRetry(t *testing.T) {
 	r := newReconciler(t, f, hooks)
 	f.createWidget("w", testv1.WidgetSpec{})
 	f.mustPass(r, "w")
-	must(t, env.Client.Delete(t.Context(), f.get("w")))
+	testkit.Must(t, env.Client.Delete(t.Context(), f.get("w")))
 	res, err := f.pass(r, "w")
 	if err == nil || res.RequeueAfter != 0 {
 		t.Fatalf("terminal Finalize: %+v, %v; want a terminal error and no requeue", res, err)
@@ -110,8 +111,8 @@ func TestLeftoverFinalizerIsReleased(t *testing.T) {
 	r := newReconciler(t, f, &widgetHooks{children: f.children()})
 	w := f.createWidget("w", testv1.WidgetSpec{})
 	controllerutil.AddFinalizer(w, r.FinalizerName())
-	must(t, env.Client.Update(t.Context(), w))
-	must(t, env.Client.Delete(t.Context(), w))
+	testkit.Must(t, env.Client.Update(t.Context(), w))
+	testkit.Must(t, env.Client.Delete(t.Context(), w))
 	f.mustPass(r, "w")
 	if !f.gone("w") {
 		t.Errorf("widget with a leftover %s finalizer was not released", r.FinalizerName())

@@ -10,6 +10,7 @@ import (
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
+	"github.com/opkit-dev/opkit/internal/testkit"
 	"github.com/opkit-dev/opkit/reconcile"
 	"github.com/opkit-dev/opkit/statusutil"
 )
@@ -77,7 +78,7 @@ func TestProgressDelayAfterSpecChange(t *testing.T) {
 
 	w := f.get("w")
 	w.Spec.Replicas = 2
-	must(t, env.Client.Update(t.Context(), w))
+	testkit.Must(t, env.Client.Update(t.Context(), w))
 	next = reconcile.Waiting("Scaling", "1 of 2", 0)
 	_, _ = f.pass(r, "w")
 	f.wantWrites(0)
@@ -107,7 +108,7 @@ func TestProgressDelayWithStaleReads(t *testing.T) {
 	var serveStale bool
 	cfg, counter := env.CountingConfig()
 	base, err := client.NewWithWatch(cfg, client.Options{Scheme: env.Scheme})
-	must(t, err)
+	testkit.Must(t, err)
 	c := interceptor.NewClient(base, interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 			if w, ok := obj.(*testv1.Widget); ok && serveStale {
@@ -121,7 +122,7 @@ func TestProgressDelayWithStaleReads(t *testing.T) {
 		return reconcile.Waiting("PodsStarting", "0 of 1 pods ready", time.Second), true
 	}}}
 	r, err := reconcile.New[*testv1.Widget](c, env.Scheme, hooks, reconcile.WithProgressDelay(100*time.Millisecond))
-	must(t, err)
+	testkit.Must(t, err)
 	req := crreconcile.Request{NamespacedName: client.ObjectKeyFromObject(created)}
 
 	// The finalizer is written; the Waiting status is deferred.

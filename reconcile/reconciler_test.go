@@ -15,6 +15,7 @@ import (
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
+	"github.com/opkit-dev/opkit/internal/testkit"
 	"github.com/opkit-dev/opkit/reconcile"
 	"github.com/opkit-dev/opkit/statusutil"
 )
@@ -42,7 +43,7 @@ func TestLifecycle(t *testing.T) {
 		t.Errorf("status = %+v, want observedGeneration 1 and replicas 1", w.Status)
 	}
 	cm := &corev1.ConfigMap{}
-	must(t, env.Client.Get(t.Context(), types.NamespacedName{Namespace: f.ns, Name: "w-child"}, cm))
+	testkit.Must(t, env.Client.Get(t.Context(), types.NamespacedName{Namespace: f.ns, Name: "w-child"}, cm))
 	if ctl := metav1.GetControllerOf(cm); ctl == nil || ctl.UID != w.UID {
 		t.Errorf("child controller = %v, want the widget %s", ctl, w.UID)
 	}
@@ -53,14 +54,14 @@ func TestLifecycle(t *testing.T) {
 
 	// A spec change: the child and the status, nothing else.
 	w.Spec.Replicas = 2
-	must(t, env.Client.Update(t.Context(), w))
+	testkit.Must(t, env.Client.Update(t.Context(), w))
 	f.mustPass(r, "w")
 	f.wantWrites(2)
 	w = f.get("w")
 	if w.Status.ObservedGeneration != 2 || w.Status.Replicas != 2 {
 		t.Errorf("status after spec change = %+v, want observedGeneration 2 and replicas 2", w.Status)
 	}
-	must(t, env.Client.Get(t.Context(), types.NamespacedName{Namespace: f.ns, Name: "w-child"}, cm))
+	testkit.Must(t, env.Client.Get(t.Context(), types.NamespacedName{Namespace: f.ns, Name: "w-child"}, cm))
 	if cm.Data["replicas"] != "2" {
 		t.Errorf("child data = %v, want replicas 2", cm.Data)
 	}
@@ -68,7 +69,7 @@ func TestLifecycle(t *testing.T) {
 	f.wantWrites(0)
 
 	// Deletion: Finalize runs, the finalizer goes (one write), the object is gone.
-	must(t, env.Client.Delete(t.Context(), w))
+	testkit.Must(t, env.Client.Delete(t.Context(), w))
 	f.mustPass(r, "w")
 	f.wantWrites(1)
 	if got := hooks.finalized.Load(); got != 1 {
@@ -104,7 +105,7 @@ func TestFinalizeFailsThenSucceeds(t *testing.T) {
 	r := newReconciler(t, f, hooks)
 	f.createWidget("w", testv1.WidgetSpec{Replicas: 1})
 	f.mustPass(r, "w")
-	must(t, env.Client.Delete(t.Context(), f.get("w")))
+	testkit.Must(t, env.Client.Delete(t.Context(), f.get("w")))
 
 	// Failing cleanup: the error goes to the work queue's backoff, the
 	// finalizer stays, and the status says why deletion is held up.
@@ -142,7 +143,7 @@ func TestFinalizeWaitingKeepsFinalizer(t *testing.T) {
 	r := newReconciler(t, f, hooks)
 	f.createWidget("w", testv1.WidgetSpec{})
 	f.mustPass(r, "w")
-	must(t, env.Client.Delete(t.Context(), f.get("w")))
+	testkit.Must(t, env.Client.Delete(t.Context(), f.get("w")))
 	res, err := f.pass(r, "w")
 	if err != nil || res.RequeueAfter != time.Second {
 		t.Fatalf("pass = %+v, %v; want RequeueAfter 1s and no error", res, err)
@@ -300,7 +301,7 @@ func TestValidationStallsWithoutRetry(t *testing.T) {
 	// Fixing the spec un-stalls it, and the defaulted message is used but
 	// not written back.
 	w.Spec.Message = ""
-	must(t, env.Client.Update(t.Context(), w))
+	testkit.Must(t, env.Client.Update(t.Context(), w))
 	f.mustPass(r, "w")
 	w = f.get("w")
 	if statusutil.Get(w, statusutil.StalledCondition) != nil || !statusutil.IsTrue(w, statusutil.ReadyCondition) {
@@ -310,7 +311,7 @@ func TestValidationStallsWithoutRetry(t *testing.T) {
 		t.Errorf("spec.message = %q; defaults must not be written back", w.Spec.Message)
 	}
 	cm := &corev1.ConfigMap{}
-	must(t, env.Client.Get(t.Context(), types.NamespacedName{Namespace: f.ns, Name: "w-child"}, cm))
+	testkit.Must(t, env.Client.Get(t.Context(), types.NamespacedName{Namespace: f.ns, Name: "w-child"}, cm))
 	if cm.Data["message"] != "defaulted" {
 		t.Errorf("child message = %q, want the defaulted value", cm.Data["message"])
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/opkit-dev/opkit/backup"
 	"github.com/opkit-dev/opkit/backup/internal/storetest"
 	"github.com/opkit-dev/opkit/backup/s3"
+	"github.com/opkit-dev/opkit/internal/testkit"
 )
 
 func config(bucket, prefix string) s3.Config {
@@ -243,10 +244,7 @@ func TestCleanIncompleteAbortsDeadUploads(t *testing.T) {
 }
 
 func TestUnreachable(t *testing.T) {
-	port, err := freePort()
-	if err != nil {
-		t.Fatal(err)
-	}
+	port := testkit.MustFreePort(t)
 	cfg := s3.Config{
 		Endpoint: fmt.Sprintf("http://127.0.0.1:%d", port), Bucket: "nowhere",
 		AccessKeyID: "a", SecretAccessKey: "b", Region: "us-east-1", PathStyle: true,

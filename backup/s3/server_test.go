@@ -3,7 +3,6 @@ package s3_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/opkit-dev/opkit/internal/repo"
+	"github.com/opkit-dev/opkit/internal/testkit"
 )
 
 const (
@@ -62,7 +62,7 @@ func launch() error {
 		return err
 	}
 	server.dir = dir
-	port, err := freePort()
+	port, err := testkit.FreePort()
 	if err != nil {
 		return err
 	}
@@ -136,15 +136,6 @@ func stopServer() {
 	if server.dir != "" {
 		_ = os.RemoveAll(server.dir)
 	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 var bucketSeq struct {

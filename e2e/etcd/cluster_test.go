@@ -26,6 +26,7 @@ import (
 
 	"github.com/opkit-dev/opkit/e2e/harness"
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
+	"github.com/opkit-dev/opkit/internal/testkit"
 	"github.com/opkit-dev/opkit/statusutil"
 )
 
@@ -61,14 +62,14 @@ func TestClusterKubernetesSide(t *testing.T) {
 		Setup(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			r := cfg.Client().Resources()
 			ns = envconf.RandomName("etcd", 16)
-			must(t, r.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+			testkit.Must(t, r.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 			// kwok has no provisioner: a class without one and a
 			// pre-made volume for the seed member's claim.
 			class = ns + "-static"
-			must(t, r.Create(ctx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: class},
+			testkit.Must(t, r.Create(ctx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: class},
 				Provisioner:       "kubernetes.io/no-provisioner",
 				VolumeBindingMode: ptr.To(storagev1.VolumeBindingImmediate)}))
-			must(t, r.Create(ctx, &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: ns + "-0"},
+			testkit.Must(t, r.Create(ctx, &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: ns + "-0"},
 				Spec: corev1.PersistentVolumeSpec{
 					StorageClassName:              class,
 					AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
@@ -85,7 +86,7 @@ func TestClusterKubernetesSide(t *testing.T) {
 			c.Spec = v1alpha1.EtcdClusterSpec{Size: 3, Version: "3.6.16",
 				Storage: v1alpha1.StorageSpec{Size: ptr.To(resource.MustParse("1Gi")), StorageClassName: &class},
 				Backup:  &v1alpha1.BackupSpec{StoreRef: v1alpha1.StoreReference{PVCName: "backups"}}}
-			must(t, r.Create(ctx, c))
+			testkit.Must(t, r.Create(ctx, c))
 
 			waitFor(ctx, t, "pod e2e-0 Running", func(ctx context.Context) (bool, string) {
 				var p corev1.Pod
@@ -95,7 +96,7 @@ func TestClusterKubernetesSide(t *testing.T) {
 				return p.Status.Phase == corev1.PodRunning, "phase " + string(p.Status.Phase)
 			})
 			var claim corev1.PersistentVolumeClaim
-			must(t, r.Get(ctx, clusterName+"-0-data", ns, &claim))
+			testkit.Must(t, r.Get(ctx, clusterName+"-0-data", ns, &claim))
 			if claim.Status.Phase != corev1.ClaimBound {
 				t.Errorf("claim %s is %s, want Bound", claim.Name, claim.Status.Phase)
 			}
@@ -103,7 +104,7 @@ func TestClusterKubernetesSide(t *testing.T) {
 				t.Errorf("claim controller = %v, want the EtcdCluster", ref)
 			}
 			for _, svc := range []string{clusterName, clusterName + "-client"} {
-				must(t, r.Get(ctx, svc, ns, &corev1.Service{}))
+				testkit.Must(t, r.Get(ctx, svc, ns, &corev1.Service{}))
 			}
 			waitPDB(ctx, t, r, ns, 2)
 			waitBootstrapTimeout(ctx, t, r, key())
@@ -128,7 +129,7 @@ func TestClusterKubernetesSide(t *testing.T) {
 		}).
 		Assess("deletion waits for the final backup until it is skipped, then removes the children", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			r := cfg.Client().Resources()
-			must(t, r.Delete(ctx, key()))
+			testkit.Must(t, r.Delete(ctx, key()))
 			waitFor(ctx, t, "Reconciling=True FinalBackupFailed", func(ctx context.Context) (bool, string) {
 				c := key()
 				if err := r.Get(ctx, c.Name, ns, c); err != nil {
@@ -260,9 +261,9 @@ func (d *degradedWatch) seen() []string {
 func watchDegraded(ctx context.Context, t *testing.T, cfg *envconf.Config, ns, name string) *degradedWatch {
 	t.Helper()
 	wc, err := client.NewWithWatch(cfg.Client().RESTConfig(), client.Options{Scheme: cfg.Client().Resources().GetScheme()})
-	must(t, err)
+	testkit.Must(t, err)
 	w, err := wc.Watch(ctx, &v1alpha1.EtcdClusterList{}, client.InNamespace(ns))
-	must(t, err)
+	testkit.Must(t, err)
 	t.Cleanup(w.Stop)
 	d := &degradedWatch{}
 	go func() {
@@ -291,9 +292,9 @@ func watchDegraded(ctx context.Context, t *testing.T, cfg *envconf.Config, ns, n
 func assertOnlySeed(ctx context.Context, t *testing.T, r *resources.Resources, ns string) {
 	t.Helper()
 	var pods corev1.PodList
-	must(t, r.List(ctx, &pods))
+	testkit.Must(t, r.List(ctx, &pods))
 	var claims corev1.PersistentVolumeClaimList
-	must(t, r.List(ctx, &claims))
+	testkit.Must(t, r.List(ctx, &claims))
 	var got []string
 	for _, p := range pods.Items {
 		if p.Namespace == ns {
@@ -328,12 +329,5 @@ func updateSpec(ctx context.Context, t *testing.T, r *resources.Resources, ns st
 	}, wait.WithContext(ctx), wait.WithTimeout(30*time.Second), wait.WithInterval(pollEvery))
 	if err != nil {
 		t.Fatalf("updating the EtcdCluster: %v", err)
-	}
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
 	}
 }

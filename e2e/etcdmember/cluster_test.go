@@ -34,6 +34,7 @@ import (
 	"github.com/opkit-dev/opkit/backup/fsstore"
 	"github.com/opkit-dev/opkit/e2e/harness"
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
+	"github.com/opkit-dev/opkit/internal/testkit"
 	"github.com/opkit-dev/opkit/statusutil"
 	"github.com/opkit-dev/opkit/statusutil/statustest"
 )
@@ -96,14 +97,14 @@ func TestRealSeedMember(t *testing.T) {
 			t.Cleanup(clientPort.close)
 			startOperator(ctx, t, cfg, "--client-url-template="+clientPort.url(), "--restore-image="+restoreImage)
 			ns = envconf.RandomName("etcdm", 16)
-			must(t, cfg.Client().Resources().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+			testkit.Must(t, cfg.Client().Resources().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 			return ctx
 		}).
 		Assess("size 1: the seed pod runs real etcd, the cluster is Ready with its member", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			r := cfg.Client().Resources()
 			c := newCluster(ns, sourceName)
 			degraded := watchDegraded(ctx, t, cfg, ns, sourceName)
-			must(t, r.Create(ctx, c))
+			testkit.Must(t, r.Create(ctx, c))
 			source = runPod(ctx, t, suite, r, ns, sourceName+"-0", clientPort)
 			assertSeedIdentity(t, c, source)
 			ec := source.client(t)
@@ -145,7 +146,7 @@ func TestRealSeedMember(t *testing.T) {
 			c := newCluster(ns, restoredName)
 			c.Spec.Restore = &v1alpha1.RestoreSpec{BackupName: backupName}
 			degraded := watchDegraded(ctx, t, cfg, ns, restoredName)
-			must(t, r.Create(ctx, c))
+			testkit.Must(t, r.Create(ctx, c))
 			restored = runPod(ctx, t, suite, r, ns, restoredName+"-0", clientPort)
 			assertSeedIdentity(t, c, restored)
 			if diff := cmp.Diff([]string{"fetch-backup", "restore", "finish-restore"}, restored.initContainers); diff != "" {
@@ -188,7 +189,7 @@ func TestRealSeedMember(t *testing.T) {
 			c := newCluster(ns, persistentName)
 			c.Spec.Storage = v1alpha1.StorageSpec{Size: ptr.To(resource.MustParse("1Gi")), StorageClassName: ptr.To("")}
 			c.Spec.Backup = nil // deleted with the namespace, without a final backup
-			must(t, r.Create(ctx, c))
+			testkit.Must(t, r.Create(ctx, c))
 			first := runPod(ctx, t, suite, r, ns, seed, clientPort)
 			if first.claim != claim {
 				t.Fatalf("pod %s: data on claim %q, want %q", seed, first.claim, claim)
@@ -205,14 +206,14 @@ func TestRealSeedMember(t *testing.T) {
 				want[k] = v
 			}
 			var pod corev1.Pod
-			must(t, r.Get(ctx, seed, ns, &pod))
+			testkit.Must(t, r.Get(ctx, seed, ns, &pod))
 
 			// kubectl delete pod: the kubelet stops the container, the
 			// pod goes; nothing answers the operator any more.
 			if err := first.stop(); err != nil {
 				t.Fatal(err)
 			}
-			must(t, r.Delete(ctx, &pod, resources.WithGracePeriod(0)))
+			testkit.Must(t, r.Delete(ctx, &pod, resources.WithGracePeriod(0)))
 			waitFor(ctx, t, "pod "+seed+" recreated", func(ctx context.Context) (bool, string) {
 				var now corev1.Pod
 				if err := r.Get(ctx, seed, ns, &now); err != nil {
@@ -279,7 +280,7 @@ func createDataVolume(ctx context.Context, t *testing.T, r *resources.Resources,
 			ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: claim},
 		},
 	}
-	must(t, r.Create(ctx, pv))
+	testkit.Must(t, r.Create(ctx, pv))
 	t.Cleanup(func() { _ = r.Delete(context.WithoutCancel(ctx), pv) })
 }
 
@@ -410,7 +411,7 @@ func backUp(ctx context.Context, t *testing.T, cfg *envconf.Config, ns, cluster,
 	r := cfg.Client().Resources()
 	b := &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: v1alpha1.EtcdBackupSpec{ClusterName: cluster, StoreRef: v1alpha1.StoreReference{PVCName: storeName}}}
-	must(t, r.Create(ctx, b))
+	testkit.Must(t, r.Create(ctx, b))
 	statustest.WaitForCondition(t, r, b, conditionComplete, metav1.ConditionTrue,
 		wait.WithContext(ctx), wait.WithTimeout(timeout), wait.WithInterval(pollEvery))
 	if b.Status.Phase != v1alpha1.BackupSucceeded {
@@ -521,7 +522,7 @@ func deleteWithFinalBackup(ctx context.Context, t *testing.T, cfg *envconf.Confi
 	t.Helper()
 	r := cfg.Client().Resources()
 	c := &v1alpha1.EtcdCluster{}
-	must(t, r.Get(ctx, name, ns, c))
+	testkit.Must(t, r.Get(ctx, name, ns, c))
 	if len(c.Finalizers) == 0 {
 		t.Fatalf("EtcdCluster %s has no finalizer before deletion: nothing would take its final backup", name)
 	}
@@ -531,12 +532,12 @@ func deleteWithFinalBackup(ctx context.Context, t *testing.T, cfg *envconf.Confi
 	}
 
 	wc, err := client.NewWithWatch(cfg.Client().RESTConfig(), client.Options{Scheme: r.GetScheme()})
-	must(t, err)
+	testkit.Must(t, err)
 	w, err := wc.Watch(ctx, &v1alpha1.EtcdClusterList{}, client.InNamespace(ns),
 		client.MatchingFields{"metadata.name": name}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: c.ResourceVersion}})
-	must(t, err)
+	testkit.Must(t, err)
 	defer w.Stop()
-	must(t, r.Delete(ctx, c))
+	testkit.Must(t, r.Delete(ctx, c))
 
 	deleted := waitDeleted(t, w, name)
 	// The finalizer has been released: the final backup must be there.
@@ -602,14 +603,6 @@ func waitFor(ctx context.Context, t *testing.T, what string, check func(context.
 	harness.WaitFor(ctx, t, what, timeout, pollEvery, check)
 }
 
-// must fails the test on err.
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // degradedWatch records the Degraded conditions of one EtcdCluster as
 // "<status> <reason>", each time it changes.
 type degradedWatch struct {
@@ -625,9 +618,9 @@ func watchDegraded(ctx context.Context, t *testing.T, cfg *envconf.Config, ns, n
 	t.Helper()
 	r := cfg.Client().Resources()
 	wc, err := client.NewWithWatch(cfg.Client().RESTConfig(), client.Options{Scheme: r.GetScheme()})
-	must(t, err)
+	testkit.Must(t, err)
 	w, err := wc.Watch(ctx, &v1alpha1.EtcdClusterList{}, client.InNamespace(ns), client.MatchingFields{"metadata.name": name})
-	must(t, err)
+	testkit.Must(t, err)
 	t.Cleanup(w.Stop)
 	d := &degradedWatch{name: name}
 	go func() {
@@ -694,7 +687,7 @@ func createBackupClaim(ctx context.Context, t *testing.T, r *resources.Resources
 			ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: storeName},
 		},
 	}
-	must(t, r.Create(ctx, pv))
+	testkit.Must(t, r.Create(ctx, pv))
 	t.Cleanup(func() { _ = r.Delete(context.WithoutCancel(ctx), pv) })
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: storeName, Namespace: ns},
@@ -705,7 +698,7 @@ func createBackupClaim(ctx context.Context, t *testing.T, r *resources.Resources
 			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
 		},
 	}
-	must(t, r.Create(ctx, pvc))
+	testkit.Must(t, r.Create(ctx, pvc))
 	waitFor(ctx, t, "claim "+storeName+" bound", func(ctx context.Context) (bool, string) {
 		if err := r.Get(ctx, storeName, ns, pvc); err != nil {
 			return false, err.Error()

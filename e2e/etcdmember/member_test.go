@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,6 +18,8 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
+
+	"github.com/opkit-dev/opkit/internal/testkit"
 )
 
 // identityFlags are the flags of a member pod's etcd command line that are
@@ -130,10 +133,7 @@ func runPod(ctx context.Context, t, suite *testing.T, r *resources.Resources, ns
 			t.Fatalf("pod %s: the etcd command line has no --%s: %q", name, f, ctr.Args)
 		}
 	}
-	peer, err := freePort()
-	if err != nil {
-		t.Fatal(err)
-	}
+	peer := net.JoinHostPort("127.0.0.1", strconv.Itoa(testkit.MustFreePort(t)))
 	args = append(args,
 		"--data-dir="+dataDir,
 		"--listen-peer-urls=http://"+peer,
@@ -184,19 +184,6 @@ func containerEnv(c corev1.Container) ([]string, error) {
 		env = append(env, e.Name+"="+e.Value)
 	}
 	return env, nil
-}
-
-// freePort returns 127.0.0.1:<port> with a port that was free a moment ago.
-func freePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("finding a free port: %w", err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		return "", fmt.Errorf("finding a free port: %w", err)
-	}
-	return addr, nil
 }
 
 // start releases the member's client port and starts bin/etcd with env and args,

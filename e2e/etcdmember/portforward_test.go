@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
+	"github.com/opkit-dev/opkit/internal/testkit"
 )
 
 // clientPortInPod is the etcd client port of a member pod, which the
@@ -53,7 +54,7 @@ func TestPortForwardMembers(t *testing.T) {
 			requirePortForwardCRD(ctx, t, cfg)
 			startOperator(ctx, t, cfg, "--member-access=port-forward")
 			ns = envconf.RandomName("etcdpf", 16)
-			must(t, cfg.Client().Resources().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+			testkit.Must(t, cfg.Client().Resources().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 			return ctx
 		}).
 		Assess("two clusters at once: each Ready with its own real member, reached through a port-forward to its pod", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
@@ -63,7 +64,7 @@ func TestPortForwardMembers(t *testing.T) {
 			for _, name := range clusters {
 				objs[name] = newCluster(ns, name)
 				degraded[name] = watchDegraded(ctx, t, cfg, ns, name)
-				must(t, r.Create(ctx, objs[name]))
+				testkit.Must(t, r.Create(ctx, objs[name]))
 			}
 			for _, name := range clusters {
 				port := &portHolder{}

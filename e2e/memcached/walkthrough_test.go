@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
 	"github.com/opkit-dev/opkit/examples/memcached/api/v1alpha1"
+	"github.com/opkit-dev/opkit/internal/testkit"
 	"github.com/opkit-dev/opkit/statusutil"
 	"github.com/opkit-dev/opkit/statusutil/statustest"
 )
@@ -56,13 +57,13 @@ func TestWalkthrough(t *testing.T) {
 			}
 			waitReady(ctx, t, r, m)
 			dep := &appsv1.Deployment{}
-			must(t, r.Get(ctx, name, ns, dep))
+			testkit.Must(t, r.Get(ctx, name, ns, dep))
 			if dep.Status.AvailableReplicas != 3 || dep.Status.ReadyReplicas != 3 {
 				t.Errorf("Deployment available %d ready %d, want 3/3", dep.Status.AvailableReplicas, dep.Status.ReadyReplicas)
 			}
 			waitNodesArePods(ctx, t, r, m, 3)
 			for _, child := range []k8s.Object{&corev1.Service{}, &policyv1.PodDisruptionBudget{}} {
-				must(t, r.Get(ctx, name, ns, child))
+				testkit.Must(t, r.Get(ctx, name, ns, child))
 			}
 			return ctx
 		}).
@@ -78,7 +79,7 @@ func TestWalkthrough(t *testing.T) {
 			updateSpec(ctx, t, r, ns, func(s *v1alpha1.MemcachedSpec) { s.Image = image2 })
 			waitReady(ctx, t, r, mc())
 			dep := &appsv1.Deployment{}
-			must(t, r.Get(ctx, name, ns, dep))
+			testkit.Must(t, r.Get(ctx, name, ns, dep))
 			st := dep.Status
 			if got := dep.Spec.Template.Spec.Containers[0].Image; got != image2 {
 				t.Errorf("Deployment image = %q, want %q", got, image2)
@@ -97,9 +98,9 @@ func TestWalkthrough(t *testing.T) {
 		Assess("a deleted pod is replaced and status.nodes follows", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			r := cfg.Client().Resources()
 			m := mc()
-			must(t, r.Get(ctx, name, ns, m))
+			testkit.Must(t, r.Get(ctx, name, ns, m))
 			victim := m.Status.Nodes[0]
-			must(t, r.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: victim, Namespace: ns}}))
+			testkit.Must(t, r.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: victim, Namespace: ns}}))
 			pods := waitNodesArePods(ctx, t, r, m, 4, victim)
 			for _, p := range pods {
 				if p.Name == victim {
@@ -111,7 +112,7 @@ func TestWalkthrough(t *testing.T) {
 		}).
 		Assess("deleting the Memcached removes its children", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			r := cfg.Client().Resources()
-			must(t, r.Delete(ctx, mc()))
+			testkit.Must(t, r.Delete(ctx, mc()))
 			for _, obj := range []k8s.Object{mc(), &appsv1.Deployment{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}} {
 				obj.SetName(name)
 				obj.SetNamespace(ns)
@@ -195,12 +196,5 @@ func updateSpec(ctx context.Context, t *testing.T, r *resources.Resources, ns st
 	}, wait.WithContext(ctx), wait.WithTimeout(30*time.Second), wait.WithInterval(pollEvery))
 	if err != nil {
 		t.Fatalf("updating the Memcached: %v", err)
-	}
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
 	}
 }

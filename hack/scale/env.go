@@ -35,6 +35,7 @@ import (
 
 	"github.com/opkit-dev/opkit/internal/localcluster"
 	"github.com/opkit-dev/opkit/internal/repo"
+	"github.com/opkit-dev/opkit/internal/testkit"
 )
 
 // Namespaces of the two populations: the operator's Memcacheds and the
@@ -263,11 +264,11 @@ func metadataObject(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
 }
 
 func startOperator(ctx context.Context, bin, kubeconfig, tmp string, cfg config) (*operator, error) {
-	metricsPort, err := freePort()
+	metricsPort, err := testkit.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	probePort, err := freePort()
+	probePort, err := testkit.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -369,15 +370,6 @@ func (e *env) tearDown() error {
 	}
 	fmt.Fprintln(os.Stderr)
 	return errors.Join(errs...)
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func isLoopback(host string) bool {

@@ -38,6 +38,7 @@ import (
 	"github.com/opkit-dev/opkit/backup/fsstore"
 	"github.com/opkit-dev/opkit/backup/internal/storetest"
 	"github.com/opkit-dev/opkit/backup/s3"
+	"github.com/opkit-dev/opkit/internal/testkit"
 )
 
 const (
@@ -355,12 +356,11 @@ func startVersitygw(dir string) (stop func(), endpoint string, err error) {
 	if err != nil {
 		return nil, "", err
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := testkit.FreePort()
 	if err != nil {
 		return nil, "", err
 	}
-	host := l.Addr().String()
-	_ = l.Close()
+	host := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	data := filepath.Join(dir, "versitygw")
 	if err := os.MkdirAll(data, 0o750); err != nil {
 		return nil, "", err

@@ -28,6 +28,7 @@ import (
 	"github.com/opkit-dev/opkit/internal/localcluster/clusterdns"
 	"github.com/opkit-dev/opkit/internal/repo"
 	"github.com/opkit-dev/opkit/internal/testenv"
+	"github.com/opkit-dev/opkit/internal/testkit"
 )
 
 var env *testenv.Env
@@ -183,15 +184,15 @@ func startCoreDNS(t *testing.T, kubeconfig string) string {
 func tryStartCoreDNS(t *testing.T, bin, kubeconfig string) (addr, logs string, err error) {
 	t.Helper()
 	dir := t.TempDir()
-	port := freePort(t)
+	port := testkit.MustFreePort(t) // free for both UDP and TCP: a DNS server binds both
 	dnsAddr := fmt.Sprintf("127.0.0.1:%d", port)
-	ready := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	ready := fmt.Sprintf("127.0.0.1:%d", testkit.MustFreePort(t))
 	corefile := filepath.Join(dir, "Corefile")
 	if err := os.WriteFile(corefile, []byte(clusterdns.Corefile(clusterdns.Options{
 		BindAddress: "127.0.0.1",
 		Port:        port,
 		Kubeconfig:  kubeconfig,
-		HealthAddr:  fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		HealthAddr:  fmt.Sprintf("127.0.0.1:%d", testkit.MustFreePort(t)),
 		ReadyAddr:   ready,
 	})), 0o600); err != nil {
 		t.Fatal(err)
@@ -267,27 +268,4 @@ func isReady(ctx context.Context, addr string) bool {
 	}
 	_ = resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
-}
-
-// freePort returns a port that is free on 127.0.0.1 for both UDP and TCP,
-// as a DNS server needs both. (The repository's other port helper,
-// examples/etcd/internal/etcdtest.FreePort, checks TCP only and is not
-// importable from here.)
-func freePort(t *testing.T) int {
-	t.Helper()
-	for range 20 {
-		u, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("picking a port: %v", err)
-		}
-		port := u.LocalAddr().(*net.UDPAddr).Port
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		_ = u.Close()
-		if err == nil {
-			_ = l.Close()
-			return port
-		}
-	}
-	t.Fatal("no port free for both UDP and TCP on 127.0.0.1")
-	return 0
 }

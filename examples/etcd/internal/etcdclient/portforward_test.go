@@ -22,6 +22,8 @@ import (
 	"k8s.io/client-go/tools/portforward"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/opkit-dev/opkit/internal/testkit"
 )
 
 func TestParsePodURL(t *testing.T) {
@@ -335,8 +337,8 @@ func TestPortForwardFactoryReopens(t *testing.T) {
 	}
 
 	// The pod is replaced: same name, new UID.
-	must(t, e.pods.Delete(t.Context(), pod("db-0", "u0")))
-	must(t, e.pods.Create(t.Context(), pod("db-0", "u0-new")))
+	testkit.Must(t, e.pods.Delete(t.Context(), pod("db-0", "u0")))
+	testkit.Must(t, e.pods.Create(t.Context(), pod("db-0", "u0-new")))
 	c = e.newClient(t, ep)
 	second.waitStopped(t)
 	third := e.ff.forward(t, target("db-0"))
@@ -350,7 +352,7 @@ func TestPortForwardFactoryReopens(t *testing.T) {
 
 	// The pod is deleted: its idle forward is closed by the next New,
 	// and a client on it fails naming the pod.
-	must(t, e.pods.Delete(t.Context(), pod("db-0", "u0-new")))
+	testkit.Must(t, e.pods.Delete(t.Context(), pod("db-0", "u0-new")))
 	c = e.newClient(t, podURL("db-1"))
 	_ = c.Close()
 	third.waitStopped(t)
@@ -508,13 +510,6 @@ func TestPortForwardFactoryConcurrent(t *testing.T) {
 	}
 	if n := e.ff.openCount(); n != 1 {
 		t.Errorf("forwards opened for 8 concurrent clients on one pod: %d, want 1", n)
-	}
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
 	}
 }
 

@@ -10,18 +10,17 @@ package etcdtest
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
 	"github.com/opkit-dev/opkit/internal/repo"
+	"github.com/opkit-dev/opkit/internal/testkit"
 )
 
 // Binary returns the path of the etcd binary or fails t naming `make etcd`.
@@ -35,36 +34,6 @@ func Binary(t testing.TB) string {
 }
 
 func binary() (string, error) { return repo.Tool("etcd", "etcd") }
-
-// FreePort returns a TCP port on 127.0.0.1 that is free now and unlikely
-// to be taken before etcd binds it.
-//
-// Ports come from a block below the kernel's ephemeral range (32768 and
-// up on Linux), where ":0" listeners and outgoing connections get their
-// ports: a port picked with ":0" and released can be handed to another
-// process (envtest's etcd, a client connection) before etcd binds it, which
-// made member starts fail with "address already in use". Each test process
-// uses its own block of 200 ports, chosen from its PID, and checks that a
-// port is free before returning it.
-func FreePort(t testing.TB) int {
-	t.Helper()
-	const first, blocks, blockSize = 20000, 60, 200
-	base := first + (os.Getpid()%blocks)*blockSize
-	for range blockSize {
-		port := base + int(nextPort.Add(1)%blockSize)
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			continue
-		}
-		_ = l.Close()
-		return port
-	}
-	t.Fatalf("no free port in 127.0.0.1:%d-%d", base, base+blockSize-1)
-	return 0
-}
-
-// nextPort is the last offset FreePort handed out in this process.
-var nextPort atomic.Int64
 
 // Member is one etcd member process.
 type Member struct {
@@ -87,8 +56,8 @@ func NewMember(t testing.TB, name string) *Member {
 	return &Member{
 		Name:      name,
 		DataDir:   filepath.Join(dir, "data"),
-		PeerURL:   fmt.Sprintf("http://127.0.0.1:%d", FreePort(t)),
-		ClientURL: fmt.Sprintf("http://127.0.0.1:%d", FreePort(t)),
+		PeerURL:   fmt.Sprintf("http://127.0.0.1:%d", testkit.MustFreePort(t)),
+		ClientURL: fmt.Sprintf("http://127.0.0.1:%d", testkit.MustFreePort(t)),
 		LogPath:   filepath.Join(dir, name+".log"),
 		bin:       Binary(t),
 	}

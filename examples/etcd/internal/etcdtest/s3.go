@@ -14,6 +14,7 @@ import (
 
 	"github.com/opkit-dev/opkit/backup/s3"
 	"github.com/opkit-dev/opkit/internal/repo"
+	"github.com/opkit-dev/opkit/internal/testkit"
 )
 
 const (
@@ -40,7 +41,7 @@ func StartS3(t testing.TB, bucket string) s3.Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	host := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+	host := fmt.Sprintf("127.0.0.1:%d", testkit.MustFreePort(t))
 	cmd := exec.Command(bin, "--port", host, "posix", data)
 	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+s3AccessKey, "ROOT_SECRET_KEY="+s3SecretKey)
 	cmd.Stdout, cmd.Stderr = logf, logf

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/opkit-dev/opkit/examples/memcached/api/v1alpha1"
+	"github.com/opkit-dev/opkit/internal/testkit"
 	"github.com/opkit-dev/opkit/statusutil"
 	"github.com/opkit-dev/opkit/statusutil/statustest"
 )
@@ -190,8 +191,8 @@ func TestStatusFollowsPodsAndDeployment(t *testing.T) {
 	// are not ours.
 	leaving := f.createPod("mc", "mc-leaving")
 	leaving.Finalizers = []string{"test.opkit.dev/hold"}
-	must(t, env.Client.Update(t.Context(), leaving))
-	must(t, env.Client.Delete(t.Context(), leaving))
+	testkit.Must(t, env.Client.Update(t.Context(), leaving))
+	testkit.Must(t, env.Client.Delete(t.Context(), leaving))
 	t.Cleanup(func() {
 		leaving.Finalizers = nil
 		_ = env.Client.Update(context.Background(), leaving)
@@ -233,7 +234,7 @@ func TestStatusFollowsPodsAndDeployment(t *testing.T) {
 	d.Status.Conditions = append(d.Status.Conditions, appsv1.DeploymentCondition{
 		Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded", Message: "ReplicaSet mc-1 has timed out progressing.",
 	})
-	must(t, env.Client.Status().Update(t.Context(), d))
+	testkit.Must(t, env.Client.Status().Update(t.Context(), d))
 	f.pass("mc")
 	f.get("mc", m)
 	statustest.AssertCondition(t, m, metav1.Condition{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: ReasonDeadlineExceeded})
@@ -282,7 +283,7 @@ func TestDeletionRunsTheFinalizer(t *testing.T) {
 
 	before := testutil.ToFloat64(cleanups)
 	f.drainEvents()
-	must(t, env.Client.Delete(t.Context(), m))
+	testkit.Must(t, env.Client.Delete(t.Context(), m))
 	f.pass("mc")
 	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(m), m); !apierrors.IsNotFound(err) {
 		t.Errorf("Memcached after finalizing: %v (finalizers %v), want NotFound", err, m.Finalizers)
@@ -314,7 +315,7 @@ func TestConcurrentWriters(t *testing.T) {
 		"type": "BackedUp", "status": "True", "reason": "Snapshot", "message": "",
 		"lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
 	}}}
-	must(t, env.Client.Status().Apply(t.Context(), client.ApplyConfigurationFromUnstructured(other), client.FieldOwner("backup-controller")))
+	testkit.Must(t, env.Client.Status().Apply(t.Context(), client.ApplyConfigurationFromUnstructured(other), client.FieldOwner("backup-controller")))
 	f.update("mc", func(m *v1alpha1.Memcached) { m.Labels = map[string]string{"team": "web"} })
 
 	// Someone scales the Deployment by hand and annotates it.
@@ -325,7 +326,7 @@ func TestConcurrentWriters(t *testing.T) {
 		d.Annotations = map[string]string{}
 	}
 	d.Annotations["note"] = "hand-scaled"
-	must(t, env.Client.Update(t.Context(), d))
+	testkit.Must(t, env.Client.Update(t.Context(), d))
 
 	// Concurrent passes of the Reconciler (another replica before leader
 	// election settles) and a spec change in between.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/opkit-dev/opkit/examples/memcached/api/v1alpha1"
 	"github.com/opkit-dev/opkit/internal/testenv"
+	"github.com/opkit-dev/opkit/internal/testkit"
 	"github.com/opkit-dev/opkit/reconcile"
 )
 
@@ -41,15 +42,15 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	addScheme.Do(func() { must(t, v1alpha1.AddToScheme(env.Scheme)) })
+	addScheme.Do(func() { testkit.Must(t, v1alpha1.AddToScheme(env.Scheme)) })
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "memcached-"}}
-	must(t, env.Client.Create(t.Context(), ns))
+	testkit.Must(t, env.Client.Create(t.Context(), ns))
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), ns) })
 	rec := events.NewFakeRecorder(100)
 	hooks, err := NewHooks(env.Client, env.Scheme, rec)
-	must(t, err)
+	testkit.Must(t, err)
 	r, err := reconcile.New[*v1alpha1.Memcached](env.Client, env.Scheme, hooks, ReconcilerOptions(rec)...)
-	must(t, err)
+	testkit.Must(t, err)
 	return &fixture{t: t, ns: ns.Name, r: r, events: rec}
 }
 
@@ -63,7 +64,7 @@ func (f *fixture) memcached(name string, size int32) *v1alpha1.Memcached {
 
 func (f *fixture) create(m *v1alpha1.Memcached) *v1alpha1.Memcached {
 	f.t.Helper()
-	must(f.t, env.Client.Create(f.t.Context(), m))
+	testkit.Must(f.t, env.Client.Create(f.t.Context(), m))
 	return m
 }
 
@@ -79,7 +80,7 @@ func (f *fixture) pass(name string) crreconcile.Result {
 
 func (f *fixture) get(name string, obj client.Object) {
 	f.t.Helper()
-	must(f.t, env.Client.Get(f.t.Context(), types.NamespacedName{Namespace: f.ns, Name: name}, obj))
+	testkit.Must(f.t, env.Client.Get(f.t.Context(), types.NamespacedName{Namespace: f.ns, Name: name}, obj))
 }
 
 // update re-reads the Memcached, changes its spec and writes it.
@@ -88,7 +89,7 @@ func (f *fixture) update(name string, change func(*v1alpha1.Memcached)) {
 	m := &v1alpha1.Memcached{}
 	f.get(name, m)
 	change(m)
-	must(f.t, env.Client.Update(f.t.Context(), m))
+	testkit.Must(f.t, env.Client.Update(f.t.Context(), m))
 }
 
 // rollOut makes the Deployment look fully rolled out and available, as the
@@ -102,7 +103,7 @@ func (f *fixture) rollOut(name string) {
 		ObservedGeneration: d.Generation, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n,
 		Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable"}},
 	}
-	must(f.t, env.Client.Status().Update(f.t.Context(), d))
+	testkit.Must(f.t, env.Client.Status().Update(f.t.Context(), d))
 }
 
 // createPod creates a pod labelled as one of name's.
@@ -115,7 +116,7 @@ func (f *fixture) createPod(owner, pod string) *corev1.Pod {
 			Containers:                   []corev1.Container{{Name: "memcached", Image: "memcached:1.6"}},
 		},
 	}
-	must(f.t, env.Client.Create(f.t.Context(), p))
+	testkit.Must(f.t, env.Client.Create(f.t.Context(), p))
 	return p
 }
 
@@ -139,11 +140,4 @@ func hasEvent(evs []string, reason string) bool {
 		}
 	}
 	return false
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
 }

@@ -14,6 +14,7 @@ import (
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/opkit-dev/opkit/examples/memcached/api/v1alpha1"
+	"github.com/opkit-dev/opkit/internal/testkit"
 	"github.com/opkit-dev/opkit/statusutil"
 )
 
@@ -28,9 +29,9 @@ func TestManagerWritesUntilReadyAndNoneInSteadyState(t *testing.T) {
 		Cache:   CacheOptions([]string{f.ns}),
 		Metrics: metricsserver.Options{BindAddress: "0"},
 	})
-	must(t, err)
+	testkit.Must(t, err)
 	r, err := SetupWithManager(mgr, Options{SkipNameValidation: true, ProgressDelay: 30 * time.Second})
-	must(t, err)
+	testkit.Must(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
