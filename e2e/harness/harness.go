@@ -87,6 +87,7 @@ type Option func(*options)
 type options struct {
 	kwokctlArgs []string
 	realNodes   int
+	noFakeNodes bool
 }
 
 // WithKwokctlArgs passes args to `kwokctl create cluster` when the suite
@@ -104,6 +105,14 @@ func WithKwokctlArgs(args ...string) Option {
 // ignored; with E2E_CLUSTER=existing the suite must check for itself.
 func WithRealNodes(n int) Option {
 	return func(o *options) { o.realNodes = max(o.realNodes, n) }
+}
+
+// WithoutFakeNodes leaves kwok's fake nodes out of a cluster with real
+// nodes (WithRealNodes), so that every pod runs for real: an operator
+// deployed in-cluster, and the pods it makes, cannot land on a node that
+// only pretends to run them. E2E_NODES is ignored then.
+func WithoutFakeNodes() Option {
+	return func(o *options) { o.noFakeNodes = true }
 }
 
 // New returns an e2e-framework environment whose setup creates (or reuses) a
@@ -167,6 +176,12 @@ func New(opts ...Option) (env.Environment, error) {
 		createArgs = o.kwokctlArgs
 		afterCreate = func(ctx context.Context, c *envconf.Config) (context.Context, error) {
 			return ctx, cluster.ScaleNodes(ctx, nodes)
+		}
+		if o.noFakeNodes {
+			if o.realNodes == 0 {
+				return nil, errors.New("e2e harness: WithoutFakeNodes needs WithRealNodes: a cluster needs nodes")
+			}
+			afterCreate = func(ctx context.Context, c *envconf.Config) (context.Context, error) { return ctx, nil }
 		}
 		if o.realNodes > 0 {
 			real, err := prepareRealNodes(cluster, o.realNodes)

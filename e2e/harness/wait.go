@@ -48,8 +48,12 @@ func WaitFor(ctx context.Context, t *testing.T, what string, timeout, interval t
 	t.Helper()
 	var note string
 	err := wait.For(func(ctx context.Context) (bool, error) {
-		var ok bool
-		ok, note = check(ctx)
+		ok, n := check(ctx)
+		// What check saw when the wait's own deadline cut it short is
+		// that deadline, not news: keep the note before it.
+		if ctx.Err() == nil || note == "" {
+			note = n
+		}
 		return ok, nil
 	}, wait.WithContext(ctx), wait.WithTimeout(timeout), wait.WithInterval(interval))
 	if err != nil {

@@ -1,0 +1,24 @@
+// Package incluster runs the example operators as users run them: deployed
+// in-cluster from their images (`make images`) with `kubectl apply -k
+// config/default`, under their own ServiceAccount and RBAC, on real nodes,
+// managing real pods. A permission missing from config/rbac fails these
+// suites: every call the operator makes goes through RBAC, unlike the
+// suites that run the operator as a local process with the admin
+// kubeconfig.
+package incluster
+
+import (
+	"testing"
+
+	"sigs.k8s.io/e2e-framework/pkg/env"
+
+	"github.com/opkit-dev/opkit/e2e/harness"
+)
+
+var testEnv env.Environment
+
+// No fake nodes: the operator's pods and the pods it makes all run for
+// real.
+func TestMain(m *testing.M) {
+	harness.Main(m, &testEnv, harness.WithRealNodes(2), harness.WithoutFakeNodes())
+}

@@ -1,0 +1,182 @@
+package incluster
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
+	"sigs.k8s.io/e2e-framework/klient/wait"
+	"sigs.k8s.io/e2e-framework/klient/wait/conditions"
+	"sigs.k8s.io/e2e-framework/pkg/envconf"
+	"sigs.k8s.io/e2e-framework/pkg/features"
+
+	"github.com/opkit-dev/opkit/e2e/harness"
+	"github.com/opkit-dev/opkit/examples/memcached/api/v1alpha1"
+	"github.com/opkit-dev/opkit/internal/repo"
+)
+
+// TestMemcachedOperatorInCluster: the memcached operator installed with
+// kubectl apply -k runs as two replicas under its ServiceAccount; the
+// sample Memcached becomes Ready with real memcached pods listed in
+// status.nodes, serves a real client, scales down, and its children go
+// with it; the install is removed with kubectl delete -k.
+func TestMemcachedOperatorInCluster(t *testing.T) {
+	root, err := repo.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(root, "examples/memcached/config/default")
+	sample := filepath.Join(root, "examples/memcached/config/samples/cache_v1alpha1_memcached.yaml")
+	const opNS, opName, ns, name = "memcached-system", "memcached-operator", "default", "memcached-sample"
+
+	f := features.New("memcached operator in-cluster").
+		Assess("kubectl apply -k config/default runs the operator from its image", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			if out, err := harness.Kubectl(ctx, cfg, "apply", "-k", config); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			cond := conditions.New(cfg.Client().Resources())
+			dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: opName, Namespace: opNS}}
+			if err := wait.For(cond.DeploymentAvailable(opName, opNS), wait.WithContext(ctx), wait.WithTimeout(3*time.Minute)); err != nil {
+				t.Fatalf("the operator Deployment is not Available: %v; pods: %s", err, podsState(ctx, cfg, opNS))
+			}
+			if err := cfg.Client().Resources().Get(ctx, opName, opNS, dep); err != nil {
+				t.Fatal(err)
+			}
+			if got := dep.Spec.Template.Spec.Containers[0].Image; got != "opkit.dev/memcached-operator:dev" {
+				t.Errorf("operator image = %q, want opkit.dev/memcached-operator:dev", got)
+			}
+			if _, err := harness.WaitForAPI(v1alpha1.AddToScheme, &v1alpha1.MemcachedList{})(ctx, cfg); err != nil {
+				t.Fatal(err)
+			}
+			return ctx
+		}).
+		Assess("the sample becomes Ready with its real pods in status.nodes", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			if out, err := harness.Kubectl(ctx, cfg, "apply", "-f", sample); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			waitReadyWithPods(ctx, t, cfg, ns, name, 3)
+			return ctx
+		}).
+		Assess("a real client sets and gets through the headless Service", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			client := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: "memcached-client", Namespace: ns},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: "main", Image: "opkit.dev/toolbox:dev", ImagePullPolicy: corev1.PullIfNotPresent, Args: []string{"sleep"},
+				}}},
+			}
+			if err := cfg.Client().Resources().Create(ctx, client); err != nil {
+				t.Fatal(err)
+			}
+			if err := wait.For(conditions.New(cfg.Client().Resources()).PodReady(client), wait.WithContext(ctx), wait.WithTimeout(2*time.Minute)); err != nil {
+				t.Fatalf("client pod not ready: %v", err)
+			}
+			addr := fmt.Sprintf("%s.%s.svc.cluster.local:11211", name, ns)
+			out, err := harness.Kubectl(ctx, cfg, "exec", "-n", ns, client.Name, "--", "toolbox", "memcached", addr, "greeting", "hello")
+			if err != nil || strings.TrimSpace(out) != "hello" {
+				t.Errorf("set/get through %s = %q, %v; want hello", addr, out, err)
+			}
+			return ctx
+		}).
+		Assess("scaling to 2 leaves 2 real pods in status.nodes", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			if out, err := harness.Kubectl(ctx, cfg, "patch", "memcached", name, "-n", ns, "--type=merge", "-p", `{"spec":{"size":2}}`); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			waitReadyWithPods(ctx, t, cfg, ns, name, 2)
+			return ctx
+		}).
+		Assess("deleting the Memcached removes its children", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			if out, err := harness.Kubectl(ctx, cfg, "delete", "-f", sample, "--wait=true", "--timeout=2m"); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			harness.WaitFor(ctx, t, "the Deployment and Service to go", 2*time.Minute, time.Second, func(ctx context.Context) (bool, string) {
+				errD := cfg.Client().Resources().Get(ctx, name, ns, &appsv1.Deployment{})
+				errS := cfg.Client().Resources().Get(ctx, name, ns, &corev1.Service{})
+				return apierrors.IsNotFound(errD) && apierrors.IsNotFound(errS), fmt.Sprintf("deployment: %v, service: %v", errD, errS)
+			})
+			return ctx
+		}).
+		Assess("the operator logged no RBAC denial", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			out, err := harness.Kubectl(ctx, cfg, "logs", "-n", opNS, "-l", "app.kubernetes.io/name="+opName, "--tail=-1", "--prefix")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range strings.Split(out, "\n") {
+				if strings.Contains(l, "forbidden") {
+					t.Errorf("operator log: %s", l)
+				}
+			}
+			return ctx
+		}).
+		Teardown(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			_, _ = harness.Kubectl(ctx, cfg, "delete", "pod", "memcached-client", "-n", ns, "--ignore-not-found")
+			if out, err := harness.Kubectl(ctx, cfg, "delete", "-k", config, "--ignore-not-found", "--wait=true", "--timeout=2m"); err != nil {
+				t.Errorf("kubectl delete -k: %v\n%s", err, out)
+			}
+			return ctx
+		}).Feature()
+	testEnv.Test(t, f)
+}
+
+// waitReadyWithPods waits until the Memcached is Ready at its generation
+// and status.nodes names exactly its running, ready pods, which run on
+// real nodes.
+func waitReadyWithPods(ctx context.Context, t *testing.T, cfg *envconf.Config, ns, name string, size int) {
+	t.Helper()
+	harness.WaitFor(ctx, t, fmt.Sprintf("%s to be Ready with %d real pods", name, size), 4*time.Minute, time.Second, func(ctx context.Context) (bool, string) {
+		var m v1alpha1.Memcached
+		if err := cfg.Client().Resources().Get(ctx, name, ns, &m); err != nil {
+			return false, err.Error()
+		}
+		ready := meta.FindStatusCondition(m.Status.Conditions, "Ready")
+		if ready == nil || ready.Status != metav1.ConditionTrue || ready.ObservedGeneration != m.Generation {
+			return false, fmt.Sprintf("Ready condition %+v at generation %d; pods: %s", ready, m.Generation, podsState(ctx, cfg, ns))
+		}
+		var pods corev1.PodList
+		if err := cfg.Client().Resources(ns).List(ctx, &pods, resources.WithLabelSelector("app.kubernetes.io/instance="+name)); err != nil {
+			return false, err.Error()
+		}
+		var running []string
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && strings.HasPrefix(p.Spec.NodeName, "real-node-") {
+				running = append(running, p.Name)
+			}
+		}
+		nodes := slices.Clone(m.Status.Nodes)
+		slices.Sort(nodes)
+		slices.Sort(running)
+		if len(nodes) != size || !cmp.Equal(nodes, running) {
+			return false, fmt.Sprintf("status.nodes %v, running real pods %v", nodes, running)
+		}
+		return true, ""
+	})
+}
+
+// podsState summarises a namespace's pods, for failure messages.
+func podsState(ctx context.Context, cfg *envconf.Config, ns string) string {
+	var pods corev1.PodList
+	if err := cfg.Client().Resources(ns).List(ctx, &pods); err != nil {
+		return err.Error()
+	}
+	var parts []string
+	for _, p := range pods.Items {
+		s := fmt.Sprintf("%s on %q: %s", p.Name, p.Spec.NodeName, p.Status.Phase)
+		for _, c := range p.Status.ContainerStatuses {
+			if c.State.Waiting != nil {
+				s += fmt.Sprintf(" (%s: %s %s)", c.Name, c.State.Waiting.Reason, c.State.Waiting.Message)
+			}
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, "; ")
+}
