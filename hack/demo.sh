@@ -35,7 +35,7 @@ kubectl wait --for=condition=Established crd/memcacheds.cache.opkit.dev --timeou
 
 echo ">> building and starting the memcached operator (log: .local/memcached-operator.log)"
 go build -o .local/memcached-operator ./examples/memcached
-.local/memcached-operator --metrics-bind-address=127.0.0.1:0 --health-probe-bind-address=127.0.0.1:0 \
+.local/memcached-operator --metrics-bind-address=127.0.0.1:0 --metrics-secure=false --health-probe-bind-address=127.0.0.1:0 \
 	>.local/memcached-operator.log 2>&1 &
 operator=$!
 trap 'kill $operator 2>/dev/null || true' EXIT

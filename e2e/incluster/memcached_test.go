@@ -88,6 +88,48 @@ func TestMemcachedOperatorInCluster(t *testing.T) {
 			}
 			return ctx
 		}).
+		Assess("metrics are served over HTTPS to a token allowed to get /metrics only", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			if out, err := harness.Kubectl(ctx, cfg, "create", "serviceaccount", "metrics-scraper", "-n", ns); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			if out, err := harness.Kubectl(ctx, cfg, "create", "clusterrolebinding", "metrics-scraper",
+				"--clusterrole=memcached-operator-metrics-reader", "--serviceaccount="+ns+":metrics-scraper"); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			scraper := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: "metrics-scraper", Namespace: ns},
+				Spec: corev1.PodSpec{ServiceAccountName: "metrics-scraper", Containers: []corev1.Container{{
+					Name: "main", Image: "opkit.dev/toolbox:dev", ImagePullPolicy: corev1.PullIfNotPresent, Args: []string{"sleep"},
+				}}},
+			}
+			if err := cfg.Client().Resources().Create(ctx, scraper); err != nil {
+				t.Fatal(err)
+			}
+			if err := wait.For(conditions.New(cfg.Client().Resources()).PodReady(scraper), wait.WithContext(ctx), wait.WithTimeout(2*time.Minute)); err != nil {
+				t.Fatalf("scraper pod not ready: %v", err)
+			}
+			const url = "https://memcached-operator-metrics." + opNS + ".svc:8443/metrics"
+			const token = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+			scrape := func(pod string, args ...string) string {
+				out, err := harness.Kubectl(ctx, cfg, append([]string{"exec", "-n", ns, pod, "--", "toolbox", "https-get", url}, args...)...)
+				if err != nil {
+					t.Fatalf("scraping from %s: %v", pod, err)
+				}
+				return out
+			}
+			// The binding can take a moment to reach the authorizer's cache.
+			harness.WaitFor(ctx, t, "an allowed scrape", time.Minute, 2*time.Second, func(context.Context) (bool, string) {
+				out := scrape("metrics-scraper", token)
+				return strings.HasPrefix(out, "HTTP 200\n") && strings.Contains(out, "controller_runtime_reconcile_total"), firstLine(out)
+			})
+			if got := firstLine(scrape("memcached-client", token)); got != "HTTP 403" {
+				t.Errorf("a token not allowed to get /metrics: %s, want HTTP 403", got)
+			}
+			if got := firstLine(scrape("memcached-client")); got != "HTTP 401" {
+				t.Errorf("no token: %s, want HTTP 401", got)
+			}
+			return ctx
+		}).
 		Assess("scaling to 2 leaves 2 real pods in status.nodes", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			if out, err := harness.Kubectl(ctx, cfg, "patch", "memcached", name, "-n", ns, "--type=merge", "-p", `{"spec":{"size":2}}`); err != nil {
 				t.Fatalf("%v\n%s", err, out)
@@ -119,7 +161,9 @@ func TestMemcachedOperatorInCluster(t *testing.T) {
 			return ctx
 		}).
 		Teardown(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-			_, _ = harness.Kubectl(ctx, cfg, "delete", "pod", "memcached-client", "-n", ns, "--ignore-not-found")
+			_, _ = harness.Kubectl(ctx, cfg, "delete", "pod", "memcached-client", "metrics-scraper", "-n", ns, "--ignore-not-found")
+			_, _ = harness.Kubectl(ctx, cfg, "delete", "serviceaccount", "metrics-scraper", "-n", ns, "--ignore-not-found")
+			_, _ = harness.Kubectl(ctx, cfg, "delete", "clusterrolebinding", "metrics-scraper", "--ignore-not-found")
 			if out, err := harness.Kubectl(ctx, cfg, "delete", "-k", config, "--ignore-not-found", "--wait=true", "--timeout=2m"); err != nil {
 				t.Errorf("kubectl delete -k: %v\n%s", err, out)
 			}
@@ -179,4 +223,10 @@ func podsState(ctx context.Context, cfg *envconf.Config, ns string) string {
 		parts = append(parts, s)
 	}
 	return strings.Join(parts, "; ")
+}
+
+// firstLine is the first line of s.
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }

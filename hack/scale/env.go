@@ -274,7 +274,7 @@ func startOperator(ctx context.Context, bin, kubeconfig, tmp string, cfg config)
 	}
 	args := append([]string{
 		"--kubeconfig", kubeconfig,
-		"--metrics-bind-address", "127.0.0.1:" + strconv.Itoa(metricsPort),
+		"--metrics-bind-address", "127.0.0.1:" + strconv.Itoa(metricsPort), "--metrics-secure=false",
 		"--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(probePort),
 		"--sync-period", cfg.SyncPeriod.String(),
 	}, cfg.OperatorArgs...)

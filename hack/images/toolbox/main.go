@@ -7,6 +7,7 @@
 //	toolbox lookup NAME                  resolve NAME with the pod's resolver
 //	toolbox write FILE TEXT              write TEXT to FILE (parents created)
 //	toolbox cat FILE                     print FILE
+//	toolbox https-get URL [TOKENFILE]    GET URL (bearer token from TOKENFILE), print "HTTP <code>" and the body
 //
 // Each exits non-zero with a message on stderr when the step fails.
 package main
@@ -14,9 +15,12 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -34,7 +38,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: toolbox sleep | memcached ADDR KEY VALUE | lookup NAME | write FILE TEXT | cat FILE")
+		return errors.New("usage: toolbox sleep | memcached ADDR KEY VALUE | lookup NAME | write FILE TEXT | cat FILE | https-get URL [TOKENFILE]")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -71,6 +75,16 @@ func run(args []string) error {
 		}
 		_, err = os.Stdout.Write(b)
 		return err
+	case cmd == "https-get" && (len(rest) == 1 || len(rest) == 2):
+		token := ""
+		if len(rest) == 2 {
+			b, err := os.ReadFile(rest[1])
+			if err != nil {
+				return err
+			}
+			token = strings.TrimSpace(string(b))
+		}
+		return httpsGet(ctx, rest[0], token)
 	default:
 		return fmt.Errorf("unknown command or wrong arguments: %q", args)
 	}
@@ -114,4 +128,27 @@ func memcachedSetGet(ctx context.Context, addr, key, value string) (string, erro
 		return "", fmt.Errorf("get: %w", err)
 	}
 	return strings.TrimSpace(data), nil
+}
+
+// httpsGet gets url with an optional bearer token and prints the status
+// code and the body; an HTTP error status is data, not a failure. The
+// server's certificate is not verified: the operators' metrics endpoints
+// serve a self-signed one, and what the suites check is who may read them.
+func httpsGet(ctx context.Context, url, token string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // see the doc comment
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	fmt.Printf("HTTP %d\n", resp.StatusCode)
+	_, err = io.Copy(os.Stdout, resp.Body)
+	return err
 }
