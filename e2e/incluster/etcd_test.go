@@ -10,13 +10,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/e2e-framework/klient/wait"
-	"sigs.k8s.io/e2e-framework/klient/wait/conditions"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
@@ -35,8 +32,13 @@ func TestEtcdOperatorInCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	config := filepath.Join(root, "examples/etcd/config/default")
-	const opNS, opName, ns, name = "etcd-operator-system", "etcd-operator", "default", "demo"
+	op := operator{
+		config:    filepath.Join(root, "examples/etcd/config/default"),
+		namespace: "etcd-operator-system", name: "etcd-operator",
+		image:       "opkit.dev/etcd-operator:dev",
+		addToScheme: v1alpha1.AddToScheme, list: &v1alpha1.EtcdClusterList{},
+	}
+	const ns, name = "default", "demo"
 	cluster := &v1alpha1.EtcdCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec:       v1alpha1.EtcdClusterSpec{Size: 3, Version: "3.6.16"},
@@ -53,26 +55,7 @@ func TestEtcdOperatorInCluster(t *testing.T) {
 	var membersBefore map[string]string
 
 	f := features.New("etcd operator in-cluster").
-		Assess("kubectl apply -k config/default runs the operator from its image", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-			if out, err := harness.Kubectl(ctx, cfg, "apply", "-k", config); err != nil {
-				t.Fatalf("%v\n%s", err, out)
-			}
-			cond := conditions.New(cfg.Client().Resources())
-			if err := wait.For(cond.DeploymentAvailable(opName, opNS), wait.WithContext(ctx), wait.WithTimeout(3*time.Minute)); err != nil {
-				t.Fatalf("the operator Deployment is not Available: %v; pods: %s", err, podsState(ctx, cfg, opNS))
-			}
-			var dep appsv1.Deployment
-			if err := cfg.Client().Resources().Get(ctx, opName, opNS, &dep); err != nil {
-				t.Fatal(err)
-			}
-			if got := dep.Spec.Template.Spec.Containers[0].Image; got != "opkit.dev/etcd-operator:dev" {
-				t.Errorf("operator image = %q, want opkit.dev/etcd-operator:dev", got)
-			}
-			if _, err := harness.WaitForAPI(v1alpha1.AddToScheme, &v1alpha1.EtcdClusterList{})(ctx, cfg); err != nil {
-				t.Fatal(err)
-			}
-			return ctx
-		}).
+		Assess("kubectl apply -k config/default runs the operator from its image", op.deploy).
 		Assess("a 3-member cluster becomes Ready on real pods and serves through its client Service", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			if err := cfg.Client().Resources().Create(ctx, cluster); err != nil {
 				t.Fatal(err)
@@ -106,25 +89,12 @@ func TestEtcdOperatorInCluster(t *testing.T) {
 			}
 			return ctx
 		}).
-		Assess("the operator logged no RBAC denial", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-			out, err := harness.Kubectl(ctx, cfg, "logs", "-n", opNS, "-l", "app.kubernetes.io/name="+opName, "--tail=-1")
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, l := range strings.Split(out, "\n") {
-				if strings.Contains(l, "forbidden") {
-					t.Errorf("operator log: %s", l)
-				}
-			}
-			return ctx
-		}).
+		Assess("the operator logged no RBAC denial", op.noRBACDenial).
 		Teardown(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			if out, err := harness.Kubectl(ctx, cfg, "delete", "etcdcluster", name, "-n", ns, "--ignore-not-found", "--wait=true", "--timeout=2m"); err != nil {
 				t.Errorf("deleting the EtcdCluster: %v\n%s", err, out)
 			}
-			if out, err := harness.Kubectl(ctx, cfg, "delete", "-k", config, "--ignore-not-found", "--wait=true", "--timeout=2m"); err != nil {
-				t.Errorf("kubectl delete -k: %v\n%s", err, out)
-			}
+			op.undeploy(ctx, t, cfg)
 			return ctx
 		}).Feature()
 	testEnv.Test(t, f)

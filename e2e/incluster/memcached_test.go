@@ -36,31 +36,17 @@ func TestMemcachedOperatorInCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	config := filepath.Join(root, "examples/memcached/config/default")
+	op := operator{
+		config:    filepath.Join(root, "examples/memcached/config/default"),
+		namespace: "memcached-system", name: "memcached-operator",
+		image:       "opkit.dev/memcached-operator:dev",
+		addToScheme: v1alpha1.AddToScheme, list: &v1alpha1.MemcachedList{},
+	}
 	sample := filepath.Join(root, "examples/memcached/config/samples/cache_v1alpha1_memcached.yaml")
-	const opNS, opName, ns, name = "memcached-system", "memcached-operator", "default", "memcached-sample"
+	const ns, name = "default", "memcached-sample"
 
 	f := features.New("memcached operator in-cluster").
-		Assess("kubectl apply -k config/default runs the operator from its image", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-			if out, err := harness.Kubectl(ctx, cfg, "apply", "-k", config); err != nil {
-				t.Fatalf("%v\n%s", err, out)
-			}
-			cond := conditions.New(cfg.Client().Resources())
-			dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: opName, Namespace: opNS}}
-			if err := wait.For(cond.DeploymentAvailable(opName, opNS), wait.WithContext(ctx), wait.WithTimeout(3*time.Minute)); err != nil {
-				t.Fatalf("the operator Deployment is not Available: %v; pods: %s", err, podsState(ctx, cfg, opNS))
-			}
-			if err := cfg.Client().Resources().Get(ctx, opName, opNS, dep); err != nil {
-				t.Fatal(err)
-			}
-			if got := dep.Spec.Template.Spec.Containers[0].Image; got != "opkit.dev/memcached-operator:dev" {
-				t.Errorf("operator image = %q, want opkit.dev/memcached-operator:dev", got)
-			}
-			if _, err := harness.WaitForAPI(v1alpha1.AddToScheme, &v1alpha1.MemcachedList{})(ctx, cfg); err != nil {
-				t.Fatal(err)
-			}
-			return ctx
-		}).
+		Assess("kubectl apply -k config/default runs the operator from its image", op.deploy).
 		Assess("the sample becomes Ready with its real pods in status.nodes", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			if out, err := harness.Kubectl(ctx, cfg, "apply", "-f", sample); err != nil {
 				t.Fatalf("%v\n%s", err, out)
@@ -108,7 +94,7 @@ func TestMemcachedOperatorInCluster(t *testing.T) {
 			if err := wait.For(conditions.New(cfg.Client().Resources()).PodReady(scraper), wait.WithContext(ctx), wait.WithTimeout(2*time.Minute)); err != nil {
 				t.Fatalf("scraper pod not ready: %v", err)
 			}
-			const url = "https://memcached-operator-metrics." + opNS + ".svc:8443/metrics"
+			url := "https://memcached-operator-metrics." + op.namespace + ".svc:8443/metrics"
 			const token = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 			scrape := func(pod string, args ...string) string {
 				out, err := harness.Kubectl(ctx, cfg, append([]string{"exec", "-n", ns, pod, "--", "toolbox", "https-get", url}, args...)...)
@@ -148,25 +134,12 @@ func TestMemcachedOperatorInCluster(t *testing.T) {
 			})
 			return ctx
 		}).
-		Assess("the operator logged no RBAC denial", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-			out, err := harness.Kubectl(ctx, cfg, "logs", "-n", opNS, "-l", "app.kubernetes.io/name="+opName, "--tail=-1", "--prefix")
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, l := range strings.Split(out, "\n") {
-				if strings.Contains(l, "forbidden") {
-					t.Errorf("operator log: %s", l)
-				}
-			}
-			return ctx
-		}).
+		Assess("the operator logged no RBAC denial", op.noRBACDenial).
 		Teardown(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			_, _ = harness.Kubectl(ctx, cfg, "delete", "pod", "memcached-client", "metrics-scraper", "-n", ns, "--ignore-not-found")
 			_, _ = harness.Kubectl(ctx, cfg, "delete", "serviceaccount", "metrics-scraper", "-n", ns, "--ignore-not-found")
 			_, _ = harness.Kubectl(ctx, cfg, "delete", "clusterrolebinding", "metrics-scraper", "--ignore-not-found")
-			if out, err := harness.Kubectl(ctx, cfg, "delete", "-k", config, "--ignore-not-found", "--wait=true", "--timeout=2m"); err != nil {
-				t.Errorf("kubectl delete -k: %v\n%s", err, out)
-			}
+			op.undeploy(ctx, t, cfg)
 			return ctx
 		}).Feature()
 	testEnv.Test(t, f)

@@ -23,6 +23,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/opkit-dev/opkit/internal/localcluster/procs"
 )
 
 // KubeVersion is the Kubernetes version of the binaries hack/install-tool.sh
@@ -194,7 +196,7 @@ func (c *Cluster) Delete(ctx context.Context) error {
 	marker := filepath.Join(".kwok", "clusters", c.Name) + string(filepath.Separator)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		pids := processesWith(marker)
+		pids := procs.With(marker)
 		if len(pids) == 0 {
 			return nil
 		}
@@ -216,32 +218,12 @@ func (c *Cluster) Delete(ctx context.Context) error {
 func (c *Cluster) Processes() map[string]int {
 	marker := filepath.Join(".kwok", "clusters", c.Name) + string(filepath.Separator)
 	out := map[string]int{}
-	for _, pid := range processesWith(marker) {
-		cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
-		if err != nil {
-			continue
+	for _, pid := range procs.With(marker) {
+		if name := procs.Name(pid); name != "" {
+			out[name] = pid
 		}
-		argv0, _, _ := bytes.Cut(cmdline, []byte{0})
-		out[filepath.Base(string(argv0))] = pid
 	}
 	return out
-}
-
-// processesWith returns the PIDs whose command line contains s.
-func processesWith(s string) []int {
-	entries, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && bytes.Contains(cmdline, []byte(s)) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
 }
 
 // Exists reports whether kwokctl knows the cluster.

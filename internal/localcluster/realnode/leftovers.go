@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"strings"
+
+	"github.com/opkit-dev/opkit/internal/localcluster/procs"
 )
 
 // Leftovers lists what of the real nodes exists on this machine: processes,
@@ -12,7 +14,7 @@ import (
 func Leftovers(ctx context.Context) []string {
 	var left []string
 	for _, marker := range []string{StateDir, RunDir} {
-		if pids := processesWith(marker); len(pids) > 0 {
+		if pids := procs.With(marker); len(pids) > 0 {
 			left = append(left, "processes: "+describe(pids))
 		}
 	}

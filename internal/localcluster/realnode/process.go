@@ -1,17 +1,17 @@
 package realnode
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/opkit-dev/opkit/internal/localcluster/procs"
 )
 
 // daemon is one long-running process of a real node (containerd, kubelet,
@@ -72,31 +72,12 @@ func tail(path string, n int) string {
 	return string(b)
 }
 
-// processesWith returns the pids (other than this process) whose command
-// line contains s.
-func processesWith(s string) []int {
-	entries, _ := os.ReadDir("/proc")
-	self := os.Getpid()
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && bytes.Contains(cmdline, []byte(s)) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
 // killAll sends SIGTERM to every process whose command line contains
 // marker, then SIGKILL to those still running after grace, and waits until
 // none is left.
 func killAll(ctx context.Context, marker string, grace time.Duration) error {
 	signalAll := func(sig syscall.Signal) {
-		for _, pid := range processesWith(marker) {
+		for _, pid := range procs.With(marker) {
 			_ = syscall.Kill(pid, sig)
 		}
 	}
@@ -104,7 +85,7 @@ func killAll(ctx context.Context, marker string, grace time.Duration) error {
 	deadline := time.Now().Add(grace)
 	killed := false
 	for {
-		pids := processesWith(marker)
+		pids := procs.With(marker)
 		if len(pids) == 0 {
 			return nil
 		}
@@ -127,12 +108,9 @@ func killAll(ctx context.Context, marker string, grace time.Duration) error {
 func describe(pids []int) string {
 	var names []string
 	for _, pid := range pids {
-		cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
-		if err != nil {
-			continue
+		if name := procs.Name(pid); name != "" {
+			names = append(names, name)
 		}
-		argv0, _, _ := bytes.Cut(cmdline, []byte{0})
-		names = append(names, filepath.Base(string(argv0)))
 	}
 	return strings.Join(names, ", ")
 }

@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/opkit-dev/opkit/internal/localcluster/procs"
 )
 
 // Spec says which real nodes to start and for which cluster.
@@ -165,7 +167,7 @@ func checkBinaries(binDir string) error {
 func waitNodesReady(ctx context.Context, cs kubernetes.Interface, nodes []node) error {
 	for _, n := range nodes {
 		err := waitFor(ctx, 3*time.Minute, "node "+n.name()+" to be Ready", func() error {
-			if len(processesWith("--root-dir="+n.dir("kubelet"))) == 0 {
+			if len(procs.With("--root-dir="+n.dir("kubelet"))) == 0 {
 				return &exitedError{fmt.Errorf("the kubelet exited; the end of its log:\n%s", tail(n.dir("logs", "kubelet.log"), 3000))}
 			}
 			got, err := cs.CoreV1().Nodes().Get(ctx, n.name(), metav1.GetOptions{})
