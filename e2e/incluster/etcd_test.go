@@ -110,7 +110,7 @@ func waitEtcdReady(ctx context.Context, t *testing.T, cfg *envconf.Config, ns, n
 		}
 		ready := meta.FindStatusCondition(c.Status.Conditions, "Ready")
 		ok := ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == c.Generation
-		return ok, fmt.Sprintf("Ready %+v at generation %d; pods: %s", ready, c.Generation, podsState(ctx, cfg, ns))
+		return ok, fmt.Sprintf("Ready %+v at generation %d; pods: %s", ready, c.Generation, harness.DescribePods(ctx, cfg, ns))
 	})
 }
 

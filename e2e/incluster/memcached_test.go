@@ -157,7 +157,7 @@ func waitReadyWithPods(ctx context.Context, t *testing.T, cfg *envconf.Config, n
 		}
 		ready := meta.FindStatusCondition(m.Status.Conditions, "Ready")
 		if ready == nil || ready.Status != metav1.ConditionTrue || ready.ObservedGeneration != m.Generation {
-			return false, fmt.Sprintf("Ready condition %+v at generation %d; pods: %s", ready, m.Generation, podsState(ctx, cfg, ns))
+			return false, fmt.Sprintf("Ready condition %+v at generation %d; pods: %s", ready, m.Generation, harness.DescribePods(ctx, cfg, ns))
 		}
 		var pods corev1.PodList
 		if err := cfg.Client().Resources(ns).List(ctx, &pods, resources.WithLabelSelector("app.kubernetes.io/instance="+name)); err != nil {
@@ -177,25 +177,6 @@ func waitReadyWithPods(ctx context.Context, t *testing.T, cfg *envconf.Config, n
 		}
 		return true, ""
 	})
-}
-
-// podsState summarises a namespace's pods, for failure messages.
-func podsState(ctx context.Context, cfg *envconf.Config, ns string) string {
-	var pods corev1.PodList
-	if err := cfg.Client().Resources(ns).List(ctx, &pods); err != nil {
-		return err.Error()
-	}
-	var parts []string
-	for _, p := range pods.Items {
-		s := fmt.Sprintf("%s on %q: %s", p.Name, p.Spec.NodeName, p.Status.Phase)
-		for _, c := range p.Status.ContainerStatuses {
-			if c.State.Waiting != nil {
-				s += fmt.Sprintf(" (%s: %s %s)", c.Name, c.State.Waiting.Reason, c.State.Waiting.Message)
-			}
-		}
-		parts = append(parts, s)
-	}
-	return strings.Join(parts, "; ")
 }
 
 // firstLine is the first line of s.

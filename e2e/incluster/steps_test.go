@@ -39,7 +39,7 @@ func (o operator) deploy(ctx context.Context, t *testing.T, cfg *envconf.Config)
 	}
 	cond := conditions.New(cfg.Client().Resources())
 	if err := wait.For(cond.DeploymentAvailable(o.name, o.namespace), wait.WithContext(ctx), wait.WithTimeout(3*time.Minute)); err != nil {
-		t.Fatalf("the operator Deployment is not Available: %v; pods: %s", err, podsState(ctx, cfg, o.namespace))
+		t.Fatalf("the operator Deployment is not Available: %v; pods: %s", err, harness.DescribePods(ctx, cfg, o.namespace))
 	}
 	var dep appsv1.Deployment
 	if err := cfg.Client().Resources().Get(ctx, o.name, o.namespace, &dep); err != nil {

@@ -84,7 +84,7 @@ func TestMemcachedOnRealNodes(t *testing.T) {
 			create(ctx, t, cfg, dep, svc, headless, client)
 			cond := conditions.New(cfg.Client().Resources())
 			if err := wait.For(cond.DeploymentAvailable(dep.Name, ns), wait.WithContext(ctx), wait.WithTimeout(3*time.Minute)); err != nil {
-				t.Fatalf("memcached not Available: %v; pods: %s", err, describePods(ctx, cfg, ns))
+				t.Fatalf("memcached not Available: %v; pods: %s", err, harness.DescribePods(ctx, cfg, ns))
 			}
 			var pods corev1.PodList
 			if err := cfg.Client().Resources(ns).List(ctx, &pods, resources.WithLabelSelector("app=memcached")); err != nil {
@@ -197,17 +197,4 @@ func memcachedVersion(ctx context.Context, t *testing.T, addr string) string {
 		t.Fatalf("reading memcached's version through %s: %v", addr, err)
 	}
 	return strings.TrimSpace(line)
-}
-
-// describePods lists a namespace's pods and their state, for failures.
-func describePods(ctx context.Context, cfg *envconf.Config, ns string) string {
-	var pods corev1.PodList
-	if err := cfg.Client().Resources(ns).List(ctx, &pods); err != nil {
-		return err.Error()
-	}
-	var parts []string
-	for _, p := range pods.Items {
-		parts = append(parts, p.Name+": "+podState(&p))
-	}
-	return strings.Join(parts, " | ")
 }

@@ -89,7 +89,7 @@ func waitPodReady(ctx context.Context, t *testing.T, cfg *envconf.Config, ns, na
 				return true, ""
 			}
 		}
-		return false, podState(&pod)
+		return false, harness.DescribePod(&pod)
 	})
 	return &pod
 }
@@ -104,25 +104,6 @@ func waitGone(ctx context.Context, t *testing.T, cfg *envconf.Config, obj k8s.Ob
 		}
 		return false, fmt.Sprint(err)
 	})
-}
-
-// podState summarises why a pod is not ready, for failure messages.
-func podState(p *corev1.Pod) string {
-	parts := []string{"phase " + string(p.Status.Phase), "node " + p.Spec.NodeName}
-	for _, c := range p.Status.Conditions {
-		if c.Status != corev1.ConditionTrue {
-			parts = append(parts, fmt.Sprintf("%s=%s %s", c.Type, c.Status, c.Message))
-		}
-	}
-	for _, cs := range p.Status.ContainerStatuses {
-		switch {
-		case cs.State.Waiting != nil:
-			parts = append(parts, fmt.Sprintf("%s waiting: %s %s", cs.Name, cs.State.Waiting.Reason, cs.State.Waiting.Message))
-		case cs.State.Terminated != nil:
-			parts = append(parts, fmt.Sprintf("%s terminated: %s (exit %d)", cs.Name, cs.State.Terminated.Reason, cs.State.Terminated.ExitCode))
-		}
-	}
-	return strings.Join(parts, "; ")
 }
 
 // execIn runs a command in a pod's container with kubectl exec.

@@ -1,0 +1,45 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/e2e-framework/pkg/envconf"
+)
+
+// DescribePod summarises why a pod is not ready, for failure messages:
+// phase, node, the conditions that are not true, and each container that
+// waits or has terminated, with the reason.
+func DescribePod(p *corev1.Pod) string {
+	parts := []string{"phase " + string(p.Status.Phase), "node " + p.Spec.NodeName}
+	for _, c := range p.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			parts = append(parts, fmt.Sprintf("%s=%s %s", c.Type, c.Status, c.Message))
+		}
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		switch {
+		case cs.State.Waiting != nil:
+			parts = append(parts, fmt.Sprintf("%s waiting: %s %s", cs.Name, cs.State.Waiting.Reason, cs.State.Waiting.Message))
+		case cs.State.Terminated != nil:
+			parts = append(parts, fmt.Sprintf("%s terminated: %s (exit %d)", cs.Name, cs.State.Terminated.Reason, cs.State.Terminated.ExitCode))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// DescribePods summarises every pod of a namespace with DescribePod, for
+// failure messages.
+func DescribePods(ctx context.Context, cfg *envconf.Config, ns string) string {
+	var pods corev1.PodList
+	if err := cfg.Client().Resources(ns).List(ctx, &pods); err != nil {
+		return err.Error()
+	}
+	var parts []string
+	for _, p := range pods.Items {
+		parts = append(parts, p.Name+": "+DescribePod(&p))
+	}
+	return strings.Join(parts, " | ")
+}
