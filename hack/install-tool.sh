@@ -77,30 +77,26 @@ install() {
 	exec 9>&-
 }
 
-build_kubernetes() {
-	local dest=$1 version=$2 minor
+# k8s_build DEST VERSION CMD... builds commands of the pinned
+# k8s.io/kubernetes module (hack/tools/k8s) into DEST, stamped with VERSION
+# as kubectl version and the API server's /version report it.
+k8s_build() {
+	local dest=$1 version=$2 minor cmd pkgs=()
+	shift 2
 	minor=${version#v1.}
 	minor=${minor%%.*}
+	for cmd in "$@"; do pkgs+=("k8s.io/kubernetes/cmd/$cmd"); done
 	(cd "$root/hack/tools/k8s" && go build -trimpath -o "$dest/" \
 		-ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor" \
-		k8s.io/kubernetes/cmd/kube-apiserver \
-		k8s.io/kubernetes/cmd/kube-controller-manager \
-		k8s.io/kubernetes/cmd/kube-scheduler \
-		k8s.io/kubernetes/cmd/kubectl)
+		"${pkgs[@]}")
 }
+
+build_kubernetes() { k8s_build "$1" "$2" kube-apiserver kube-controller-manager kube-scheduler kubectl; }
 
 # kubelet and kube-proxy, for real nodes, come from the same pinned module as
 # the control plane but in a cache directory of their own, so that the
 # control-plane binaries built before them are kept.
-build_kubelet() {
-	local dest=$1 version=$2 minor
-	minor=${version#v1.}
-	minor=${minor%%.*}
-	(cd "$root/hack/tools/k8s" && go build -trimpath -o "$dest/" \
-		-ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor" \
-		k8s.io/kubernetes/cmd/kubelet \
-		k8s.io/kubernetes/cmd/kube-proxy)
-}
+build_kubelet() { k8s_build "$1" "$2" kubelet kube-proxy; }
 
 # containerd carries its own go.mod with no replace directives, so go install
 # pins it by version alone. CGO_ENABLED=0 leaves out the btrfs snapshotter;

@@ -16,8 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
-	"sigs.k8s.io/e2e-framework/klient/wait"
-	"sigs.k8s.io/e2e-framework/klient/wait/conditions"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
@@ -55,20 +53,9 @@ func TestMemcachedOperatorInCluster(t *testing.T) {
 			return ctx
 		}).
 		Assess("a real client sets and gets through the headless Service", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-			client := &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Name: "memcached-client", Namespace: ns},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{
-					Name: "main", Image: "opkit.dev/toolbox:dev", ImagePullPolicy: corev1.PullIfNotPresent, Args: []string{"sleep"},
-				}}},
-			}
-			if err := cfg.Client().Resources().Create(ctx, client); err != nil {
-				t.Fatal(err)
-			}
-			if err := wait.For(conditions.New(cfg.Client().Resources()).PodReady(client), wait.WithContext(ctx), wait.WithTimeout(2*time.Minute)); err != nil {
-				t.Fatalf("client pod not ready: %v", err)
-			}
+			startToolbox(ctx, t, cfg, ns, "memcached-client", "")
 			addr := fmt.Sprintf("%s.%s.svc.cluster.local:11211", name, ns)
-			out, err := harness.Kubectl(ctx, cfg, "exec", "-n", ns, client.Name, "--", "toolbox", "memcached", addr, "greeting", "hello")
+			out, err := harness.Kubectl(ctx, cfg, "exec", "-n", ns, "memcached-client", "--", "toolbox", "memcached", addr, "greeting", "hello")
 			if err != nil || strings.TrimSpace(out) != "hello" {
 				t.Errorf("set/get through %s = %q, %v; want hello", addr, out, err)
 			}
@@ -82,18 +69,7 @@ func TestMemcachedOperatorInCluster(t *testing.T) {
 				"--clusterrole=memcached-operator-metrics-reader", "--serviceaccount="+ns+":metrics-scraper"); err != nil {
 				t.Fatalf("%v\n%s", err, out)
 			}
-			scraper := &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Name: "metrics-scraper", Namespace: ns},
-				Spec: corev1.PodSpec{ServiceAccountName: "metrics-scraper", Containers: []corev1.Container{{
-					Name: "main", Image: "opkit.dev/toolbox:dev", ImagePullPolicy: corev1.PullIfNotPresent, Args: []string{"sleep"},
-				}}},
-			}
-			if err := cfg.Client().Resources().Create(ctx, scraper); err != nil {
-				t.Fatal(err)
-			}
-			if err := wait.For(conditions.New(cfg.Client().Resources()).PodReady(scraper), wait.WithContext(ctx), wait.WithTimeout(2*time.Minute)); err != nil {
-				t.Fatalf("scraper pod not ready: %v", err)
-			}
+			startToolbox(ctx, t, cfg, ns, "metrics-scraper", "metrics-scraper")
 			url := "https://memcached-operator-metrics." + op.namespace + ".svc:8443/metrics"
 			const token = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 			scrape := func(pod string, args ...string) string {

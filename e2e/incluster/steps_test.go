@@ -7,6 +7,8 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/e2e-framework/klient/k8s"
 	"sigs.k8s.io/e2e-framework/klient/wait"
@@ -74,5 +76,24 @@ func (o operator) undeploy(ctx context.Context, t *testing.T, cfg *envconf.Confi
 	t.Helper()
 	if out, err := harness.Kubectl(ctx, cfg, "delete", "-k", o.config, "--ignore-not-found", "--wait=true", "--timeout=2m"); err != nil {
 		t.Errorf("kubectl delete -k: %v\n%s", err, out)
+	}
+}
+
+// startToolbox starts a pod running opkit.dev/toolbox (make images) as
+// serviceAccount (empty: the namespace's default) and waits until it is
+// ready, for the suite to exec client commands in.
+func startToolbox(ctx context.Context, t *testing.T, cfg *envconf.Config, ns, name, serviceAccount string) {
+	t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: corev1.PodSpec{ServiceAccountName: serviceAccount, Containers: []corev1.Container{{
+			Name: "main", Image: "opkit.dev/toolbox:dev", ImagePullPolicy: corev1.PullIfNotPresent, Args: []string{"sleep"},
+		}}},
+	}
+	if err := cfg.Client().Resources().Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.For(conditions.New(cfg.Client().Resources()).PodReady(pod), wait.WithContext(ctx), wait.WithTimeout(2*time.Minute)); err != nil {
+		t.Fatalf("toolbox pod %s not ready: %v; %s", name, err, harness.DescribePods(ctx, cfg, ns))
 	}
 }

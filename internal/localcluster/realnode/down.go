@@ -50,7 +50,7 @@ func Down(ctx context.Context, binDir string) error {
 			errs = append(errs, err)
 		}
 	}
-	removeGuard(ctx)
+	// removeChains also removes the guard chain (ownChain).
 	if err := removeChains(ctx); err != nil {
 		errs = append(errs, err)
 	}
