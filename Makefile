@@ -51,7 +51,7 @@ help: ## List the targets with one line each.
 ##@ Tools (built from source, cached in ${XDG_CACHE_HOME:-~/.cache}/opkit)
 
 .PHONY: tools
-tools: envtest-assets cluster-tools node-tools controller-gen golangci-lint versitygw ## Build every pinned tool into bin/ (first run: ~25 min on 2 cores).
+tools: envtest-assets cluster-tools node-tools controller-gen kustomize golangci-lint versitygw ## Build every pinned tool into bin/ (first run: ~25 min on 2 cores).
 
 .PHONY: envtest-assets
 envtest-assets: kubernetes etcd ## Build kube-apiserver and etcd for envtest (KUBEBUILDER_ASSETS=bin).
@@ -73,7 +73,7 @@ node-packages: ## Install Debian's runc, CNI plugins, iptables and conntrack for
 			runc containernetworking-plugins iptables conntrack >/dev/null; \
 	fi
 
-.PHONY: kubernetes kubelet containerd etcd kwok controller-gen golangci-lint versitygw benchstat
+.PHONY: kubernetes kubelet containerd etcd kwok controller-gen kustomize golangci-lint versitygw benchstat
 kubernetes: ## Build kube-apiserver, kube-controller-manager, kube-scheduler and kubectl v1.36.3.
 	@$(INSTALL_TOOL) kubernetes
 kubelet: ## Build kubelet and kube-proxy v1.36.3 (real nodes).
@@ -86,6 +86,8 @@ kwok: ## Build kwok and kwokctl.
 	@$(INSTALL_TOOL) kwok
 controller-gen: ## Build controller-gen.
 	@$(INSTALL_TOOL) controller-gen
+kustomize: ## Build kustomize (the examples' deploy and build-installer targets).
+	@$(INSTALL_TOOL) kustomize
 golangci-lint: ## Build golangci-lint.
 	@$(INSTALL_TOOL) golangci-lint
 versitygw: ## Build versitygw, the S3 server the backup tests run against.
@@ -112,8 +114,14 @@ manifests: controller-gen ## Generate CRDs and RBAC from markers.
 		if [ -d "$$ex/api" ]; then \
 			echo "$(CONTROLLER_GEN) crd rbac for $$ex"; \
 			$(CONTROLLER_GEN) crd paths=./$${ex}api/... output:crd:artifacts:config=$${ex}config/crd/bases \
-				rbac:roleName=$$(basename $$ex)-operator paths=./$${ex}... output:rbac:artifacts:config=$${ex}config/rbac; \
+				rbac:roleName=manager-role paths=./$${ex}... output:rbac:artifacts:config=$${ex}config/rbac; \
 		fi; \
+	done
+
+.PHONY: installers
+installers: kustomize ## Write each example's dist/install.yaml (make build-installer in examples/*).
+	@for ex in $$(ls -d examples/*/ 2>/dev/null); do \
+		if [ -f "$$ex/Makefile" ]; then $(MAKE) -s -C $$ex build-installer; fi; \
 	done
 
 .PHONY: fmt
@@ -129,7 +137,7 @@ lint: golangci-lint ## Run golangci-lint.
 	$(GOLANGCI_LINT) run --allow-parallel-runners ./...
 
 .PHONY: verify
-verify: generate manifests ## Fail if generated files, formatting or go.mod are out of date.
+verify: generate manifests installers ## Fail if generated files, formatting or go.mod are out of date.
 	@go mod tidy
 	@for d in hack/tools/*/; do (cd $$d && go mod tidy); done
 	@out=$$(gofmt -s -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out (run make fmt)"; exit 1; fi
@@ -143,7 +151,7 @@ verify: generate manifests ## Fail if generated files, formatting or go.mod are 
 test: verify vet lint test-unit test-e2e ## Everything CI runs: verify, vet, lint, unit + envtest, e2e.
 
 .PHONY: test-unit
-test-unit: envtest-assets versitygw controller-gen coredns ## Unit and envtest tests (with -race, fuzz seed corpora included).
+test-unit: envtest-assets versitygw controller-gen kustomize coredns ## Unit and envtest tests (with -race, fuzz seed corpora included).
 	go test $(GO_TEST_FLAGS) -timeout $(UNIT_TIMEOUT) $(UNIT_PKGS)
 
 .PHONY: test-e2e
@@ -211,11 +219,11 @@ demo: cluster-tools ## Start a local cluster (unless KUBECONFIG is set) and run 
 
 .PHONY: run-memcached
 run-memcached: ## Run the memcached operator against $KUBECONFIG (default: the local cluster).
-	KUBECONFIG=$${KUBECONFIG:-$(CLUSTER_KUBECONFIG)} go run ./examples/memcached
+	KUBECONFIG=$${KUBECONFIG:-$(CLUSTER_KUBECONFIG)} go run ./examples/memcached --metrics-bind-address=127.0.0.1:8080 --metrics-secure=false
 
 .PHONY: run-etcd
 run-etcd: ## Run the etcd operator against $KUBECONFIG (default: the local cluster).
-	KUBECONFIG=$${KUBECONFIG:-$(CLUSTER_KUBECONFIG)} go run ./examples/etcd
+	KUBECONFIG=$${KUBECONFIG:-$(CLUSTER_KUBECONFIG)} go run ./examples/etcd --metrics-bind-address=127.0.0.1:8080 --metrics-secure=false
 
 .PHONY: clean
 clean: ## Remove bin/ links and .local/ (the tool cache stays).

@@ -21,6 +21,7 @@ ETCD_VERSION=v3.6.16
 ETCD35_VERSION=v3.5.35
 KWOK_VERSION=v0.7.0
 CONTROLLER_GEN_VERSION=v0.23.0
+KUSTOMIZE_VERSION=v5.8.1
 GOLANGCI_LINT_VERSION=v2.15.0
 VERSITYGW_VERSION=v1.8.0
 BENCHSTAT_VERSION=v0.0.0-20260908200009-22c9c6c9d4da
@@ -36,7 +37,7 @@ usage() {
 usage: $0 NAME
 NAME: kubernetes (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl)
       kubelet (kubelet, kube-proxy) | containerd (containerd, containerd-shim-runc-v2, ctr)
-      etcd (etcd, etcdutl) | kwok (kwok, kwokctl) | controller-gen | golangci-lint | versitygw | benchstat
+      etcd (etcd, etcdutl) | kwok (kwok, kwokctl) | controller-gen | kustomize | golangci-lint | versitygw | benchstat
       coredns
       etcd-static (etcd, etcdctl, etcdutl of ETCD_VERSION and ETCD35_VERSION, static, in bin/etcd-static-VERSION/)
 USAGE
@@ -164,6 +165,7 @@ goinstall() {
 
 build_kwok() { goinstall "$1" "sigs.k8s.io/kwok/cmd/kwok@$2" "sigs.k8s.io/kwok/cmd/kwokctl@$2"; }
 build_controller_gen() { goinstall "$1" "sigs.k8s.io/controller-tools/cmd/controller-gen@$2"; }
+build_kustomize() { goinstall "$1" "sigs.k8s.io/kustomize/kustomize/v5@$2"; }
 build_golangci_lint() { goinstall "$1" "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$2"; }
 build_versitygw() { goinstall "$1" "github.com/versity/versitygw/cmd/versitygw@$2"; }
 build_benchstat() { goinstall "$1" "golang.org/x/perf/cmd/benchstat@$2"; }
@@ -185,6 +187,7 @@ containerd) install containerd "$CONTAINERD_VERSION" containerd containerd-shim-
 coredns) install coredns "$COREDNS_VERSION-$(cat "$root"/hack/tools/coredns/{main.go,go.mod,go.sum} | sha256sum | cut -c1-12)" coredns ;;
 kwok) install kwok "$KWOK_VERSION" kwok kwokctl ;;
 controller-gen) install controller-gen "$CONTROLLER_GEN_VERSION" controller-gen ;;
+kustomize) install kustomize "$KUSTOMIZE_VERSION" kustomize ;;
 golangci-lint) install golangci-lint "$GOLANGCI_LINT_VERSION" golangci-lint ;;
 versitygw) install versitygw "$VERSITYGW_VERSION" versitygw ;;
 benchstat) install benchstat "$BENCHSTAT_VERSION" benchstat ;;

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/opkit-dev/opkit/e2e/harness"
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
-	"github.com/opkit-dev/opkit/internal/repo"
 )
 
 // TestEtcdOperatorInCluster: the etcd operator installed with kubectl
@@ -28,14 +26,9 @@ import (
 // the client Service; a member pod deleted comes back as the same member on
 // its claim, with the data.
 func TestEtcdOperatorInCluster(t *testing.T) {
-	root, err := repo.Root()
-	if err != nil {
-		t.Fatal(err)
-	}
 	op := operator{
-		config:    filepath.Join(root, "examples/etcd/config/default"),
-		namespace: "etcd-operator-system", name: "etcd-operator",
-		image:       "opkit.dev/etcd-operator:dev",
+		example: "etcd", name: "etcd-operator", namespace: "etcd-operator-system",
+		img:         "opkit.dev/etcd-operator:dev",
 		addToScheme: v1alpha1.AddToScheme, list: &v1alpha1.EtcdClusterList{},
 	}
 	const ns, name = "default", "demo"
@@ -55,7 +48,7 @@ func TestEtcdOperatorInCluster(t *testing.T) {
 	var membersBefore map[string]string
 
 	f := features.New("etcd operator in-cluster").
-		Assess("kubectl apply -k config/default runs the operator from its image", op.deploy).
+		Assess("make deploy runs the operator from its image", op.deploy).
 		Assess("a 3-member cluster becomes Ready on real pods and serves through its client Service", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			if err := cfg.Client().Resources().Create(ctx, cluster); err != nil {
 				t.Fatal(err)
@@ -89,6 +82,7 @@ func TestEtcdOperatorInCluster(t *testing.T) {
 			}
 			return ctx
 		}).
+		Assess("metrics are served over HTTPS to a token allowed to get /metrics only", op.metricsOnlyForReaders(ns)).
 		Assess("the operator logged no RBAC denial", op.noRBACDenial).
 		Teardown(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			if out, err := harness.Kubectl(ctx, cfg, "delete", "etcdcluster", name, "-n", ns, "--ignore-not-found", "--wait=true", "--timeout=2m"); err != nil {

@@ -2,6 +2,9 @@ package incluster
 
 import (
 	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,39 +19,58 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 
 	"github.com/opkit-dev/opkit/e2e/harness"
+	"github.com/opkit-dev/opkit/internal/repo"
 )
 
-// operator is an example operator as config/default installs it.
+// operator is an example operator as its Makefile's deploy target installs
+// it (hack/operator.mk): objects named <name>-..., in namespace, pods
+// labelled app.kubernetes.io/name=<name>.
 type operator struct {
-	// config is the kustomization directory (config/default).
-	config string
-	// namespace and name of its Deployment, whose pods carry
-	// app.kubernetes.io/name=name.
-	namespace, name string
-	// image is what the Deployment must run (make images).
-	image string
+	// example is its directory under examples/.
+	example string
+	// name prefixes its objects and labels its pods; namespace holds them.
+	name, namespace string
+	// img is the IMG make deploy runs (make images builds opkit.dev/<name>:dev).
+	img string
 	// addToScheme and list register and probe its API once installed.
 	addToScheme func(*runtime.Scheme) error
 	list        k8s.ObjectList
 }
 
-// deploy is the step `kubectl apply -k config/default`: it waits until the
-// operator's Deployment is Available with the expected image and the API
-// is served.
+// deployment is the name of the operator's Deployment.
+func (o operator) deployment() string { return o.name + "-controller-manager" }
+
+// podSelector selects the operator's pods.
+func (o operator) podSelector() string { return "app.kubernetes.io/name=" + o.name }
+
+// make runs `make -C examples/<example> target IMG=... args` against the
+// suite's cluster, as a user would.
+func (o operator) make(ctx context.Context, cfg *envconf.Config, target string, args ...string) (string, error) {
+	root, err := repo.Root()
+	if err != nil {
+		return "", err
+	}
+	args = append([]string{"-C", filepath.Join(root, "examples", o.example), target, "IMG=" + o.img, "KUBECONFIG=" + cfg.KubeconfigFile()}, args...)
+	out, err := exec.CommandContext(ctx, "make", args...).CombinedOutput()
+	return string(out), err
+}
+
+// deploy is the step `make deploy IMG=...`: it waits until the operator's
+// Deployment is Available running IMG and its API is served.
 func (o operator) deploy(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-	if out, err := harness.Kubectl(ctx, cfg, "apply", "-k", o.config); err != nil {
-		t.Fatalf("%v\n%s", err, out)
+	if out, err := o.make(ctx, cfg, "deploy"); err != nil {
+		t.Fatalf("make deploy: %v\n%s", err, out)
 	}
 	cond := conditions.New(cfg.Client().Resources())
-	if err := wait.For(cond.DeploymentAvailable(o.name, o.namespace), wait.WithContext(ctx), wait.WithTimeout(3*time.Minute)); err != nil {
+	if err := wait.For(cond.DeploymentAvailable(o.deployment(), o.namespace), wait.WithContext(ctx), wait.WithTimeout(3*time.Minute)); err != nil {
 		t.Fatalf("the operator Deployment is not Available: %v; pods: %s", err, harness.DescribePods(ctx, cfg, o.namespace))
 	}
 	var dep appsv1.Deployment
-	if err := cfg.Client().Resources().Get(ctx, o.name, o.namespace, &dep); err != nil {
+	if err := cfg.Client().Resources().Get(ctx, o.deployment(), o.namespace, &dep); err != nil {
 		t.Fatal(err)
 	}
-	if got := dep.Spec.Template.Spec.Containers[0].Image; got != o.image {
-		t.Errorf("operator image = %q, want %q", got, o.image)
+	if got := dep.Spec.Template.Spec.Containers[0].Image; got != o.img {
+		t.Errorf("operator image = %q, want %q", got, o.img)
 	}
 	if _, err := harness.WaitForAPI(o.addToScheme, o.list)(ctx, cfg); err != nil {
 		t.Fatal(err)
@@ -59,7 +81,7 @@ func (o operator) deploy(ctx context.Context, t *testing.T, cfg *envconf.Config)
 // noRBACDenial is the step that fails on any "forbidden" the operator's
 // pods logged: its RBAC lacks something it does.
 func (o operator) noRBACDenial(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-	out, err := harness.Kubectl(ctx, cfg, "logs", "-n", o.namespace, "-l", "app.kubernetes.io/name="+o.name, "--tail=-1", "--prefix")
+	out, err := harness.Kubectl(ctx, cfg, "logs", "-n", o.namespace, "-l", o.podSelector(), "--tail=-1", "--prefix")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,11 +93,62 @@ func (o operator) noRBACDenial(ctx context.Context, t *testing.T, cfg *envconf.C
 	return ctx
 }
 
-// undeploy is `kubectl delete -k config/default`, for a teardown.
+// undeploy is `make undeploy`, for a teardown: afterwards neither the
+// operator's namespace nor its cluster-wide RBAC may be left.
 func (o operator) undeploy(ctx context.Context, t *testing.T, cfg *envconf.Config) {
 	t.Helper()
-	if out, err := harness.Kubectl(ctx, cfg, "delete", "-k", o.config, "--ignore-not-found", "--wait=true", "--timeout=2m"); err != nil {
-		t.Errorf("kubectl delete -k: %v\n%s", err, out)
+	if out, err := o.make(ctx, cfg, "undeploy", "ignore-not-found=true"); err != nil {
+		t.Errorf("make undeploy: %v\n%s", err, out)
+	}
+	harness.WaitFor(ctx, t, "the operator's namespace and cluster roles to go", 2*time.Minute, time.Second, func(ctx context.Context) (bool, string) {
+		left, err := harness.Kubectl(ctx, cfg, "get", "namespace/"+o.namespace, "clusterrole/"+o.name+"-manager-role",
+			"clusterrole/"+o.name+"-metrics-reader", "clusterrolebinding/"+o.name+"-manager-rolebinding", "--ignore-not-found", "-o", "name")
+		return err == nil && strings.TrimSpace(left) == "", left + fmt.Sprint(err)
+	})
+}
+
+// metricsOnlyForReaders is the step that scrapes the operator's metrics
+// Service from pods in ns: a ServiceAccount bound to the operator's
+// metrics-reader ClusterRole reads them over HTTPS; another
+// ServiceAccount's token gets 403 and no token 401.
+func (o operator) metricsOnlyForReaders(ns string) func(context.Context, *testing.T, *envconf.Config) context.Context {
+	return func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+		scraper, bystander := o.name+"-scraper", o.name+"-bystander"
+		if out, err := harness.Kubectl(ctx, cfg, "create", "serviceaccount", scraper, "-n", ns); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if out, err := harness.Kubectl(ctx, cfg, "create", "clusterrolebinding", scraper,
+			"--clusterrole="+o.name+"-metrics-reader", "--serviceaccount="+ns+":"+scraper); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		defer func() {
+			_, _ = harness.Kubectl(context.WithoutCancel(ctx), cfg, "delete", "pod", scraper, bystander, "-n", ns, "--ignore-not-found", "--wait=false")
+			_, _ = harness.Kubectl(context.WithoutCancel(ctx), cfg, "delete", "serviceaccount/"+scraper, "-n", ns, "--ignore-not-found")
+			_, _ = harness.Kubectl(context.WithoutCancel(ctx), cfg, "delete", "clusterrolebinding/"+scraper, "--ignore-not-found")
+		}()
+		startToolbox(ctx, t, cfg, ns, scraper, scraper)
+		startToolbox(ctx, t, cfg, ns, bystander, "")
+		url := fmt.Sprintf("https://%s-controller-manager-metrics-service.%s.svc:8443/metrics", o.name, o.namespace)
+		const token = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+		scrape := func(pod string, args ...string) string {
+			out, err := harness.Kubectl(ctx, cfg, append([]string{"exec", "-n", ns, pod, "--", "toolbox", "https-get", url}, args...)...)
+			if err != nil {
+				t.Fatalf("scraping from %s: %v", pod, err)
+			}
+			return out
+		}
+		// The binding can take a moment to reach the authorizer's cache.
+		harness.WaitFor(ctx, t, "an allowed scrape", time.Minute, 2*time.Second, func(context.Context) (bool, string) {
+			out := scrape(scraper, token)
+			return strings.HasPrefix(out, "HTTP 200\n") && strings.Contains(out, "controller_runtime_reconcile_total"), firstLine(out)
+		})
+		if got := firstLine(scrape(bystander, token)); got != "HTTP 403" {
+			t.Errorf("a token not allowed to get /metrics: %s, want HTTP 403", got)
+		}
+		if got := firstLine(scrape(bystander)); got != "HTTP 401" {
+			t.Errorf("no token: %s, want HTTP 401", got)
+		}
+		return ctx
 	}
 }
 
@@ -96,4 +169,10 @@ func startToolbox(ctx context.Context, t *testing.T, cfg *envconf.Config, ns, na
 	if err := wait.For(conditions.New(cfg.Client().Resources()).PodReady(pod), wait.WithContext(ctx), wait.WithTimeout(2*time.Minute)); err != nil {
 		t.Fatalf("toolbox pod %s not ready: %v; %s", name, err, harness.DescribePods(ctx, cfg, ns))
 	}
+}
+
+// firstLine is the first line of s.
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }

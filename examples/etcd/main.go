@@ -33,13 +33,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/controller"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/seedrestore"
 	"github.com/opkit-dev/opkit/reconcile"
+	"github.com/opkit-dev/opkit/securemetrics"
 )
 
 func main() {
@@ -76,10 +76,11 @@ const (
 func run() error {
 	var (
 		metricsAddr, probeAddr, backupRoot, urlTemplate, memberAccess, restoreImage string
-		leaderElect                                                                 bool
+		leaderElect, metricsSecure                                                  bool
 		bootstrapTimeout, memberStartTimeout                                        time.Duration
 	)
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint")
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "address of the metrics endpoint; 0 disables it")
+	flag.BoolVar(&metricsSecure, "metrics-secure", true, "serve metrics over HTTPS to authenticated, authorised clients only (a bearer token allowed to get /metrics); false serves plain HTTP to anyone, for local runs")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of the health probes")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader among replicas of the operator")
 	flag.StringVar(&backupRoot, "backup-root", "/backups", "directory under which backup PVCs are mounted, one directory per claim name")
@@ -129,10 +130,13 @@ func run() error {
 	}
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
+		Metrics:                securemetrics.ServerOptions(metricsAddr, metricsSecure),
 		HealthProbeBindAddress: probeAddr,
 		LeaderElection:         leaderElect,
 		LeaderElectionID:       "etcd-operator.etcd.opkit.dev",
+		// Step down on SIGTERM so that a new replica takes over at once
+		// (a rollout of the operator's Deployment), not after the lease.
+		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)

@@ -7,7 +7,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -24,11 +23,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/opkit-dev/opkit/examples/memcached/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/memcached/internal/controller"
+	"github.com/opkit-dev/opkit/securemetrics"
 )
 
 func main() {
@@ -98,7 +96,7 @@ func run() error {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   cacheOpts,
-		Metrics:                 metricsOptions(metricsAddr, metricsSecure),
+		Metrics:                 securemetrics.ServerOptions(metricsAddr, metricsSecure),
 		HealthProbeBindAddress:  probeAddr,
 		PprofBindAddress:        pprofAddr,
 		LeaderElection:          leaderElect,
@@ -134,27 +132,8 @@ func run() error {
 }
 
 // The rights the metrics endpoint's authentication and authorisation
-// (--metrics-secure) use: it asks the API server who a bearer token is
-// and whether they may get /metrics.
+// (--metrics-secure, securemetrics) use: it asks the API server who a
+// bearer token is and whether they may get /metrics.
 //
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
-
-// metricsOptions serves metrics on addr. Secure, as kubebuilder projects
-// do: HTTPS with a self-signed certificate (clients skip verification or
-// pin it), only for requests whose bearer token the API server
-// authenticates and authorises to get the /metrics URL (the
-// memcached-operator-metrics-reader ClusterRole grants that), and no
-// HTTP/2 (its rapid-reset and stream-cancellation attacks need no
-// authentication). Not secure: plain HTTP to anyone.
-func metricsOptions(addr string, secure bool) metricsserver.Options {
-	if !secure {
-		return metricsserver.Options{BindAddress: addr}
-	}
-	return metricsserver.Options{
-		BindAddress:    addr,
-		SecureServing:  true,
-		FilterProvider: filters.WithAuthenticationAndAuthorization,
-		TLSOpts:        []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
-	}
-}

@@ -1,0 +1,218 @@
+package examples_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/opkit-dev/opkit/internal/repo"
+)
+
+// examples are the operators with a Makefile of deployment targets, their
+// namespace and the name prefix config/default gives every object.
+var examples = []struct{ dir, operator, namespace string }{
+	{"memcached", "memcached-operator", "memcached-system"},
+	{"etcd", "etcd-operator", "etcd-operator-system"},
+}
+
+// TestBuildInstallerFollowsIMG renders each installer with an image of
+// another registry and checks what a user relies on: the Deployment runs
+// IMG (the etcd operator's --restore-image too), every namespaced object is
+// in the operator's namespace with its prefix, and the service account the
+// Deployment runs as is the one its bindings name.
+func TestBuildInstallerFollowsIMG(t *testing.T) {
+	for _, ex := range examples {
+		t.Run(ex.dir, func(t *testing.T) {
+			const img = "registry.example/team/op:v9.9.9"
+			objs := buildInstaller(t, ex.dir, img)
+			dep := only(t, objs, "Deployment")
+			containers, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
+			if len(containers) != 1 {
+				t.Fatalf("containers: %v", containers)
+			}
+			manager := containers[0].(map[string]any)
+			if got := manager["image"]; got != img {
+				t.Errorf("image = %v, want %s", got, img)
+			}
+			if ex.dir == "etcd" {
+				env := map[string]any{}
+				for _, e := range manager["env"].([]any) {
+					env[e.(map[string]any)["name"].(string)] = e.(map[string]any)["value"]
+				}
+				if env["RESTORE_IMAGE"] != img || !contains(manager["args"], "--restore-image=$(RESTORE_IMAGE)") {
+					t.Errorf("restore image: env %v, args %v; want RESTORE_IMAGE=%s used by --restore-image", env, manager["args"], img)
+				}
+			}
+			sa, _, _ := unstructured.NestedString(dep.Object, "spec", "template", "spec", "serviceAccountName")
+			for _, o := range objs {
+				if o.GetKind() == "CustomResourceDefinition" || o.GetKind() == "Namespace" {
+					continue
+				}
+				if !strings.HasPrefix(o.GetName(), ex.operator+"-") {
+					t.Errorf("%s %s lacks the prefix %s-", o.GetKind(), o.GetName(), ex.operator)
+				}
+				clusterScoped := o.GetKind() == "ClusterRole" || o.GetKind() == "ClusterRoleBinding"
+				if !clusterScoped && o.GetNamespace() != ex.namespace {
+					t.Errorf("%s %s in namespace %q, want %s", o.GetKind(), o.GetName(), o.GetNamespace(), ex.namespace)
+				}
+				if strings.HasSuffix(o.GetKind(), "Binding") {
+					subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
+					want := []any{map[string]any{"kind": "ServiceAccount", "name": sa, "namespace": ex.namespace}}
+					if diff := cmp.Diff(want, subjects); diff != "" {
+						t.Errorf("%s %s subjects (-want +got):\n%s", o.GetKind(), o.GetName(), diff)
+					}
+				}
+			}
+			if ns := only(t, objs, "Namespace"); ns.GetName() != ex.namespace {
+				t.Errorf("Namespace %s, want %s", ns.GetName(), ex.namespace)
+			}
+		})
+	}
+}
+
+// TestServiceMonitorMatchesMetricsService: config/prometheus is applied on
+// its own, with its own namespace and prefix; its ServiceMonitor must be in
+// the metrics Service's namespace, select it, and scrape its port over
+// HTTPS with a token.
+func TestServiceMonitorMatchesMetricsService(t *testing.T) {
+	root, err := repo.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ex := range examples {
+		t.Run(ex.dir, func(t *testing.T) {
+			svc := only(t, kustomizeBuild(t, filepath.Join(root, "examples", ex.dir, "config/default")), "Service")
+			mon := only(t, kustomizeBuild(t, filepath.Join(root, "examples", ex.dir, "config/prometheus")), "ServiceMonitor")
+			if mon.GetNamespace() != svc.GetNamespace() || !strings.HasPrefix(mon.GetName(), ex.operator+"-") {
+				t.Errorf("ServiceMonitor %s/%s, want it in %s with the prefix %s-", mon.GetNamespace(), mon.GetName(), svc.GetNamespace(), ex.operator)
+			}
+			selector, _, _ := unstructured.NestedStringMap(mon.Object, "spec", "selector", "matchLabels")
+			for k, v := range selector {
+				if svc.GetLabels()[k] != v {
+					t.Errorf("ServiceMonitor selects %s=%s; the Service's labels are %v", k, v, svc.GetLabels())
+				}
+			}
+			endpoints, _, _ := unstructured.NestedSlice(mon.Object, "spec", "endpoints")
+			ports, _, _ := unstructured.NestedSlice(svc.Object, "spec", "ports")
+			if len(endpoints) != 1 || len(ports) != 1 {
+				t.Fatalf("endpoints %v, ports %v: want one each", endpoints, ports)
+			}
+			ep, port := endpoints[0].(map[string]any), ports[0].(map[string]any)
+			if ep["port"] != port["name"] || ep["scheme"] != "https" || ep["bearerTokenFile"] == nil {
+				t.Errorf("endpoint %v does not scrape the Service port %v over HTTPS with a token", ep, port)
+			}
+		})
+	}
+}
+
+// TestInstallersUpToDate: the committed dist/install.yaml is what make
+// build-installer writes for the default image.
+func TestInstallersUpToDate(t *testing.T) {
+	root, err := repo.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ex := range examples {
+		t.Run(ex.dir, func(t *testing.T) {
+			want, err := os.ReadFile(filepath.Join(root, "examples", ex.dir, "dist/install.yaml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := runBuildInstaller(t, ex.dir, "opkit.dev/"+ex.operator+":dev")
+			if !bytes.Equal(got, want) {
+				t.Errorf("examples/%s/dist/install.yaml is stale: run make installers and commit it", ex.dir)
+			}
+		})
+	}
+}
+
+// buildInstaller runs make build-installer IMG=img for the example and
+// decodes the objects it wrote.
+func buildInstaller(t *testing.T, dir, img string) []*unstructured.Unstructured {
+	t.Helper()
+	return decode(t, runBuildInstaller(t, dir, img))
+}
+
+func runBuildInstaller(t *testing.T, dir, img string) []byte {
+	t.Helper()
+	root, err := repo.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "install.yaml")
+	cmd := exec.CommandContext(t.Context(), "make", "-s", "-C", filepath.Join(root, "examples", dir), "build-installer", "IMG="+img, "INSTALLER="+out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make build-installer: %v\n%s", err, b)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// kustomizeBuild renders a kustomization with the repository's kustomize.
+func kustomizeBuild(t *testing.T, dir string) []*unstructured.Unstructured {
+	t.Helper()
+	kustomize, err := repo.Tool("kustomize", "kustomize")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.CommandContext(t.Context(), kustomize, "build", dir).Output()
+	if err != nil {
+		t.Fatalf("kustomize build %s: %v", dir, err)
+	}
+	return decode(t, out)
+}
+
+func decode(t *testing.T, b []byte) []*unstructured.Unstructured {
+	t.Helper()
+	var objs []*unstructured.Unstructured
+	d := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+	for {
+		var o unstructured.Unstructured
+		if err := d.Decode(&o.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return objs
+			}
+			t.Fatalf("decoding: %v", err)
+		}
+		if o.Object != nil {
+			objs = append(objs, &o)
+		}
+	}
+}
+
+// only returns the one object of kind, failing unless there is exactly one.
+func only(t *testing.T, objs []*unstructured.Unstructured, kind string) *unstructured.Unstructured {
+	t.Helper()
+	var found []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == kind {
+			found = append(found, o)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%d objects of kind %s, want 1", len(found), kind)
+	}
+	return found[0]
+}
+
+func contains(list any, s string) bool {
+	items, _ := list.([]any)
+	for _, i := range items {
+		if i == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,19 @@
+package securemetrics_test
+
+import (
+	"flag"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/opkit-dev/opkit/securemetrics"
+)
+
+// An operator's main: HTTPS metrics by default, plain HTTP when run on a
+// workstation with --metrics-secure=false.
+func ExampleServerOptions() {
+	addr := flag.String("metrics-bind-address", ":8443", "address of the metrics endpoint; 0 disables it")
+	secure := flag.Bool("metrics-secure", true, "serve metrics over HTTPS to clients allowed to get /metrics only")
+	flag.Parse()
+	opts := ctrl.Options{Metrics: securemetrics.ServerOptions(*addr, *secure)}
+	_ = opts // ctrl.NewManager(cfg, opts)
+}
