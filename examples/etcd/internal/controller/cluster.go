@@ -260,9 +260,12 @@ func (h *ClusterHooks) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*o
 	if err := h.Client.List(ctx, &claims, client.InNamespace(c.Namespace), client.MatchingLabels(selectorLabels(c))); err != nil {
 		return nil, fmt.Errorf("listing claims: %w", err)
 	}
+	deleting := map[string]bool{}
 	for i := range claims.Items {
-		if claims.Items[i].DeletionTimestamp == nil {
-			obs.claims[claims.Items[i].Labels[LabelMember]] = true
+		if member := claims.Items[i].Labels[LabelMember]; claims.Items[i].DeletionTimestamp == nil {
+			obs.claims[member] = true
+		} else {
+			deleting[member] = true
 		}
 	}
 	p := &obs.planned
@@ -270,7 +273,7 @@ func (h *ClusterHooks) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*o
 	// the status, or its member list is read below. A seed pod alone is
 	// not enough; its member may still be starting.
 	*p = membership.Observed{Cluster: c.Name, Size: int(c.Spec.Size), Version: c.Spec.Version, Persistent: persistent(c),
-		Bootstrapped: len(c.Status.Members) > 0, Timeouts: h.timeouts(), Claims: obs.claims}
+		Bootstrapped: len(c.Status.Members) > 0, Timeouts: h.timeouts(), Claims: obs.claims, ClaimsDeleting: deleting}
 	for _, ms := range c.Status.Members {
 		id, _ := strconv.ParseUint(ms.ID, 16, 64) // 0 if unreadable: a failed pod is then not deleted
 		p.Recorded = append(p.Recorded, membership.Member{ID: id, Name: ms.Name, Learner: ms.Learner})
@@ -543,6 +546,16 @@ func recordedCluster(c *v1alpha1.EtcdCluster) string {
 
 func (h *ClusterHooks) createMember(ctx context.Context, c *v1alpha1.EtcdCluster, name, version, initial, state string, seed *seedRestore) error {
 	if persistent(c) {
+		// Applying to a claim being deleted would "succeed" and leave the
+		// pod waiting for a claim that is gone: wait for it to go first.
+		var old corev1.PersistentVolumeClaim
+		err := h.Client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: dataClaimName(name)}, &old)
+		if err == nil && old.DeletionTimestamp != nil {
+			return fmt.Errorf("claim %s of an earlier member %s is still being deleted; the new member's pod waits for it to go", old.Name, name)
+		}
+		if client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("reading claim of %s: %w", name, err)
+		}
 		if _, err := h.Children.EnsureChild(ctx, c, dataClaim(c, name)); err != nil {
 			return fmt.Errorf("creating claim of %s: %w", name, err)
 		}

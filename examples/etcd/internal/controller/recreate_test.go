@@ -104,3 +104,55 @@ func TestClusterEphemeralDeletedPodIsNotRecreated(t *testing.T) {
 		t.Errorf("Progressing = %+v, want reason ClusterLost", got)
 	}
 }
+
+// TestClusterMemberWithoutClaimIsReplacedNotRecreated: a member of a
+// persistent 3-member cluster loses its pod and its claim. Its data is
+// gone, so it must not come back under its old identity (an empty member
+// with the old ID could help elect a leader missing acknowledged writes):
+// it is removed, and a new member with a new ID, on a new claim, takes its
+// place.
+func TestClusterMemberWithoutClaimIsReplacedNotRecreated(t *testing.T) {
+	g := newRig(t)
+	g.create(cluster("q", 3))
+	g.converge("q", 30)
+	var lost uint64
+	for _, m := range g.fake.Members() {
+		if m.Name == "q-1" {
+			lost = m.ID
+		}
+	}
+	if lost == 0 {
+		t.Fatalf("no member q-1 in %v", g.etcdMembers())
+	}
+	if err := g.c.Delete(t.Context(), &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "q-1-data", Namespace: g.ns}}); err != nil {
+		t.Fatal(err)
+	}
+	g.deletePodAndStop("q", "q-1")
+
+	if err := g.pass("q"); err != nil {
+		t.Fatal(err)
+	}
+	if got := statusutil.Get(g.get("q"), v1alpha1.ConditionProgressing); got == nil || got.Reason != "MemberLost" {
+		t.Errorf("Progressing = %+v, want reason MemberLost (removed for replacement)", got)
+	}
+	g.converge("q", 30)
+	var names []string
+	for _, m := range g.fake.Members() {
+		if m.ID == lost {
+			t.Errorf("member %s still has the lost member's ID %x", m.Name, lost)
+		}
+		if m.IsLearner {
+			t.Errorf("member %s is still a learner", m.Name)
+		}
+		names = append(names, m.Name)
+	}
+	slices.Sort(names)
+	// envtest runs no pvc-protection controller: q-1-data stays
+	// terminating, so the replacement takes the next free name.
+	if diff := cmp.Diff([]string{"q-0", "q-2", "q-3"}, names); diff != "" {
+		t.Errorf("members (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"q-0-data", "q-2-data", "q-3-data"}, g.names(&corev1.PersistentVolumeClaimList{})); diff != "" {
+		t.Errorf("live claims (-want +got):\n%s", diff)
+	}
+}

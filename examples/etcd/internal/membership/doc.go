@@ -18,10 +18,14 @@
 //     pod is missing gets its pod (an add interrupted after MemberAddAsLearner),
 //     a pod etcd does not know is deleted (a removal interrupted after
 //     MemberRemove), a started, healthy learner is promoted.
-//  3. A voting member whose pod is gone without its data is removed so that a
-//     replacement can be added; a pod that is gone but whose data volume
-//     remains is recreated and rejoins with its data. With persistent
-//     storage this holds even when no member answers: a member recorded in
+//  3. A member whose pod is gone keeps its identity only with its data:
+//     with persistent storage and its claim in Observed.Claims, its pod is
+//     recreated and it rejoins with its data. Otherwise (ephemeral storage,
+//     or its claim deleted with it) it is removed, only if the others are a
+//     healthy quorum of what remains, and a replacement with a new identity
+//     is added: never an empty member under the old ID, which could help
+//     elect a leader missing acknowledged writes. With persistent
+//     storage recreation holds even when no member answers: a member recorded in
 //     Observed.Recorded whose pod is gone and whose claim is in
 //     Observed.Claims gets its pod back, one per pass (its identity is in
 //     its data directory); one whose claim is gone is waited on with reason

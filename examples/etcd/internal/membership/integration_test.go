@@ -84,10 +84,15 @@ func (lc *localCluster) byPeerURL(u string) *etcdtest.Member {
 
 // observe builds the planner's input from the processes and etcd.
 func (lc *localCluster) observe(ctx context.Context) membership.Observed {
-	o := membership.Observed{Cluster: lc.name, Size: lc.size, Version: version, Bootstrapped: true, Persistent: lc.persistent}
+	o := membership.Observed{Cluster: lc.name, Size: lc.size, Version: version, Bootstrapped: true, Persistent: lc.persistent,
+		Claims: map[string]bool{}}
 	for _, m := range lc.procs {
 		if m.Running() {
 			o.Pods = append(o.Pods, membership.Pod{Name: m.Name, Phase: membership.PodRunning, Version: version})
+		}
+		// A data directory is a member's claim.
+		if _, err := os.Stat(m.DataDir); err == nil {
+			o.Claims[m.Name] = true
 		}
 	}
 	run := lc.running()
@@ -389,6 +394,28 @@ func TestIntegrationMemberReplacement(t *testing.T) {
 			t.Errorf("keep-1 changed ID, want it to rejoin with its data")
 		}
 		if diff := cmpNames([]string{"CreatePod keep-1"}, lc.steps); diff != "" {
+			t.Errorf("steps: %s", diff)
+		}
+	})
+	// The pod and its claim are gone: started again under its old
+	// identity on an empty data directory, etcd would take it back (it
+	// does not refuse), with a raft log that lacks acknowledged writes.
+	t.Run("persistent storage, claim gone: replaced with a new identity", func(t *testing.T) {
+		lc := newLocalCluster(t, "gone", 3)
+		lc.persistent = true
+		before := lc.observe(t.Context())
+		lc.procs["gone-1"].Kill()
+		if err := os.RemoveAll(lc.procs["gone-1"].DataDir); err != nil {
+			t.Fatal(err)
+		}
+		o := lc.converge(t.Context(), 60*time.Second)
+		if diff := cmpNames([]string{"gone-0", "gone-1", "gone-2"}, voting(o)); diff != "" {
+			t.Fatalf("voting members: %s", diff)
+		}
+		if id(before, "gone-1") == id(o, "gone-1") {
+			t.Errorf("gone-1 rejoined under its old ID %x with no data, want a new member", id(o, "gone-1"))
+		}
+		if diff := cmpNames([]string{"Remove gone-1", "AddLearner gone-1", "Promote gone-1"}, lc.steps); diff != "" {
 			t.Errorf("steps: %s", diff)
 		}
 	})

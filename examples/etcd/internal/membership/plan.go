@@ -112,6 +112,10 @@ type Observed struct {
 	Recorded []Member
 	// Claims holds the names of the members whose data claim exists.
 	Claims map[string]bool
+	// ClaimsDeleting holds the names of the members whose data claim is
+	// being deleted. A new member never takes such a name: its pod would
+	// mount the old claim, or wait forever for one that is gone.
+	ClaimsDeleting map[string]bool
 	// Timeouts bound how long Plan waits before it reports a wait as
 	// stuck.
 	Timeouts Timeouts
@@ -253,13 +257,16 @@ func Plan(o Observed) Step {
 			return Step{Action: ActionDeletePod, Name: m.Name, ID: m.ID, Reason: "MemberFailed",
 				Message: fmt.Sprintf("deleting failed pod %s", m.Name)}
 		}
-		if o.Persistent {
+		if hasData(o, m.Name) {
 			return Step{Action: ActionCreatePod, Name: m.Name, ID: m.ID, Version: o.Version, Reason: "MemberRecreated",
 				Message: fmt.Sprintf("recreating pod %s on its data", m.Name)}
 		}
-		// Without its data the member can never come back: remove it, a
-		// replacement is added afterwards. The others must be a healthy
-		// quorum of what remains.
+		// Without its data (ephemeral storage, or its claim is gone) the
+		// member can never come back: recreated under its old identity it
+		// would rejoin with an empty raft log and could help elect a
+		// leader that lacks acknowledged writes. Remove it; a replacement
+		// with a new identity is added afterwards. The others must be a
+		// healthy quorum of what remains.
 		remaining, healthyRemaining := voters, healthyVoters
 		if !m.Learner {
 			remaining--
@@ -305,7 +312,7 @@ func Plan(o Observed) Step {
 
 	// 5. Scale.
 	if voters < o.Size {
-		name := nextName(o.Cluster, pods, known)
+		name := nextName(o, pods, known)
 		return Step{Action: ActionAddLearner, Name: name, Version: o.Version, Reason: "ScalingUp",
 			Message: fmt.Sprintf("adding member %s (%d of %d)", name, voters+1, o.Size)}
 	}
@@ -369,7 +376,7 @@ func recreateRecorded(o Observed, pods map[string]Pod) (Step, bool) {
 			return Step{Action: ActionDeletePod, Name: m.Name, ID: m.ID, Reason: "MemberFailed",
 				Message: fmt.Sprintf("deleting failed pod %s, keeping its data, to recreate it", m.Name)}, true
 		case ok:
-		case o.Claims[m.Name]:
+		case hasData(o, m.Name):
 			return Step{Action: ActionCreatePod, Name: m.Name, ID: m.ID, Version: o.Version, Reason: "MemberRecreated",
 				Message: fmt.Sprintf("recreating pod %s on its data; no member answers", m.Name)}, true
 		default:
@@ -387,6 +394,12 @@ func recreateRecorded(o Observed, pods map[string]Pod) (Step, bool) {
 			strings.Join(noClaim, ", ")), true
 	}
 }
+
+// hasData reports whether member name still has its data: storage is
+// persistent and its claim exists (and is not being deleted). Only such a
+// member may be recreated under its identity; both the reachable and the
+// unreachable paths of Plan ask this one question.
+func hasData(o Observed, name string) bool { return o.Persistent && o.Claims[name] }
 
 // bootstrapping waits for the seed member of a cluster that has not
 // answered yet, and reports it as stuck after Timeouts.Bootstrap.
@@ -457,14 +470,14 @@ func ordinal(name string) int {
 	return n
 }
 
-// nextName returns "<cluster>-<n>" with the smallest n used by no pod or
-// member.
-func nextName(cluster string, pods map[string]Pod, members map[string]Member) string {
+// nextName returns "<cluster>-<n>" with the smallest n used by no pod,
+// member or claim being deleted.
+func nextName(o Observed, pods map[string]Pod, members map[string]Member) string {
 	for n := 0; ; n++ {
-		name := cluster + "-" + strconv.Itoa(n)
+		name := o.Cluster + "-" + strconv.Itoa(n)
 		_, p := pods[name]
 		_, m := members[name]
-		if !p && !m {
+		if !p && !m && !o.ClaimsDeleting[name] {
 			return name
 		}
 	}

@@ -122,8 +122,27 @@ func TestPlan(t *testing.T) {
 		name: "deleted pod with persistent data is recreated",
 		o: Observed{Cluster: "c", Size: 3, Version: v, Bootstrapped: true, Reached: true, Persistent: true,
 			Pods:    running("c-0", "c-2"),
-			Members: with(three(), "c-1", func(m *Member) { m.Healthy = false })},
+			Members: with(three(), "c-1", func(m *Member) { m.Healthy = false }),
+			Claims:  map[string]bool{"c-0": true, "c-1": true, "c-2": true}},
 		want: Step{Action: ActionCreatePod, Name: "c-1", ID: 2, Version: v},
+	}, {
+		// Its data is gone: recreated under its old identity it would
+		// rejoin with an empty raft log and could help elect a leader
+		// missing acknowledged writes.
+		name: "deleted pod whose persistent claim is gone too is removed for replacement",
+		o: Observed{Cluster: "c", Size: 3, Version: v, Bootstrapped: true, Reached: true, Persistent: true,
+			Pods:    running("c-0", "c-2"),
+			Members: with(three(), "c-1", func(m *Member) { m.Healthy = false }),
+			Claims:  map[string]bool{"c-0": true, "c-2": true}},
+		want: Step{Action: ActionRemove, Name: "c-1", ID: 2},
+	}, {
+		name: "deleted pod whose claim is gone is not removed when the rest is no healthy quorum",
+		o: Observed{Cluster: "c", Size: 3, Version: v, Bootstrapped: true, Reached: true, Persistent: true,
+			Pods: running("c-0", "c-2"),
+			Members: with(with(three(), "c-1", func(m *Member) { m.Healthy = false }),
+				"c-2", func(m *Member) { m.Healthy = false }),
+			Claims: map[string]bool{"c-0": true, "c-2": true}},
+		want: Step{Action: ActionWait, Reason: "QuorumAtRisk"},
 	}, {
 		name: "deleted pod without data is removed for replacement",
 		o: Observed{Cluster: "c", Size: 3, Version: v, Bootstrapped: true, Reached: true,
@@ -135,6 +154,12 @@ func TestPlan(t *testing.T) {
 		o: Observed{Cluster: "c", Size: 3, Version: v, Bootstrapped: true, Reached: true,
 			Pods: running("c-0", "c-2"), Members: healthy("c-0", "c-2")},
 		want: Step{Action: ActionAddLearner, Name: "c-1", Version: v},
+	}, {
+		name: "replacement does not take the name of a claim being deleted",
+		o: Observed{Cluster: "c", Size: 3, Version: v, Bootstrapped: true, Reached: true, Persistent: true,
+			Pods: running("c-0", "c-2"), Members: healthy("c-0", "c-2"),
+			Claims: map[string]bool{"c-0": true, "c-2": true}, ClaimsDeleting: map[string]bool{"c-1": true}},
+		want: Step{Action: ActionAddLearner, Name: "c-3", Version: v},
 	}, {
 		name: "lost member not removed when the rest is no healthy quorum",
 		o: Observed{Cluster: "c", Size: 3, Version: v, Bootstrapped: true, Reached: true,
