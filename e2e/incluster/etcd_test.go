@@ -2,13 +2,19 @@ package incluster
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/anishathalye/porcupine"
 	"github.com/google/go-cmp/cmp"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,11 +26,16 @@ import (
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 )
 
-// TestEtcdOperatorInCluster: the etcd operator installed with kubectl
-// apply -k runs from its image under its own RBAC; a 3-member EtcdCluster
-// on persistent claims becomes Ready with real etcd pods that serve through
-// the client Service; a member pod deleted comes back as the same member on
-// its claim, with the data.
+// TestEtcdOperatorInCluster: the etcd operator installed with make deploy
+// runs from its image under its own RBAC and manages a 3-member EtcdCluster
+// on real pods and provisioned claims, while clients write and read through
+// the client Service and every operation is recorded: a deleted member pod
+// comes back as the same member on its claim; the cluster grows to 5 with
+// the operator pod killed in the middle, and shrinks back to 3; a member
+// whose pod and claim are deleted is replaced by a new member, never
+// re-added under its old ID. The recorded history must be linearizable
+// (porcupine, a register per key), final reads included: no acknowledged
+// write is lost.
 func TestEtcdOperatorInCluster(t *testing.T) {
 	op := operator{
 		example: "etcd", name: "etcd-operator", namespace: "etcd-operator-system",
@@ -45,7 +56,28 @@ func TestEtcdOperatorInCluster(t *testing.T) {
 		}
 		return strings.TrimSpace(out)
 	}
-	var membersBefore map[string]string
+	resize := func(ctx context.Context, t *testing.T, cfg *envconf.Config, size int) {
+		t.Helper()
+		if out, err := harness.Kubectl(ctx, cfg, "patch", "etcdcluster", name, "-n", ns, "--type=merge", "-p", fmt.Sprintf(`{"spec":{"size":%d}}`, size)); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+	}
+
+	// The clients: from this process to the client Service's ClusterIP
+	// (kube-proxy routes it to a member), four workers on eight keys.
+	keys := []string{"k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7"}
+	history := newKVHistory()
+	var (
+		cli        *clientv3.Client
+		stopLoad   context.CancelFunc
+		load       sync.WaitGroup
+		membersNow = func(ctx context.Context, t *testing.T) []*etcdMember {
+			t.Helper()
+			return memberList(ctx, t, cli)
+		}
+		membersBefore []*etcdMember
+		changes       []string
+	)
 
 	f := features.New("etcd operator in-cluster").
 		Assess("make deploy runs the operator from its image", op.deploy).
@@ -54,13 +86,27 @@ func TestEtcdOperatorInCluster(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitEtcdReady(ctx, t, cfg, ns, name)
-			membersBefore = votingMembers(t, etcdctl(ctx, t, cfg, name+"-0", "member", "list", "-w", "json"))
-			if len(membersBefore) != 3 {
-				t.Fatalf("voting members %v, want 3", membersBefore)
+			var svc corev1.Service
+			if err := cfg.Client().Resources().Get(ctx, name+"-client", ns, &svc); err != nil {
+				t.Fatal(err)
+			}
+			var err error
+			cli, err = clientv3.New(clientv3.Config{Endpoints: []string{svc.Spec.ClusterIP + ":2379"}, DialTimeout: 5 * time.Second, Context: context.WithoutCancel(ctx)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			membersBefore = membersNow(ctx, t)
+			if got := voting(membersBefore); len(got) != 3 {
+				t.Fatalf("voting members %v, want 3", got)
 			}
 			client := fmt.Sprintf("--endpoints=http://%s-client.%s.svc:2379", name, ns)
 			if got := etcdctl(ctx, t, cfg, name+"-0", client, "put", "written-in-cluster", "yes"); got != "OK" {
 				t.Fatalf("put through the client Service: %q", got)
+			}
+			lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+			stopLoad = cancel
+			for range 4 {
+				load.Go(func() { history.run(lctx, cli, keys) })
 			}
 			return ctx
 		}).
@@ -73,18 +119,119 @@ func TestEtcdOperatorInCluster(t *testing.T) {
 				return err == nil && strings.Contains(out, "is healthy"), out + fmt.Sprint(err)
 			})
 			waitEtcdReady(ctx, t, cfg, ns, name)
-			after := votingMembers(t, etcdctl(ctx, t, cfg, name+"-0", "member", "list", "-w", "json"))
-			if diff := cmp.Diff(membersBefore, after); diff != "" {
+			if diff := cmp.Diff(voting(membersBefore), voting(membersNow(ctx, t))); diff != "" {
 				t.Errorf("members (name -> ID) changed (-before +after):\n%s", diff)
 			}
 			if got := etcdctl(ctx, t, cfg, name+"-1", "get", "written-in-cluster", "--print-value-only", "--consistency=l"); got != "yes" {
 				t.Errorf("get through the recreated member = %q, want yes", got)
+			}
+			changes = append(changes, "member pod recreated")
+			return ctx
+		}).
+		Assess("grown to 5 with the operator killed in the middle, every member voting", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			resize(ctx, t, cfg, 5)
+			// Kill the operator once it has added the first learner: the
+			// next leader must finish the change, not repeat it.
+			harness.WaitFor(ctx, t, "a fourth member", 2*time.Minute, 200*time.Millisecond, func(ctx context.Context) (bool, string) {
+				ms := membersNow(ctx, t)
+				return len(ms) >= 4, fmt.Sprint(ms)
+			})
+			if out, err := harness.Kubectl(ctx, cfg, "delete", "pod", "-n", op.namespace, "-l", op.podSelector(), "--force", "--grace-period=0"); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			if ms := membersNow(ctx, t); len(voting(ms)) >= 5 {
+				t.Fatalf("the scale-up was done before the operator was killed: %v", ms)
+			}
+			waitEtcdReady(ctx, t, cfg, ns, name)
+			ms := membersNow(ctx, t)
+			if len(ms) != 5 || len(voting(ms)) != 5 {
+				t.Errorf("members %v, want 5 voting members and no learner", ms)
+			}
+			for name, id := range voting(membersBefore) {
+				if voting(ms)[name] != id {
+					t.Errorf("member %s is %s, want %s as before", name, voting(ms)[name], id)
+				}
+			}
+			changes = append(changes, "3 -> 4", "4 -> 5")
+			return ctx
+		}).
+		Assess("shrunk back to 3", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			resize(ctx, t, cfg, 3)
+			waitEtcdReady(ctx, t, cfg, ns, name)
+			if ms := membersNow(ctx, t); len(ms) != 3 || len(voting(ms)) != 3 {
+				t.Errorf("members %v, want 3 voting members", ms)
+			}
+			changes = append(changes, "5 -> 4", "4 -> 3")
+			return ctx
+		}).
+		Assess("a member whose pod and claim are deleted is replaced by a new member", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			before := voting(membersNow(ctx, t))
+			names := make([]string, 0, len(before))
+			for n := range before {
+				names = append(names, n)
+			}
+			slices.Sort(names)
+			victim := names[1]
+			// The claim goes once its pod is gone (pvc-protection).
+			if out, err := harness.Kubectl(ctx, cfg, "delete", "pvc", "-n", ns, victim+"-data", "--wait=false"); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			if out, err := harness.Kubectl(ctx, cfg, "delete", "pod", "-n", ns, victim, "--wait=true"); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			harness.WaitFor(ctx, t, "a replacement member", 4*time.Minute, 2*time.Second, func(ctx context.Context) (bool, string) {
+				ms := membersNow(ctx, t)
+				v := voting(ms)
+				if len(ms) != 3 || len(v) != 3 {
+					return false, fmt.Sprint(ms)
+				}
+				for n, id := range v {
+					if id == before[victim] {
+						return false, fmt.Sprintf("%s has the old ID %s", n, id)
+					}
+				}
+				return true, ""
+			})
+			waitEtcdReady(ctx, t, cfg, ns, name)
+			for n, id := range voting(membersNow(ctx, t)) {
+				if id == before[victim] {
+					t.Errorf("member %s came back under the old ID %s of %s", n, id, victim)
+				}
+			}
+			changes = append(changes, "member replaced (remove + add)")
+			return ctx
+		}).
+		Assess("the clients' history is linearizable and no acknowledged write is lost", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			stopLoad()
+			load.Wait()
+			if err := history.finalReads(ctx, cli, keys); err != nil {
+				t.Error(err)
+			}
+			start := time.Now()
+			summary, info := history.check(3 * time.Minute)
+			t.Logf("membership changes: %d (%s); %s; checked in %s", len(changes), strings.Join(changes, ", "), summary, time.Since(start).Round(time.Millisecond))
+			if summary.Puts < 100 || summary.Gets < 100 {
+				t.Errorf("too few operations to mean anything: %s", summary)
+			}
+			if summary.Result != porcupine.Ok {
+				out := filepath.Join(os.TempDir(), "etcd-incluster-history.html")
+				if err := porcupine.VisualizePath(kvModel, info, out); err == nil {
+					t.Logf("history visualized in %s", out)
+				}
+				t.Errorf("the history is not linearizable: %s", summary.Result)
 			}
 			return ctx
 		}).
 		Assess("metrics are served over HTTPS to a token allowed to get /metrics only", op.metricsOnlyForReaders(ns)).
 		Assess("the operator logged no RBAC denial", op.noRBACDenial).
 		Teardown(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			if stopLoad != nil {
+				stopLoad()
+				load.Wait()
+			}
+			if cli != nil {
+				_ = cli.Close()
+			}
 			if out, err := harness.Kubectl(ctx, cfg, "delete", "etcdcluster", name, "-n", ns, "--ignore-not-found", "--wait=true", "--timeout=2m"); err != nil {
 				t.Errorf("deleting the EtcdCluster: %v\n%s", err, out)
 			}
@@ -108,25 +255,47 @@ func waitEtcdReady(ctx context.Context, t *testing.T, cfg *envconf.Config, ns, n
 	})
 }
 
-// votingMembers maps the started voting members of etcdctl member list
-// -w json to their IDs.
-func votingMembers(t *testing.T, listJSON string) map[string]string {
+// etcdMember is one entry of etcd's member list.
+type etcdMember struct {
+	ID      string
+	Name    string
+	Learner bool
+}
+
+func (m *etcdMember) String() string {
+	if m.Learner {
+		return m.Name + "=" + m.ID + "(learner)"
+	}
+	return m.Name + "=" + m.ID
+}
+
+// memberList is etcd's member list, read through the client.
+func memberList(ctx context.Context, t *testing.T, cli *clientv3.Client) []*etcdMember {
 	t.Helper()
-	var list struct {
-		Members []struct {
-			ID        uint64 `json:"ID"`
-			Name      string `json:"name"`
-			IsLearner bool   `json:"isLearner"`
-		} `json:"members"`
-	}
-	if err := json.Unmarshal([]byte(listJSON), &list); err != nil {
-		t.Fatalf("member list %q: %v", listJSON, err)
-	}
-	members := map[string]string{}
-	for _, m := range list.Members {
-		if !m.IsLearner && m.Name != "" {
-			members[m.Name] = fmt.Sprintf("%x", m.ID)
+	var out []*etcdMember
+	harness.WaitFor(ctx, t, "etcd's member list", time.Minute, time.Second, func(ctx context.Context) (bool, string) {
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		resp, err := cli.MemberList(lctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		out = out[:0]
+		for _, m := range resp.Members {
+			out = append(out, &etcdMember{ID: fmt.Sprintf("%x", m.ID), Name: m.Name, Learner: m.IsLearner})
+		}
+		return true, ""
+	})
+	return out
+}
+
+// voting maps the started voting members to their IDs.
+func voting(ms []*etcdMember) map[string]string {
+	out := map[string]string{}
+	for _, m := range ms {
+		if !m.Learner && m.Name != "" {
+			out[m.Name] = m.ID
 		}
 	}
-	return members
+	return out
 }

@@ -1,0 +1,228 @@
+package incluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// kvInput is one operation a client of the etcd cluster issued: a put of
+// a unique value, or a linearizable get.
+type kvInput struct {
+	Put        bool
+	Key, Value string
+}
+
+// kvOutput is what the operation returned: the value a get read.
+type kvOutput struct {
+	Value string
+}
+
+// kvModel is a register per key: a put sets it, a get must read the
+// latest value put. Histories are checked key by key (porcupine's
+// partitions), which keeps the check fast.
+var kvModel = porcupine.Model{
+	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
+		byKey := map[string][]porcupine.Operation{}
+		var keys []string
+		for _, op := range history {
+			k := op.Input.(kvInput).Key
+			if _, ok := byKey[k]; !ok {
+				keys = append(keys, k)
+			}
+			byKey[k] = append(byKey[k], op)
+		}
+		out := make([][]porcupine.Operation, 0, len(keys))
+		for _, k := range keys {
+			out = append(out, byKey[k])
+		}
+		return out
+	},
+	Init: func() any { return "" },
+	Step: func(state, input, output any) (bool, any) {
+		in := input.(kvInput)
+		if in.Put {
+			return true, in.Value
+		}
+		return output.(kvOutput).Value == state.(string), state
+	},
+	Equal: func(a, b any) bool { return a == b },
+	DescribeOperation: func(input, output any) string {
+		in := input.(kvInput)
+		if in.Put {
+			return fmt.Sprintf("put(%s, %s)", in.Key, in.Value)
+		}
+		return fmt.Sprintf("get(%s) -> %q", in.Key, output.(kvOutput).Value)
+	},
+}
+
+// kvHistory records every operation of concurrent etcd clients, with the
+// times of its call and return, for porcupine.
+type kvHistory struct {
+	start time.Time
+
+	mu  sync.Mutex
+	ops []porcupine.Operation
+	// acked are the puts etcd acknowledged, by key and value; failedPuts
+	// and failedGets the operations that returned an error.
+	acked                  map[string]map[string]bool
+	failedPuts, failedGets int
+	nextClient             int
+}
+
+func newKVHistory() *kvHistory {
+	return &kvHistory{start: time.Now(), acked: map[string]map[string]bool{}}
+}
+
+func (h *kvHistory) now() int64 { return int64(time.Since(h.start)) }
+
+// newClientID returns a client ID no operation used yet.
+func (h *kvHistory) newClientID() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.nextClient++
+	return h.nextClient
+}
+
+// record adds one operation. A put whose outcome is unknown (it returned
+// an error: it may or may not have been applied) gets a return time after
+// every other operation, as porcupine expects; a failed get read nothing
+// and is left out.
+func (h *kvHistory) record(client int, in kvInput, out kvOutput, call, ret int64, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case err == nil:
+		if in.Put {
+			if h.acked[in.Key] == nil {
+				h.acked[in.Key] = map[string]bool{}
+			}
+			h.acked[in.Key][in.Value] = true
+		}
+	case in.Put:
+		h.failedPuts++
+		ret = math.MaxInt64
+	default:
+		h.failedGets++
+		return
+	}
+	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret})
+}
+
+// run issues operations on keys until ctx ends: puts of unique values and
+// linearizable gets, each with its own timeout. After a put of unknown
+// outcome the worker goes on as a new client, so that no client has two
+// operations open at once.
+func (h *kvHistory) run(ctx context.Context, cli *clientv3.Client, keys []string) {
+	client := h.newClientID()
+	for seq := 0; ctx.Err() == nil; seq++ {
+		in := kvInput{Key: keys[rand.IntN(len(keys))]}
+		if rand.IntN(2) == 0 {
+			in.Put, in.Value = true, fmt.Sprintf("c%d-%d", client, seq)
+		}
+		octx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		call := h.now()
+		var out kvOutput
+		var err error
+		if in.Put {
+			_, err = cli.Put(octx, in.Key, in.Value)
+		} else {
+			var resp *clientv3.GetResponse
+			if resp, err = cli.Get(octx, in.Key); err == nil && len(resp.Kvs) > 0 {
+				out.Value = string(resp.Kvs[0].Value)
+			}
+		}
+		ret := h.now()
+		cancel()
+		if ctx.Err() != nil && err != nil {
+			// Cut short by the end of the run, not by the cluster.
+			if in.Put {
+				h.record(client, in, out, call, ret, err)
+			}
+			return
+		}
+		h.record(client, in, out, call, ret, err)
+		if err != nil {
+			if in.Put {
+				client = h.newClientID()
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// kvSummary is what a check reports.
+type kvSummary struct {
+	Operations, Puts, Gets, FailedPuts, FailedGets int
+	Result                                         porcupine.CheckResult
+}
+
+func (s kvSummary) String() string {
+	return fmt.Sprintf("%d operations recorded (%d puts acknowledged or unknown, %d gets), %d puts and %d gets failed; linearizability: %s",
+		s.Operations, s.Puts, s.Gets, s.FailedPuts, s.FailedGets, s.Result)
+}
+
+// check runs porcupine on the history, final reads included, and returns
+// its summary and what porcupine found, for a visualization on failure.
+func (h *kvHistory) check(timeout time.Duration) (kvSummary, porcupine.LinearizationInfo) {
+	h.mu.Lock()
+	ops := append([]porcupine.Operation(nil), h.ops...)
+	s := kvSummary{Operations: len(ops), FailedPuts: h.failedPuts, FailedGets: h.failedGets}
+	h.mu.Unlock()
+	for _, op := range ops {
+		if op.Input.(kvInput).Put {
+			s.Puts++
+		} else {
+			s.Gets++
+		}
+	}
+	var info porcupine.LinearizationInfo
+	s.Result, info = porcupine.CheckOperationsVerbose(kvModel, ops, timeout)
+	return s, info
+}
+
+// finalReads reads every key once more, recorded like any other get, and
+// fails when a key's value is not a put the history holds.
+func (h *kvHistory) finalReads(ctx context.Context, cli *clientv3.Client, keys []string) error {
+	client := h.newClientID()
+	var errs []error
+	for _, k := range keys {
+		call := h.now()
+		resp, err := cli.Get(ctx, k)
+		ret := h.now()
+		if err != nil {
+			return fmt.Errorf("final read of %s: %w", k, err)
+		}
+		var out kvOutput
+		if len(resp.Kvs) > 0 {
+			out.Value = string(resp.Kvs[0].Value)
+		}
+		h.record(client, kvInput{Key: k}, out, call, ret, nil)
+		h.mu.Lock()
+		written := out.Value == "" || h.acked[k][out.Value] || h.putIssued(k, out.Value)
+		h.mu.Unlock()
+		if !written {
+			errs = append(errs, fmt.Errorf("key %s holds %q, which no client put", k, out.Value))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// putIssued reports whether a put of value to key is in the history.
+// Call with h.mu held.
+func (h *kvHistory) putIssued(key, value string) bool {
+	for _, op := range h.ops {
+		if in := op.Input.(kvInput); in.Put && in.Key == key && in.Value == value {
+			return true
+		}
+	}
+	return false
+}
