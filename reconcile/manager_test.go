@@ -60,15 +60,7 @@ func TestWithManager(t *testing.T) {
 		reconcile.WithSkipNameValidation())
 	testkit.Must(t, err)
 
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	testkit.Run(t, mgr)
 
 	f.createWidget("w", testv1.WidgetSpec{Replicas: 1, Message: "m"})
 	waitFor(t, f, "w", func(w *testv1.Widget) bool {

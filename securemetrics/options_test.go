@@ -57,15 +57,7 @@ func TestServerOptionsSecure(t *testing.T) {
 	addr := "127.0.0.1:" + strconv.Itoa(testkit.MustFreePort(t))
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: securemetrics.ServerOptions(addr, true)})
 	testkit.Must(t, err)
-	mctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	testkit.Run(t, mgr)
 
 	httpc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		// The certificate is self-signed; offer HTTP/2 to see it refused.

@@ -1,6 +1,7 @@
 // Package testkit is the one home of the small test helpers shared across
 // the module's packages: failing a test on an error ([Must]) and picking a
-// free loopback port ([FreePort], [MustFreePort]).
+// free loopback port ([FreePort], [MustFreePort]), and running a manager
+// for the length of a test ([Run]).
 //
 // A helper that more than one package needs belongs here rather than in a
 // copy in each package's _test.go files. Helpers that only make sense for
@@ -8,6 +9,6 @@
 // that subsystem's own test package, such as internal/testenv.
 //
 // The package imports "testing" only for [testing.TB]; it registers no flags
-// and starts nothing, so [FreePort] may also be used by the module's
+// and starts nothing by itself, so [FreePort] may also be used by the module's
 // development commands (hack/scale, benchmark programs).
 package testkit

@@ -1,10 +1,12 @@
 package testkit
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"os"
+	"sync/atomic"
 	"testing"
 )
 
@@ -103,5 +105,29 @@ func TestMustFreePort(t *testing.T) {
 	f := &fakeTB{TB: t}
 	if port := MustFreePort(f); port <= 0 || len(f.fatals) != 0 {
 		t.Errorf("MustFreePort() = %d with Fatal calls %q, want a port and none", port, f.fatals)
+	}
+}
+
+// runnerFunc adapts a function to Runner.
+type runnerFunc func(context.Context) error
+
+func (f runnerFunc) Start(ctx context.Context) error { return f(ctx) }
+
+// TestRunStopsWithTheTest: Run's runner gets a live context during the
+// test and has returned once the test is over.
+func TestRunStopsWithTheTest(t *testing.T) {
+	var stopped atomic.Bool
+	t.Run("inner", func(t *testing.T) {
+		ctx := Run(t, runnerFunc(func(ctx context.Context) error {
+			<-ctx.Done()
+			stopped.Store(true)
+			return nil
+		}))
+		if ctx.Err() != nil || stopped.Load() {
+			t.Fatal("the runner stopped before the test ended")
+		}
+	})
+	if !stopped.Load() {
+		t.Error("the runner was still running after its test ended")
 	}
 }

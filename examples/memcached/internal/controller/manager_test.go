@@ -32,15 +32,7 @@ func TestManagerWritesUntilReadyAndNoneInSteadyState(t *testing.T) {
 	testkit.Must(t, err)
 	r, err := SetupWithManager(mgr, Options{SkipNameValidation: true, ProgressDelay: 30 * time.Second})
 	testkit.Must(t, err)
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	ctx := testkit.Run(t, mgr)
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
 		t.Fatal("cache did not sync")
 	}
