@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -48,7 +49,8 @@ func TestBuildInstallerFollowsIMG(t *testing.T) {
 				for _, e := range manager["env"].([]any) {
 					env[e.(map[string]any)["name"].(string)] = e.(map[string]any)["value"]
 				}
-				if env["RESTORE_IMAGE"] != img || !contains(manager["args"], "--restore-image=$(RESTORE_IMAGE)") {
+				args, _ := manager["args"].([]any)
+				if env["RESTORE_IMAGE"] != img || !slices.Contains(args, any("--restore-image=$(RESTORE_IMAGE)")) {
 					t.Errorf("restore image: env %v, args %v; want RESTORE_IMAGE=%s used by --restore-image", env, manager["args"], img)
 				}
 			}
@@ -205,14 +207,4 @@ func only(t *testing.T, objs []*unstructured.Unstructured, kind string) *unstruc
 		t.Fatalf("%d objects of kind %s, want 1", len(found), kind)
 	}
 	return found[0]
-}
-
-func contains(list any, s string) bool {
-	items, _ := list.([]any)
-	for _, i := range items {
-		if i == s {
-			return true
-		}
-	}
-	return false
 }

@@ -70,15 +70,14 @@ type kvHistory struct {
 
 	mu  sync.Mutex
 	ops []porcupine.Operation
-	// acked are the puts etcd acknowledged, by key and value; failedPuts
-	// and failedGets the operations that returned an error.
-	acked                  map[string]map[string]bool
+	// failedPuts and failedGets are the operations that returned an
+	// error.
 	failedPuts, failedGets int
 	nextClient             int
 }
 
 func newKVHistory() *kvHistory {
-	return &kvHistory{start: time.Now(), acked: map[string]map[string]bool{}}
+	return &kvHistory{start: time.Now()}
 }
 
 func (h *kvHistory) now() int64 { return int64(time.Since(h.start)) }
@@ -100,12 +99,6 @@ func (h *kvHistory) record(client int, in kvInput, out kvOutput, call, ret int64
 	defer h.mu.Unlock()
 	switch {
 	case err == nil:
-		if in.Put {
-			if h.acked[in.Key] == nil {
-				h.acked[in.Key] = map[string]bool{}
-			}
-			h.acked[in.Key][in.Value] = true
-		}
 	case in.Put:
 		h.failedPuts++
 		ret = math.MaxInt64
@@ -207,7 +200,7 @@ func (h *kvHistory) finalReads(ctx context.Context, cli *clientv3.Client, keys [
 		}
 		h.record(client, kvInput{Key: k}, out, call, ret, nil)
 		h.mu.Lock()
-		written := out.Value == "" || h.acked[k][out.Value] || h.putIssued(k, out.Value)
+		written := out.Value == "" || h.putIssued(k, out.Value)
 		h.mu.Unlock()
 		if !written {
 			errs = append(errs, fmt.Errorf("key %s holds %q, which no client put", k, out.Value))
