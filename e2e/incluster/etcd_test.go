@@ -33,7 +33,8 @@ import (
 // comes back as the same member on its claim; the cluster grows to 5 with
 // the operator pod killed in the middle, and shrinks back to 3; a member
 // whose pod and claim are deleted is replaced by a new member, never
-// re-added under its old ID. The recorded history must be linearizable
+// re-added under its old ID; the cluster is upgraded from etcd 3.5 to 3.6
+// one member at a time, with the operator pod killed in the middle. The recorded history must be linearizable
 // (porcupine, a register per key), final reads included: no acknowledged
 // write is lost.
 func TestEtcdOperatorInCluster(t *testing.T) {
@@ -43,9 +44,12 @@ func TestEtcdOperatorInCluster(t *testing.T) {
 		addToScheme: v1alpha1.AddToScheme, list: &v1alpha1.EtcdClusterList{},
 	}
 	const ns, name = "default", "demo"
+	// The cluster starts on the last 3.5 release and is upgraded to 3.6
+	// (both images are built by make images).
+	const fromVersion, toVersion = "3.5.35", "3.6.16"
 	cluster := &v1alpha1.EtcdCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec:       v1alpha1.EtcdClusterSpec{Size: 3, Version: "3.6.16"},
+		Spec:       v1alpha1.EtcdClusterSpec{Size: 3, Version: fromVersion},
 	}
 	cluster.Spec.Storage.Size = ptr.To(resource.MustParse("64Mi"))
 	etcdctl := func(ctx context.Context, t *testing.T, cfg *envconf.Config, pod string, args ...string) string {
@@ -199,6 +203,55 @@ func TestEtcdOperatorInCluster(t *testing.T) {
 				}
 			}
 			changes = append(changes, "member replaced (remove + add)")
+			return ctx
+		}).
+		Assess("upgraded 3.5 -> 3.6 one member at a time with the operator killed in the middle", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			before := voting(membersNow(ctx, t))
+			// Watch the member pods all along: at no time may more than one
+			// member be down (no pod, or not Ready).
+			watch := watchMemberPods(ctx, t, cfg, ns, name, before)
+			if out, err := harness.Kubectl(ctx, cfg, "patch", "etcdcluster", name, "-n", ns, "--type=merge", "-p", fmt.Sprintf(`{"spec":{"version":%q}}`, toVersion)); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			// Kill the operator once the first member runs the new version:
+			// the next leader must go on from there, one member at a time.
+			harness.WaitFor(ctx, t, "a first member on "+toVersion, 3*time.Minute, 200*time.Millisecond, func(ctx context.Context) (bool, string) {
+				on := watch.upgraded(toVersion)
+				return len(on) >= 1, fmt.Sprint(on)
+			})
+			if out, err := harness.Kubectl(ctx, cfg, "delete", "pod", "-n", op.namespace, "-l", op.podSelector(), "--force", "--grace-period=0"); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			if on := watch.upgraded(toVersion); len(on) >= len(before) {
+				t.Fatalf("the upgrade was done before the operator was killed: %v", on)
+			}
+			waitEtcdReady(ctx, t, cfg, ns, name)
+			harness.WaitFor(ctx, t, "etcd's cluster version to be 3.6", 2*time.Minute, 2*time.Second, func(ctx context.Context) (bool, string) {
+				v, err := clusterVersion(ctx, cli)
+				return err == nil && strings.HasPrefix(v, "3.6."), v + fmt.Sprint(err)
+			})
+			maxDown, seen := watch.stop()
+			if maxDown > 1 {
+				t.Errorf("%d members were down at once during the upgrade, want at most 1; pods seen:\n%s", maxDown, seen)
+			}
+			if diff := cmp.Diff(before, voting(membersNow(ctx, t))); diff != "" {
+				t.Errorf("members (name -> ID) changed by the upgrade (-before +after):\n%s", diff)
+			}
+			var c v1alpha1.EtcdCluster
+			if err := cfg.Client().Resources().Get(ctx, name, ns, &c); err != nil {
+				t.Fatal(err)
+			}
+			if c.Status.Version != toVersion {
+				t.Errorf("status.version = %q, want %s", c.Status.Version, toVersion)
+			}
+			for _, m := range c.Status.Members {
+				if m.Version != toVersion {
+					t.Errorf("member %s reports version %q, want %s", m.Name, m.Version, toVersion)
+				}
+			}
+			for range before {
+				changes = append(changes, "member upgraded")
+			}
 			return ctx
 		}).
 		Assess("the clients' history is linearizable and no acknowledged write is lost", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {

@@ -294,7 +294,7 @@ func (h *ClusterHooks) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*o
 		case corev1.PodFailed, corev1.PodSucceeded:
 			phase = membership.PodFailed
 		}
-		p.Pods = append(p.Pods, membership.Pod{Name: pod.Name, Phase: phase, Version: pod.Labels[LabelVersion],
+		p.Pods = append(p.Pods, membership.Pod{Name: pod.Name, Phase: phase, Ready: podReady(pod), Version: pod.Labels[LabelVersion],
 			Age: max(now.Sub(pod.CreationTimestamp.Time), 0)})
 	}
 	if len(endpoints) == 0 {

@@ -205,10 +205,10 @@ func (g *rig) kubelet(name string) {
 }
 
 // runPods marks new pods Running and, with start, starts their fake
-// members; without, the members never answer.
+// members and marks the pods Ready; without, the members never answer and
+// the pods stay not Ready.
 func (g *rig) runPods(name string, start bool) {
 	g.t.Helper()
-	c := g.get(name)
 	var pods corev1.PodList
 	if err := g.c.List(g.t.Context(), &pods, client.InNamespace(g.ns)); err != nil {
 		g.t.Fatal(err)
@@ -219,12 +219,29 @@ func (g *rig) runPods(name string, start bool) {
 			continue
 		}
 		p.Status.Phase = corev1.PodRunning
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
 		if err := g.c.Status().Update(g.t.Context(), p); err != nil {
 			g.t.Fatal(err)
 		}
 		if start {
-			g.fake.Start(p.Name, controller.PeerURL(c, p.Name), controller.InClusterClientURL(c, p.Name))
+			g.startMember(name, p.Name)
 		}
+	}
+}
+
+// startMember starts the fake etcd member of pod and marks the pod Ready,
+// as the kubelet does once etcd's /readyz passes.
+func (g *rig) startMember(cluster, pod string) {
+	g.t.Helper()
+	c := g.get(cluster)
+	g.fake.Start(pod, controller.PeerURL(c, pod), controller.InClusterClientURL(c, pod))
+	var p corev1.Pod
+	if err := g.c.Get(g.t.Context(), client.ObjectKey{Namespace: g.ns, Name: pod}, &p); err != nil {
+		g.t.Fatal(err)
+	}
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	if err := g.c.Status().Update(g.t.Context(), &p); err != nil {
+		g.t.Fatal(err)
 	}
 }
 

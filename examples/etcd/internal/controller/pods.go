@@ -280,3 +280,13 @@ func addRestoreInitContainers(c *v1alpha1.EtcdCluster, pod *corev1.Pod, member, 
 func restoredPhysically(pod *corev1.Pod) bool {
 	return pod != nil && pod.Annotations[AnnotationRestoreBackup] != ""
 }
+
+// podReady reports the pod's Ready condition.
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

@@ -85,7 +85,7 @@ func TestClusterBootstrap(t *testing.T) {
 			}
 
 			// The seed answers late: the cluster grows as usual.
-			g.fake.Start("a-0", controller.PeerURL(c, "a-0"), controller.InClusterClientURL(c, "a-0"))
+			g.startMember("a", "a-0")
 			g.converge("a", 20)
 			c = g.get("a")
 			if got := conditionsOf(c, v1alpha1.ConditionDegraded)[v1alpha1.ConditionDegraded]; got.Status != metav1.ConditionFalse {
@@ -172,7 +172,7 @@ func TestClusterStuckMember(t *testing.T) {
 			}
 
 			// The learner starts late: it is promoted.
-			g.fake.Start("s-1", controller.PeerURL(c, "s-1"), controller.InClusterClientURL(c, "s-1"))
+			g.startMember("s", "s-1")
 			g.converge("s", 10)
 			if diff := cmp.Diff(voters("s-0", "s-1"), g.etcdMembers()); diff != "" {
 				t.Errorf("etcd members (-want +got):\n%s", diff)

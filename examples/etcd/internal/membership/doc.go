@@ -31,7 +31,9 @@
 //     its data directory); one whose claim is gone is waited on with reason
 //     MemberDataLost. Without persistent storage nothing is recreated while
 //     no member answers.
-//  4. Nothing else happens while any member is unhealthy or starting. A
+//  4. Nothing else happens while any member is unhealthy or starting, or
+//     its pod is not Ready (etcd may call a member healthy before its
+//     readiness probe passes and the client Service sends it traffic). A
 //     member whose pod is still Pending, or a learner not yet promoted,
 //     Timeouts.MemberStart after its pod was created is reported with a
 //     Stuck step (MemberPodPending, LearnerNotCaughtUp); nothing is

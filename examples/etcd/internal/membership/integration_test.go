@@ -3,6 +3,7 @@ package membership_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -88,7 +89,8 @@ func (lc *localCluster) observe(ctx context.Context) membership.Observed {
 		Claims: map[string]bool{}}
 	for _, m := range lc.procs {
 		if m.Running() {
-			o.Pods = append(o.Pods, membership.Pod{Name: m.Name, Phase: membership.PodRunning, Version: version})
+			// Ready as the kubelet's readiness probe says it.
+			o.Pods = append(o.Pods, membership.Pod{Name: m.Name, Phase: membership.PodRunning, Ready: readyz(ctx, m.ClientURL), Version: version})
 		}
 		// A data directory is a member's claim.
 		if _, err := os.Stat(m.DataDir); err == nil {
@@ -497,4 +499,20 @@ func cmpNames(want, got []string) string {
 		return ""
 	}
 	return fmt.Sprintf("got %v, want %v", got, want)
+}
+
+// readyz asks a member's /readyz, as the readiness probe of its pod does.
+func readyz(ctx context.Context, clientURL string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, clientURL+"/readyz", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }

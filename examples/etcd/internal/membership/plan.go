@@ -56,6 +56,9 @@ type Pod struct {
 	Name string
 	// Phase is the pod's phase; a pod being deleted is not observed.
 	Phase PodPhase
+	// Ready is the pod's Ready condition: its readiness probe (etcd's
+	// /readyz) passes, so the client Service sends it traffic.
+	Ready bool
 	// Version is the etcd version the pod runs (from its image).
 	Version string
 	// Age is how long ago the pod was created. Plan compares it with
@@ -179,6 +182,10 @@ const (
 	// Observed.Recorded have neither a pod nor a data claim: they cannot
 	// be recreated.
 	ReasonMemberDataLost = "MemberDataLost"
+	// ReasonMemberNotReady: etcd reports every member healthy, but a
+	// member's pod has not passed its readiness probe, so it receives no
+	// client traffic yet; nothing is changed until it does.
+	ReasonMemberNotReady = "MemberNotReady"
 )
 
 func wait(reason, format string, args ...any) Step {
@@ -307,6 +314,12 @@ func Plan(o Observed) Step {
 		}
 		if p.Phase != PodRunning {
 			return wait("MemberStarting", "waiting for pod %s to run", m.Name)
+		}
+		// A member etcd calls healthy may not receive client traffic
+		// yet: changing another member before this one's pod is Ready
+		// would leave fewer members serving than the change assumes.
+		if !p.Ready {
+			return wait(ReasonMemberNotReady, "waiting for pod %s to pass its readiness probe (etcd's /readyz)", m.Name)
 		}
 	}
 

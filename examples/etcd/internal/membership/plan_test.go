@@ -14,7 +14,7 @@ const v = "3.6.16"
 func running(names ...string) []Pod {
 	var out []Pod
 	for _, n := range names {
-		out = append(out, Pod{Name: n, Phase: PodRunning, Version: v})
+		out = append(out, Pod{Name: n, Phase: PodRunning, Ready: true, Version: v})
 	}
 	return out
 }
@@ -181,8 +181,8 @@ func TestPlan(t *testing.T) {
 	}, {
 		name: "upgrade does the leader last",
 		o: Observed{Cluster: "c", Size: 3, Version: "3.7.0", Bootstrapped: true, Reached: true, Persistent: true,
-			Pods: []Pod{{Name: "c-0", Phase: PodRunning, Version: v},
-				{Name: "c-1", Phase: PodRunning, Version: "3.7.0"}, {Name: "c-2", Phase: PodRunning, Version: "3.7.0"}},
+			Pods: []Pod{{Name: "c-0", Phase: PodRunning, Ready: true, Version: v},
+				{Name: "c-1", Phase: PodRunning, Ready: true, Version: "3.7.0"}, {Name: "c-2", Phase: PodRunning, Ready: true, Version: "3.7.0"}},
 			Members: three()},
 		want: Step{Action: ActionUpgrade, Name: "c-0", ID: 1, Version: "3.7.0"},
 	}, {
@@ -196,6 +196,33 @@ func TestPlan(t *testing.T) {
 			Pods:    running("c-0", "c-1", "c-2"),
 			Members: with(three(), "c-0", func(m *Member) { m.Healthy = false })},
 		want: Step{Action: ActionWait, Reason: "MemberUnhealthy"},
+	}, {
+		// etcd answering is not enough: a pod that has not passed its
+		// readiness probe receives no client traffic, and taking a second
+		// member down before it does leaves one serving member of three.
+		name: "upgrade waits while a healthy member's pod is not Ready",
+		o: Observed{Cluster: "c", Size: 3, Version: "3.7.0", Bootstrapped: true, Reached: true, Persistent: true,
+			Pods:    append(running("c-0", "c-2"), Pod{Name: "c-1", Phase: PodRunning, Version: v}),
+			Members: three()},
+		want: Step{Action: ActionWait, Reason: "MemberNotReady"},
+	}, {
+		name: "scale-up waits while a healthy member's pod is not Ready",
+		o: Observed{Cluster: "c", Size: 5, Version: v, Bootstrapped: true, Reached: true, Persistent: true,
+			Pods:    append(running("c-0", "c-1"), Pod{Name: "c-2", Phase: PodRunning, Version: v}),
+			Members: three()},
+		want: Step{Action: ActionWait, Reason: "MemberNotReady"},
+	}, {
+		name: "a caught-up learner is promoted before its pod is Ready",
+		o: Observed{Cluster: "c", Size: 4, Version: v, Bootstrapped: true, Reached: true, Persistent: true,
+			Pods:    append(running("c-0", "c-1", "c-2"), Pod{Name: "c-3", Phase: PodRunning, Version: v}),
+			Members: append(three(), Member{ID: 4, Name: "c-3", Started: true, Learner: true, Healthy: true})},
+		want: Step{Action: ActionPromote, Name: "c-3", ID: 4},
+	}, {
+		name: "a cluster whose pods are not all Ready is not Ready",
+		o: Observed{Cluster: "c", Size: 3, Version: v, Bootstrapped: true, Reached: true, Persistent: true,
+			Pods:    append(running("c-0", "c-1"), Pod{Name: "c-2", Phase: PodRunning, Version: v}),
+			Members: three()},
+		want: Step{Action: ActionWait, Reason: "MemberNotReady"},
 	}, {
 		name: "upgraded pod still pending: wait",
 		o: Observed{Cluster: "c", Size: 3, Version: v, Bootstrapped: true, Reached: true, Persistent: true,
@@ -369,7 +396,7 @@ func TestPlanStuckMembers(t *testing.T) {
 	t.Parallel()
 	const timeout = 10 * time.Minute
 	pod := func(name string, phase PodPhase, age time.Duration) Pod {
-		return Pod{Name: name, Phase: phase, Version: v, Age: age}
+		return Pod{Name: name, Phase: phase, Ready: phase == PodRunning, Version: v, Age: age}
 	}
 	learner := func(started, healthy bool) Member {
 		return Member{ID: 9, Name: "c-1", Learner: true, Started: started, Healthy: healthy}
