@@ -182,7 +182,7 @@ bench-backup: versitygw ## Backup throughput and peak RSS: a 1 GiB snapshot into
 IMAGES_DIR ?= $(ROOT)/.local/images
 
 .PHONY: images etcd-static memcached-deb
-images: etcd-static memcached-deb ## Build the image tarballs into $(IMAGES_DIR) (load: ctr -n k8s.io images import / kind load image-archive).
+images: etcd-static memcached-deb versitygw ## Build the image tarballs into $(IMAGES_DIR) (load: ctr -n k8s.io images import / kind load image-archive).
 	go run ./hack/images -out $(IMAGES_DIR) -bin $(BIN)
 
 etcd-static: ## Build static etcd, etcdctl and etcdutl v3.6 and v3.5 for the etcd images (bin/etcd-static-VERSION/).

@@ -208,3 +208,39 @@ func only(t *testing.T, objs []*unstructured.Unstructured, kind string) *unstruc
 	}
 	return found[0]
 }
+
+// TestEtcdSamplesNameWhatTheyCreate keeps the etcd operator's samples
+// working as written (kubectl apply -k config/samples): every Secret,
+// EtcdBackup and EtcdCluster a sample names is one of the samples, and the
+// S3 store's Secret points at the store's Service.
+func TestEtcdSamplesNameWhatTheyCreate(t *testing.T) {
+	objs := kustomizeBuild(t, filepath.Join("etcd", "config", "samples"))
+	have := map[string]bool{}
+	for _, o := range objs {
+		have[o.GetKind()+"/"+o.GetName()] = true
+	}
+	var named []string
+	for _, o := range objs {
+		for _, ref := range [][]string{
+			{"Secret", "spec", "storeRef", "s3SecretName"},
+			{"Secret", "spec", "backup", "storeRef", "s3SecretName"},
+			{"EtcdBackup", "spec", "restore", "backupName"},
+			{"EtcdCluster", "spec", "clusterName"},
+		} {
+			if name, ok, _ := unstructured.NestedString(o.Object, ref[1:]...); ok {
+				named = append(named, ref[0]+"/"+name)
+				if !have[ref[0]+"/"+name] {
+					t.Errorf("%s %s names %s %q, which no sample creates", o.GetKind(), o.GetName(), ref[0], name)
+				}
+			}
+		}
+	}
+	if len(named) < 4 {
+		t.Errorf("the samples name only %v; want a cluster with backups, an EtcdBackup and a restore", named)
+	}
+	endpoint, _, _ := unstructured.NestedString(only(t, objs, "Secret").Object, "stringData", "endpoint")
+	svc := only(t, objs, "Service").GetName()
+	if !strings.HasPrefix(endpoint, "http://"+svc+".") {
+		t.Errorf("the S3 Secret's endpoint %q is not the store's Service %s", endpoint, svc)
+	}
+}

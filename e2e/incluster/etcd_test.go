@@ -14,7 +14,6 @@ import (
 	"github.com/anishathalye/porcupine"
 	"github.com/google/go-cmp/cmp"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,11 +37,7 @@ import (
 // (porcupine, a register per key), final reads included: no acknowledged
 // write is lost.
 func TestEtcdOperatorInCluster(t *testing.T) {
-	op := operator{
-		example: "etcd", name: "etcd-operator", namespace: "etcd-operator-system",
-		img:         "opkit.dev/etcd-operator:dev",
-		addToScheme: v1alpha1.AddToScheme, list: &v1alpha1.EtcdClusterList{},
-	}
+	op := etcdOperator
 	const ns, name = "default", "demo"
 	// The cluster starts on the last 3.5 release and is upgraded to 3.6
 	// (both images are built by make images).
@@ -90,15 +85,7 @@ func TestEtcdOperatorInCluster(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitEtcdReady(ctx, t, cfg, ns, name)
-			var svc corev1.Service
-			if err := cfg.Client().Resources().Get(ctx, name+"-client", ns, &svc); err != nil {
-				t.Fatal(err)
-			}
-			var err error
-			cli, err = clientv3.New(clientv3.Config{Endpoints: []string{svc.Spec.ClusterIP + ":2379"}, DialTimeout: 5 * time.Second, Context: context.WithoutCancel(ctx)})
-			if err != nil {
-				t.Fatal(err)
-			}
+			cli = clientTo(ctx, t, cfg, ns, name)
 			membersBefore = membersNow(ctx, t)
 			if got := voting(membersBefore); len(got) != 3 {
 				t.Fatalf("voting members %v, want 3", got)
@@ -292,6 +279,14 @@ func TestEtcdOperatorInCluster(t *testing.T) {
 			return ctx
 		}).Feature()
 	testEnv.Test(t, f)
+}
+
+// etcdOperator is the etcd operator as make deploy installs it from the
+// image make images built.
+var etcdOperator = operator{
+	example: "etcd", name: "etcd-operator", namespace: "etcd-operator-system",
+	img:         "opkit.dev/etcd-operator:dev",
+	addToScheme: v1alpha1.AddToScheme, list: &v1alpha1.EtcdClusterList{},
 }
 
 // waitEtcdReady waits until the EtcdCluster is Ready at its generation.

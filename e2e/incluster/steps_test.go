@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/e2e-framework/klient/k8s"
 	"sigs.k8s.io/e2e-framework/klient/wait"
 	"sigs.k8s.io/e2e-framework/klient/wait/conditions"
@@ -153,15 +154,27 @@ func (o operator) metricsOnlyForReaders(ns string) func(context.Context, *testin
 }
 
 // startToolbox starts a pod running opkit.dev/toolbox (make images) as
-// serviceAccount (empty: the namespace's default) and waits until it is
-// ready, for the suite to exec client commands in.
-func startToolbox(ctx context.Context, t *testing.T, cfg *envconf.Config, ns, name, serviceAccount string) {
+// serviceAccount (empty: the namespace's default), changed by each of
+// mutate, and waits until it is ready, for the suite to exec client
+// commands in.
+func startToolbox(ctx context.Context, t *testing.T, cfg *envconf.Config, ns, name, serviceAccount string, mutate ...func(*corev1.Pod)) {
 	t.Helper()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: corev1.PodSpec{ServiceAccountName: serviceAccount, Containers: []corev1.Container{{
-			Name: "main", Image: "opkit.dev/toolbox:dev", ImagePullPolicy: corev1.PullIfNotPresent, Args: []string{"sleep"},
-		}}},
+		// Restricted, as the operators' namespaces enforce.
+		Spec: corev1.PodSpec{
+			ServiceAccountName: serviceAccount,
+			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true),
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+			Containers: []corev1.Container{{
+				Name: "main", Image: "opkit.dev/toolbox:dev", ImagePullPolicy: corev1.PullIfNotPresent, Args: []string{"sleep"},
+				SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false),
+					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+			}},
+		},
+	}
+	for _, m := range mutate {
+		m(pod)
 	}
 	if err := cfg.Client().Resources().Create(ctx, pod); err != nil {
 		t.Fatal(err)

@@ -33,8 +33,10 @@ type File struct {
 	// Mode is the entry's permission bits (0o755 for an executable),
 	// plus fs.ModeDir for a directory (then Source and Data are unused)
 	// and fs.ModeSticky if wanted (/tmp: fs.ModeDir|fs.ModeSticky|0o777).
-	// Entries are owned by 0:0.
 	Mode fs.FileMode
+	// UID and GID own the entry; 0:0 (root) unless set, for example to
+	// a directory the image's non-root user writes.
+	UID, GID int
 }
 
 // Config is the part of an image's runtime configuration we set. Anything
@@ -238,6 +240,8 @@ func writeLayer(w io.Writer, entries []entry) error {
 		hdr := &tar.Header{
 			Name:    strings.TrimPrefix(e.Path, "/"),
 			Mode:    int64(e.Mode.Perm()),
+			Uid:     e.UID,
+			Gid:     e.GID,
 			ModTime: epoch,
 			Format:  tar.FormatPAX,
 		}

@@ -21,9 +21,10 @@ import (
 
 // layerEntry is what the tests compare of a layer's tar entry.
 type layerEntry struct {
-	Type    byte
-	Mode    int64
-	Content string
+	Type     byte
+	Mode     int64
+	UID, GID int
+	Content  string
 }
 
 // readBack reads the docker-archive file as containerd would: its
@@ -70,7 +71,7 @@ func readBack(t *testing.T, file string) (tags []string, cfg *v1.ConfigFile, ent
 		if err != nil {
 			t.Fatal(err)
 		}
-		entries[hdr.Name] = layerEntry{Type: hdr.Typeflag, Mode: hdr.Mode, Content: string(content)}
+		entries[hdr.Name] = layerEntry{Type: hdr.Typeflag, Mode: hdr.Mode, UID: hdr.Uid, GID: hdr.Gid, Content: string(content)}
 	}
 	return manifest[0].RepoTags, cfg, entries
 }
@@ -106,6 +107,7 @@ func TestWriteReadsBack(t *testing.T) {
 				{Path: "/etc/passwd", Data: []byte("root:x:0:0::/:/x\n"), Mode: 0o644},
 				{Path: "/tmp", Mode: fs.ModeDir | fs.ModeSticky | 0o777},
 				{Path: "/var/lib/etcd", Mode: fs.ModeDir | 0o700},
+				{Path: "/data", Mode: fs.ModeDir | 0o755, UID: 65532, GID: 65532},
 			},
 			Config: Config{
 				Entrypoint: []string{"memcached"}, Cmd: []string{"-v"}, User: "11211:11211",
@@ -118,6 +120,7 @@ func TestWriteReadsBack(t *testing.T) {
 			Env: []string{"PATH=/usr/local/bin"}, WorkingDir: "/tmp", Labels: map[string]string{"a": "b"},
 		},
 		wantEntries: map[string]layerEntry{
+			"data/":                   {Type: tar.TypeDir, Mode: 0o755, UID: 65532, GID: 65532},
 			"etc/":                    dir(0o755),
 			"etc/passwd":              {Type: tar.TypeReg, Mode: 0o644, Content: "root:x:0:0::/:/x\n"},
 			"tmp/":                    dir(0o1777),

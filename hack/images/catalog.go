@@ -100,6 +100,7 @@ func Catalog(tag string) []Spec {
 		goImage("pause", "registry.k8s.io/pause:3.10", "", "./hack/images/pause",
 			Config{Entrypoint: []string{"/pause"}, User: "65535:65535"}),
 		memcachedImage(),
+		versityGWImage(),
 	}
 	for _, v := range EtcdVersions {
 		specs = append(specs, etcdImage(v))

@@ -16,9 +16,9 @@ func TestCatalogNames(t *testing.T) {
 		wantFiles []string
 	}{
 		{tag: DefaultTag, wantFiles: []string{"memcached-operator.tar", "etcd-operator.tar", "toolbox.tar", "pause.tar",
-			"memcached.tar", "etcd-v3.6.16.tar", "etcd-v3.5.35.tar"}},
+			"memcached.tar", "versitygw.tar", "etcd-v3.6.16.tar", "etcd-v3.5.35.tar"}},
 		{tag: "v2", wantFiles: []string{"memcached-operator-v2.tar", "etcd-operator-v2.tar", "toolbox-v2.tar", "pause.tar",
-			"memcached.tar", "etcd-v3.6.16.tar", "etcd-v3.5.35.tar"}},
+			"memcached.tar", "versitygw.tar", "etcd-v3.6.16.tar", "etcd-v3.5.35.tar"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.tag, func(t *testing.T) {
@@ -43,6 +43,8 @@ func TestCatalogRefs(t *testing.T) {
 		"pause":              "registry.k8s.io/pause:3.10",
 		// The memcached operator's default spec.image, memcached:1.6.
 		"memcached": "docker.io/library/memcached:1.6",
+		// The etcd operator's sample S3 store.
+		"versitygw": "opkit.dev/versitygw:v1.8.0",
 		// The etcd operator's <spec.repository>:v<version>.
 		"etcd-v3.6.16": "gcr.io/etcd-development/etcd:v3.6.16",
 		"etcd-v3.5.35": "gcr.io/etcd-development/etcd:v3.5.35",
@@ -147,5 +149,21 @@ func TestParseLdd(t *testing.T) {
 				t.Errorf("libraries (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestVersityGWVersionMatchesInstallTool keeps the S3 store image's tag in
+// step with the versitygw hack/install-tool.sh builds.
+func TestVersityGWVersionMatchesInstallTool(t *testing.T) {
+	script, err := os.ReadFile("../install-tool.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^VERSITYGW_VERSION=(\S+)$`).FindSubmatch(script)
+	if m == nil {
+		t.Fatal("hack/install-tool.sh sets no VERSITYGW_VERSION")
+	}
+	if got := string(m[1]); got != VersityGWVersion {
+		t.Errorf("hack/install-tool.sh builds versitygw %s, the image is tagged %s: change VersityGWVersion (and the etcd operator's config/samples)", got, VersityGWVersion)
 	}
 }

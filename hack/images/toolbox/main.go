@@ -7,6 +7,7 @@
 //	toolbox lookup NAME                  resolve NAME with the pod's resolver
 //	toolbox write FILE TEXT              write TEXT to FILE (parents created)
 //	toolbox cat FILE                     print FILE
+//	toolbox sha256 FILE                  print FILE's hex SHA-256 and size in bytes
 //	toolbox https-get URL [TOKENFILE]    GET URL (bearer token from TOKENFILE), print "HTTP <code>" and the body
 //
 // Each exits non-zero with a message on stderr when the step fails.
@@ -15,7 +16,9 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -38,7 +41,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: toolbox sleep | memcached ADDR KEY VALUE | lookup NAME | write FILE TEXT | cat FILE | https-get URL [TOKENFILE]")
+		return errors.New("usage: toolbox sleep | memcached ADDR KEY VALUE | lookup NAME | write FILE TEXT | cat FILE | sha256 FILE | https-get URL [TOKENFILE]")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -75,6 +78,13 @@ func run(args []string) error {
 		}
 		_, err = os.Stdout.Write(b)
 		return err
+	case cmd == "sha256" && len(rest) == 1:
+		sum, n, err := sha256File(rest[0])
+		if err != nil {
+			return err
+		}
+		fmt.Println(sum, n)
+		return nil
 	case cmd == "https-get" && (len(rest) == 1 || len(rest) == 2):
 		token := ""
 		if len(rest) == 2 {
@@ -151,4 +161,19 @@ func httpsGet(ctx context.Context, url, token string) error {
 	fmt.Printf("HTTP %d\n", resp.StatusCode)
 	_, err = io.Copy(os.Stdout, resp.Body)
 	return err
+}
+
+// sha256File returns the hex SHA-256 of the file and its size.
+func sha256File(name string) (sum string, size int64, err error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return "", 0, err
+	}
+	return hex.EncodeToString(h.Sum(nil)), n, nil
 }

@@ -1,0 +1,425 @@
+package incluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/e2e-framework/klient/wait"
+	"sigs.k8s.io/e2e-framework/klient/wait/conditions"
+	"sigs.k8s.io/e2e-framework/pkg/envconf"
+	"sigs.k8s.io/e2e-framework/pkg/features"
+
+	"github.com/opkit-dev/opkit/backup"
+	"github.com/opkit-dev/opkit/backup/s3"
+	"github.com/opkit-dev/opkit/e2e/harness"
+	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
+	"github.com/opkit-dev/opkit/internal/repo"
+)
+
+// The names the etcd operator's config/samples use, and what a backup's
+// manifest records of its trigger (Snapshot.Extra).
+const (
+	sampleCluster, sampleRestored, sampleBackup = "demo", "demo-restored", "demo-manual"
+	sampleStore                                 = "etcd-backup-s3"
+	extraTrigger                                = "etcd.opkit.dev/trigger"
+)
+
+// TestEtcdBackupsInCluster runs the etcd operator's samples as written
+// (config/samples), on real nodes, with the operator installed by make
+// deploy: the S3 store they name (versitygw in a pod), a cluster taking
+// scheduled backups that keeps the newest spec.backup.retention, an
+// on-demand EtcdBackup into S3 and one into a claim mounted into the
+// operator, a new cluster physically restored from the S3 backup (init
+// containers running the operator's image) holding exactly the keys and
+// revision of the backup, and the final backup taken when the cluster is
+// deleted.
+func TestEtcdBackupsInCluster(t *testing.T) {
+	op := etcdOperator
+	const ns = "default"
+	// A claim in the operator's namespace mounted at
+	// <--backup-root>/<claim>, for EtcdBackups with storeRef.pvcName.
+	const backupClaim = "etcd-backups"
+	var (
+		cli      *clientv3.Client // to the sample cluster
+		store    backup.Store     // the sample cluster's part of the S3 store
+		want     keyspace         // what the on-demand backup must hold
+		samples  string
+		recorded []string // scheduled backup IDs seen in status, oldest first
+	)
+	apply := func(ctx context.Context, t *testing.T, cfg *envconf.Config, file string) {
+		t.Helper()
+		if out, err := harness.Kubectl(ctx, cfg, "apply", "-n", ns, "-f", filepath.Join(samples, file)); err != nil {
+			t.Fatalf("kubectl apply -f config/samples/%s: %v\n%s", file, err, out)
+		}
+	}
+	getCluster := func(ctx context.Context, t *testing.T, cfg *envconf.Config, name string) *v1alpha1.EtcdCluster {
+		t.Helper()
+		var c v1alpha1.EtcdCluster
+		if err := cfg.Client().Resources().Get(ctx, name, ns, &c); err != nil {
+			t.Fatal(err)
+		}
+		return &c
+	}
+
+	f := features.New("etcd backups in-cluster").
+		Assess("make deploy runs the operator from its image", op.deploy).
+		Assess("the sample S3 store serves its bucket", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			root, err := repo.Root()
+			if err != nil {
+				t.Fatal(err)
+			}
+			samples = filepath.Join(root, "examples", "etcd", "config", "samples")
+			apply(ctx, t, cfg, "s3-store.yaml")
+			cond := conditions.New(cfg.Client().Resources())
+			if err := wait.For(cond.DeploymentAvailable(sampleStore, ns), wait.WithContext(ctx), wait.WithTimeout(2*time.Minute)); err != nil {
+				t.Fatalf("the S3 store is not Available: %v; pods: %s", err, harness.DescribePods(ctx, cfg, ns))
+			}
+			store = openSampleStore(ctx, t, cfg, ns, sampleCluster)
+			return ctx
+		}).
+		Assess("the sample cluster takes scheduled backups and keeps the newest spec.backup.retention", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			apply(ctx, t, cfg, "etcdcluster.yaml")
+			// The sample backs up daily; every 10 s shows retention at work.
+			const retention = 2
+			patch := fmt.Sprintf(`{"spec":{"backup":{"schedule":"@every 10s","retention":%d}}}`, retention)
+			if out, err := harness.Kubectl(ctx, cfg, "patch", "etcdcluster", sampleCluster, "-n", ns, "--type=merge", "-p", patch); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			waitEtcdReady(ctx, t, cfg, ns, sampleCluster)
+			cli = clientTo(ctx, t, cfg, ns, sampleCluster)
+			writeSampleData(ctx, t, cli)
+			harness.WaitFor(ctx, t, "four scheduled backups", 3*time.Minute, time.Second, func(ctx context.Context) (bool, string) {
+				id := getCluster(ctx, t, cfg, sampleCluster).Status.Backup.LastBackupID
+				if id != "" && !slices.Contains(recorded, id) {
+					recorded = append(recorded, id)
+				}
+				return len(recorded) >= 4, fmt.Sprint(recorded)
+			})
+			// Stop the schedule, then count: the pass that took the last
+			// backup pruned before the operator saw the new generation.
+			if out, err := harness.Kubectl(ctx, cfg, "patch", "etcdcluster", sampleCluster, "-n", ns, "--type=merge", "-p", `{"spec":{"backup":{"schedule":""}}}`); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			harness.WaitFor(ctx, t, "the operator to act on the unscheduled spec", time.Minute, time.Second, func(ctx context.Context) (bool, string) {
+				c := getCluster(ctx, t, cfg, sampleCluster)
+				return c.Status.ObservedGeneration == c.Generation, fmt.Sprintf("observed %d of %d", c.Status.ObservedGeneration, c.Generation)
+			})
+			scheduled := backupsBy(ctx, t, store, "scheduled")
+			var ids []string
+			for _, m := range scheduled {
+				ids = append(ids, m.ID)
+			}
+			// IDs sort by start time: the store keeps the newest two.
+			slices.Sort(ids)
+			if len(ids) != retention || ids[len(ids)-1] < recorded[len(recorded)-1] {
+				t.Errorf("scheduled backups in the store: %v; want the newest %d of those taken (%v and any later)", ids, retention, recorded)
+			}
+			for _, id := range recorded[:len(recorded)-retention] {
+				if slices.Contains(ids, id) {
+					t.Errorf("scheduled backup %s is still in the store; retention %d keeps only the newest", id, retention)
+				}
+			}
+			return ctx
+		}).
+		Assess("an on-demand EtcdBackup into S3 holds the keyspace at its revision", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			want = readKeyspace(ctx, t, cli)
+			apply(ctx, t, cfg, "etcdbackup.yaml")
+			b := waitBackupSucceeded(ctx, t, cfg, ns, sampleBackup)
+			if b.Status.Revision != want.Revision {
+				t.Errorf("backup revision = %d, want %d (no write since the keyspace was read)", b.Status.Revision, want.Revision)
+			}
+			m, err := backup.Verify(ctx, store, b.Status.BackupID)
+			if err != nil {
+				t.Fatalf("the backup in S3 does not verify: %v", err)
+			}
+			if m.SHA256 != b.Status.SHA256 || m.Size != b.Status.SizeBytes || m.Snapshot.Extra[extraTrigger] != "on-demand" {
+				t.Errorf("manifest %+v does not match status %+v", m, b.Status)
+			}
+			return ctx
+		}).
+		Assess("an on-demand EtcdBackup into a claim mounted into the operator", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			mountBackupClaim(ctx, t, cfg, op, backupClaim)
+			b := &v1alpha1.EtcdBackup{
+				ObjectMeta: metav1.ObjectMeta{Name: "demo-to-claim", Namespace: ns},
+				Spec:       v1alpha1.EtcdBackupSpec{ClusterName: sampleCluster, StoreRef: v1alpha1.StoreReference{PVCName: backupClaim}},
+			}
+			if err := cfg.Client().Resources().Create(ctx, b); err != nil {
+				t.Fatal(err)
+			}
+			b = waitBackupSucceeded(ctx, t, cfg, ns, b.Name)
+			if b.Status.Revision != want.Revision {
+				t.Errorf("backup revision = %d, want %d", b.Status.Revision, want.Revision)
+			}
+			// Read it back from the claim in another pod: the manifest and
+			// the data's checksum.
+			reader := "backup-claim-reader"
+			startToolbox(ctx, t, cfg, op.namespace, reader, "", func(p *corev1.Pod) {
+				p.Spec.Volumes = []corev1.Volume{{Name: "store", VolumeSource: corev1.VolumeSource{
+					PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: backupClaim, ReadOnly: true}}}}
+				p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "store", MountPath: "/store", ReadOnly: true}}
+			})
+			defer func() {
+				_, _ = harness.Kubectl(context.WithoutCancel(ctx), cfg, "delete", "pod", reader, "-n", op.namespace, "--ignore-not-found", "--wait=true")
+			}()
+			dir := path.Join("/store", ns, sampleCluster)
+			out, err := harness.Kubectl(ctx, cfg, "exec", "-n", op.namespace, reader, "--", "toolbox", "cat", path.Join(dir, backup.ManifestKeyFor(b.Status.BackupID)))
+			if err != nil {
+				t.Fatalf("reading the manifest from the claim: %v\n%s", err, out)
+			}
+			var m backup.Manifest
+			if err := json.Unmarshal([]byte(out), &m); err != nil {
+				t.Fatalf("the manifest on the claim: %v\n%s", err, out)
+			}
+			sum, err := harness.Kubectl(ctx, cfg, "exec", "-n", op.namespace, reader, "--", "toolbox", "sha256", path.Join(dir, m.DataKey))
+			if err != nil {
+				t.Fatalf("reading the data from the claim: %v\n%s", err, sum)
+			}
+			if got, want := strings.TrimSpace(sum), fmt.Sprintf("%s %d", b.Status.SHA256, b.Status.SizeBytes); got != want || m.SHA256 != b.Status.SHA256 {
+				t.Errorf("on the claim: data %q, manifest sha256 %s; status says %q", got, m.SHA256, want)
+			}
+			return ctx
+		}).
+		Assess("a new cluster restored from the S3 backup holds exactly its keys and revision", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			apply(ctx, t, cfg, "etcdcluster-restore.yaml")
+			waitEtcdReady(ctx, t, cfg, ns, sampleRestored)
+			// Restored physically, by init containers running the
+			// operator's own image (--restore-image follows IMG).
+			var seed corev1.Pod
+			if err := cfg.Client().Resources().Get(ctx, sampleRestored+"-0", ns, &seed); err != nil {
+				t.Fatal(err)
+			}
+			if got := seed.Annotations["etcd.opkit.dev/restore-backup"]; got != sampleBackup {
+				t.Errorf("seed pod restored from %q, want %s", got, sampleBackup)
+			}
+			if len(seed.Spec.InitContainers) == 0 || seed.Spec.InitContainers[0].Image != op.img {
+				t.Errorf("seed pod's init containers %v, want the first running %s", seed.Spec.InitContainers, op.img)
+			}
+			restored := clientTo(ctx, t, cfg, ns, sampleRestored)
+			defer func() { _ = restored.Close() }()
+			if ms := memberList(ctx, t, restored); len(voting(ms)) != 3 || len(ms) != 3 {
+				t.Errorf("members of the restored cluster %v, want 3 voting", ms)
+			}
+			if diff := cmp.Diff(want, readKeyspace(ctx, t, restored)); diff != "" {
+				t.Errorf("restored keyspace (-backup +restored):\n%s", diff)
+			}
+			return ctx
+		}).
+		Assess("deleting the sample cluster takes a final backup, then removes its pods and claims", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			before := backupsBy(ctx, t, store, "final")
+			if len(before) != 0 {
+				t.Fatalf("final backups before the delete: %v", before)
+			}
+			if out, err := harness.Kubectl(ctx, cfg, "delete", "etcdcluster", sampleCluster, "-n", ns, "--wait=true", "--timeout=3m"); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			final := backupsBy(ctx, t, store, "final")
+			if len(final) != 1 {
+				t.Fatalf("final backups after the delete: %v, want 1", final)
+			}
+			if got := final[0].Snapshot.ConsistencyPoint; got != strconv.FormatInt(want.Revision, 10) {
+				t.Errorf("final backup at revision %s, want %d (the last write)", got, want.Revision)
+			}
+			if _, err := backup.Verify(ctx, store, final[0].ID); err != nil {
+				t.Errorf("the final backup does not verify: %v", err)
+			}
+			harness.WaitFor(ctx, t, "the cluster's pods and claims to go", 2*time.Minute, time.Second, func(ctx context.Context) (bool, string) {
+				out, err := harness.Kubectl(ctx, cfg, "get", "pods,pvc", "-n", ns, "-l", "etcd.opkit.dev/cluster="+sampleCluster, "-o", "name")
+				return err == nil && strings.TrimSpace(out) == "", out + fmt.Sprint(err)
+			})
+			return ctx
+		}).
+		Assess("the operator logged no RBAC denial", op.noRBACDenial).
+		Teardown(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			if cli != nil {
+				_ = cli.Close()
+			}
+			// The clusters first, while the store their final backups go
+			// to still runs.
+			for _, args := range [][]string{
+				{"delete", "etcdcluster", sampleRestored, sampleCluster, "-n", ns, "--ignore-not-found", "--wait=true", "--timeout=3m"},
+				{"delete", "etcdbackup", "--all", "-n", ns, "--ignore-not-found"},
+				{"delete", "-n", ns, "-f", filepath.Join(samples, "s3-store.yaml"), "--ignore-not-found", "--wait=true"},
+			} {
+				if out, err := harness.Kubectl(ctx, cfg, args...); err != nil {
+					t.Errorf("kubectl %v: %v\n%s", args, err, out)
+				}
+			}
+			op.undeploy(ctx, t, cfg)
+			return ctx
+		}).Feature()
+	testEnv.Test(t, f)
+}
+
+// keyspace is every key of an etcd cluster with its revisions, and the
+// cluster's revision.
+type keyspace struct {
+	Revision int64
+	KVs      []kv
+}
+
+type kv struct {
+	Key, Value                  string
+	Create, Mod, VersionOfValue int64
+}
+
+// readKeyspace reads every key, linearizably.
+func readKeyspace(ctx context.Context, t *testing.T, cli *clientv3.Client) keyspace {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, "\x00", clientv3.WithFromKey())
+	if err != nil {
+		t.Fatalf("reading the keyspace: %v", err)
+	}
+	out := keyspace{Revision: resp.Header.Revision}
+	for _, e := range resp.Kvs {
+		out.KVs = append(out.KVs, kv{Key: string(e.Key), Value: string(e.Value), Create: e.CreateRevision, Mod: e.ModRevision, VersionOfValue: e.Version})
+	}
+	return out
+}
+
+// writeSampleData writes 100 keys with values of about 1 KiB, overwrites
+// ten and deletes one, so that create and mod revisions differ and the
+// revision is not the number of keys.
+func writeSampleData(ctx context.Context, t *testing.T, cli *clientv3.Client) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for i := range 100 {
+		if _, err := cli.Put(ctx, fmt.Sprintf("sample/%03d", i), strings.Repeat(string(rune('a'+i%26)), 1000+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 10 {
+		if _, err := cli.Put(ctx, fmt.Sprintf("sample/%03d", i), fmt.Sprintf("overwritten %d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cli.Delete(ctx, "sample/099"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// clientTo is an etcd client to the cluster's client Service, from this
+// process through its ClusterIP (kube-proxy). It outlives the step that
+// makes it: the caller closes it.
+func clientTo(ctx context.Context, t *testing.T, cfg *envconf.Config, ns, cluster string) *clientv3.Client {
+	t.Helper()
+	var svc corev1.Service
+	if err := cfg.Client().Resources().Get(ctx, cluster+"-client", ns, &svc); err != nil {
+		t.Fatal(err)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{svc.Spec.ClusterIP + ":2379"}, DialTimeout: 5 * time.Second, Context: context.WithoutCancel(ctx)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cli
+}
+
+// openSampleStore opens, from this process, the part of the samples' S3
+// store holding cluster's backups: the Secret's configuration with the
+// Service's ClusterIP for its in-cluster endpoint.
+func openSampleStore(ctx context.Context, t *testing.T, cfg *envconf.Config, ns, cluster string) backup.Store {
+	t.Helper()
+	var sec corev1.Secret
+	if err := cfg.Client().Resources().Get(ctx, sampleStore, ns, &sec); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s3.ConfigFromSecret(&sec)
+	if err != nil {
+		t.Fatalf("the sample's S3 Secret: %v", err)
+	}
+	var svc corev1.Service
+	if err := cfg.Client().Resources().Get(ctx, sampleStore, ns, &svc); err != nil {
+		t.Fatal(err)
+	}
+	if want := "http://" + sampleStore + "." + ns + ".svc:7070"; c.Endpoint != want {
+		t.Fatalf("the sample's S3 endpoint is %s, want %s", c.Endpoint, want)
+	}
+	c.Endpoint = "http://" + svc.Spec.ClusterIP + ":7070"
+	st, err := s3.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := backup.Sub(st, ns+"/"+cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sub
+}
+
+// backupsBy lists the complete backups in store taken by trigger.
+func backupsBy(ctx context.Context, t *testing.T, store backup.Store, trigger string) []backup.Manifest {
+	t.Helper()
+	list, err := backup.List(ctx, store)
+	if err != nil {
+		t.Fatalf("listing the store: %v", err)
+	}
+	var out []backup.Manifest
+	for _, m := range list {
+		if m.Snapshot.Extra[extraTrigger] == trigger {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// waitBackupSucceeded waits for the EtcdBackup's phase to be Succeeded,
+// and fails at once when it is Failed.
+func waitBackupSucceeded(ctx context.Context, t *testing.T, cfg *envconf.Config, ns, name string) *v1alpha1.EtcdBackup {
+	t.Helper()
+	var b v1alpha1.EtcdBackup
+	harness.WaitFor(ctx, t, "EtcdBackup "+name+" to succeed", 2*time.Minute, time.Second, func(ctx context.Context) (bool, string) {
+		if err := cfg.Client().Resources().Get(ctx, name, ns, &b); err != nil {
+			return false, err.Error()
+		}
+		if b.Status.Phase == v1alpha1.BackupFailed {
+			t.Fatalf("EtcdBackup %s failed: %+v", name, b.Status.Conditions)
+		}
+		return b.Status.Phase == v1alpha1.BackupSucceeded, fmt.Sprintf("phase %q, conditions %+v", b.Status.Phase, b.Status.Conditions)
+	})
+	return &b
+}
+
+// mountBackupClaim creates claim in the operator's namespace and mounts it
+// into the operator at /backups/<claim> (its --backup-root), as a user
+// adds a filesystem backup store, then waits for the new operator pod.
+func mountBackupClaim(ctx context.Context, t *testing.T, cfg *envconf.Config, op operator, claim string) {
+	t.Helper()
+	pvc := fmt.Sprintf(`{"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata":{"name":%q,"namespace":%q},
+		"spec":{"accessModes":["ReadWriteOnce"],"resources":{"requests":{"storage":"256Mi"}}}}`, claim, op.namespace)
+	if out, err := kubectlApply(ctx, cfg, pvc); err != nil {
+		t.Fatalf("creating claim %s: %v\n%s", claim, err, out)
+	}
+	patch := fmt.Sprintf(`[{"op":"add","path":"/spec/template/spec/volumes/-","value":{"name":"backup-store","persistentVolumeClaim":{"claimName":%q}}},
+		{"op":"add","path":"/spec/template/spec/containers/0/volumeMounts/-","value":{"name":"backup-store","mountPath":"/backups/%s"}}]`, claim, claim)
+	if out, err := harness.Kubectl(ctx, cfg, "patch", "deployment", op.deployment(), "-n", op.namespace, "--type=json", "-p", patch); err != nil {
+		t.Fatalf("mounting claim %s into the operator: %v\n%s", claim, err, out)
+	}
+	if out, err := harness.Kubectl(ctx, cfg, "rollout", "status", "deployment/"+op.deployment(), "-n", op.namespace, "--timeout=3m"); err != nil {
+		t.Fatalf("the operator with the claim mounted: %v\n%s\npods: %s", err, out, harness.DescribePods(ctx, cfg, op.namespace))
+	}
+}
+
+// kubectlApply pipes manifest (JSON or YAML) into kubectl apply -f -.
+func kubectlApply(ctx context.Context, cfg *envconf.Config, manifest string) (string, error) {
+	cmd, err := harness.KubectlCommand(ctx, cfg, "apply", "-f", "-")
+	if err != nil {
+		return "", err
+	}
+	cmd.Stdin = strings.NewReader(manifest)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
