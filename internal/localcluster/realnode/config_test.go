@@ -136,6 +136,33 @@ func TestKubeletConfigIsAuthenticated(t *testing.T) {
 	}
 }
 
+// TestKubeletsKeepTheirPodLogsApart: kubelets on one machine must not share
+// a pod log directory. Each deletes, every minute, the log directories of
+// the pods it does not run: with /var/log/pods shared, kubectl logs of a
+// pod on the other node comes back empty (found by e2e/incluster, whose
+// checks read the operators' logs).
+func TestKubeletsKeepTheirPodLogsApart(t *testing.T) {
+	dirs := map[string]int{}
+	for i := range 3 {
+		b, err := kubeletConfig(node{index: i}, "/pki/ca.crt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var conf map[string]any
+		if err := json.Unmarshal(b, &conf); err != nil {
+			t.Fatal(err)
+		}
+		dir, _ := conf["podLogsDir"].(string)
+		if !strings.HasPrefix(dir, node{index: i}.dir()+"/") {
+			t.Errorf("node %d: podLogsDir %q, want a directory of its own under %s", i, dir, node{index: i}.dir())
+		}
+		dirs[dir]++
+	}
+	if len(dirs) != 3 {
+		t.Errorf("pod log directories of 3 nodes: %v", dirs)
+	}
+}
+
 // TestContainerdConfig: what this VM needs is set, and the node's state
 // stays under its own directories.
 func TestContainerdConfig(t *testing.T) {

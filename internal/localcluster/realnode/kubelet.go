@@ -42,32 +42,36 @@ func writeKubeconfig(path, server, caFile, certFile, keyFile, user string) error
 //     CA, which the API server verifies (--kubelet-certificate-authority).
 //
 // What this VM needs: cgroup v1 (failCgroupV1: false) with the cgroupfs
-// driver (no systemd), swap tolerated, and a cgroup root per node. Images
+// driver (no systemd), swap tolerated, a cgroup root and a pod log
+// directory per node (kubelets sharing a machine). Images
 // cannot be pulled here, so image garbage collection is off.
 func kubeletConfig(n node, caFile string) ([]byte, error) {
 	conf := map[string]any{
-		"apiVersion":                    "kubelet.config.k8s.io/v1beta1",
-		"kind":                          "KubeletConfiguration",
-		"address":                       n.ip().String(),
-		"port":                          kubeletPort,
-		"readOnlyPort":                  0,
-		"healthzBindAddress":            n.ip().String(),
-		"healthzPort":                   10248,
-		"tlsCertFile":                   n.dir("pki", "kubelet-serving.crt"),
-		"tlsPrivateKeyFile":             n.dir("pki", "kubelet-serving.key"),
-		"rotateCertificates":            false,
-		"serverTLSBootstrap":            false,
-		"authentication":                map[string]any{"anonymous": map[string]any{"enabled": false}, "webhook": map[string]any{"enabled": true}, "x509": map[string]any{"clientCAFile": caFile}},
-		"authorization":                 map[string]any{"mode": "Webhook"},
-		"containerRuntimeEndpoint":      "unix://" + n.containerdSocket(),
-		"cgroupDriver":                  "cgroupfs",
-		"cgroupRoot":                    n.cgroupRoot(),
-		"cgroupsPerQOS":                 true,
-		"failCgroupV1":                  false,
-		"failSwapOn":                    false,
-		"clusterDomain":                 ClusterDomain,
-		"clusterDNS":                    []string{DNSAddress().String()},
-		"resolvConf":                    n.dir("resolv.conf"),
+		"apiVersion":               "kubelet.config.k8s.io/v1beta1",
+		"kind":                     "KubeletConfiguration",
+		"address":                  n.ip().String(),
+		"port":                     kubeletPort,
+		"readOnlyPort":             0,
+		"healthzBindAddress":       n.ip().String(),
+		"healthzPort":              10248,
+		"tlsCertFile":              n.dir("pki", "kubelet-serving.crt"),
+		"tlsPrivateKeyFile":        n.dir("pki", "kubelet-serving.key"),
+		"rotateCertificates":       false,
+		"serverTLSBootstrap":       false,
+		"authentication":           map[string]any{"anonymous": map[string]any{"enabled": false}, "webhook": map[string]any{"enabled": true}, "x509": map[string]any{"clientCAFile": caFile}},
+		"authorization":            map[string]any{"mode": "Webhook"},
+		"containerRuntimeEndpoint": "unix://" + n.containerdSocket(),
+		"cgroupDriver":             "cgroupfs",
+		"cgroupRoot":               n.cgroupRoot(),
+		"cgroupsPerQOS":            true,
+		"failCgroupV1":             false,
+		"failSwapOn":               false,
+		"clusterDomain":            ClusterDomain,
+		"clusterDNS":               []string{DNSAddress().String()},
+		"resolvConf":               n.dir("resolv.conf"),
+		// Not the shared /var/log/pods: a kubelet deletes the log
+		// directories of pods it does not run.
+		"podLogsDir":                    n.dir("pod-logs"),
 		"staticPodPath":                 "",
 		"imageGCHighThresholdPercent":   100,
 		"imageGCLowThresholdPercent":    99,
