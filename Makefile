@@ -180,10 +180,14 @@ bench-backup: versitygw ## Backup throughput and peak RSS: a 1 GiB snapshot into
 
 # Where make images writes one <image>.tar per image (hack/images).
 IMAGES_DIR ?= $(ROOT)/.local/images
+# The tag of the operators' second build (e2e/incluster's in-place upgrade).
+NEXT_TAG ?= next
 
 .PHONY: images etcd-static memcached-deb
 images: etcd-static memcached-deb versitygw ## Build the image tarballs into $(IMAGES_DIR) (load: ctr -n k8s.io images import / kind load image-archive).
 	go run ./hack/images -out $(IMAGES_DIR) -bin $(BIN)
+	@# A second build of each operator (version $(NEXT_TAG)), which e2e/incluster upgrades to in place.
+	go run ./hack/images -out $(IMAGES_DIR) -bin $(BIN) -tag $(NEXT_TAG) -only memcached-operator,etcd-operator
 
 etcd-static: ## Build static etcd, etcdctl and etcdutl v3.6 and v3.5 for the etcd images (bin/etcd-static-VERSION/).
 	@$(INSTALL_TOOL) etcd-static

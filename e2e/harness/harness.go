@@ -6,7 +6,12 @@
 // when the suite ends. Environment variables change that:
 //
 //	E2E_CLUSTER=existing   use the cluster of --kubeconfig / $KUBECONFIG; create and delete nothing
-//	E2E_PROVIDER=kind      create a kind cluster instead (needs Docker and kind on PATH)
+//	E2E_PROVIDER=kind      create a kind cluster instead (needs Docker and kind on PATH); suites
+//	                       that want real nodes get every tarball of E2E_IMAGES loaded into it
+//	                       (kind load image-archive). Not run here (no Docker): it compiles, and
+//	                       suites that dial a Service's ClusterIP from the test process
+//	                       (e2e/incluster's etcd clients) need a route to kind's service network
+//	                       (a Linux host with the kind network's bridge; not Docker Desktop)
 //	E2E_NODES=N            number of kwok fake nodes (default 3)
 //	E2E_REAL_NODES=N       also start N real nodes (kubelet + containerd; needs root,
 //	                       `make node-tools images`); a suite asks for them with WithRealNodes
@@ -201,6 +206,21 @@ func New(opts ...Option) (env.Environment, error) {
 	case "kind":
 		provider = kind.NewProvider()
 		afterCreate = func(ctx context.Context, _ *envconf.Config) (context.Context, error) { return ctx, nil }
+		if o.realNodes > 0 {
+			// Every kind node is real: a suite that wants real pods
+			// gets the images make images built.
+			loader, ok := provider.(support.E2EClusterProviderWithImageLoader)
+			if !ok {
+				return nil, errors.New("e2e harness: the kind provider cannot load image archives")
+			}
+			images, err := imagesDir()
+			if err != nil {
+				return nil, err
+			}
+			afterCreate = func(ctx context.Context, _ *envconf.Config) (context.Context, error) {
+				return ctx, loadImageArchives(ctx, loader, images)
+			}
+		}
 	default:
 		return nil, fmt.Errorf("%s=%q: want kwok (default) or kind", EnvProvider, p)
 	}

@@ -25,13 +25,9 @@ type realNodes struct {
 // another suite's nodes to go), removes the leftovers of a killed suite,
 // and writes the kwokctl configuration the cluster must be created with.
 func prepareRealNodes(c *localcluster.Cluster, n int) (*realNodes, error) {
-	root, err := repo.Root()
+	images, err := imagesDir()
 	if err != nil {
 		return nil, err
-	}
-	images := os.Getenv(EnvImages)
-	if images == "" {
-		images = filepath.Join(root, ".local", "images")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
@@ -110,4 +106,17 @@ func removeOrphanedRealNodes(ctx context.Context, binDir string) error {
 		return err
 	}
 	return c.Delete(ctx)
+}
+
+// imagesDir is where the image tarballs of make images are: E2E_IMAGES, or
+// .local/images of the repository.
+func imagesDir() (string, error) {
+	if dir := os.Getenv(EnvImages); dir != "" {
+		return dir, nil
+	}
+	root, err := repo.Root()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, ".local", "images"), nil
 }

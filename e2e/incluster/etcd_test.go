@@ -28,14 +28,16 @@ import (
 // TestEtcdOperatorInCluster: the etcd operator installed with make deploy
 // runs from its image under its own RBAC and manages a 3-member EtcdCluster
 // on real pods and provisioned claims, while clients write and read through
-// the client Service and every operation is recorded: a deleted member pod
-// comes back as the same member on its claim; the cluster grows to 5 with
-// the operator pod killed in the middle, and shrinks back to 3; a member
-// whose pod and claim are deleted is replaced by a new member, never
-// re-added under its old ID; the cluster is upgraded from etcd 3.5 to 3.6
-// one member at a time, with the operator pod killed in the middle. The recorded history must be linearizable
-// (porcupine, a register per key), final reads included: no acknowledged
-// write is lost.
+// the client Service and every operation is recorded: the operator is
+// upgraded in place to its next build without restarting a member or
+// writing a child; a deleted member pod comes back as the same member on
+// its claim; the cluster grows to 5 with the operator pod killed in the
+// middle, and shrinks back to 3; a member whose pod and claim are deleted
+// is replaced by a new member, never re-added under its old ID; the
+// cluster is upgraded from etcd 3.5 to 3.6 one member at a time, with the
+// operator pod killed in the middle. The recorded history must be
+// linearizable (porcupine, a register per key), final reads included: no
+// acknowledged write is lost.
 func TestEtcdOperatorInCluster(t *testing.T) {
 	op := etcdOperator
 	const ns, name = "default", "demo"
@@ -101,6 +103,14 @@ func TestEtcdOperatorInCluster(t *testing.T) {
 			}
 			return ctx
 		}).
+		Assess("the operator upgraded in place to its next build: no member restarted, no child written", op.upgradeInPlace("etcd-operator.etcd.opkit.dev",
+			func(ctx context.Context, t *testing.T, cfg *envconf.Config) workload {
+				var c v1alpha1.EtcdCluster
+				if err := cfg.Client().Resources().Get(ctx, name, ns, &c); err != nil {
+					t.Fatal(err)
+				}
+				return workload{ns: ns, owner: c.UID, pods: "etcd.opkit.dev/cluster=" + name}
+			})).
 		Assess("a deleted member pod comes back as the same member on its claim", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			if out, err := harness.Kubectl(ctx, cfg, "delete", "pod", "-n", ns, name+"-1", "--wait=true"); err != nil {
 				t.Fatalf("%v\n%s", err, out)

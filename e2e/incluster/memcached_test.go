@@ -29,7 +29,9 @@ import (
 // TestMemcachedOperatorInCluster is the operator-sdk tutorial's walkthrough
 // on real memcached pods, with the operator installed by make deploy and
 // running as two replicas under its own ServiceAccount: the sample becomes
-// Ready with its real pods in status.nodes and serves a real client; an
+// Ready with its real pods in status.nodes and serves a real client; the
+// operator is upgraded in place to another build (make deploy with its
+// next image) without restarting a pod or writing a child; an
 // invalid size is refused at admission naming the field; a scale-up whose
 // leader is killed midway is finished by the new leader; an image change
 // rolls every pod; a deleted pod is replaced; it scales down; deleting it
@@ -79,6 +81,10 @@ func TestMemcachedOperatorInCluster(t *testing.T) {
 			}
 			return ctx
 		}).
+		Assess("the operator upgraded in place to its next build: no pod restarted, no child written", op.upgradeInPlace("memcached.cache.opkit.dev",
+			func(ctx context.Context, t *testing.T, cfg *envconf.Config) workload {
+				return workload{ns: ns, owner: memcached(ctx, t, cfg).UID, pods: "app.kubernetes.io/instance=" + name}
+			})).
 		Assess("metrics are served over HTTPS to a token allowed to get /metrics only", op.metricsOnlyForReaders(ns)).
 		Assess("an invalid size is refused at admission, naming the field", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			before := memcached(ctx, t, cfg)

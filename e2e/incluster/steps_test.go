@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/e2e-framework/klient/k8s"
+	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
 	"sigs.k8s.io/e2e-framework/klient/wait"
 	"sigs.k8s.io/e2e-framework/klient/wait/conditions"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
@@ -80,15 +81,28 @@ func (o operator) deploy(ctx context.Context, t *testing.T, cfg *envconf.Config)
 }
 
 // noRBACDenial is the step that fails on any "forbidden" the operator's
-// pods logged: its RBAC lacks something it does.
+// pods logged: its RBAC lacks something it does. Every pod's log must
+// hold its start line, so that an unreadable log cannot pass.
 func (o operator) noRBACDenial(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-	out, err := harness.Kubectl(ctx, cfg, "logs", "-n", o.namespace, "-l", o.podSelector(), "--tail=-1", "--prefix")
-	if err != nil {
+	var pods corev1.PodList
+	if err := cfg.Client().Resources(o.namespace).List(ctx, &pods, resources.WithLabelSelector(o.podSelector())); err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range strings.Split(out, "\n") {
-		if strings.Contains(l, "forbidden") {
-			t.Errorf("operator log: %s", l)
+	if len(pods.Items) == 0 {
+		t.Fatalf("no operator pods in %s", o.namespace)
+	}
+	for _, p := range pods.Items {
+		out, err := harness.Kubectl(ctx, cfg, "logs", "-n", o.namespace, p.Name, "--tail=-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out, `"msg":"starting"`) {
+			t.Errorf("the log of %s (on %s) has no start line; read:\n%.2000s", p.Name, p.Spec.NodeName, out)
+		}
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, "forbidden") {
+				t.Errorf("%s: %s", p.Name, l)
+			}
 		}
 	}
 	return ctx

@@ -42,6 +42,11 @@ import (
 	"github.com/opkit-dev/opkit/securemetrics"
 )
 
+// version is this build of the operator, logged when it starts. The linker
+// sets it: go build -ldflags "-X main.version=v2" (make images sets the
+// images' tag).
+var version = "(devel)"
+
 func main() {
 	if len(os.Args) > 1 {
 		if sub, ok := subcommands[os.Args[1]]; ok {
@@ -185,6 +190,7 @@ func run() error {
 		return err
 	}
 	ctx := ctrl.SetupSignalHandler()
+	ctrl.Log.Info("starting", "version", version, "leaderElection", leaderElect)
 	return mgr.Start(ctx)
 }
 

@@ -29,6 +29,11 @@ import (
 	"github.com/opkit-dev/opkit/securemetrics"
 )
 
+// version is this build of the operator, logged when it starts. The linker
+// sets it: go build -ldflags "-X main.version=v2" (make images sets the
+// images' tag).
+var version = "(devel)"
+
 func main() {
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "memcached operator:", err)
@@ -127,7 +132,7 @@ func run() error {
 	if err := mgr.AddReadyzCheck("readyz", cacheSynced); err != nil {
 		return fmt.Errorf("adding the readiness check: %w", err)
 	}
-	log.Info("starting", "host", cfg.Host, "namespaces", watched, "leaderElection", leaderElect)
+	log.Info("starting", "version", version, "host", cfg.Host, "namespaces", watched, "leaderElection", leaderElect)
 	return mgr.Start(ctrl.SetupSignalHandler())
 }
 

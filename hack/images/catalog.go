@@ -125,7 +125,13 @@ func goImage(name, ref, suffix, pkg string, cfg Config, extra ...File) Spec {
 				return nil, Config{}, fmt.Errorf("%w: no Go package in %s", errSkip, pkg)
 			}
 			out := filepath.Join(e.Tmp, name)
-			if err := goBuild(ctx, e.Root, pkg, out); err != nil {
+			// The operators log their version: the image's tag, so that
+			// two tags are two builds.
+			var ldflags []string
+			if repo, tag, ok := strings.Cut(ref, ":"); ok && strings.HasPrefix(repo, "opkit.dev/") {
+				ldflags = append(ldflags, "-X", "main.version="+tag)
+			}
+			if err := goBuild(ctx, e.Root, pkg, out, ldflags...); err != nil {
 				return nil, Config{}, err
 			}
 			files := append([]File{{Path: binPath, Source: out, Mode: 0o755}}, extra...)
@@ -142,9 +148,11 @@ func goImage(name, ref, suffix, pkg string, cfg Config, extra ...File) Spec {
 }
 
 // goBuild builds the main package pkg statically (CGO_ENABLED=0, for
-// images without a C library) into out, running the go command in dir.
-func goBuild(ctx context.Context, dir, pkg, out string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
+// images without a C library) into out, running the go command in dir,
+// with ldflags added to the linker's flags.
+func goBuild(ctx context.Context, dir, pkg, out string, ldflags ...string) error {
+	flags := strings.Join(append([]string{"-s", "-w"}, ldflags...), " ")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags="+flags, "-o", out, pkg)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
 	cmd.Stdout = os.Stderr
