@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -53,7 +54,11 @@ func (o operator) make(ctx context.Context, cfg *envconf.Config, target string, 
 		return "", err
 	}
 	args = append([]string{"-C", filepath.Join(root, "examples", o.example), target, "IMG=" + o.img, "KUBECONFIG=" + cfg.KubeconfigFile()}, args...)
-	out, err := exec.CommandContext(ctx, "make", args...).CombinedOutput()
+	cmd := exec.CommandContext(ctx, "make", args...)
+	// When ctx ends, make's kubectl goes too, not just make.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
 
@@ -112,8 +117,13 @@ func (o operator) noRBACDenial(ctx context.Context, t *testing.T, cfg *envconf.C
 // operator's namespace nor its cluster-wide RBAC may be left.
 func (o operator) undeploy(ctx context.Context, t *testing.T, cfg *envconf.Config) {
 	t.Helper()
-	if out, err := o.make(ctx, cfg, "undeploy", "ignore-not-found=true"); err != nil {
-		t.Errorf("make undeploy: %v\n%s", err, out)
+	// Deleting the CRDs waits for every custom resource to go; one whose
+	// finalizer cannot finish (the operator is deleted at the same time)
+	// would hold make undeploy forever.
+	uctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	if out, err := o.make(uctx, cfg, "undeploy", "ignore-not-found=true"); err != nil {
+		t.Errorf("make undeploy: %v (a custom resource whose finalizer could not finish holds its CRD)\n%s", err, out)
 	}
 	harness.WaitFor(ctx, t, "the operator's namespace and cluster roles to go", 2*time.Minute, time.Second, func(ctx context.Context) (bool, string) {
 		left, err := harness.Kubectl(ctx, cfg, "get", "namespace/"+o.namespace, "clusterrole/"+o.name+"-manager-role",
