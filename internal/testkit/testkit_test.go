@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"sync/atomic"
 	"testing"
@@ -129,5 +131,28 @@ func TestRunStopsWithTheTest(t *testing.T) {
 	})
 	if !stopped.Load() {
 		t.Error("the runner was still running after its test ended")
+	}
+}
+
+func TestHTTPOK(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/ready" {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	tests := []struct {
+		url  string
+		want bool
+	}{
+		{srv.URL + "/ready", true},
+		{srv.URL + "/other", false},
+		{"http://127.0.0.1:1/ready", false},
+		{"::not a url", false},
+	}
+	for _, tt := range tests {
+		if got := HTTPOK(t.Context(), tt.url); got != tt.want {
+			t.Errorf("HTTPOK(%q) = %t, want %t", tt.url, got, tt.want)
+		}
 	}
 }
