@@ -9,6 +9,17 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 )
 
+// PodReady reports the pod's Ready condition: every container passes its
+// readiness probe, so Services send it traffic.
+func PodReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
 // DescribePod summarises why a pod is not ready, for failure messages:
 // phase, node, the conditions that are not true, and each container that
 // waits or has terminated, with the reason.

@@ -105,11 +105,7 @@ func TestEtcdOperatorInCluster(t *testing.T) {
 		}).
 		Assess("the operator upgraded in place to its next build: no member restarted, no child written", op.upgradeInPlace("etcd-operator.etcd.opkit.dev",
 			func(ctx context.Context, t *testing.T, cfg *envconf.Config) workload {
-				var c v1alpha1.EtcdCluster
-				if err := cfg.Client().Resources().Get(ctx, name, ns, &c); err != nil {
-					t.Fatal(err)
-				}
-				return workload{ns: ns, owner: c.UID, pods: "etcd.opkit.dev/cluster=" + name}
+				return workload{ns: ns, owner: getEtcdCluster(ctx, t, cfg, ns, name).UID, pods: "etcd.opkit.dev/cluster=" + name}
 			})).
 		Assess("a deleted member pod comes back as the same member on its claim", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			if out, err := harness.Kubectl(ctx, cfg, "delete", "pod", "-n", ns, name+"-1", "--wait=true"); err != nil {
@@ -234,10 +230,7 @@ func TestEtcdOperatorInCluster(t *testing.T) {
 			if diff := cmp.Diff(before, voting(membersNow(ctx, t))); diff != "" {
 				t.Errorf("members (name -> ID) changed by the upgrade (-before +after):\n%s", diff)
 			}
-			var c v1alpha1.EtcdCluster
-			if err := cfg.Client().Resources().Get(ctx, name, ns, &c); err != nil {
-				t.Fatal(err)
-			}
+			c := getEtcdCluster(ctx, t, cfg, ns, name)
 			if c.Status.Version != toVersion {
 				t.Errorf("status.version = %q, want %s", c.Status.Version, toVersion)
 			}
@@ -297,6 +290,16 @@ var etcdOperator = operator{
 	example: "etcd", name: "etcd-operator", namespace: "etcd-operator-system",
 	img:         "opkit.dev/etcd-operator:dev",
 	addToScheme: v1alpha1.AddToScheme, list: &v1alpha1.EtcdClusterList{},
+}
+
+// getEtcdCluster reads the EtcdCluster, failing the test if it cannot.
+func getEtcdCluster(ctx context.Context, t *testing.T, cfg *envconf.Config, ns, name string) *v1alpha1.EtcdCluster {
+	t.Helper()
+	var c v1alpha1.EtcdCluster
+	if err := cfg.Client().Resources().Get(ctx, name, ns, &c); err != nil {
+		t.Fatal(err)
+	}
+	return &c
 }
 
 // waitEtcdReady waits until the EtcdCluster is Ready at its generation.

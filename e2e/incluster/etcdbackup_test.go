@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/e2e-framework/klient/wait"
 	"sigs.k8s.io/e2e-framework/klient/wait/conditions"
@@ -64,14 +65,6 @@ func TestEtcdBackupsInCluster(t *testing.T) {
 			t.Fatalf("kubectl apply -f config/samples/%s: %v\n%s", file, err, out)
 		}
 	}
-	getCluster := func(ctx context.Context, t *testing.T, cfg *envconf.Config, name string) *v1alpha1.EtcdCluster {
-		t.Helper()
-		var c v1alpha1.EtcdCluster
-		if err := cfg.Client().Resources().Get(ctx, name, ns, &c); err != nil {
-			t.Fatal(err)
-		}
-		return &c
-	}
 
 	f := features.New("etcd backups in-cluster").
 		Assess("make deploy runs the operator from its image", op.deploy).
@@ -101,7 +94,7 @@ func TestEtcdBackupsInCluster(t *testing.T) {
 			cli = clientTo(ctx, t, cfg, ns, sampleCluster)
 			writeSampleData(ctx, t, cli)
 			harness.WaitFor(ctx, t, "four scheduled backups", 3*time.Minute, time.Second, func(ctx context.Context) (bool, string) {
-				id := getCluster(ctx, t, cfg, sampleCluster).Status.Backup.LastBackupID
+				id := getEtcdCluster(ctx, t, cfg, ns, sampleCluster).Status.Backup.LastBackupID
 				if id != "" && !slices.Contains(recorded, id) {
 					recorded = append(recorded, id)
 				}
@@ -113,7 +106,7 @@ func TestEtcdBackupsInCluster(t *testing.T) {
 				t.Fatalf("%v\n%s", err, out)
 			}
 			harness.WaitFor(ctx, t, "the operator to act on the unscheduled spec", time.Minute, time.Second, func(ctx context.Context) (bool, string) {
-				c := getCluster(ctx, t, cfg, sampleCluster)
+				c := getEtcdCluster(ctx, t, cfg, ns, sampleCluster)
 				return c.Status.ObservedGeneration == c.Generation, fmt.Sprintf("observed %d of %d", c.Status.ObservedGeneration, c.Generation)
 			})
 			scheduled := backupsBy(ctx, t, store, "scheduled")
@@ -398,10 +391,15 @@ func waitBackupSucceeded(ctx context.Context, t *testing.T, cfg *envconf.Config,
 // adds a filesystem backup store, then waits for the new operator pod.
 func mountBackupClaim(ctx context.Context, t *testing.T, cfg *envconf.Config, op operator, claim string) {
 	t.Helper()
-	pvc := fmt.Sprintf(`{"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata":{"name":%q,"namespace":%q},
-		"spec":{"accessModes":["ReadWriteOnce"],"resources":{"requests":{"storage":"256Mi"}}}}`, claim, op.namespace)
-	if out, err := kubectlApply(ctx, cfg, pvc); err != nil {
-		t.Fatalf("creating claim %s: %v\n%s", claim, err, out)
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: claim, Namespace: op.namespace},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("256Mi")}},
+		},
+	}
+	if err := cfg.Client().Resources().Create(ctx, pvc); err != nil {
+		t.Fatalf("creating claim %s: %v", claim, err)
 	}
 	patch := fmt.Sprintf(`[{"op":"add","path":"/spec/template/spec/volumes/-","value":{"name":"backup-store","persistentVolumeClaim":{"claimName":%q}}},
 		{"op":"add","path":"/spec/template/spec/containers/0/volumeMounts/-","value":{"name":"backup-store","mountPath":"/backups/%s"}}]`, claim, claim)
@@ -411,15 +409,4 @@ func mountBackupClaim(ctx context.Context, t *testing.T, cfg *envconf.Config, op
 	if out, err := harness.Kubectl(ctx, cfg, "rollout", "status", "deployment/"+op.deployment(), "-n", op.namespace, "--timeout=3m"); err != nil {
 		t.Fatalf("the operator with the claim mounted: %v\n%s\npods: %s", err, out, harness.DescribePods(ctx, cfg, op.namespace))
 	}
-}
-
-// kubectlApply pipes manifest (JSON or YAML) into kubectl apply -f -.
-func kubectlApply(ctx context.Context, cfg *envconf.Config, manifest string) (string, error) {
-	cmd, err := harness.KubectlCommand(ctx, cfg, "apply", "-f", "-")
-	if err != nil {
-		return "", err
-	}
-	cmd.Stdin = strings.NewReader(manifest)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
 }

@@ -16,15 +16,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
+
+	"github.com/opkit-dev/opkit/e2e/harness"
 )
 
 // memberPodWatch polls the member pods of an EtcdCluster while a change
 // rolls through them, and keeps the largest number of members seen down at
 // once (no pod, a pod being deleted, or a pod not Ready).
 type memberPodWatch struct {
-	members []string
-	stopped chan struct{}
-	cancel  context.CancelFunc
+	members     []string
+	stopPolling func()
 
 	mu      sync.Mutex
 	maxDown int
@@ -36,29 +37,18 @@ type memberPodWatch struct {
 // (name -> ID) until stop.
 func watchMemberPods(ctx context.Context, t *testing.T, cfg *envconf.Config, ns, cluster string, members map[string]string) *memberPodWatch {
 	t.Helper()
-	ctx, cancel := context.WithCancel(ctx)
-	w := &memberPodWatch{stopped: make(chan struct{}), cancel: cancel, images: map[string]string{}}
+	w := &memberPodWatch{images: map[string]string{}}
 	for n := range members {
 		w.members = append(w.members, n)
 	}
 	slices.Sort(w.members)
-	go func() {
-		defer close(w.stopped)
-		tick := time.NewTicker(250 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			var pods corev1.PodList
-			// A failed list is a missed sample, not a down member.
-			if err := cfg.Client().Resources(ns).List(ctx, &pods, resources.WithLabelSelector("etcd.opkit.dev/cluster="+cluster)); err == nil {
-				w.sample(pods.Items)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
+	w.stopPolling = poll(ctx, 250*time.Millisecond, func(ctx context.Context) {
+		var pods corev1.PodList
+		// A failed list is a missed sample, not a down member.
+		if err := cfg.Client().Resources(ns).List(ctx, &pods, resources.WithLabelSelector("etcd.opkit.dev/cluster="+cluster)); err == nil {
+			w.sample(pods.Items)
 		}
-	}()
+	})
 	t.Cleanup(func() { w.stop() })
 	return w
 }
@@ -83,7 +73,7 @@ func (w *memberPodWatch) sample(pods []corev1.Pod) {
 		case p.DeletionTimestamp != nil:
 			down++
 			state = append(state, m+":deleting")
-		case !podReady(p):
+		case !harness.PodReady(&p):
 			down++
 			state = append(state, m+":not-ready")
 		default:
@@ -116,20 +106,34 @@ func (w *memberPodWatch) upgraded(version string) []string {
 // stop ends the polling and returns the most members seen down at once
 // and the states seen, one line each.
 func (w *memberPodWatch) stop() (maxDown int, trail string) {
-	w.cancel()
-	<-w.stopped
+	w.stopPolling()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.maxDown, strings.Join(w.trail, "\n")
 }
 
-func podReady(p corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
+// poll runs f every interval, from now until the returned stop is called
+// (or ctx ends); stop waits for a running f and may be called again.
+func poll(ctx context.Context, interval time.Duration, f func(context.Context)) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			f(ctx)
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
 		}
+	}()
+	return func() {
+		cancel()
+		<-stopped
 	}
-	return false
 }
 
 // clusterVersion is etcd's cluster version (what every member agreed to

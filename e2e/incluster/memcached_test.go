@@ -16,7 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
@@ -192,13 +191,10 @@ func leaderPod(ctx context.Context, t *testing.T, cfg *envconf.Config, ns, lease
 		if err := cfg.Client().Resources().Get(ctx, lease, ns, &l); err != nil {
 			return false, err.Error()
 		}
-		holder = ptr.Deref(l.Spec.HolderIdentity, "")
-		// controller-runtime's identity is <hostname>_<uuid>; the hostname
-		// of a pod is its name.
+		holder = holderPod(&l)
 		return holder != "", "no holder"
 	})
-	pod, _, _ := strings.Cut(holder, "_")
-	return pod
+	return holder
 }
 
 // waitReadyWithPods waits until the Memcached is Ready at its generation

@@ -2,7 +2,6 @@ package incluster
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -58,12 +57,11 @@ func observeWorkload(ctx context.Context, t *testing.T, cfg *envconf.Config, w w
 		t.Fatalf("listing children: %v\n%s", err, out)
 	}
 	var list unstructured.UnstructuredList
-	if err := json.Unmarshal([]byte(out), &list.Object); err != nil {
+	if err := list.UnmarshalJSON([]byte(out)); err != nil {
 		t.Fatal(err)
 	}
 	s := workloadState{Children: map[string]string{}, Pods: map[string]podState{}}
-	for _, item := range list.Object["items"].([]any) {
-		o := unstructured.Unstructured{Object: item.(map[string]any)}
+	for _, o := range list.Items {
 		for _, ref := range o.GetOwnerReferences() {
 			if ref.UID == w.owner && ptr.Deref(ref.Controller, false) {
 				s.Children[o.GetKind()+"/"+o.GetName()] = o.GetResourceVersion()
@@ -90,8 +88,7 @@ func observeWorkload(ctx context.Context, t *testing.T, cfg *envconf.Config, w w
 // leaseWatch records the holders of a leader-election Lease in turn, with
 // the last renewal seen of each.
 type leaseWatch struct {
-	cancel  context.CancelFunc
-	stopped chan struct{}
+	stopPolling func()
 
 	mu       sync.Mutex
 	duration time.Duration
@@ -105,32 +102,21 @@ type leaseTerm struct {
 }
 
 func watchLease(ctx context.Context, cfg *envconf.Config, ns, name string) *leaseWatch {
-	ctx, cancel := context.WithCancel(ctx)
-	w := &leaseWatch{cancel: cancel, stopped: make(chan struct{})}
-	go func() {
-		defer close(w.stopped)
-		for ctx.Err() == nil {
-			var l coordinationv1.Lease
-			if err := cfg.Client().Resources().Get(ctx, name, ns, &l); err == nil {
-				w.record(&l)
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(200 * time.Millisecond):
-			}
+	w := &leaseWatch{}
+	w.stopPolling = poll(ctx, 200*time.Millisecond, func(ctx context.Context) {
+		var l coordinationv1.Lease
+		if err := cfg.Client().Resources().Get(ctx, name, ns, &l); err == nil {
+			w.record(&l)
 		}
-	}()
+	})
 	return w
 }
 
 func (w *leaseWatch) record(l *coordinationv1.Lease) {
-	holder := ptr.Deref(l.Spec.HolderIdentity, "")
-	if holder == "" || l.Spec.RenewTime == nil || l.Spec.AcquireTime == nil {
+	pod := holderPod(l)
+	if pod == "" || l.Spec.RenewTime == nil || l.Spec.AcquireTime == nil {
 		return // released, between two holders
 	}
-	// controller-runtime's identity is <hostname>_<uuid>; a pod's hostname
-	// is its name.
-	pod, _, _ := strings.Cut(holder, "_")
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.duration = time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, 0)) * time.Second
@@ -151,8 +137,7 @@ func (w *leaseWatch) current() (leaseTerm, bool) {
 }
 
 func (w *leaseWatch) stop() (terms []leaseTerm, duration time.Duration) {
-	w.cancel()
-	<-w.stopped
+	w.stopPolling()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.terms, w.duration
@@ -212,14 +197,22 @@ func (o operator) upgradeInPlace(lease string, owner func(ctx context.Context, t
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(firstMatch(logs, `"starting"`), `"version":"`+nextTag+`"`) {
-			t.Errorf("the new leader %s does not log version %s at start:\n%s\nlog head:\n%.3000s", leader, nextTag, firstMatch(logs, `"starting"`), logs)
+		if start := firstMatch(logs, `"msg":"starting"`); !strings.Contains(start, `"version":"`+nextTag+`"`) {
+			t.Errorf("the new leader %s does not log version %s at start:\n%s\nlog head:\n%.3000s", leader, nextTag, start, logs)
 		}
 		if diff := cmp.Diff(before, observeWorkload(ctx, t, cfg, w)); diff != "" {
 			t.Errorf("the upgrade wrote children or restarted pods (-before +after):\n%s", diff)
 		}
 		return ctx
 	}
+}
+
+// holderPod is the pod holding a leader-election Lease, "" when none:
+// controller-runtime's identity is <hostname>_<uuid>, and a pod's hostname
+// is its name.
+func holderPod(l *coordinationv1.Lease) string {
+	pod, _, _ := strings.Cut(ptr.Deref(l.Spec.HolderIdentity, ""), "_")
+	return pod
 }
 
 // firstMatch is the first line of s containing sub.

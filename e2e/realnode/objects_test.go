@@ -84,12 +84,7 @@ func waitPodReady(ctx context.Context, t *testing.T, cfg *envconf.Config, ns, na
 		if err := cfg.Client().Resources().Get(ctx, name, ns, &pod); err != nil {
 			return false, err.Error()
 		}
-		for _, c := range pod.Status.Conditions {
-			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-				return true, ""
-			}
-		}
-		return false, harness.DescribePod(&pod)
+		return harness.PodReady(&pod), harness.DescribePod(&pod)
 	})
 	return &pod
 }
