@@ -131,13 +131,14 @@ func goBuild(t *testing.T, root, out string, args ...string) {
 	}
 }
 
-// buildFixture builds the suite under testdata/fixture as a test binary.
+// buildFixture builds the suite under testdata/fixture as a test binary,
+// in the e2e module (which holds it).
 func buildFixture(t *testing.T) string {
 	t.Helper()
 	root, _ := paths(t)
 	out := filepath.Join(t.TempDir(), "fixture.test")
-	cmd := exec.CommandContext(t.Context(), "go", "test", "-c", "-o", out, "./e2e/teardown/testdata/fixture")
-	cmd.Dir = root
+	cmd := exec.CommandContext(t.Context(), "go", "test", "-c", "-o", out, "./teardown/testdata/fixture")
+	cmd.Dir = filepath.Join(root, "e2e")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building the fixture suite: %v\n%s", err, b)
 	}
