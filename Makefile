@@ -39,10 +39,12 @@ API_DIRS = internal/testapi $(wildcard examples/*/api)
 
 # The Go modules of this repository: the library (with the examples and
 # hack/ programs) and the e2e suites, a module of their own so that their
-# dependencies (porcupine, helm) never reach a consumer of the library. The
-# committed go.work joins them for editors and for go commands run from the
-# root; every target below runs in each module's own directory.
+# dependencies (porcupine, helm) never reach a consumer of the library; e2e's
+# go.mod replaces the library with this checkout. Every target runs in each
+# module's own directory with GOWORK=off: a developer's go.work (go work init
+# . ./e2e, for editors; git ignores it) changes nothing here.
 GO_MODULES := . e2e
+export GOWORK := off
 
 # Packages with unit and envtest tests: the root module's.
 UNIT_PKGS = $(shell go list ./...)
@@ -126,9 +128,9 @@ manifests: controller-gen ## Generate CRDs and RBAC from markers.
 	done
 
 .PHONY: installers
-installers: kustomize ## Write each example's dist/install.yaml (make build-installer in examples/*).
+installers: kustomize ## Write each example's dist/install.yaml and dist/chart/templates (make build-installer chart in examples/*).
 	@for ex in $$(ls -d examples/*/ 2>/dev/null); do \
-		if [ -f "$$ex/Makefile" ]; then $(MAKE) -s -C $$ex build-installer; fi; \
+		if [ -f "$$ex/Makefile" ]; then $(MAKE) -s -C $$ex build-installer chart; fi; \
 	done
 
 .PHONY: fmt

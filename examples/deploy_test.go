@@ -2,8 +2,6 @@ package examples_test
 
 import (
 	"bytes"
-	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,9 +11,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/opkit-dev/opkit/internal/repo"
+	"github.com/opkit-dev/opkit/internal/testkit"
 )
 
 // examples are the operators with a Makefile of deployment targets, their
@@ -92,8 +90,8 @@ func TestServiceMonitorMatchesMetricsService(t *testing.T) {
 	}
 	for _, ex := range examples {
 		t.Run(ex.dir, func(t *testing.T) {
-			svc := only(t, kustomizeBuild(t, filepath.Join(root, "examples", ex.dir, "config/default")), "Service")
-			mon := only(t, kustomizeBuild(t, filepath.Join(root, "examples", ex.dir, "config/prometheus")), "ServiceMonitor")
+			svc := only(t, testkit.KustomizeBuild(t, filepath.Join(root, "examples", ex.dir, "config/default")), "Service")
+			mon := only(t, testkit.KustomizeBuild(t, filepath.Join(root, "examples", ex.dir, "config/prometheus")), "ServiceMonitor")
 			if mon.GetNamespace() != svc.GetNamespace() || !strings.HasPrefix(mon.GetName(), ex.operator+"-") {
 				t.Errorf("ServiceMonitor %s/%s, want it in %s with the prefix %s-", mon.GetNamespace(), mon.GetName(), svc.GetNamespace(), ex.operator)
 			}
@@ -141,7 +139,7 @@ func TestInstallersUpToDate(t *testing.T) {
 // decodes the objects it wrote.
 func buildInstaller(t *testing.T, dir, img string) []*unstructured.Unstructured {
 	t.Helper()
-	return decode(t, runBuildInstaller(t, dir, img))
+	return testkit.DecodeObjects(t, runBuildInstaller(t, dir, img))
 }
 
 func runBuildInstaller(t *testing.T, dir, img string) []byte {
@@ -160,38 +158,6 @@ func runBuildInstaller(t *testing.T, dir, img string) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-// kustomizeBuild renders a kustomization with the repository's kustomize.
-func kustomizeBuild(t *testing.T, dir string) []*unstructured.Unstructured {
-	t.Helper()
-	kustomize, err := repo.Tool("kustomize", "kustomize")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.CommandContext(t.Context(), kustomize, "build", dir).Output()
-	if err != nil {
-		t.Fatalf("kustomize build %s: %v", dir, err)
-	}
-	return decode(t, out)
-}
-
-func decode(t *testing.T, b []byte) []*unstructured.Unstructured {
-	t.Helper()
-	var objs []*unstructured.Unstructured
-	d := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
-	for {
-		var o unstructured.Unstructured
-		if err := d.Decode(&o.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				return objs
-			}
-			t.Fatalf("decoding: %v", err)
-		}
-		if o.Object != nil {
-			objs = append(objs, &o)
-		}
-	}
 }
 
 // only returns the one object of kind, failing unless there is exactly one.
@@ -214,7 +180,7 @@ func only(t *testing.T, objs []*unstructured.Unstructured, kind string) *unstruc
 // EtcdBackup and EtcdCluster a sample names is one of the samples, and the
 // S3 store's Secret points at the store's Service.
 func TestEtcdSamplesNameWhatTheyCreate(t *testing.T) {
-	objs := kustomizeBuild(t, filepath.Join("etcd", "config", "samples"))
+	objs := testkit.KustomizeBuild(t, filepath.Join("etcd", "config", "samples"))
 	have := map[string]bool{}
 	for _, o := range objs {
 		have[o.GetKind()+"/"+o.GetName()] = true

@@ -9,6 +9,9 @@
 # .complete stamp exists, so an interrupted build is redone on the next call.
 # Concurrent calls for the same tool wait for each other (flock).
 set -euo pipefail
+# Each tool builds in its own module (hack/tools/*): a developer's go.work at
+# the root must not pull it into a workspace.
+export GOWORK=off
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cache=${OPKIT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/opkit}

@@ -32,6 +32,12 @@ ignore-not-found ?= false
 # Where build-installer writes.
 INSTALLER ?= $(EXAMPLE)/dist/install.yaml
 
+# The Helm chart: Chart.yaml and values.yaml are the example's own; make
+# chart writes templates/ from the repository's hack/chart/templates, the
+# CRDs of config/crd/bases and the rules of config/rbac/role.yaml.
+CHART := $(EXAMPLE)/dist/chart
+CHART_TEMPLATES := $(ROOT)/hack/chart/templates
+
 # render OVERLAY: kustomize build of config/OVERLAY with the manager's image
 # set to $(IMG), on a copy of config/ (the tree stays as committed).
 define render
@@ -54,7 +60,7 @@ help: ## List the targets with one line each.
 
 ##@ Build
 
-.PHONY: manifests images build-installer
+.PHONY: manifests images build-installer chart
 manifests: ## Generate the CRDs and RBAC from markers (the repository's make manifests).
 	$(MAKE) -C $(ROOT) manifests
 images: ## Build every image tarball into ../../.local/images (the repository's make images).
@@ -66,6 +72,22 @@ build-installer: kustomize ## Write dist/install.yaml (INSTALLER): CRDs, RBAC an
 	  echo "# of config/prometheus is not included (make deploy adds it where served)."; \
 	  $(call render,default); } > $(INSTALLER)
 	@echo "wrote $(INSTALLER)"
+
+chart: ## Write dist/chart/templates from config/ (CRDs, the manager's rules) and hack/chart/templates.
+	@rm -rf $(CHART)/templates && mkdir -p $(CHART)/templates/crd
+	@cp -r $(CHART_TEMPLATES)/. $(CHART)/templates/
+	@# Each CRD behind crd.enable, kept on uninstall with crd.keep.
+	@for f in $(EXAMPLE)/config/crd/bases/*.yaml; do \
+		{ echo '{{- if .Values.crd.enable }}'; \
+		  awk '{ print } /^  annotations:$$/ && !done { print "    {{- if .Values.crd.keep }}"; print "    helm.sh/resource-policy: keep"; print "    {{- end }}"; done = 1 }' $$f; \
+		  echo '{{- end }}'; } > $(CHART)/templates/crd/$$(basename $$f); \
+		grep -q 'helm.sh/resource-policy' $(CHART)/templates/crd/$$(basename $$f) || { echo "$$f: no metadata.annotations to add the keep policy to"; exit 1; }; \
+	done
+	@{ echo '{{/* The rules of config/rbac/role.yaml (controller-gen), written by make chart. */}}'; \
+	  echo '{{- define "chart.managerRules" }}'; \
+	  sed -n '/^rules:$$/,$$p' $(EXAMPLE)/config/rbac/role.yaml | tail -n +2; \
+	  echo '{{- end }}'; } > $(CHART)/templates/rbac/_manager_rules.tpl
+	@echo "wrote $(CHART)/templates"
 
 ##@ Deployment ($$KUBECONFIG, default the local cluster)
 

@@ -290,6 +290,7 @@ var etcdOperator = operator{
 	example: "etcd", name: "etcd-operator", namespace: "etcd-operator-system",
 	img:         "opkit.dev/etcd-operator:dev",
 	addToScheme: v1alpha1.AddToScheme, list: &v1alpha1.EtcdClusterList{},
+	crds: []string{"etcdclusters.etcd.opkit.dev", "etcdbackups.etcd.opkit.dev"},
 }
 
 // getEtcdCluster reads the EtcdCluster, failing the test if it cannot.

@@ -1,7 +1,8 @@
 // Package incluster runs the example operators as users run them: deployed
-// in-cluster from their images (`make images`) with their `make deploy`,
-// under their own ServiceAccount and RBAC, on real nodes, managing real
-// pods. A permission missing from config/rbac fails these
+// in-cluster from their images (`make images`), the memcached operator
+// with its Helm chart (helm's Go SDK) and the etcd operator with its
+// `make deploy`, under their own ServiceAccount and RBAC, on real nodes,
+// managing real pods. A permission missing from config/rbac fails these
 // suites: every call the operator makes goes through RBAC, unlike the
 // suites that run the operator as a local process with the admin
 // kubeconfig.

@@ -26,15 +26,15 @@ import (
 )
 
 // TestMemcachedOperatorInCluster is the operator-sdk tutorial's walkthrough
-// on real memcached pods, with the operator installed by make deploy and
+// on real memcached pods, with the operator installed by its Helm chart and
 // running as two replicas under its own ServiceAccount: the sample becomes
 // Ready with its real pods in status.nodes and serves a real client; the
-// operator is upgraded in place to another build (make deploy with its
+// operator is upgraded in place to another build (helm upgrade with its
 // next image) without restarting a pod or writing a child; an
 // invalid size is refused at admission naming the field; a scale-up whose
 // leader is killed midway is finished by the new leader; an image change
 // rolls every pod; a deleted pod is replaced; it scales down; deleting it
-// removes its children; make undeploy leaves nothing.
+// removes its children; helm uninstall leaves nothing.
 func TestMemcachedOperatorInCluster(t *testing.T) {
 	root, err := repo.Root()
 	if err != nil {
@@ -44,6 +44,10 @@ func TestMemcachedOperatorInCluster(t *testing.T) {
 		example: "memcached", name: "memcached-operator", namespace: "memcached-system",
 		img:         "opkit.dev/memcached-operator:dev",
 		addToScheme: v1alpha1.AddToScheme, list: &v1alpha1.MemcachedList{},
+		crds: []string{"memcacheds.cache.opkit.dev"},
+		// This suite installs through the Helm chart; the etcd suites
+		// through make deploy.
+		chart: true,
 	}
 	sample := filepath.Join(root, "examples/memcached/config/samples/cache_v1alpha1_memcached.yaml")
 	const ns, name = "default", "memcached-sample"
@@ -63,7 +67,7 @@ func TestMemcachedOperatorInCluster(t *testing.T) {
 	}
 
 	f := features.New("memcached operator in-cluster").
-		Assess("make deploy runs the operator from its image", op.deploy).
+		Assess("helm install runs the operator from its image", op.deploy).
 		Assess("the sample becomes Ready with its real pods in status.nodes", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			if out, err := harness.Kubectl(ctx, cfg, "apply", "-f", sample); err != nil {
 				t.Fatalf("%v\n%s", err, out)

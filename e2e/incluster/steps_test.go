@@ -26,8 +26,9 @@ import (
 )
 
 // operator is an example operator as its Makefile's deploy target installs
-// it (hack/operator.mk): objects named <name>-..., in namespace, pods
-// labelled app.kubernetes.io/name=<name>.
+// it (hack/operator.mk), or its Helm chart (dist/chart) released under its
+// name with the chart owning the namespace: objects named <name>-..., in
+// namespace, pods labelled app.kubernetes.io/name=<name>.
 type operator struct {
 	// example is its directory under examples/.
 	example string
@@ -35,9 +36,72 @@ type operator struct {
 	name, namespace string
 	// img is the IMG make deploy runs (make images builds opkit.dev/<name>:dev).
 	img string
-	// addToScheme and list register and probe its API once installed.
+	// addToScheme and list register and probe its API once installed; crds
+	// are its CustomResourceDefinitions, which uninstalling deletes.
 	addToScheme func(*runtime.Scheme) error
 	list        k8s.ObjectList
+	crds        []string
+	// chart installs, upgrades and uninstalls through the Helm chart
+	// (helm's Go SDK) instead of make deploy and make undeploy.
+	chart bool
+}
+
+// helmReleaseNamespace records the chart's release (helm -n): the chart
+// creates the operator's namespace itself (namespace.create), so that
+// helm uninstall deletes it.
+const helmReleaseNamespace = "default"
+
+// release is the operator's Helm release on the suite's cluster.
+func (o operator) release(cfg *envconf.Config) (harness.HelmRelease, error) {
+	root, err := repo.Root()
+	if err != nil {
+		return harness.HelmRelease{}, err
+	}
+	return harness.HelmRelease{
+		Chart: filepath.Join(root, "examples", o.example, "dist", "chart"),
+		Name:  o.name, Namespace: helmReleaseNamespace, Kubeconfig: cfg.KubeconfigFile(),
+	}, nil
+}
+
+// install installs the operator running o.img, or moves an installed one
+// to it: make deploy IMG=..., or helm install (upgrade --reuse-values once
+// installed) with manager.image set.
+func (o operator) install(ctx context.Context, cfg *envconf.Config, upgrade bool) (string, error) {
+	if !o.chart {
+		return o.make(ctx, cfg, "deploy")
+	}
+	r, err := o.release(cfg)
+	if err != nil {
+		return "", err
+	}
+	repository, tag, _ := strings.Cut(o.img, ":")
+	image := map[string]any{"manager": map[string]any{"image": map[string]any{"repository": repository, "tag": tag}}}
+	if upgrade {
+		return r.Upgrade(ctx, image)
+	}
+	image["namespace"] = map[string]any{"create": true, "name": o.namespace}
+	image["crd"] = map[string]any{"keep": false}
+	return r.Install(ctx, image, false)
+}
+
+// uninstall is make undeploy, or helm uninstall.
+func (o operator) uninstall(ctx context.Context, cfg *envconf.Config) (string, error) {
+	if !o.chart {
+		return o.make(ctx, cfg, "undeploy", "ignore-not-found=true")
+	}
+	r, err := o.release(cfg)
+	if err != nil {
+		return "", err
+	}
+	return "", r.Uninstall(ctx)
+}
+
+// how says how the operator is installed, for messages.
+func (o operator) how() string {
+	if o.chart {
+		return "helm"
+	}
+	return "make"
 }
 
 // deployment is the name of the operator's Deployment.
@@ -62,11 +126,12 @@ func (o operator) make(ctx context.Context, cfg *envconf.Config, target string, 
 	return string(out), err
 }
 
-// deploy is the step `make deploy IMG=...`: it waits until the operator's
-// Deployment is Available running IMG and its API is served.
+// deploy is the step `make deploy IMG=...` (or helm install): it waits
+// until the operator's Deployment is Available running IMG and its API is
+// served.
 func (o operator) deploy(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-	if out, err := o.make(ctx, cfg, "deploy"); err != nil {
-		t.Fatalf("make deploy: %v\n%s", err, out)
+	if out, err := o.install(ctx, cfg, false); err != nil {
+		t.Fatalf("%s install: %v\n%s", o.how(), err, out)
 	}
 	cond := conditions.New(cfg.Client().Resources())
 	if err := wait.For(cond.DeploymentAvailable(o.deployment(), o.namespace), wait.WithContext(ctx), wait.WithTimeout(3*time.Minute)); err != nil {
@@ -113,8 +178,9 @@ func (o operator) noRBACDenial(ctx context.Context, t *testing.T, cfg *envconf.C
 	return ctx
 }
 
-// undeploy is `make undeploy`, for a teardown: afterwards neither the
-// operator's namespace nor its cluster-wide RBAC may be left.
+// undeploy is `make undeploy` (or helm uninstall), for a teardown:
+// afterwards neither the operator's namespace, its CRDs, its cluster-wide
+// RBAC nor a Helm release record may be left.
 func (o operator) undeploy(ctx context.Context, t *testing.T, cfg *envconf.Config) {
 	t.Helper()
 	// Deleting the CRDs waits for every custom resource to go; one whose
@@ -122,14 +188,22 @@ func (o operator) undeploy(ctx context.Context, t *testing.T, cfg *envconf.Confi
 	// would hold make undeploy forever.
 	uctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	if out, err := o.make(uctx, cfg, "undeploy", "ignore-not-found=true"); err != nil {
-		t.Errorf("make undeploy: %v (a custom resource whose finalizer could not finish holds its CRD)\n%s", err, out)
+	if out, err := o.uninstall(uctx, cfg); err != nil {
+		t.Errorf("%s uninstall: %v (a custom resource whose finalizer could not finish holds its CRD)\n%s", o.how(), err, out)
 	}
-	harness.WaitFor(ctx, t, "the operator's namespace and cluster roles to go", 2*time.Minute, time.Second, func(ctx context.Context) (bool, string) {
-		left, err := harness.Kubectl(ctx, cfg, "get", "namespace/"+o.namespace, "clusterrole/"+o.name+"-manager-role",
-			"clusterrole/"+o.name+"-metrics-reader", "clusterrolebinding/"+o.name+"-manager-rolebinding", "--ignore-not-found", "-o", "name")
-		return err == nil && strings.TrimSpace(left) == "", left + fmt.Sprint(err)
+	left := []string{"namespace/" + o.namespace, "clusterrole/" + o.name + "-manager-role",
+		"clusterrole/" + o.name + "-metrics-reader", "clusterrolebinding/" + o.name + "-manager-rolebinding"}
+	for _, crd := range o.crds {
+		left = append(left, "customresourcedefinition/"+crd)
+	}
+	harness.WaitFor(ctx, t, "the operator's namespace, CRDs and cluster roles to go", 2*time.Minute, time.Second, func(ctx context.Context) (bool, string) {
+		out, err := harness.Kubectl(ctx, cfg, append([]string{"get"}, append(left, "--ignore-not-found", "-o", "name")...)...)
+		return err == nil && strings.TrimSpace(out) == "", out + fmt.Sprint(err)
 	})
+	// Helm records a release in Secrets labelled owner=helm: none may stay.
+	if out, err := harness.Kubectl(ctx, cfg, "get", "secrets", "-A", "-l", "owner=helm,name="+o.name, "-o", "name"); err != nil || strings.TrimSpace(out) != "" {
+		t.Errorf("helm release records left: %q, %v", out, err)
+	}
 }
 
 // metricsOnlyForReaders is the step that scrapes the operator's metrics

@@ -144,7 +144,7 @@ func (w *leaseWatch) stop() (terms []leaseTerm, duration time.Duration) {
 }
 
 // upgradeInPlace is the step that upgrades the operator as a user does,
-// make deploy with the image of the next build, while the workload of
+// make deploy (or helm upgrade) with the image of the next build, while the workload of
 // owner runs: the Deployment rolls to the new image, each new leader takes
 // over within the lease's duration of the last renewal of the one before,
 // the new version logs its version, and after its first passes nothing it
@@ -161,8 +161,8 @@ func (o operator) upgradeInPlace(lease string, owner func(ctx context.Context, t
 			_, ok := leases.current()
 			return ok, "no holder yet"
 		})
-		if out, err := next.make(ctx, cfg, "deploy"); err != nil {
-			t.Fatalf("make deploy IMG=%s: %v\n%s", next.img, err, out)
+		if out, err := next.install(ctx, cfg, true); err != nil {
+			t.Fatalf("%s: moving the operator to %s: %v\n%s", o.how(), next.img, err, out)
 		}
 		if out, err := harness.Kubectl(ctx, cfg, "rollout", "status", "deployment/"+o.deployment(), "-n", o.namespace, "--timeout=3m"); err != nil {
 			t.Fatalf("rolling the operator to %s: %v\n%s\npods: %s", next.img, err, out, harness.DescribePods(ctx, cfg, o.namespace))

@@ -1,8 +1,9 @@
 // Package testkit is the one home of the small test helpers shared across
 // the module's packages: failing a test on an error ([Must]) and picking a
 // free loopback port ([FreePort], [MustFreePort]), running a manager for
-// the length of a test ([Run]), and asking a server's readiness endpoint
-// ([HTTPOK]).
+// the length of a test ([Run]), asking a server's readiness endpoint
+// ([HTTPOK]), and reading rendered manifests ([DecodeObjects],
+// [KustomizeBuild]).
 //
 // A helper that more than one package needs belongs here rather than in a
 // copy in each package's _test.go files. Helpers that only make sense for
