@@ -16,23 +16,16 @@ import (
 	"github.com/opkit-dev/opkit/internal/testkit"
 )
 
-// examples are the operators with a Makefile of deployment targets, their
-// namespace and the name prefix config/default gives every object.
-var examples = []struct{ dir, operator, namespace string }{
-	{"memcached", "memcached-operator", "memcached-system"},
-	{"etcd", "etcd-operator", "etcd-operator-system"},
-}
-
 // TestBuildInstallerFollowsIMG renders each installer with an image of
 // another registry and checks what a user relies on: the Deployment runs
 // IMG (the etcd operator's --restore-image too), every namespaced object is
 // in the operator's namespace with its prefix, and the service account the
 // Deployment runs as is the one its bindings name.
 func TestBuildInstallerFollowsIMG(t *testing.T) {
-	for _, ex := range examples {
-		t.Run(ex.dir, func(t *testing.T) {
+	for _, ex := range repo.Operators {
+		t.Run(ex.Dir, func(t *testing.T) {
 			const img = "registry.example/team/op:v9.9.9"
-			objs := buildInstaller(t, ex.dir, img)
+			objs := buildInstaller(t, ex.Dir, img)
 			dep := only(t, objs, "Deployment")
 			containers, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
 			if len(containers) != 1 {
@@ -42,7 +35,7 @@ func TestBuildInstallerFollowsIMG(t *testing.T) {
 			if got := manager["image"]; got != img {
 				t.Errorf("image = %v, want %s", got, img)
 			}
-			if ex.dir == "etcd" {
+			if ex.Dir == "etcd" {
 				env := map[string]any{}
 				for _, e := range manager["env"].([]any) {
 					env[e.(map[string]any)["name"].(string)] = e.(map[string]any)["value"]
@@ -57,23 +50,23 @@ func TestBuildInstallerFollowsIMG(t *testing.T) {
 				if o.GetKind() == "CustomResourceDefinition" || o.GetKind() == "Namespace" {
 					continue
 				}
-				if !strings.HasPrefix(o.GetName(), ex.operator+"-") {
-					t.Errorf("%s %s lacks the prefix %s-", o.GetKind(), o.GetName(), ex.operator)
+				if !strings.HasPrefix(o.GetName(), ex.Name+"-") {
+					t.Errorf("%s %s lacks the prefix %s-", o.GetKind(), o.GetName(), ex.Name)
 				}
 				clusterScoped := o.GetKind() == "ClusterRole" || o.GetKind() == "ClusterRoleBinding"
-				if !clusterScoped && o.GetNamespace() != ex.namespace {
-					t.Errorf("%s %s in namespace %q, want %s", o.GetKind(), o.GetName(), o.GetNamespace(), ex.namespace)
+				if !clusterScoped && o.GetNamespace() != ex.Namespace {
+					t.Errorf("%s %s in namespace %q, want %s", o.GetKind(), o.GetName(), o.GetNamespace(), ex.Namespace)
 				}
 				if strings.HasSuffix(o.GetKind(), "Binding") {
 					subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
-					want := []any{map[string]any{"kind": "ServiceAccount", "name": sa, "namespace": ex.namespace}}
+					want := []any{map[string]any{"kind": "ServiceAccount", "name": sa, "namespace": ex.Namespace}}
 					if diff := cmp.Diff(want, subjects); diff != "" {
 						t.Errorf("%s %s subjects (-want +got):\n%s", o.GetKind(), o.GetName(), diff)
 					}
 				}
 			}
-			if ns := only(t, objs, "Namespace"); ns.GetName() != ex.namespace {
-				t.Errorf("Namespace %s, want %s", ns.GetName(), ex.namespace)
+			if ns := only(t, objs, "Namespace"); ns.GetName() != ex.Namespace {
+				t.Errorf("Namespace %s, want %s", ns.GetName(), ex.Namespace)
 			}
 		})
 	}
@@ -88,12 +81,12 @@ func TestServiceMonitorMatchesMetricsService(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, ex := range examples {
-		t.Run(ex.dir, func(t *testing.T) {
-			svc := only(t, testkit.KustomizeBuild(t, filepath.Join(root, "examples", ex.dir, "config/default")), "Service")
-			mon := only(t, testkit.KustomizeBuild(t, filepath.Join(root, "examples", ex.dir, "config/prometheus")), "ServiceMonitor")
-			if mon.GetNamespace() != svc.GetNamespace() || !strings.HasPrefix(mon.GetName(), ex.operator+"-") {
-				t.Errorf("ServiceMonitor %s/%s, want it in %s with the prefix %s-", mon.GetNamespace(), mon.GetName(), svc.GetNamespace(), ex.operator)
+	for _, ex := range repo.Operators {
+		t.Run(ex.Dir, func(t *testing.T) {
+			svc := only(t, testkit.KustomizeBuild(t, filepath.Join(root, "examples", ex.Dir, "config/default")), "Service")
+			mon := only(t, testkit.KustomizeBuild(t, filepath.Join(root, "examples", ex.Dir, "config/prometheus")), "ServiceMonitor")
+			if mon.GetNamespace() != svc.GetNamespace() || !strings.HasPrefix(mon.GetName(), ex.Name+"-") {
+				t.Errorf("ServiceMonitor %s/%s, want it in %s with the prefix %s-", mon.GetNamespace(), mon.GetName(), svc.GetNamespace(), ex.Name)
 			}
 			selector, _, _ := unstructured.NestedStringMap(mon.Object, "spec", "selector", "matchLabels")
 			for k, v := range selector {
@@ -121,15 +114,15 @@ func TestInstallersUpToDate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, ex := range examples {
-		t.Run(ex.dir, func(t *testing.T) {
-			want, err := os.ReadFile(filepath.Join(root, "examples", ex.dir, "dist/install.yaml"))
+	for _, ex := range repo.Operators {
+		t.Run(ex.Dir, func(t *testing.T) {
+			want, err := os.ReadFile(filepath.Join(root, "examples", ex.Dir, "dist/install.yaml"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := runBuildInstaller(t, ex.dir, "opkit.dev/"+ex.operator+":dev")
+			got := runBuildInstaller(t, ex.Dir, "opkit.dev/"+ex.Name+":dev")
 			if !bytes.Equal(got, want) {
-				t.Errorf("examples/%s/dist/install.yaml is stale: run make installers and commit it", ex.dir)
+				t.Errorf("examples/%s/dist/install.yaml is stale: run make installers and commit it", ex.Dir)
 			}
 		})
 	}

@@ -21,14 +21,6 @@ import (
 	"github.com/opkit-dev/opkit/internal/testkit"
 )
 
-// examples are the operators with a chart: the release name and namespace
-// that make the chart's names those of config/default (its namePrefix and
-// namespace).
-var examples = []struct{ dir, release, namespace string }{
-	{"memcached", "memcached-operator", "memcached-system"},
-	{"etcd", "etcd-operator", "etcd-operator-system"},
-}
-
 // TestChartInstallsWhatMakeDeployInstalls renders each chart with the
 // defaults (plus the chart owning its namespace, the ServiceMonitor on,
 // CRDs not kept) and compares every object with kustomize's render of
@@ -36,15 +28,15 @@ var examples = []struct{ dir, release, namespace string }{
 // and data; the chart may add labels but not change or drop one.
 func TestChartInstallsWhatMakeDeployInstalls(t *testing.T) {
 	root := root(t)
-	for _, ex := range examples {
-		t.Run(ex.dir, func(t *testing.T) {
-			dir := filepath.Join(root, "examples", ex.dir)
+	for _, ex := range repo.Operators {
+		t.Run(ex.Dir, func(t *testing.T) {
+			dir := filepath.Join(root, "examples", ex.Dir)
 			want := byKey(testkit.KustomizeBuild(t, filepath.Join(dir, "config", "default")))
 			for k, o := range byKey(testkit.KustomizeBuild(t, filepath.Join(dir, "config", "prometheus"))) {
 				want[k] = o
 			}
-			got := byKey(render(t, ex.dir, ex.release, "default", map[string]any{
-				"namespace":  map[string]any{"create": true, "name": ex.namespace},
+			got := byKey(render(t, ex.Dir, ex.Name, "default", map[string]any{
+				"namespace":  map[string]any{"create": true, "name": ex.Namespace},
 				"prometheus": map[string]any{"enable": true},
 				"crd":        map[string]any{"keep": false},
 			}))
@@ -72,10 +64,10 @@ func TestChartInstallsWhatMakeDeployInstalls(t *testing.T) {
 // TestChartValues renders each chart with one value changed at a time and
 // checks what values.yaml promises of it.
 func TestChartValues(t *testing.T) {
-	for _, ex := range examples {
-		t.Run(ex.dir, func(t *testing.T) {
+	for _, ex := range repo.Operators {
+		t.Run(ex.Dir, func(t *testing.T) {
 			const ns = "ops"
-			fullname := ex.release
+			fullname := ex.Name
 			tests := []struct {
 				name   string
 				values map[string]any
@@ -121,11 +113,7 @@ func TestChartValues(t *testing.T) {
 					if args := managerArgs(t, objs); !slices.Contains(args, "--metrics-bind-address=0") {
 						t.Errorf("args %v do not disable metrics", args)
 					}
-					for k := range objs {
-						if strings.Contains(k, "metrics") {
-							t.Errorf("%s rendered with metrics off", k)
-						}
-					}
+					noneNamed(t, objs, "metrics")
 				},
 			}, {
 				name:   "metrics.secure false: plain HTTP, said by the port's name",
@@ -147,11 +135,7 @@ func TestChartValues(t *testing.T) {
 					if args := managerArgs(t, objs); slices.Contains(args, "--leader-elect") {
 						t.Errorf("args %v elect a leader", args)
 					}
-					for k := range objs {
-						if strings.Contains(k, "leader-election") {
-							t.Errorf("%s rendered without leader election", k)
-						}
-					}
+					noneNamed(t, objs, "leader-election")
 				},
 			}, {
 				name:   "crd.enable false: no CRDs",
@@ -189,7 +173,7 @@ func TestChartValues(t *testing.T) {
 			}}
 			for _, tt := range tests {
 				t.Run(tt.name, func(t *testing.T) {
-					tt.check(t, byKey(render(t, ex.dir, ex.release, ns, tt.values)))
+					tt.check(t, byKey(render(t, ex.Dir, ex.Name, ns, tt.values)))
 				})
 			}
 		})
@@ -253,6 +237,16 @@ func mustGet(t *testing.T, objs map[string]*unstructured.Unstructured, key strin
 		t.Fatalf("no %s among %v", key, slices.Sorted(maps.Keys(objs)))
 	}
 	return o
+}
+
+// noneNamed fails for each object whose kind/namespace/name has part.
+func noneNamed(t *testing.T, objs map[string]*unstructured.Unstructured, part string) {
+	t.Helper()
+	for k := range objs {
+		if strings.Contains(k, part) {
+			t.Errorf("%s rendered", k)
+		}
+	}
 }
 
 // clusterBinding fails unless the ClusterRoleBinding name is rendered.

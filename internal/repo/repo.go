@@ -1,6 +1,7 @@
 // Package repo locates this checkout of opkit and the tools that
-// `make tools` puts in its bin/ directory, for tests, e2e suites and hack/
-// programs. Nothing in the library uses it.
+// `make tools` puts in its bin/ directory, and names the example operators
+// users install ([Operators]), for tests, e2e suites and hack/ programs.
+// Nothing in the library uses it.
 package repo
 
 import (
