@@ -17,10 +17,13 @@
 // while hashing it, and only when the data is stored writes the manifest
 // "<id>.manifest.json" ([Manifest]: size, SHA-256, start and end time, the
 // snapshotter's [Metadata] and the opkit version). The manifest is the commit
-// point: [List], [Latest], [Restore] and [Prune] treat a backup without a
-// readable manifest, or whose data object is missing or has a different size,
-// as incomplete. It is never offered for restore, and [Prune] deletes it once
-// it is older than [Policy.IncompleteGrace].
+// point: [List], [Latest] and [Restore] offer only backups with a readable
+// manifest whose data object exists with the manifest's size. [Prune]
+// deletes only what is provably unfinished: a data object without any
+// manifest, once older than [Policy.IncompleteGrace]. A backup whose
+// manifest exists but cannot be read (damaged, or of a newer formatVersion
+// after a rollback of your operator: [ErrBadManifest]) or disagrees with its
+// data is never deleted; Prune reports it in [PruneResult.Unreadable].
 //
 // [Restore] verifies size and SHA-256 while streaming and calls
 // [Restorer.Commit] only after the whole object was read and matched the

@@ -8,7 +8,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"time"
 )
 
 // maxManifestSize bounds how much of a manifest object is read.
@@ -45,15 +44,20 @@ func Latest(ctx context.Context, store Store) (Manifest, error) {
 
 // inventory is what scan found in a store.
 type inventory struct {
-	complete   []Manifest // newest first
+	complete []Manifest // newest first
+	// incomplete are data objects without a manifest: unfinished backups,
+	// or backups whose deletion was interrupted. The only ones Prune may
+	// collect.
 	incomplete []leftover
+	// unreadable are backups with a manifest that cannot be used or that
+	// disagrees with the data: kept, reported.
+	unreadable []UnreadableBackup
 }
 
-// leftover is an incomplete backup: the objects that exist for its ID.
+// leftover is an incomplete backup: a data object without a manifest.
 type leftover struct {
-	id      string
-	objects []ObjectInfo
-	newest  time.Time
+	id     string
+	object ObjectInfo
 }
 
 func scan(ctx context.Context, store Store) (inventory, error) {
@@ -96,30 +100,39 @@ func scan(ctx context.Context, store Store) (inventory, error) {
 
 	var inv inventory
 	for id, e := range byID {
-		if e.manifest != nil && e.data != nil {
+		if e.manifest != nil {
 			m, err := readManifest(ctx, store, id)
 			switch {
-			case err == nil && m.Size == e.data.Size:
-				inv.complete = append(inv.complete, m)
+			case errors.Is(err, ErrNotFound):
+				// Deleted since the listing (manifest first, by Prune):
+				// what remains is data without a manifest.
+			case errors.Is(err, ErrBadManifest):
+				inv.unreadable = append(inv.unreadable, UnreadableBackup{ID: id, Err: err})
 				continue
-			case err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, errBadManifest):
+			case err != nil:
 				// The store failed: do not guess.
 				return inventory{}, err
+			case e.data == nil:
+				// Backup writes the manifest last and Prune deletes it
+				// first: something else removed the data.
+				inv.unreadable = append(inv.unreadable, UnreadableBackup{ID: id, Err: fmt.Errorf("backup %s: data object %s: %w", id, m.DataKey, ErrNotFound)})
+				continue
+			case m.Size != e.data.Size:
+				inv.unreadable = append(inv.unreadable, UnreadableBackup{ID: id, Err: fmt.Errorf("backup %s: %w: the manifest says %d bytes, the store holds %d", id, ErrSizeMismatch, m.Size, e.data.Size)})
+				continue
+			default:
+				inv.complete = append(inv.complete, m)
+				continue
 			}
 		}
-		l := leftover{id: id}
-		for _, o := range []*ObjectInfo{e.manifest, e.data} {
-			if o != nil {
-				l.objects = append(l.objects, *o)
-				if o.ModTime.After(l.newest) {
-					l.newest = o.ModTime
-				}
-			}
+		if e.data == nil {
+			continue
 		}
-		inv.incomplete = append(inv.incomplete, l)
+		inv.incomplete = append(inv.incomplete, leftover{id: id, object: *e.data})
 	}
 	sortNewestFirst(inv.complete)
 	slices.SortFunc(inv.incomplete, func(a, b leftover) int { return strings.Compare(a.id, b.id) })
+	slices.SortFunc(inv.unreadable, func(a, b UnreadableBackup) int { return strings.Compare(a.ID, b.ID) })
 	return inv, nil
 }
 
@@ -132,11 +145,13 @@ func sortNewestFirst(ms []Manifest) {
 	})
 }
 
-// errBadManifest marks a manifest object that exists but is unusable.
-var errBadManifest = errors.New("unusable manifest")
+// ErrBadManifest is wrapped by errors about a manifest that exists but
+// cannot be used: it does not parse, fails validation, or has a
+// formatVersion this opkit does not read (written by a newer one).
+var ErrBadManifest = errors.New("unusable manifest")
 
 // readManifest reads and validates the manifest of backup id. A missing
-// manifest wraps ErrNotFound, an unusable one errBadManifest.
+// manifest wraps ErrNotFound, an unusable one ErrBadManifest.
 func readManifest(ctx context.Context, store Store, id string) (Manifest, error) {
 	if err := CheckID(id); err != nil {
 		return Manifest{}, fmt.Errorf("backup: %w", err)
@@ -154,14 +169,14 @@ func readManifest(ctx context.Context, store Store, id string) (Manifest, error)
 		return Manifest{}, fmt.Errorf("backup %s: reading manifest: %w", id, err)
 	}
 	if len(raw) > maxManifestSize {
-		return Manifest{}, fmt.Errorf("backup %s: %w: larger than %d bytes", id, errBadManifest, maxManifestSize)
+		return Manifest{}, fmt.Errorf("backup %s: %w: larger than %d bytes", id, ErrBadManifest, maxManifestSize)
 	}
 	var m Manifest
 	if err := json.Unmarshal(raw, &m); err != nil {
-		return Manifest{}, fmt.Errorf("backup %s: %w: %w", id, errBadManifest, err)
+		return Manifest{}, fmt.Errorf("backup %s: %w: %w", id, ErrBadManifest, err)
 	}
 	if err := m.validate(id); err != nil {
-		return Manifest{}, fmt.Errorf("backup %s: %w: %w", id, errBadManifest, err)
+		return Manifest{}, fmt.Errorf("backup %s: %w: %w", id, ErrBadManifest, err)
 	}
 	return m, nil
 }

@@ -99,12 +99,33 @@ type PruneResult struct {
 	// files, unfinished multipart uploads) removed by an
 	// [IncompleteCleaner] store.
 	CleanedUploads int
+	// Unreadable are the backups Prune kept because it cannot tell what
+	// they are, by ID: report them; a person decides.
+	Unreadable []UnreadableBackup
+}
+
+// UnreadableBackup is a backup whose manifest exists but cannot be used,
+// or disagrees with its data. [Prune] never deletes one.
+type UnreadableBackup struct {
+	// ID is the backup's ID.
+	ID string
+	// Err says why: it wraps [ErrBadManifest] (the manifest does not
+	// parse, fails validation, or is of a newer formatVersion),
+	// [ErrSizeMismatch] (the data is not the manifest's size) or
+	// [ErrNotFound] (the manifest's data object is missing).
+	Err error
 }
 
 // Prune applies policy p to the backups in store at time now: it deletes the
-// complete backups p does not keep, the objects of incomplete backups older
-// than p.IncompleteGrace and, if the store is an [IncompleteCleaner], its
-// unfinished uploads older than the grace period.
+// complete backups p does not keep, the data objects without a manifest
+// (unfinished backups, interrupted deletions) older than p.IncompleteGrace
+// and, if the store is an [IncompleteCleaner], its unfinished uploads older
+// than the grace period.
+//
+// Prune deletes nothing it cannot prove unfinished: a backup whose manifest
+// exists but cannot be read (it does not parse, or was written by a newer
+// opkit, as after a rollback of the operator) or disagrees with its data is
+// kept, however old, and listed in [PruneResult.Unreadable]; report those.
 //
 // When the store cannot be listed, or a manifest cannot be read for a reason
 // other than being absent or invalid, Prune returns the error and deletes
@@ -125,7 +146,7 @@ func Prune(ctx context.Context, store Store, p Policy, now time.Time) (PruneResu
 	}
 	keep, drop := p.Select(inv.complete, now)
 
-	var res PruneResult
+	res := PruneResult{Unreadable: inv.unreadable}
 	var errs []error
 	for _, m := range keep {
 		res.Kept = append(res.Kept, m.ID)
@@ -139,15 +160,10 @@ func Prune(ctx context.Context, store Store, p Policy, now time.Time) (PruneResu
 	}
 	cutoff := now.Add(-grace)
 	for _, l := range inv.incomplete {
-		if !l.newest.Before(cutoff) {
+		if !l.object.ModTime.Before(cutoff) {
 			continue
 		}
-		keys := make([]string, 0, len(l.objects))
-		// Manifest before data, as for complete backups.
-		for _, o := range l.objects {
-			keys = append(keys, o.Key)
-		}
-		if err := deleteKeys(ctx, store, keys...); err != nil {
+		if err := deleteKeys(ctx, store, l.object.Key); err != nil {
 			errs = append(errs, fmt.Errorf("prune: deleting incomplete backup %s: %w", l.id, err))
 			continue
 		}

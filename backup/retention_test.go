@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/opkit-dev/opkit/backup"
 	"github.com/opkit-dev/opkit/backup/internal/storetest"
@@ -116,8 +117,9 @@ func TestPrune(t *testing.T) {
 		}
 		made = append(made, m)
 	}
-	// An incomplete backup (data without manifest) and a manifest without
-	// data; both are older than the grace period by file time (now).
+	// An incomplete backup (data without manifest), collected once older
+	// than the grace period by file time (now), and a manifest without
+	// data, which Prune cannot explain: kept and reported.
 	storetest.MustPut(t, store, "20260301T000000Z-0000beef.data", []byte("leftover"))
 	storetest.MustPut(t, store, "20260301T000000Z-0000cafe.manifest.json", []byte("{}"))
 	storetest.MustPut(t, store, "unrelated.txt", []byte("keep me"))
@@ -171,12 +173,17 @@ func TestPrune(t *testing.T) {
 		want := backup.PruneResult{
 			Kept:              []string{made[4].ID, made[3].ID},
 			Deleted:           []string{made[2].ID, made[1].ID, made[0].ID},
-			DeletedIncomplete: []string{"20260301T000000Z-0000beef", "20260301T000000Z-0000cafe"},
+			DeletedIncomplete: []string{"20260301T000000Z-0000beef"},
+			Unreadable:        []backup.UnreadableBackup{{ID: "20260301T000000Z-0000cafe"}},
 		}
-		if diff := cmp.Diff(want, res); diff != "" {
+		if diff := cmp.Diff(want, res, cmpopts.IgnoreFields(backup.UnreadableBackup{}, "Err")); diff != "" {
 			t.Errorf("PruneResult (-want +got):\n%s", diff)
 		}
+		if err := res.Unreadable[0].Err; !errors.Is(err, backup.ErrBadManifest) {
+			t.Errorf("the manifest {} is unreadable with %v, want ErrBadManifest", err)
+		}
 		wantKeys := []string{
+			"20260301T000000Z-0000cafe.manifest.json",
 			made[4].DataKey, backup.ManifestKeyFor(made[4].ID),
 			made[3].DataKey, backup.ManifestKeyFor(made[3].ID),
 			"unrelated.txt",

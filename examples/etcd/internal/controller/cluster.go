@@ -774,7 +774,12 @@ func (h *ClusterHooks) scheduledBackup(ctx context.Context, c *v1alpha1.EtcdClus
 	}
 	c.Status.Backup.RecordSuccess(m)
 	ctrl.LoggerFrom(ctx).Info("scheduled backup taken", "etcdcluster", klog.KObj(c), "id", m.ID, "size", m.Size)
-	if err := pruneScheduled(ctx, store, int(max(b.Retention, 1)), now); err != nil {
+	unreadable, err := pruneScheduled(ctx, store, int(max(b.Retention, 1)), now)
+	for _, u := range unreadable {
+		ctrl.LoggerFrom(ctx).Info("a backup in the store is kept: its manifest cannot be read or disagrees with its data; inspect it",
+			"etcdcluster", klog.KObj(c), "id", u.ID, "reason", u.Err.Error())
+	}
+	if err != nil {
 		return reconcile.Retry(err)
 	}
 	return reconcile.RequeueAfter(min(after, healthRequeue))
@@ -784,11 +789,12 @@ func (h *ClusterHooks) scheduledBackup(ctx context.Context, c *v1alpha1.EtcdClus
 // deletes older ones. On-demand and final backups share the store and are
 // not counted or deleted: an EtcdBackup's backup lives as long as the
 // store keeps it. Leftovers of interrupted backups are removed after
-// backup.DefaultIncompleteGrace.
-func pruneScheduled(ctx context.Context, store backup.Store, keep int, now time.Time) error {
+// backup.DefaultIncompleteGrace. Backups whose manifest cannot be read (of
+// a newer operator, damaged) are never deleted: they are returned.
+func pruneScheduled(ctx context.Context, store backup.Store, keep int, now time.Time) ([]backup.UnreadableBackup, error) {
 	list, err := backup.List(ctx, store)
 	if err != nil {
-		return fmt.Errorf("pruning scheduled backups: %w", err)
+		return nil, fmt.Errorf("pruning scheduled backups: %w", err)
 	}
 	var scheduled []backup.Manifest
 	for _, m := range list {
@@ -802,15 +808,16 @@ func pruneScheduled(ctx context.Context, store backup.Store, keep int, now time.
 		// incomplete, never listed without its data.
 		for _, key := range []string{backup.ManifestKeyFor(m.ID), m.DataKey} {
 			if err := store.Delete(ctx, key); err != nil {
-				return fmt.Errorf("pruning scheduled backup %s: %w", m.ID, err)
+				return nil, fmt.Errorf("pruning scheduled backup %s: %w", m.ID, err)
 			}
 		}
 	}
 	// A policy that keeps every complete backup removes only leftovers.
-	if _, err := backup.Prune(ctx, store, backup.Policy{KeepLast: math.MaxInt}, now); err != nil {
-		return fmt.Errorf("removing leftovers of interrupted backups: %w", err)
+	res, err := backup.Prune(ctx, store, backup.Policy{KeepLast: math.MaxInt}, now)
+	if err != nil {
+		return res.Unreadable, fmt.Errorf("removing leftovers of interrupted backups: %w", err)
 	}
-	return nil
+	return res.Unreadable, nil
 }
 
 // finalBackupTaken reports whether store holds a final backup that started
