@@ -96,7 +96,7 @@ func (c Config) String() string {
 		token = "<redacted>"
 	}
 	return fmt.Sprintf("{Endpoint:%s Bucket:%s Prefix:%s AccessKeyID:%s SecretAccessKey:%s SessionToken:%s Region:%s PathStyle:%t}",
-		c.Endpoint, c.Bucket, c.Prefix, c.AccessKeyID, secret, token, c.Region, c.PathStyle)
+		redactEndpoint(c.Endpoint), c.Bucket, c.Prefix, c.AccessKeyID, secret, token, c.Region, c.PathStyle)
 }
 
 // GoString is String, so that %#v does not print the credentials either.
@@ -154,7 +154,7 @@ func (c Config) validate(secret string) []error {
 	if c.Endpoint == "" {
 		bad(SecretKeyEndpoint, "is missing", "set it to the S3 API URL, e.g. https://s3.eu-west-1.amazonaws.com or http://minio.minio.svc:9000")
 	} else if _, _, err := parseEndpoint(c.Endpoint); err != nil {
-		bad(SecretKeyEndpoint, fmt.Sprintf("is %q: %v", c.Endpoint, err), "set it to a URL with scheme http or https, a host, and no path, e.g. https://s3.eu-west-1.amazonaws.com")
+		bad(SecretKeyEndpoint, fmt.Sprintf("is %q: %v", redactEndpoint(c.Endpoint), err), "set it to a URL with scheme http or https, a host, and no path, e.g. https://s3.eu-west-1.amazonaws.com; credentials go in accessKeyID and secretAccessKey, never in the URL")
 	}
 	if c.Bucket == "" {
 		bad(SecretKeyBucket, "is missing", "set it to the name of an existing bucket")
@@ -188,11 +188,31 @@ func (c Config) normalized() Config {
 	return c
 }
 
-// parseEndpoint returns host[:port] and whether to use TLS.
+// redactEndpoint is e with anything that may be user info (before the last
+// "@") replaced, for messages: an endpoint is validated, and so quoted,
+// before anyone knows whether it carries credentials.
+func redactEndpoint(e string) string {
+	at := strings.LastIndex(e, "@")
+	if at < 0 {
+		return e
+	}
+	start := 0
+	if i := strings.Index(e[:at], "://"); i >= 0 {
+		start = i + len("://")
+	}
+	return e[:start] + "<redacted>" + e[at:]
+}
+
+// parseEndpoint returns host[:port] and whether to use TLS. Its errors do
+// not quote e (see redactEndpoint).
 func parseEndpoint(e string) (host string, secure bool, err error) {
 	u, err := url.Parse(e)
 	if err != nil {
-		return "", false, err
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err // url.Error quotes the whole URL
+		}
+		return "", false, fmt.Errorf("not a URL: %w", err)
 	}
 	switch u.Scheme {
 	case "https":

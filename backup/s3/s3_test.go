@@ -452,3 +452,39 @@ func BenchmarkBackup(b *testing.B) {
 		}
 	}
 }
+
+// TestConfigNeverRevealsCredentials: an endpoint with credentials in it
+// (user info) is refused, and neither the refusal nor the Config's
+// description quotes them: those strings reach conditions, events and logs.
+func TestConfigNeverRevealsCredentials(t *testing.T) {
+	const user, password = "AKIAUSERINURL", "pa55InURL"
+	for _, endpoint := range []string{
+		"https://" + user + ":" + password + "@s3.example.com",
+		"http://" + user + ":" + password + "@minio:9000/with/path",
+		"https://" + user + ":" + password + "@[::1", // does not parse
+		"s3.example.com://" + user + ":" + password + "@host",
+	} {
+		t.Run(endpoint, func(t *testing.T) {
+			data := map[string]string{"endpoint": endpoint, "bucket": "b-1", "accessKeyID": "a", "secretAccessKey": "b"}
+			_, err := s3.ConfigFromSecret(secret(data))
+			if err == nil {
+				t.Fatal("an endpoint with user info was accepted")
+			}
+			cfg := s3.Config{Endpoint: endpoint, Bucket: "b-1"}
+			_, newErr := s3.New(cfg)
+			for what, text := range map[string]string{
+				"ConfigFromSecret's error": err.Error(),
+				"Config.String":            cfg.String(),
+				"Config.GoString":          fmt.Sprintf("%#v", cfg),
+				"New's error":              fmt.Sprint(newErr),
+			} {
+				if strings.Contains(text, user) || strings.Contains(text, password) {
+					t.Errorf("%s reveals the credentials: %s", what, text)
+				}
+			}
+			if !strings.Contains(err.Error(), `key "endpoint"`) {
+				t.Errorf("error %q does not name the endpoint key", err)
+			}
+		})
+	}
+}
