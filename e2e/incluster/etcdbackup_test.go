@@ -50,7 +50,8 @@ func TestEtcdBackupsInCluster(t *testing.T) {
 	op := etcdOperator
 	const ns = "default"
 	// A claim in the operator's namespace mounted at
-	// <--backup-root>/<claim>, for EtcdBackups with storeRef.pvcName.
+	// <--backup-root>/<ns>/<claim>, for the EtcdBackups of ns with
+	// storeRef.pvcName <claim>.
 	const backupClaim = "etcd-backups"
 	var (
 		cli      *clientv3.Client // to the sample cluster
@@ -143,7 +144,7 @@ func TestEtcdBackupsInCluster(t *testing.T) {
 			return ctx
 		}).
 		Assess("an on-demand EtcdBackup into a claim mounted into the operator", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-			mountBackupClaim(ctx, t, cfg, op, backupClaim)
+			mountBackupClaim(ctx, t, cfg, op, ns, backupClaim)
 			b := &v1alpha1.EtcdBackup{
 				ObjectMeta: metav1.ObjectMeta{Name: "demo-to-claim", Namespace: ns},
 				Spec:       v1alpha1.EtcdBackupSpec{ClusterName: sampleCluster, StoreRef: v1alpha1.StoreReference{PVCName: backupClaim}},
@@ -387,9 +388,10 @@ func waitBackupSucceeded(ctx context.Context, t *testing.T, cfg *envconf.Config,
 }
 
 // mountBackupClaim creates claim in the operator's namespace and mounts it
-// into the operator at /backups/<claim> (its --backup-root), as a user
-// adds a filesystem backup store, then waits for the new operator pod.
-func mountBackupClaim(ctx context.Context, t *testing.T, cfg *envconf.Config, op operator, claim string) {
+// into the operator at /backups/<ns>/<claim> (under its --backup-root), as
+// an administrator adds a filesystem backup store for the clusters of
+// namespace ns, then waits for the new operator pod.
+func mountBackupClaim(ctx context.Context, t *testing.T, cfg *envconf.Config, op operator, ns, claim string) {
 	t.Helper()
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: claim, Namespace: op.namespace},
@@ -402,7 +404,7 @@ func mountBackupClaim(ctx context.Context, t *testing.T, cfg *envconf.Config, op
 		t.Fatalf("creating claim %s: %v", claim, err)
 	}
 	patch := fmt.Sprintf(`[{"op":"add","path":"/spec/template/spec/volumes/-","value":{"name":"backup-store","persistentVolumeClaim":{"claimName":%q}}},
-		{"op":"add","path":"/spec/template/spec/containers/0/volumeMounts/-","value":{"name":"backup-store","mountPath":"/backups/%s"}}]`, claim, claim)
+		{"op":"add","path":"/spec/template/spec/containers/0/volumeMounts/-","value":{"name":"backup-store","mountPath":"/backups/%s/%s"}}]`, claim, ns, claim)
 	if out, err := harness.Kubectl(ctx, cfg, "patch", "deployment", op.deployment(), "-n", op.namespace, "--type=json", "-p", patch); err != nil {
 		t.Fatalf("mounting claim %s into the operator: %v\n%s", claim, err, out)
 	}

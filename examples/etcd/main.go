@@ -88,7 +88,7 @@ func run() error {
 	flag.BoolVar(&metricsSecure, "metrics-secure", true, "serve metrics over HTTPS to authenticated, authorised clients only (a bearer token allowed to get /metrics); false serves plain HTTP to anyone, for local runs")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of the health probes")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader among replicas of the operator")
-	flag.StringVar(&backupRoot, "backup-root", "/backups", "directory under which backup PVCs are mounted, one directory per claim name")
+	flag.StringVar(&backupRoot, "backup-root", "/backups", "directory under which backup claims are mounted: <root>/<namespace>/<pvcName> serves storeRef.pvcName of that namespace")
 	flag.StringVar(&memberAccess, "member-access", memberAccessDNS,
 		"how members are reached: dns (their pod DNS names, inside the cluster) or port-forward "+
 			"(a port-forward through the API server per member pod, for running outside the cluster; needs create on pods/portforward)")

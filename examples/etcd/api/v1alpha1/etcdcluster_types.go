@@ -96,12 +96,17 @@ type StoreReference struct {
 	// S3SecretName names a Secret in the same namespace holding an S3
 	// store configuration (see package github.com/opkit-dev/opkit/backup/s3).
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +optional
 	S3SecretName string `json:"s3SecretName,omitempty"`
 
-	// PVCName names a PersistentVolumeClaim mounted into the operator at
-	// /backups/<pvcName> (a filesystem store).
+	// PVCName names a filesystem store: the PersistentVolumeClaim mounted
+	// into the operator at <backup root>/<namespace>/<pvcName> (default
+	// /backups/<namespace>/<pvcName>), where <namespace> is this object's.
+	// A store serves one namespace: the operator's administrator decides
+	// which by where the claim is mounted.
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +optional
 	PVCName string `json:"pvcName,omitempty"`
 }

@@ -109,6 +109,21 @@ type rig struct {
 	hooks *controller.ClusterHooks
 }
 
+// pvcStoreDir is where the operator finds the filesystem store
+// storeRef.pvcName name of the rig's namespace (DefaultStores).
+func (g *rig) pvcStoreDir(name string) string {
+	return filepath.Join(g.fsRoot, g.ns, name)
+}
+
+// mountPVCStore makes the filesystem store storeRef.pvcName name of the
+// rig's namespace, as mounting a claim into the operator would.
+func (g *rig) mountPVCStore(name string) {
+	g.t.Helper()
+	if err := os.MkdirAll(g.pvcStoreDir(name), 0o700); err != nil {
+		g.t.Fatal(err)
+	}
+}
+
 func newRig(t *testing.T) *rig {
 	t.Helper()
 	scheme := newScheme(t)
@@ -537,9 +552,7 @@ func TestClusterUpgrade(t *testing.T) {
 
 func TestBackupAndFinalBackup(t *testing.T) {
 	g := newRig(t)
-	if err := os.Mkdir(filepath.Join(g.fsRoot, "backups"), 0o700); err != nil {
-		t.Fatal(err)
-	}
+	g.mountPVCStore("backups")
 	c := cluster("b", 1)
 	c.Spec.Backup = &v1alpha1.BackupSpec{StoreRef: v1alpha1.StoreReference{PVCName: "backups"}, Retention: 3}
 	g.create(c)
@@ -559,7 +572,7 @@ func TestBackupAndFinalBackup(t *testing.T) {
 	if eb.Status.Phase != v1alpha1.BackupSucceeded || eb.Status.SHA256 == "" || eb.Status.SizeBytes == 0 || eb.Status.EtcdVersion != "3.6.16" {
 		t.Fatalf("backup status %+v", eb.Status)
 	}
-	store, err := fsstore.New(g.fsRoot + "/backups")
+	store, err := fsstore.New(g.pvcStoreDir("backups"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,8 +3,6 @@ package controller_test
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -29,9 +27,7 @@ import (
 func backupRig(t *testing.T) *rig {
 	t.Helper()
 	g := newRig(t)
-	if err := os.Mkdir(filepath.Join(g.fsRoot, "backups"), 0o700); err != nil {
-		t.Fatal(err)
-	}
+	g.mountPVCStore("backups")
 	g.create(cluster("src", 1))
 	g.converge("src", 10)
 	return g
@@ -67,7 +63,7 @@ func (g *rig) getBackup(name string) *v1alpha1.EtcdBackup {
 // "backups".
 func (g *rig) storedBackups(cluster string) []backup.Manifest {
 	g.t.Helper()
-	store, err := fsstore.New(filepath.Join(g.fsRoot, "backups"))
+	store, err := fsstore.New(g.pvcStoreDir("backups"))
 	if err != nil {
 		g.t.Fatal(err)
 	}

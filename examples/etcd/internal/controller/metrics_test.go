@@ -2,8 +2,6 @@ package controller_test
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -54,9 +52,7 @@ func clusterMetrics(t *testing.T, ns, name string) map[string]float64 {
 // deletion.
 func TestClusterMetrics(t *testing.T) {
 	g := newRig(t)
-	if err := os.Mkdir(filepath.Join(g.fsRoot, "backups"), 0o700); err != nil {
-		t.Fatal(err)
-	}
+	g.mountPVCStore("backups")
 	c := cluster("m", 3)
 	c.Spec.Backup = &v1alpha1.BackupSpec{StoreRef: v1alpha1.StoreReference{PVCName: "backups"}, Retention: 3}
 	g.create(c)

@@ -45,7 +45,7 @@ const (
 // Where the fetch-backup init container finds the backup store.
 const (
 	// BackupStoreMountRoot is where a PVC store's claim is mounted, at
-	// <root>/<pvcName>, as in the operator (--backup-root).
+	// <root>/<namespace>/<pvcName>, as in the operator (--backup-root).
 	BackupStoreMountRoot = "/backups"
 	// S3SecretMountPath is where an S3 store's Secret is mounted.
 	S3SecretMountPath = "/etc/opkit/backup-store"
@@ -230,7 +230,7 @@ func addRestoreInitContainers(c *v1alpha1.EtcdCluster, pod *corev1.Pod, member, 
 		fetchArgs = append(fetchArgs, "--"+seedrestore.FlagS3SecretDir+"="+S3SecretMountPath)
 	} else {
 		store.PersistentVolumeClaim = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: ref.PVCName, ReadOnly: true}
-		mountPath := BackupStoreMountRoot + "/" + ref.PVCName
+		mountPath := BackupStoreMountRoot + "/" + b.Namespace + "/" + ref.PVCName
 		storeMount = corev1.VolumeMount{Name: backupStoreVolume, MountPath: mountPath, ReadOnly: true}
 		fetchArgs = append(fetchArgs, "--"+seedrestore.FlagStoreDir+"="+mountPath)
 	}

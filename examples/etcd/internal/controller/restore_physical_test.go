@@ -100,8 +100,8 @@ func TestPhysicalRestoreSeedPod(t *testing.T) {
 	wantInit := []initContainer{
 		{Name: controller.InitContainerFetch, Image: restoreImage,
 			Args: []string{"fetch-backup", "--data-dir=/var/lib/etcd", "--backup-id=" + b1.Status.BackupID,
-				"--prefix=" + g.ns + "/src", "--store-dir=/backups/backups"},
-			Mounts: []string{"data:/var/lib/etcd", "backup-store:/backups/backups:ro"}, RunAsUser: &root},
+				"--prefix=" + g.ns + "/src", "--store-dir=/backups/" + g.ns + "/backups"},
+			Mounts: []string{"data:/var/lib/etcd", "backup-store:/backups/" + g.ns + "/backups:ro"}, RunAsUser: &root},
 		{Name: controller.InitContainerRestore, Image: "gcr.io/etcd-development/etcd:v3.6.16", Command: []string{"etcdutl"},
 			Args: []string{"snapshot", "restore", "/var/lib/etcd/restore/snapshot.db", "--data-dir=/var/lib/etcd/restore/data",
 				"--name=dst-0", "--initial-cluster=dst-0=" + peer, "--initial-cluster-token=" + string(dst.UID),

@@ -28,9 +28,7 @@ import (
 func sourceBackup(g *rig) map[string]string {
 	g.t.Helper()
 	t := g.t
-	if err := os.Mkdir(filepath.Join(g.fsRoot, "backups"), 0o700); err != nil {
-		t.Fatal(err)
-	}
+	g.mountPVCStore("backups")
 	src := cluster("src", 1)
 	src.Spec.Backup = &v1alpha1.BackupSpec{StoreRef: v1alpha1.StoreReference{PVCName: "backups"}}
 	g.create(src)
@@ -116,7 +114,7 @@ func TestClusterRestore(t *testing.T) {
 			return "bad"
 		}, false, `EtcdBackup bad failed: EtcdCluster "nope" not found`},
 		{"corrupt backup data", func(g *rig) string {
-			corruptBackupData(g.t, filepath.Join(g.fsRoot, "backups"))
+			corruptBackupData(g.t, g.pvcStoreDir("backups"))
 			return "b1"
 		}, false, "sha256"},
 	}

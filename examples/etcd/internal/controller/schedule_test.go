@@ -2,8 +2,6 @@ package controller_test
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -22,9 +20,7 @@ import (
 // and the next scheduled time after a failure takes a backup again.
 func TestScheduledBackups(t *testing.T) {
 	g := newRig(t)
-	if err := os.Mkdir(filepath.Join(g.fsRoot, "backups"), 0o700); err != nil {
-		t.Fatal(err)
-	}
+	g.mountPVCStore("backups")
 	store := v1alpha1.StoreReference{PVCName: "backups"}
 	c := cluster("sch", 1)
 	c.Spec.Backup = &v1alpha1.BackupSpec{Schedule: "@every 1h", Retention: 2, StoreRef: store}

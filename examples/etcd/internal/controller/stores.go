@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/opkit-dev/opkit/backup"
@@ -31,8 +33,10 @@ var (
 )
 
 // DefaultStores resolves S3 references through their Secret (read with c)
-// and PVC references to directories <fsRoot>/<pvcName>, where the claim is
-// expected to be mounted into the operator. Its errors wrap
+// and PVC references of namespace to directories <fsRoot>/<namespace>/<pvcName>,
+// where a claim is expected to be mounted into the operator: the mount
+// decides which namespace a filesystem store serves, so that no namespace
+// writes into another's. Its errors wrap
 // ErrStoreNotFound or ErrStoreMisconfigured when retrying cannot help
 // right away.
 func DefaultStores(c client.Reader, fsRoot string) StoreResolver {
@@ -59,9 +63,15 @@ func DefaultStores(c client.Reader, fsRoot string) StoreResolver {
 			if fsRoot == "" {
 				return nil, fmt.Errorf("%w: pvcName %s: the operator mounts no backup volumes (--backup-root)", ErrStoreMisconfigured, ref.PVCName)
 			}
-			st, err := fsstore.New(filepath.Join(fsRoot, ref.PVCName))
+			// The CRD checks names since v1alpha1 objects may predate it;
+			// a name is one path segment, never "..".
+			if errs := validation.IsDNS1123Subdomain(ref.PVCName); len(errs) > 0 {
+				return nil, fmt.Errorf("%w: storeRef.pvcName %q: %s", ErrStoreMisconfigured, ref.PVCName, strings.Join(errs, "; "))
+			}
+			dir := filepath.Join(fsRoot, namespace, ref.PVCName)
+			st, err := fsstore.New(dir)
 			if err != nil {
-				return nil, fmt.Errorf("%w: pvcName %s is not mounted into the operator: %w", ErrStoreNotFound, ref.PVCName, err)
+				return nil, fmt.Errorf("%w: pvcName %s is not mounted into the operator for namespace %s (at %s): %w", ErrStoreNotFound, ref.PVCName, namespace, dir, err)
 			}
 			return st, nil
 		}

@@ -29,6 +29,12 @@ func TestCRDValidation(t *testing.T) {
 			c.Spec.Backup = &v1alpha1.BackupSpec{StoreRef: v1alpha1.StoreReference{S3SecretName: "s", PVCName: "p"}}
 		}, "exactly one"},
 		{"no store", func(c *v1alpha1.EtcdCluster) { c.Spec.Backup = &v1alpha1.BackupSpec{} }, "exactly one"},
+		{"a pvcName climbing out of the backup root", func(c *v1alpha1.EtcdCluster) {
+			c.Spec.Backup = &v1alpha1.BackupSpec{StoreRef: v1alpha1.StoreReference{PVCName: "../other-namespace/backups"}}
+		}, "spec.backup.storeRef.pvcName"},
+		{"an s3SecretName that is no object name", func(c *v1alpha1.EtcdCluster) {
+			c.Spec.Backup = &v1alpha1.BackupSpec{StoreRef: v1alpha1.StoreReference{S3SecretName: "Backup/S3"}}
+		}, "spec.backup.storeRef.s3SecretName"},
 		{"storage size and class", func(c *v1alpha1.EtcdCluster) {
 			c.Spec.Storage = v1alpha1.StorageSpec{Size: ptr.To(resource.MustParse("1Gi")), StorageClassName: ptr.To("fast")}
 		}, ""},
