@@ -12,22 +12,13 @@
   - get
   - list
   - patch
-  - update
   - watch
-- apiGroups:
-  - ""
-  resources:
-  - pods/portforward
-  verbs:
-  - create
 - apiGroups:
   - ""
   resources:
   - secrets
   verbs:
   - get
-  - list
-  - watch
 - apiGroups:
   - authentication.k8s.io
   resources:
@@ -84,6 +75,5 @@
   - get
   - list
   - patch
-  - update
   - watch
 {{- end }}
