@@ -27,6 +27,7 @@ const (
 
 // EtcdClusterSpec is the desired state of an EtcdCluster.
 // +kubebuilder:validation:XValidation:rule="has(self.restore) == has(oldSelf.restore)",message="restore can only be set when the cluster is created"
+// +kubebuilder:validation:XValidation:rule="has(self.storage) == has(oldSelf.storage)",message="storage is immutable: members keep their data where they were created; to move it, restore a backup into a new cluster"
 type EtcdClusterSpec struct {
 	// Size is the number of voting members. Odd sizes tolerate the same
 	// number of failures as the next even size with fewer members.
@@ -51,7 +52,8 @@ type EtcdClusterSpec struct {
 	// +optional
 	Repository string `json:"repository,omitempty"`
 
-	// Storage says where members keep their data.
+	// Storage says where members keep their data. It cannot change once
+	// the cluster exists.
 	// +optional
 	Storage StorageSpec `json:"storage,omitempty"`
 
@@ -66,12 +68,16 @@ type EtcdClusterSpec struct {
 	// +optional
 	Restore *RestoreSpec `json:"restore,omitempty"`
 
-	// PodTemplate overrides parts of the member pods.
+	// PodTemplate overrides parts of the member pods. A change (like one
+	// of Repository) restarts the members on their data one at a time,
+	// followers first, as an upgrade does.
 	// +optional
 	PodTemplate PodTemplateOverrides `json:"podTemplate,omitempty"`
 }
 
-// StorageSpec is the data volume of each member.
+// StorageSpec is the data volume of each member. It cannot change once the
+// cluster exists.
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="storage is immutable: members keep their data where they were created; to move it, restore a backup into a new cluster"
 // +kubebuilder:validation:XValidation:rule="!(has(self.ephemeral) && self.ephemeral && has(self.size))",message="size and ephemeral are mutually exclusive"
 type StorageSpec struct {
 	// Ephemeral keeps data in an emptyDir: a restarted pod loses its data

@@ -272,7 +272,7 @@ func (h *ClusterHooks) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*o
 	// A cluster is bootstrapped once it has answered: its members are in
 	// the status, or its member list is read below. A seed pod alone is
 	// not enough; its member may still be starting.
-	*p = membership.Observed{Cluster: c.Name, Size: int(c.Spec.Size), Version: c.Spec.Version, Persistent: persistent(c),
+	*p = membership.Observed{Cluster: c.Name, Size: int(c.Spec.Size), Version: c.Spec.Version, Revision: PodRevision(c), Persistent: persistent(c),
 		Bootstrapped: len(c.Status.Members) > 0, Timeouts: h.timeouts(), Claims: obs.claims, ClaimsDeleting: deleting}
 	for _, ms := range c.Status.Members {
 		id, _ := strconv.ParseUint(ms.ID, 16, 64) // 0 if unreadable: a failed pod is then not deleted
@@ -295,7 +295,7 @@ func (h *ClusterHooks) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*o
 			phase = membership.PodFailed
 		}
 		p.Pods = append(p.Pods, membership.Pod{Name: pod.Name, Phase: phase, Ready: podReady(pod), Version: pod.Labels[LabelVersion],
-			Age: max(now.Sub(pod.CreationTimestamp.Time), 0)})
+			Revision: pod.Annotations[AnnotationPodRevision], Age: max(now.Sub(pod.CreationTimestamp.Time), 0)})
 	}
 	if len(endpoints) == 0 {
 		return obs, nil

@@ -550,6 +550,39 @@ func TestClusterUpgrade(t *testing.T) {
 	}
 }
 
+// TestPodTemplateChangeRollsMembers: a new spec.podTemplate reaches every
+// member pod, each restarted on its data (same member ID), and the
+// cluster is Ready again only once all carry it. Before pod revisions it
+// was accepted, reported applied, and ignored by existing members.
+func TestPodTemplateChangeRollsMembers(t *testing.T) {
+	g := newRig(t)
+	g.create(cluster("t", 3))
+	g.converge("t", 20)
+	before := g.get("t").Status.Members
+
+	c := g.get("t")
+	c.Spec.PodTemplate.Labels = map[string]string{"team": "storage"}
+	if err := g.c.Update(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	g.converge("t", 30)
+	var pods corev1.PodList
+	if err := g.c.List(t.Context(), &pods, client.InNamespace(g.ns), client.MatchingLabels{controller.LabelCluster: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != 3 {
+		t.Fatalf("%d member pods, want 3", len(pods.Items))
+	}
+	for _, p := range pods.Items {
+		if p.Labels["team"] != "storage" || p.Annotations[controller.AnnotationPodRevision] != controller.PodRevision(c) {
+			t.Errorf("pod %s: labels %v, revision %s; want the new template's", p.Name, p.Labels, p.Annotations[controller.AnnotationPodRevision])
+		}
+	}
+	if diff := cmp.Diff(before, g.get("t").Status.Members); diff != "" {
+		t.Errorf("members changed (-before +after); a new template restarts them on their data:\n%s", diff)
+	}
+}
+
 func TestBackupAndFinalBackup(t *testing.T) {
 	g := newRig(t)
 	g.mountPVCStore("backups")

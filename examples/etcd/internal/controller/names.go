@@ -15,6 +15,11 @@ const (
 	LabelVersion = "etcd.opkit.dev/version"
 	// AnnotationClusterToken records the initial-cluster-token on pods.
 	AnnotationClusterToken = "etcd.opkit.dev/cluster-token"
+	// AnnotationPodRevision records on a member pod the revision of what
+	// the user chose for it besides the version (spec.repository,
+	// spec.podTemplate, see PodRevision): a pod of another revision is
+	// restarted, one member at a time.
+	AnnotationPodRevision = "etcd.opkit.dev/pod-revision"
 )
 
 // The ports of a member.

@@ -139,6 +139,7 @@ func memberPod(c *v1alpha1.EtcdCluster, member, version, initialCluster, state s
 	annotations := map[string]string{}
 	maps.Copy(annotations, c.Spec.PodTemplate.Annotations)
 	annotations[AnnotationClusterToken] = c.Status.ClusterToken
+	annotations[AnnotationPodRevision] = PodRevision(c)
 
 	volume := corev1.Volume{Name: "data"}
 	if persistent(c) {

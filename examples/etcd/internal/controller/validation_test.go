@@ -87,4 +87,46 @@ func TestCRDValidation(t *testing.T) {
 			t.Errorf("adding restore later: %v", err)
 		}
 	})
+
+	// Members keep their data where they were created: flipping ephemeral
+	// would recreate emptyDir members "on their data" with empty claims.
+	t.Run("storage is immutable", func(t *testing.T) {
+		for i, change := range []struct {
+			name     string
+			from, to v1alpha1.StorageSpec
+		}{
+			{"claims to ephemeral", v1alpha1.StorageSpec{}, v1alpha1.StorageSpec{Ephemeral: true}},
+			{"ephemeral to claims", v1alpha1.StorageSpec{Ephemeral: true}, v1alpha1.StorageSpec{}},
+			{"a new size", v1alpha1.StorageSpec{Size: ptr.To(resource.MustParse("1Gi"))}, v1alpha1.StorageSpec{Size: ptr.To(resource.MustParse("2Gi"))}},
+			{"a size where there was none", v1alpha1.StorageSpec{}, v1alpha1.StorageSpec{Size: ptr.To(resource.MustParse("2Gi"))}},
+			{"a new class", v1alpha1.StorageSpec{StorageClassName: ptr.To("slow")}, v1alpha1.StorageSpec{StorageClassName: ptr.To("fast")}},
+		} {
+			t.Run(change.name, func(t *testing.T) {
+				c := cluster("storage-"+string(rune('a'+i)), 3)
+				c.Namespace = g.ns
+				c.Spec.Storage = change.from
+				if err := g.c.Create(t.Context(), c); err != nil {
+					t.Fatal(err)
+				}
+				c.Spec.Storage = change.to
+				err := g.c.Update(t.Context(), c)
+				if err == nil || !strings.Contains(err.Error(), "storage is immutable") {
+					t.Errorf("changing storage: %v, want it refused as immutable", err)
+				}
+			})
+		}
+	})
+
+	t.Run("the pod template and repository may change", func(t *testing.T) {
+		c := cluster("retemplated", 3)
+		c.Namespace = g.ns
+		if err := g.c.Create(t.Context(), c); err != nil {
+			t.Fatal(err)
+		}
+		c.Spec.Repository = "registry.example/etcd"
+		c.Spec.PodTemplate.Labels = map[string]string{"team": "a"}
+		if err := g.c.Update(t.Context(), c); err != nil {
+			t.Errorf("changing the pod template: %v", err)
+		}
+	})
 }

@@ -42,5 +42,8 @@
 //     member, only if the members that remain are a healthy quorum.
 //  6. Upgrades restart one member at a time on the new version, followers
 //     first, the leader last; CheckUpgrade refuses downgrades and jumps of more
-//     than one minor version.
+//     than one minor version. A new pod revision (Observed.Revision: what the
+//     user chose for the pods besides the version) rolls out the same way;
+//     a pod without a revision (made before they were recorded) is left as
+//     it is.
 package membership

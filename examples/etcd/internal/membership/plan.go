@@ -61,6 +61,10 @@ type Pod struct {
 	Ready bool
 	// Version is the etcd version the pod runs (from its image).
 	Version string
+	// Revision identifies the rest of the pod's spec the user chose
+	// (image repository, pod template overrides) when the pod was made;
+	// empty for pods made before revisions were recorded.
+	Revision string
 	// Age is how long ago the pod was created. Plan compares it with
 	// Observed.Timeouts to tell a member that is still starting from one
 	// that is stuck.
@@ -93,6 +97,9 @@ type Observed struct {
 	Size int
 	// Version is the desired etcd version.
 	Version string
+	// Revision is the desired Pod.Revision: a member whose pod has
+	// another (non-empty) one is restarted like an upgrade, one at a time.
+	Revision string
 	// Bootstrapped is true once the cluster has answered at least once
 	// (its member list was read). Until then the seed pod may exist but its
 	// member is still starting: Plan waits for it with reason Bootstrapping
@@ -345,11 +352,11 @@ func Plan(o Observed) Step {
 		return wait("NoLeader", "no non-leader member to remove")
 	}
 
-	// 6. Upgrade, followers first.
+	// 6. Upgrade (a new version, or a new pod revision), followers first.
 	var leader *Member
 	for i := range members {
 		m := members[i]
-		if pods[m.Name].Version == o.Version {
+		if current(o, pods[m.Name]) {
 			continue
 		}
 		if m.Leader {
@@ -448,15 +455,26 @@ func stuckMember(o Observed, m Member, p Pod) (Step, bool) {
 	return Step{}, false
 }
 
-// upgrade restarts a member on the new version, or, without persistent data,
-// removes it so that a member on the new version replaces it.
+// current reports whether pod p runs what o asks for: its version, and its
+// revision unless the pod predates revisions (an operator upgrade does not
+// restart every member).
+func current(o Observed, p Pod) bool {
+	return p.Version == o.Version && (p.Revision == "" || p.Revision == o.Revision)
+}
+
+// upgrade restarts a member on the new version or pod revision, or,
+// without persistent data, removes it so that a new member replaces it.
 func upgrade(o Observed, m Member, p Pod) Step {
-	if !o.Persistent {
-		return Step{Action: ActionRemove, Name: m.Name, ID: m.ID, Reason: "Upgrading",
-			Message: fmt.Sprintf("replacing member %s (%s) with a member on %s", m.Name, p.Version, o.Version)}
+	reason, change := "Upgrading", fmt.Sprintf("from %s to %s", p.Version, o.Version)
+	if p.Version == o.Version {
+		reason, change = "RollingOut", "for the new pod template"
 	}
-	return Step{Action: ActionUpgrade, Name: m.Name, ID: m.ID, Version: o.Version, Reason: "Upgrading",
-		Message: fmt.Sprintf("upgrading member %s from %s to %s", m.Name, p.Version, o.Version)}
+	if !o.Persistent {
+		return Step{Action: ActionRemove, Name: m.Name, ID: m.ID, Reason: reason,
+			Message: fmt.Sprintf("replacing member %s (%s) with a new member %s", m.Name, p.Version, change)}
+	}
+	return Step{Action: ActionUpgrade, Name: m.Name, ID: m.ID, Version: o.Version, Reason: reason,
+		Message: fmt.Sprintf("restarting member %s on its data %s", m.Name, change)}
 }
 
 func sortedPods(in []Pod) []Pod {

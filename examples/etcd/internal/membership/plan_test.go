@@ -29,6 +29,14 @@ func healthy(names ...string) []Member {
 	return out
 }
 
+// revised sets the pods' revision.
+func revised(revision string, pods []Pod) []Pod {
+	for i := range pods {
+		pods[i].Revision = revision
+	}
+	return pods
+}
+
 func with(ms []Member, name string, f func(*Member)) []Member {
 	for i := range ms {
 		if ms[i].Name == name {
@@ -223,6 +231,35 @@ func TestPlan(t *testing.T) {
 			Pods:    append(running("c-0", "c-1"), Pod{Name: "c-2", Phase: PodRunning, Version: v}),
 			Members: three()},
 		want: Step{Action: ActionWait, Reason: "MemberNotReady"},
+	}, {
+		// spec.podTemplate and spec.repository change the pods, not the
+		// version: they roll out like an upgrade, one member at a time.
+		name: "a changed pod revision rolls followers first",
+		o: Observed{Cluster: "c", Size: 3, Version: v, Revision: "new", Bootstrapped: true, Reached: true, Persistent: true,
+			Pods: revised("old", running("c-0", "c-1", "c-2")), Members: three()},
+		want: Step{Action: ActionUpgrade, Name: "c-1", ID: 2, Version: v},
+	}, {
+		name: "a changed pod revision rolls the leader last",
+		o: Observed{Cluster: "c", Size: 3, Version: v, Revision: "new", Bootstrapped: true, Reached: true, Persistent: true,
+			Pods: append(revised("old", running("c-0")), revised("new", running("c-1", "c-2"))...), Members: three()},
+		want: Step{Action: ActionUpgrade, Name: "c-0", ID: 1, Version: v},
+	}, {
+		name: "a changed pod revision without persistent data replaces the member",
+		o: Observed{Cluster: "c", Size: 3, Version: v, Revision: "new", Bootstrapped: true, Reached: true,
+			Pods: revised("old", running("c-0", "c-1", "c-2")), Members: three()},
+		want: Step{Action: ActionRemove, Name: "c-1", ID: 2},
+	}, {
+		name: "a cluster whose pods all have the revision is Ready",
+		o: Observed{Cluster: "c", Size: 3, Version: v, Revision: "new", Bootstrapped: true, Reached: true, Persistent: true,
+			Pods: revised("new", running("c-0", "c-1", "c-2")), Members: three()},
+		want: Step{Action: ActionNone, Reason: "Ready"},
+	}, {
+		// Pods made before the operator recorded revisions are not
+		// restarted by an operator upgrade.
+		name: "a pod without a revision is not rolled",
+		o: Observed{Cluster: "c", Size: 3, Version: v, Revision: "new", Bootstrapped: true, Reached: true, Persistent: true,
+			Pods: running("c-0", "c-1", "c-2"), Members: three()},
+		want: Step{Action: ActionNone, Reason: "Ready"},
 	}, {
 		name: "upgraded pod still pending: wait",
 		o: Observed{Cluster: "c", Size: 3, Version: v, Bootstrapped: true, Reached: true, Persistent: true,
