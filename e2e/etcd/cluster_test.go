@@ -3,6 +3,8 @@ package etcd
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -63,6 +65,9 @@ func TestClusterKubernetesSide(t *testing.T) {
 			r := cfg.Client().Resources()
 			ns = envconf.RandomName("etcd", 16)
 			testkit.Must(t, r.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+			// The PVC store "backups" of ns, as mounting a claim into the
+			// operator at <backup root>/<ns>/backups would make it.
+			testkit.Must(t, os.MkdirAll(filepath.Join(backupRoot, ns, "backups"), 0o700))
 			// kwok has no provisioner: a class without one and a
 			// pre-made volume for the seed member's claim.
 			class = ns + "-static"

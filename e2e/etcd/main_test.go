@@ -40,16 +40,13 @@ import (
 var testEnv env.Environment
 
 // operator is the etcd operator, run as a process. Its members are
-// reached at refuser's address; its PVC backup store "backups" is
-// <dir>/backup-root/backups.
+// reached at refuser's address; the PVC backup store "backups" of
+// namespace ns is backupRoot/ns/backups.
 var operator = &harness.Operator{
 	Name:    "etcd-operator",
 	Package: "./examples/etcd",
 	Args: func(_ *envconf.Config, dir string) ([]string, error) {
-		backupRoot := filepath.Join(dir, "backup-root")
-		if err := os.MkdirAll(filepath.Join(backupRoot, "backups"), 0o700); err != nil {
-			return nil, err
-		}
+		backupRoot = filepath.Join(dir, "backup-root")
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, fmt.Errorf("listening for member connections: %w", err)
@@ -61,6 +58,9 @@ var operator = &harness.Operator{
 			"--bootstrap-timeout=" + bootstrapTimeout.String()}, nil
 	},
 }
+
+// backupRoot is the operator's --backup-root, set when it starts.
+var backupRoot string
 
 // refuser accepts and closes the connections to members.
 var refuser net.Listener

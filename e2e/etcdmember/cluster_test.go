@@ -98,6 +98,7 @@ func TestRealSeedMember(t *testing.T) {
 			startOperator(ctx, t, cfg, "--client-url-template="+clientPort.url(), "--restore-image="+restoreImage)
 			ns = envconf.RandomName("etcdm", 16)
 			testkit.Must(t, cfg.Client().Resources().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+			storeDir(t, ns)
 			return ctx
 		}).
 		Assess("size 1: the seed pod runs real etcd, the cluster is Ready with its member", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
@@ -447,7 +448,7 @@ type backupStatus struct {
 // backups, as the operator does.
 func clusterStore(t *testing.T, ns, name string) backup.Store {
 	t.Helper()
-	st, err := fsstore.New(filepath.Join(backupRoot, storeName))
+	st, err := fsstore.New(storeDir(t, ns))
 	if err != nil {
 		t.Fatalf("opening the PVC store: %v", err)
 	}
@@ -474,7 +475,7 @@ func listBackups(ctx context.Context, t *testing.T, ns, name string) []backup.Ma
 // SHA-256, and backup.Verify reads it back intact.
 func assertOnDisk(ctx context.Context, t *testing.T, ns, name string, m backup.Manifest) {
 	t.Helper()
-	dir := filepath.Join(backupRoot, storeName, ns, name)
+	dir := filepath.Join(storeDir(t, ns), ns, name)
 	raw, err := os.ReadFile(filepath.Join(dir, backup.ManifestKeyFor(m.ID)))
 	if err != nil {
 		t.Fatalf("reading the manifest file: %v", err)

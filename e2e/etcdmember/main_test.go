@@ -81,8 +81,9 @@ const restoreImage = "etcd-operator:e2e"
 // operator starts.
 var operatorBinary string
 
-// backupRoot is the operator's --backup-root; the PVC store "backups" is
-// the directory backupRoot/backups. Set when the operator starts.
+// backupRoot is the operator's --backup-root; the PVC store "backups" of
+// namespace ns is the directory backupRoot/ns/backups (storeDir). Set when
+// the operator starts.
 var backupRoot string
 
 // clientPort is the loopback address at which the operator of
@@ -100,6 +101,18 @@ var repoRoot string
 // outlives the pods mounting it (runPod). Made by TestMain.
 var claimRoot string
 
+// storeDir returns the PVC store storeName of namespace ns, as the
+// operator finds it under its backup root, creating it as a user mounting
+// the claim would.
+func storeDir(t *testing.T, ns string) string {
+	t.Helper()
+	dir := filepath.Join(backupRoot, ns, storeName)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatalf("creating the backup store of %s: %v", ns, err)
+	}
+	return dir
+}
+
 // startOperator builds and starts an etcd operator process with args
 // after the suite's common flags and a fresh backup root (backupRoot),
 // and stops it when t ends. It fails t if the operator exited before.
@@ -112,9 +125,6 @@ func startOperator(ctx context.Context, t *testing.T, cfg *envconf.Config, args 
 			backupRoot = filepath.Join(dir, "backup-root")
 			// The harness builds the operator as <dir>/<Name>.
 			operatorBinary = filepath.Join(dir, "etcd-operator")
-			if err := os.MkdirAll(filepath.Join(backupRoot, storeName), 0o700); err != nil {
-				return nil, fmt.Errorf("creating the backup store: %w", err)
-			}
 			return append([]string{"--metrics-bind-address=0", "--health-probe-bind-address=0", "--zap-log-level=info",
 				"--backup-root=" + backupRoot}, args...), nil
 		},

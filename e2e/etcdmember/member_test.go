@@ -329,7 +329,7 @@ func runInitContainers(t *testing.T, pod *corev1.Pod, dataDir string) []string {
 		case v.Name == "data":
 			local[v.Name] = dataDir
 		case v.PersistentVolumeClaim != nil:
-			local[v.Name] = filepath.Join(backupRoot, v.PersistentVolumeClaim.ClaimName)
+			local[v.Name] = filepath.Join(backupRoot, pod.Namespace, v.PersistentVolumeClaim.ClaimName)
 		case v.Projected != nil:
 			ignored[v.Name] = true
 		}

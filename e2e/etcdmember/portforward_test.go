@@ -55,6 +55,7 @@ func TestPortForwardMembers(t *testing.T) {
 			startOperator(ctx, t, cfg, "--member-access=port-forward")
 			ns = envconf.RandomName("etcdpf", 16)
 			testkit.Must(t, cfg.Client().Resources().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+			storeDir(t, ns)
 			return ctx
 		}).
 		Assess("two clusters at once: each Ready with its own real member, reached through a port-forward to its pod", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
