@@ -31,7 +31,10 @@ import (
 const (
 	ReasonUnsupportedUpgrade = "UnsupportedUpgrade"
 	ReasonRestoreFailed      = "RestoreFailed"
-	ReasonFinalBackup        = "FinalBackupFailed"
+	// ReasonRestored (Reconciling=True): the backup is in the seed; the
+	// cluster grows once status.restored is recorded.
+	ReasonRestored    = "Restored"
+	ReasonFinalBackup = "FinalBackupFailed"
 	// ReasonUnreachable (Degraded=True): member pods are running but none
 	// answers the operator, for example because their URLs do not resolve
 	// where the operator runs (see Endpoints).
@@ -204,16 +207,20 @@ func (h *ClusterHooks) Reconcile(ctx context.Context, c *v1alpha1.EtcdCluster) r
 		obs.planned.Size = 1
 		physical := slices.ContainsFunc(slices.Collect(maps.Values(obs.pods)), restoredPhysically)
 		switch {
-		case len(obs.healthy) == 1 && len(obs.planned.Members) == 1 && physical:
-			if res := h.checkPhysicalRestore(ctx, c, obs); res.Kind() != reconcile.KindDone {
-				return res
-			}
-			obs.planned.Size = int(c.Spec.Size)
 		case len(obs.healthy) == 1 && len(obs.planned.Members) == 1:
-			if res := h.restore(ctx, c, obs); res.Kind() != reconcile.KindDone {
+			restore := h.restore
+			if physical {
+				restore = h.checkPhysicalRestore
+			}
+			if res := restore(ctx, c, obs); res.Kind() != reconcile.KindDone {
 				return res
 			}
-			obs.planned.Size = int(c.Spec.Size)
+			// The pass ends here: status.restored is written at its end,
+			// and the cluster grows only in a pass that reads it back, so
+			// that a lost status write redoes the restore (checked, or
+			// loaded again into the lone seed no client reaches) rather
+			// than leaving a grown cluster that looks unrestored.
+			return reconcile.Waiting(ReasonRestored, "backup "+c.Spec.Restore.BackupName+" restored into the seed; the cluster grows once that is recorded", stepRequeue)
 		case physical:
 			if res := restoreInitFailed(obs); res != nil {
 				return *res

@@ -190,3 +190,38 @@ func (g *rig) dstPods() []string {
 	}
 	return out
 }
+
+// TestRestoreIsRecordedBeforeTheClusterGrows: the first irreversible step
+// after a restore (adding a learner) happens only in a pass that read
+// status.restored back as true. Growing in the pass that restored made a
+// lost status write look like an unrestored cluster of two members.
+func TestRestoreIsRecordedBeforeTheClusterGrows(t *testing.T) {
+	g := newRig(t)
+	sourceBackup(g)
+	g.fake = etcdclient.NewFake()
+	dst := cluster("dst", 3)
+	dst.Spec.Restore = &v1alpha1.RestoreSpec{BackupName: "b1"}
+	g.create(dst)
+
+	grew := false
+	for range 30 {
+		restoredBefore := g.get("dst").Status.Restored
+		seen := len(g.fake.Calls())
+		_ = g.pass("dst")
+		g.kubelet("dst")
+		for _, call := range g.fake.Calls()[seen:] {
+			if strings.HasPrefix(call, "MemberAddAsLearner ") {
+				grew = true
+				if !restoredBefore {
+					t.Fatalf("a learner was added in a pass that began with status.restored false: %s", call)
+				}
+			}
+		}
+		if grew {
+			break
+		}
+	}
+	if !grew {
+		t.Fatal("the restored cluster never grew")
+	}
+}
