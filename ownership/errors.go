@@ -58,6 +58,21 @@ func (e *AlreadyControlledError) Error() string {
 		kindOf(e.Object), describe(e.Object), e.Owner.Kind, e.Owner.Name, e.Owner.UID)
 }
 
+// NotControlledError is returned when an object a controller would manage
+// exists without a controller reference: it may be someone else's, or
+// hold the data of an earlier owner. Taking it over (adoption) must be
+// asked for; report the object to the user otherwise.
+type NotControlledError struct {
+	// Object is the existing object.
+	Object client.Object
+}
+
+// Error implements error.
+func (e *NotControlledError) Error() string {
+	return fmt.Sprintf("%s %s exists and has no controller: refusing to take it over; delete or rename it, or adopt it explicitly",
+		kindOf(e.Object), describe(e.Object))
+}
+
 // StepError is the error of one failed cleanup step of Finalizers.Run. Run
 // joins one StepError per failed step; use errors.As to reach the first one,
 // or errors.Is to test for an error a step wrapped.

@@ -84,21 +84,57 @@ const (
 //     cluster.
 type Children struct {
 	client     client.Client
+	uncached   client.Reader
 	scheme     *runtime.Scheme
 	fieldOwner string
+}
+
+// ChildrenOption configures NewChildren.
+type ChildrenOption func(*Children)
+
+// WithUncachedReader makes EnsureChild confirm with r (the manager's
+// GetAPIReader) that a child the cache does not hold really does not
+// exist, before creating it. Use it whenever the cache may not see every
+// object of a child's kind and name: a cache restricted by label or field
+// selectors (cache.Options.ByObject) cannot see an object without the
+// label, and a forced server-side apply would take that object over.
+// It costs one uncached GET per child created, and needs the get verb on
+// the children's kinds.
+func WithUncachedReader(r client.Reader) ChildrenOption {
+	return func(c *Children) { c.uncached = r }
 }
 
 // NewChildren returns a Children writing through c (the manager's client)
 // as fieldOwner. Use the same field owner as the Reconciler (WithFieldOwner,
 // default "opkit-<kind>").
-func NewChildren(c client.Client, scheme *runtime.Scheme, fieldOwner string) (*Children, error) {
+func NewChildren(c client.Client, scheme *runtime.Scheme, fieldOwner string, opts ...ChildrenOption) (*Children, error) {
 	if c == nil || scheme == nil {
 		return nil, errors.New("reconcile.NewChildren: client and scheme are required")
 	}
 	if fieldOwner == "" {
 		return nil, errors.New("reconcile.NewChildren: fieldOwner must not be empty")
 	}
-	return &Children{client: c, scheme: scheme, fieldOwner: fieldOwner}, nil
+	ch := &Children{client: c, scheme: scheme, fieldOwner: fieldOwner}
+	for _, o := range opts {
+		o(ch)
+	}
+	return ch, nil
+}
+
+// ChildOption configures one EnsureChild call.
+type ChildOption func(*childOptions)
+
+type childOptions struct {
+	adopt bool
+}
+
+// AdoptOrphan lets EnsureChild take over an existing object with the
+// child's name that has no controller (it becomes the owner's child).
+// Without it such an object is refused with *ownership.NotControlledError.
+// Adopt only what cannot hold someone else's data: a recreated owner
+// adopting the orphaned claim of an earlier one would serve that data.
+func AdoptOrphan() ChildOption {
+	return func(o *childOptions) { o.adopt = true }
 }
 
 // EnsureChild makes the child described by desired exist, be controlled by
@@ -108,9 +144,15 @@ func NewChildren(c client.Client, scheme *runtime.Scheme, fieldOwner string) (*C
 // server's response; otherwise the cached object).
 //
 // It refuses, with *ownership.AlreadyControlledError, to touch a child that
-// another controller controls. An existing child without a controller is
-// adopted.
-func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object) (Operation, error) {
+// another controller controls, and, with *ownership.NotControlledError, an
+// existing object of that name without a controller unless the call passes
+// AdoptOrphan. Either refusal writes nothing; report it (a condition
+// naming the object) rather than retrying quickly.
+func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object, opts ...ChildOption) (Operation, error) {
+	var o childOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if desired.GetName() == "" {
 		return OperationNone, fmt.Errorf("EnsureChild: desired %T has no metadata.name", desired)
 	}
@@ -134,13 +176,23 @@ func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object
 		return OperationNone, err
 	}
 	op := OperationCreated
-	switch err := c.client.Get(ctx, client.ObjectKeyFromObject(desired), current); {
+	key := client.ObjectKeyFromObject(desired)
+	err = c.client.Get(ctx, key, current)
+	if apierrors.IsNotFound(err) && c.uncached != nil {
+		// Not in the cache: make sure it is not merely invisible to it.
+		err = c.uncached.Get(ctx, key, current)
+	}
+	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return OperationNone, fmt.Errorf("reading %s %s: %w", gvk.Kind, desired.GetName(), err)
 	default:
-		if ctl := metav1.GetControllerOf(current); ctl != nil && ctl.UID != owner.GetUID() {
+		ctl := metav1.GetControllerOf(current)
+		switch {
+		case ctl != nil && ctl.UID != owner.GetUID():
 			return OperationNone, &ownership.AlreadyControlledError{Object: current, Owner: *ctl}
+		case ctl == nil && !o.adopt:
+			return OperationNone, &ownership.NotControlledError{Object: current}
 		}
 		if ownership.IsControlledBy(current, owner) && current.GetLabels()[AppliedDigestLabel] == digest && matches(desired, current) {
 			return OperationNone, copyInto(current, desired)

@@ -1,15 +1,19 @@
 package reconcile_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -121,17 +125,29 @@ func TestEnsureChild(t *testing.T) {
 	ensure(desiredDeployment(f.ns, "web:2"), reconcile.OperationNone, 0)
 }
 
-func TestEnsureChildAdoptsOrphanAndRefusesOthers(t *testing.T) {
+// TestEnsureChildAdoptsOnlyWhenAsked: an existing object with the child's
+// name and no controller may be someone else's (or hold an old owner's
+// data): EnsureChild refuses it, without a write, unless the call says
+// AdoptOrphan.
+func TestEnsureChildAdoptsOnlyWhenAsked(t *testing.T) {
 	f := newFixture(t)
 	ch := f.children()
 	owner := f.createWidget("owner", testv1.WidgetSpec{})
 	other := f.createWidget("other", testv1.WidgetSpec{})
 	ctx := t.Context()
 
-	// An orphan with our name is adopted.
 	orphan := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "orphan", Namespace: f.ns}, Data: map[string]string{"k": "v"}}
 	testkit.Must(t, env.Client.Create(ctx, orphan))
-	op, err := ch.EnsureChild(ctx, owner, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "orphan", Namespace: f.ns}, Data: map[string]string{"k": "v"}})
+	f.counter.Reset()
+	_, err := ch.EnsureChild(ctx, owner, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "orphan", Namespace: f.ns}, Data: map[string]string{"k": "x"}})
+	var nce *ownership.NotControlledError
+	if !errors.As(err, &nce) || nce.Object.GetName() != "orphan" {
+		t.Fatalf("EnsureChild on an orphan: err = %v, want *ownership.NotControlledError naming it", err)
+	}
+	f.wantWrites(0)
+
+	// Asked to, it adopts the orphan.
+	op, err := ch.EnsureChild(ctx, owner, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "orphan", Namespace: f.ns}, Data: map[string]string{"k": "v"}}, reconcile.AdoptOrphan())
 	if err != nil || op != reconcile.OperationUpdated {
 		t.Fatalf("adopting an orphan: %s, %v", op, err)
 	}
@@ -151,6 +167,10 @@ func TestEnsureChildAdoptsOrphanAndRefusesOthers(t *testing.T) {
 		t.Fatalf("EnsureChild on another's child: err = %v, want *ownership.AlreadyControlledError", err)
 	}
 	f.wantWrites(0)
+	_, err = ch.EnsureChild(ctx, owner, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "theirs", Namespace: f.ns}}, reconcile.AdoptOrphan())
+	if !errors.As(err, &ace) {
+		t.Fatalf("AdoptOrphan took another's child: err = %v", err)
+	}
 
 	// Bad input names the problem.
 	if _, err := ch.EnsureChild(ctx, owner, &corev1.ConfigMap{}); err == nil {
@@ -201,5 +221,46 @@ func TestDeleteChild(t *testing.T) {
 	err := env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "mine"}, &corev1.ConfigMap{})
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("deleted child still readable: %v", err)
+	}
+}
+
+// blindReader is a cache that cannot see anything, as a label-filtered
+// cache cannot see an object without the label.
+type blindReader struct{ client.Client }
+
+func (blindReader) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	return apierrors.NewNotFound(schema.GroupResource{Resource: fmt.Sprintf("%T", obj)}, key.Name)
+}
+
+// TestEnsureChildConfirmsAbsenceUncached: when the cache does not see the
+// child (a label-filtered cache and an object without the label), the
+// uncached reader is asked before anything is written: an object that
+// exists there is refused, not taken over by a forced apply.
+func TestEnsureChildConfirmsAbsenceUncached(t *testing.T) {
+	f := newFixture(t)
+	owner := f.createWidget("owner", testv1.WidgetSpec{})
+	ctx := t.Context()
+	ch, err := reconcile.NewChildren(blindReader{f.c}, env.Scheme, "opkit-widget", reconcile.WithUncachedReader(env.Client))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	someones := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "someones", Namespace: f.ns}, Data: map[string]string{"theirs": "data"}}
+	testkit.Must(t, env.Client.Create(ctx, someones))
+	f.counter.Reset()
+	_, err = ch.EnsureChild(ctx, owner, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "someones", Namespace: f.ns}, Data: map[string]string{"ours": "x"}})
+	var nce *ownership.NotControlledError
+	if !errors.As(err, &nce) {
+		t.Fatalf("EnsureChild over an object the cache cannot see: err = %v, want *ownership.NotControlledError", err)
+	}
+	f.wantWrites(0)
+	testkit.Must(t, env.Client.Get(ctx, client.ObjectKeyFromObject(someones), someones))
+	if diff := cmp.Diff(map[string]string{"theirs": "data"}, someones.Data); diff != "" || len(someones.OwnerReferences) != 0 {
+		t.Errorf("the object was changed: data (-want +got):\n%s owners %v", diff, someones.OwnerReferences)
+	}
+
+	// A child that really does not exist is created.
+	if op, err := ch.EnsureChild(ctx, owner, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "new", Namespace: f.ns}}); err != nil || op != reconcile.OperationCreated {
+		t.Errorf("creating a new child: %s, %v", op, err)
 	}
 }

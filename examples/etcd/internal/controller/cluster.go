@@ -23,6 +23,7 @@ import (
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/membership"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/snapshot"
+	"github.com/opkit-dev/opkit/ownership"
 	"github.com/opkit-dev/opkit/reconcile"
 	"github.com/opkit-dev/opkit/statusutil"
 )
@@ -31,6 +32,11 @@ import (
 const (
 	ReasonUnsupportedUpgrade = "UnsupportedUpgrade"
 	ReasonRestoreFailed      = "RestoreFailed"
+	// ReasonChildConflict (Reconciling=True): an object with the name of
+	// one of the cluster's children (a claim, pod, Service or budget)
+	// exists and is not the cluster's: nothing is written to it, and no
+	// member is placed on a claim of unknown data. Delete or rename it.
+	ReasonChildConflict = "ChildConflict"
 	// ReasonRestored (Reconciling=True): the backup is in the seed; the
 	// cluster grows once status.restored is recorded.
 	ReasonRestored    = "Restored"
@@ -184,7 +190,7 @@ func (h *ClusterHooks) Reconcile(ctx context.Context, c *v1alpha1.EtcdCluster) r
 	}
 	for _, obj := range []client.Object{headlessService(c), clientService(c), podDisruptionBudget(c)} {
 		if _, err := h.Children.EnsureChild(ctx, c, obj); err != nil {
-			return reconcile.Retry(fmt.Errorf("ensuring %T %s: %w", obj, obj.GetName(), err))
+			return childError(fmt.Errorf("ensuring %T %s: %w", obj, obj.GetName(), err))
 		}
 	}
 	obs, err := h.observe(ctx, c)
@@ -250,12 +256,29 @@ func (h *ClusterHooks) Reconcile(ctx context.Context, c *v1alpha1.EtcdCluster) r
 			log.Info("creating the seed of a restored cluster", "etcdcluster", klog.KObj(c), "backup", c.Spec.Restore.BackupName, "restore", path)
 		}
 		if err := h.execute(ctx, c, obs, step, seed); err != nil {
-			return reconcile.Retry(fmt.Errorf("%s %s: %w", step.Action, step.Name, err))
+			return childError(fmt.Errorf("%s %s: %w", step.Action, step.Name, err))
 		}
 		return reconcile.Waiting(step.Reason, step.Message, stepRequeue)
 	}
 	return h.scheduledBackup(ctx, c, obs)
 }
+
+// childError is the result of a failed step: an object in the way that is
+// not the cluster's (no controller: never adopted, it may hold an earlier
+// cluster's data; or another controller's) waits with ReasonChildConflict
+// until a person removes it; anything else is retried.
+func childError(err error) reconcile.Result {
+	var notOurs *ownership.NotControlledError
+	var theirs *ownership.AlreadyControlledError
+	if errors.As(err, &notOurs) || errors.As(err, &theirs) {
+		return reconcile.Waiting(ReasonChildConflict, err.Error(), childConflictRequeue)
+	}
+	return reconcile.Retry(err)
+}
+
+// childConflictRequeue is how often a cluster blocked by an object that is
+// not its own looks again.
+const childConflictRequeue = 30 * time.Second
 
 func (h *ClusterHooks) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*observation, error) {
 	obs := &observation{pods: map[string]*corev1.Pod{}, claims: map[string]bool{}, healthy: map[string]string{}}

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -698,5 +699,46 @@ func TestClusterUnreachableIsDegraded(t *testing.T) {
 	g.converge("n", 5)
 	if c := g.get("n"); !statusutil.IsFalse(c, v1alpha1.ConditionDegraded) {
 		t.Errorf("Degraded = %+v after members answer again", statusutil.Get(c, v1alpha1.ConditionDegraded))
+	}
+}
+
+// TestOrphanedClaimIsNotAdopted: a claim left by an earlier cluster of the
+// same name (deleted with --cascade=orphan) holds an old member's data. A
+// new cluster must not mount it as its seed: it leaves the claim as it is,
+// creates no pod, and says which object is in the way.
+func TestOrphanedClaimIsNotAdopted(t *testing.T) {
+	g := newRig(t)
+	old := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "o-0-data", Namespace: g.ns,
+			Labels: map[string]string{controller.LabelCluster: "o", controller.LabelMember: "o-0"}},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}
+	if err := g.c.Create(t.Context(), old); err != nil {
+		t.Fatal(err)
+	}
+	g.create(cluster("o", 3))
+	for range 3 {
+		_ = g.pass("o")
+		g.kubelet("o")
+	}
+	if err := g.c.Get(t.Context(), client.ObjectKeyFromObject(old), old); err != nil {
+		t.Fatal(err)
+	}
+	if len(old.OwnerReferences) != 0 {
+		t.Errorf("the orphaned claim was adopted: %v", old.OwnerReferences)
+	}
+	var pods corev1.PodList
+	if err := g.c.List(t.Context(), &pods, client.InNamespace(g.ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != 0 {
+		t.Errorf("%d pods created on an orphaned claim", len(pods.Items))
+	}
+	rc := statusutil.Get(g.get("o"), statusutil.ReconcilingCondition)
+	if rc == nil || rc.Reason != controller.ReasonChildConflict || !strings.Contains(rc.Message, "o-0-data") {
+		t.Errorf("Reconciling = %+v, want reason %s naming the claim", rc, controller.ReasonChildConflict)
 	}
 }

@@ -47,7 +47,7 @@ func newFixture(t *testing.T) *fixture {
 	testkit.Must(t, env.Client.Create(t.Context(), ns))
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), ns) })
 	rec := events.NewFakeRecorder(100)
-	hooks, err := NewHooks(env.Client, env.Scheme, rec)
+	hooks, err := NewHooks(env.Client, nil, env.Scheme, rec)
 	testkit.Must(t, err)
 	r, err := reconcile.New[*v1alpha1.Memcached](env.Client, env.Scheme, hooks, ReconcilerOptions(rec)...)
 	testkit.Must(t, err)

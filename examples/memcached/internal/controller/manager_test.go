@@ -2,14 +2,18 @@ package controller
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -86,5 +90,50 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	})
 	if err != nil {
 		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// TestSomeoneElsesObjectIsNotTakenOver: the cache sees only objects with
+// the operator's labels; a Deployment of the Memcached's name made by
+// someone else is invisible to it. The operator must not force-apply over
+// it: it leaves it untouched and says so in the Memcached's conditions.
+func TestSomeoneElsesObjectIsNotTakenOver(t *testing.T) {
+	f := newFixture(t)
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:  env.Scheme,
+		Cache:   CacheOptions([]string{f.ns}),
+		Metrics: metricsserver.Options{BindAddress: "0"},
+	})
+	testkit.Must(t, err)
+	_, err = SetupWithManager(mgr, Options{SkipNameValidation: true})
+	testkit.Must(t, err)
+	ctx := testkit.Run(t, mgr)
+
+	labels := map[string]string{"app": "theirs"}
+	theirs := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "mc", Namespace: f.ns},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "theirs", Image: "registry.example/theirs:1"}}},
+			},
+		},
+	}
+	testkit.Must(t, env.Client.Create(ctx, theirs))
+	f.create(f.memcached("mc", 1))
+
+	m := &v1alpha1.Memcached{}
+	waitFor(t, "a condition naming the conflict", func() bool {
+		f.get("mc", m)
+		c := statusutil.Get(m, statusutil.ReconcilingCondition)
+		return c != nil && c.Reason == ReasonChildConflict && strings.Contains(c.Message, "mc")
+	})
+	t.Logf("Reconciling: %s", statusutil.Get(m, statusutil.ReconcilingCondition).Message)
+	after := &appsv1.Deployment{}
+	testkit.Must(t, env.Client.Get(ctx, client.ObjectKeyFromObject(theirs), after))
+	if len(after.OwnerReferences) != 0 || after.Spec.Template.Spec.Containers[0].Image != "registry.example/theirs:1" || after.Labels[LabelInstance] != "" {
+		t.Errorf("someone else's Deployment was taken over: owners %v, image %s, labels %v",
+			after.OwnerReferences, after.Spec.Template.Spec.Containers[0].Image, after.Labels)
 	}
 }

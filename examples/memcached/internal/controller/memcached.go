@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
@@ -24,20 +25,26 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/opkit-dev/opkit/examples/memcached/api/v1alpha1"
+	"github.com/opkit-dev/opkit/ownership"
 	"github.com/opkit-dev/opkit/reconcile"
 	"github.com/opkit-dev/opkit/statusutil"
 )
 
 // Condition reasons set by the hooks.
 const (
-	ReasonRollingOut        = "RollingOut"
-	ReasonRolloutComplete   = "RolloutComplete"
-	ReasonAllAvailable      = "AllReplicasAvailable"
-	ReasonUnavailable       = "ReplicasUnavailable"
-	ReasonScaledToZero      = "ScaledToZero"
-	ReasonAsExpected        = "AsExpected"
-	ReasonDeadlineExceeded  = "ProgressDeadlineExceeded"
-	ReasonReplicaFailure    = "ReplicaFailure"
+	ReasonRollingOut       = "RollingOut"
+	ReasonRolloutComplete  = "RolloutComplete"
+	ReasonAllAvailable     = "AllReplicasAvailable"
+	ReasonUnavailable      = "ReplicasUnavailable"
+	ReasonScaledToZero     = "ScaledToZero"
+	ReasonAsExpected       = "AsExpected"
+	ReasonDeadlineExceeded = "ProgressDeadlineExceeded"
+	ReasonReplicaFailure   = "ReplicaFailure"
+	// ReasonChildConflict (Reconciling=True): an object with a child's name
+	// exists and is not the Memcached's (no controller, or another one);
+	// nothing is written to it. Delete or rename it, and the next pass
+	// (within childConflictRequeue) goes on.
+	ReasonChildConflict     = "ChildConflict"
 	EventReasonScaled       = "Scaled"
 	EventReasonRollingOut   = "RollingOut"
 	EventReasonCleanedUp    = "CleanedUp"
@@ -90,11 +97,19 @@ var (
 // NewHooks returns the hooks, reading and writing through c (the manager's
 // client, so that reads come from its cache) and recording events with
 // recorder (nil records none).
-func NewHooks(c client.Client, scheme *runtime.Scheme, recorder events.EventRecorder) (*Hooks, error) {
+//
+// apiReader (the manager's GetAPIReader) confirms that a child the cache
+// does not hold does not exist before it is created: the cache sees only
+// objects with the operator's labels (CacheOptions). nil trusts c.
+func NewHooks(c client.Client, apiReader client.Reader, scheme *runtime.Scheme, recorder events.EventRecorder) (*Hooks, error) {
 	if err := registerMetrics(); err != nil {
 		return nil, err
 	}
-	children, err := reconcile.NewChildren(c, scheme, ManagedBy)
+	var opts []reconcile.ChildrenOption
+	if apiReader != nil {
+		opts = append(opts, reconcile.WithUncachedReader(apiReader))
+	}
+	children, err := reconcile.NewChildren(c, scheme, ManagedBy, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -143,15 +158,15 @@ func (h *Hooks) Reconcile(ctx context.Context, m *v1alpha1.Memcached) reconcile.
 
 	dep, err := h.ensureDeployment(ctx, m)
 	if err != nil {
-		return reconcile.Retry(err)
+		return childError(err)
 	}
 	if op, err := h.children.EnsureChild(ctx, m, desiredService(m)); err != nil {
-		return reconcile.Retry(fmt.Errorf("applying the Service: %w", err))
+		return childError(fmt.Errorf("applying the Service: %w", err))
 	} else if op != reconcile.OperationNone {
 		log.V(1).Info("applied the Service", "operation", op)
 	}
 	if err := h.ensurePDB(ctx, m); err != nil {
-		return reconcile.Retry(err)
+		return childError(err)
 	}
 	nodes, err := h.podNames(ctx, m)
 	if err != nil {
@@ -159,6 +174,23 @@ func (h *Hooks) Reconcile(ctx context.Context, m *v1alpha1.Memcached) reconcile.
 	}
 	m.Status.Nodes = nodes
 	return observeDeployment(m, dep)
+}
+
+// childConflictRequeue is how often a Memcached blocked by an object that
+// is not its own looks again: the cache does not see an unlabelled object
+// go, so no watch event would.
+const childConflictRequeue = 30 * time.Second
+
+// childError is the result of a failed child write: a conflict with an
+// object that is not the Memcached's waits with ReasonChildConflict (a
+// person must act), anything else is retried.
+func childError(err error) reconcile.Result {
+	var notOurs *ownership.NotControlledError
+	var theirs *ownership.AlreadyControlledError
+	if errors.As(err, &notOurs) || errors.As(err, &theirs) {
+		return reconcile.Waiting(ReasonChildConflict, err.Error(), childConflictRequeue)
+	}
+	return reconcile.Retry(err)
 }
 
 // ensureDeployment applies the Deployment and records events when the apply

@@ -80,7 +80,7 @@ func CacheOptions(namespaces []string) cache.Options {
 // change status.nodes.
 func SetupWithManager(mgr ctrl.Manager, o Options) (*reconcile.Reconciler[*v1alpha1.Memcached], error) {
 	rec := mgr.GetEventRecorder(Name)
-	hooks, err := NewHooks(mgr.GetClient(), mgr.GetScheme(), rec)
+	hooks, err := NewHooks(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetScheme(), rec)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@
   - services
   verbs:
   - create
+  - get
   - list
   - patch
   - watch
@@ -22,6 +23,7 @@
   - deployments
   verbs:
   - create
+  - get
   - list
   - patch
   - watch
@@ -72,6 +74,7 @@
   verbs:
   - create
   - delete
+  - get
   - list
   - patch
   - watch
