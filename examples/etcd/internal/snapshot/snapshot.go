@@ -7,8 +7,8 @@
 // Restorer is a logical restore: Stage writes the snapshot to a scratch file
 // and checks etcd's own trailing SHA-256 (on top of the backup manifest's,
 // which backup.Restore checks); Commit reads the newest version of every key
-// from the snapshot's database and writes them, in transactions of
-// BatchSize keys, to the cluster's seed member before the cluster grows and
+// from the snapshot's database and writes them, in transactions of at most
+// BatchSize keys and BatchBytes bytes, to the cluster's seed member before the cluster grows and
 // before clients are let in. Because it goes through the client API it needs
 // no access to the member's volume and works for every etcd version the
 // client speaks to, in-cluster and from a developer's machine alike.
@@ -51,9 +51,15 @@ const (
 	Format = "etcd-snapshot-db"
 )
 
-// BatchSize is the number of keys Restorer writes per transaction; etcd's
+// BatchSize is the most keys Restorer writes per transaction; etcd's
 // default --max-txn-ops is 128.
 const BatchSize = 100
+
+// BatchBytes bounds the keys and values of one transaction: etcd refuses a
+// request above its --max-request-bytes (1.5 MiB by default) and its client
+// sends at most 2 MiB. A single key and value larger than this goes alone
+// (and etcd holds nothing larger than its limit).
+const BatchBytes = 1 << 20
 
 // Snapshotter takes etcd snapshots through a Client. It implements
 // backup.Snapshotter.
@@ -241,8 +247,8 @@ func ReadKeys(path string) ([]*mvccpb.KeyValue, error) {
 	return out, nil
 }
 
-// Load writes the keys of the database file at path to c in batches of
-// BatchSize, skipping keys held by a lease.
+// Load writes the keys of the database file at path to c in batches of at
+// most BatchSize keys and BatchBytes bytes, skipping keys held by a lease.
 func Load(ctx context.Context, path string, c etcdclient.Client) (LoadStats, error) {
 	var stats LoadStats
 	kvs, err := ReadKeys(path)
@@ -250,15 +256,16 @@ func Load(ctx context.Context, path string, c etcdclient.Client) (LoadStats, err
 		return stats, err
 	}
 	batch := make([]etcdclient.KeyValue, 0, BatchSize)
+	var batchBytes int
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
 		}
 		if err := c.Put(ctx, batch); err != nil {
-			return fmt.Errorf("restoring keys after %d written: %w", stats.Keys, err)
+			return fmt.Errorf("restoring keys after %d written (a batch of %d keys, %d bytes): %w", stats.Keys, len(batch), batchBytes, err)
 		}
 		stats.Keys += len(batch)
-		batch = batch[:0]
+		batch, batchBytes = batch[:0], 0
 		return nil
 	}
 	for _, kv := range kvs {
@@ -266,12 +273,14 @@ func Load(ctx context.Context, path string, c etcdclient.Client) (LoadStats, err
 			stats.SkippedLeased++
 			continue
 		}
-		batch = append(batch, etcdclient.KeyValue{Key: kv.Key, Value: kv.Value})
-		if len(batch) == BatchSize {
+		size := len(kv.Key) + len(kv.Value)
+		if len(batch) == BatchSize || (len(batch) > 0 && batchBytes+size > BatchBytes) {
 			if err := flush(); err != nil {
 				return stats, err
 			}
 		}
+		batch = append(batch, etcdclient.KeyValue{Key: kv.Key, Value: kv.Value})
+		batchBytes += size
 	}
 	return stats, flush()
 }
