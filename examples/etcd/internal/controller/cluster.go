@@ -188,14 +188,20 @@ func (h *ClusterHooks) Reconcile(ctx context.Context, c *v1alpha1.EtcdCluster) r
 	if c.Status.ClusterToken == "" {
 		c.Status.ClusterToken = string(c.UID)
 	}
+	obs, err := h.observe(ctx, c)
+	if err != nil {
+		return reconcile.Retry(err)
+	}
+	// Members serve clients (LabelServing) before the client Service
+	// selects by it: a Service written by an operator without the label
+	// keeps its clients.
+	if err := h.labelServing(ctx, c, obs); err != nil {
+		return reconcile.Retry(err)
+	}
 	for _, obj := range []client.Object{headlessService(c), clientService(c), podDisruptionBudget(c)} {
 		if _, err := h.Children.EnsureChild(ctx, c, obj); err != nil {
 			return childError(fmt.Errorf("ensuring %T %s: %w", obj, obj.GetName(), err))
 		}
-	}
-	obs, err := h.observe(ctx, c)
-	if err != nil {
-		return reconcile.Retry(err)
 	}
 	previousLeader := leaderID(c.Status.Members)
 	h.recordStatus(c, obs)
@@ -261,6 +267,31 @@ func (h *ClusterHooks) Reconcile(ctx context.Context, c *v1alpha1.EtcdCluster) r
 		return reconcile.Waiting(step.Reason, step.Message, stepRequeue)
 	}
 	return h.scheduledBackup(ctx, c, obs)
+}
+
+// labelServing gives every member pod of a serving cluster LabelServing
+// (a metadata patch: no restart): the seed of a restored cluster once the
+// restore is recorded, and pods made by an operator before the label.
+func (h *ClusterHooks) labelServing(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation) error {
+	if !serving(c) {
+		return nil
+	}
+	for _, name := range slices.Sorted(maps.Keys(obs.pods)) {
+		pod := obs.pods[name]
+		if pod.Labels[LabelServing] == "true" {
+			continue
+		}
+		patch := client.MergeFrom(pod.DeepCopy())
+		if pod.Labels == nil {
+			pod.Labels = map[string]string{}
+		}
+		pod.Labels[LabelServing] = "true"
+		if err := h.Client.Patch(ctx, pod, patch); err != nil {
+			return fmt.Errorf("letting clients reach member %s: %w", name, err)
+		}
+		ctrl.LoggerFrom(ctx).Info("member serves clients", "etcdcluster", klog.KObj(c), "pod", name)
+	}
+	return nil
 }
 
 // childError is the result of a failed step: an object in the way that is

@@ -13,6 +13,10 @@ const (
 	LabelCluster = "etcd.opkit.dev/cluster"
 	LabelMember  = "etcd.opkit.dev/member"
 	LabelVersion = "etcd.opkit.dev/version"
+	// LabelServing ("true") marks the member pods the client Service sends
+	// clients to: every member of a cluster, except while a backup is being
+	// restored into its seed (a client would read a partial keyspace).
+	LabelServing = "etcd.opkit.dev/serving"
 	// AnnotationClusterToken records the initial-cluster-token on pods.
 	AnnotationClusterToken = "etcd.opkit.dev/cluster-token"
 	// AnnotationPodRevision records on a member pod the revision of what

@@ -70,6 +70,10 @@ func selectorLabels(c *v1alpha1.EtcdCluster) map[string]string {
 
 func persistent(c *v1alpha1.EtcdCluster) bool { return !c.Spec.Storage.Ephemeral }
 
+// serving reports whether clients may reach c's members: not while a
+// backup is being restored into its seed.
+func serving(c *v1alpha1.EtcdCluster) bool { return c.Spec.Restore == nil || c.Status.Restored }
+
 // headlessService gives every member a DNS name, ready or not.
 func headlessService(c *v1alpha1.EtcdCluster) *corev1.Service {
 	return &corev1.Service{
@@ -88,10 +92,12 @@ func headlessService(c *v1alpha1.EtcdCluster) *corev1.Service {
 
 // clientService is what applications use; it selects ready members only.
 func clientService(c *v1alpha1.EtcdCluster) *corev1.Service {
+	selector := selectorLabels(c)
+	selector[LabelServing] = "true"
 	return &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: c.Name + "-client", Namespace: c.Namespace, Labels: selectorLabels(c)},
 		Spec: corev1.ServiceSpec{
-			Selector: selectorLabels(c),
+			Selector: selector,
 			Ports: []corev1.ServicePort{
 				{Name: "client", Port: ClientPort, TargetPort: intstr.FromInt32(ClientPort), Protocol: corev1.ProtocolTCP},
 			},
@@ -136,6 +142,9 @@ func memberPod(c *v1alpha1.EtcdCluster, member, version, initialCluster, state s
 	labels := map[string]string{}
 	maps.Copy(labels, c.Spec.PodTemplate.Labels)
 	maps.Copy(labels, map[string]string{LabelCluster: c.Name, LabelMember: member, LabelVersion: version})
+	if serving(c) {
+		labels[LabelServing] = "true"
+	}
 	annotations := map[string]string{}
 	maps.Copy(annotations, c.Spec.PodTemplate.Annotations)
 	annotations[AnnotationClusterToken] = c.Status.ClusterToken

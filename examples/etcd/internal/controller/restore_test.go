@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -224,4 +225,57 @@ func TestRestoreIsRecordedBeforeTheClusterGrows(t *testing.T) {
 	if !grew {
 		t.Fatal("the restored cluster never grew")
 	}
+}
+
+// TestClientsReachARestoredClusterOnlyOnceRestored: the client Service
+// selects no member while the backup is being loaded into the seed (a
+// client would read a partial keyspace), and every member once the restore
+// is recorded; a cluster without a restore serves at once.
+func TestClientsReachARestoredClusterOnlyOnceRestored(t *testing.T) {
+	g := newRig(t)
+	sourceBackup(g)
+	// The source cluster, never restored, serves its pod.
+	if got := g.servedPods("src"); len(got) != 1 {
+		t.Errorf("client Service of src selects %v, want its one pod", got)
+	}
+	g.fake = etcdclient.NewFake()
+	dst := cluster("dst", 3)
+	dst.Spec.Restore = &v1alpha1.RestoreSpec{BackupName: "b1"}
+	g.create(dst)
+	for range 30 {
+		restored := g.get("dst").Status.Restored
+		served := g.servedPods("dst")
+		if !restored && len(served) > 0 {
+			t.Fatalf("the client Service selects %v before status.restored", served)
+		}
+		if restored && len(g.dstPods()) == 3 && len(served) == 3 {
+			return
+		}
+		_ = g.pass("dst")
+		g.kubelet("dst")
+	}
+	t.Fatalf("after 30 passes: restored %v, pods %v, served %v", g.get("dst").Status.Restored, g.dstPods(), g.servedPods("dst"))
+}
+
+// servedPods are the live pods the client Service of cluster name selects.
+func (g *rig) servedPods(name string) []string {
+	g.t.Helper()
+	var svc corev1.Service
+	if err := g.c.Get(g.t.Context(), client.ObjectKey{Namespace: g.ns, Name: name + "-client"}, &svc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		g.t.Fatal(err)
+	}
+	var pods corev1.PodList
+	if err := g.c.List(g.t.Context(), &pods, client.InNamespace(g.ns), client.MatchingLabels(svc.Spec.Selector)); err != nil {
+		g.t.Fatal(err)
+	}
+	var out []string
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil {
+			out = append(out, p.Name)
+		}
+	}
+	return out
 }
