@@ -30,9 +30,11 @@
 // anything.
 //
 // An object controlled by someone else yields an *AlreadyControlledError
-// (use errors.As). Adopt persists a controller reference on an orphan whose
-// labels match a selector, the way built-in controllers adopt the Pods they
-// select.
+// (use errors.As); reconcile.EnsureChild reports an existing object without
+// a controller, which it does not adopt unless asked, as a
+// *NotControlledError. IsConflict tells either apart from other errors.
+// Adopt persists a controller reference on an orphan whose labels match a
+// selector, the way built-in controllers adopt the Pods they select.
 //
 // # Finalizers
 //

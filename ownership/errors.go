@@ -73,6 +73,17 @@ func (e *NotControlledError) Error() string {
 		kindOf(e.Object), describe(e.Object))
 }
 
+// IsConflict reports whether err (or an error it wraps) says that an
+// object a controller would manage is not its own: *AlreadyControlledError
+// or *NotControlledError. Retrying cannot help until a person deletes or
+// renames the object; report it (a condition naming it) and look again
+// now and then.
+func IsConflict(err error) bool {
+	var theirs *AlreadyControlledError
+	var notOurs *NotControlledError
+	return errors.As(err, &theirs) || errors.As(err, &notOurs)
+}
+
 // StepError is the error of one failed cleanup step of Finalizers.Run. Run
 // joins one StepError per failed step; use errors.As to reach the first one,
 // or errors.Is to test for an error a step wrapped.

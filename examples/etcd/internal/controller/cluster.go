@@ -299,9 +299,7 @@ func (h *ClusterHooks) labelServing(ctx context.Context, c *v1alpha1.EtcdCluster
 // cluster's data; or another controller's) waits with ReasonChildConflict
 // until a person removes it; anything else is retried.
 func childError(err error) reconcile.Result {
-	var notOurs *ownership.NotControlledError
-	var theirs *ownership.AlreadyControlledError
-	if errors.As(err, &notOurs) || errors.As(err, &theirs) {
+	if ownership.IsConflict(err) {
 		return reconcile.Waiting(ReasonChildConflict, err.Error(), childConflictRequeue)
 	}
 	return reconcile.Retry(err)

@@ -185,9 +185,7 @@ const childConflictRequeue = 30 * time.Second
 // object that is not the Memcached's waits with ReasonChildConflict (a
 // person must act), anything else is retried.
 func childError(err error) reconcile.Result {
-	var notOurs *ownership.NotControlledError
-	var theirs *ownership.AlreadyControlledError
-	if errors.As(err, &notOurs) || errors.As(err, &theirs) {
+	if ownership.IsConflict(err) {
 		return reconcile.Waiting(ReasonChildConflict, err.Error(), childConflictRequeue)
 	}
 	return reconcile.Retry(err)
