@@ -44,6 +44,11 @@ const ConditionComplete = "Complete"
 // of taking another one.
 const ExtraBackupUID = "etcd.opkit.dev/etcdbackup-uid"
 
+// ExtraClusterUID is the key, in the manifest's Snapshot.Extra, of the UID
+// of the EtcdCluster whose deletion took a final backup: a deletion
+// recognises its final backup by it, whatever the clocks say.
+const ExtraClusterUID = "etcd.opkit.dev/etcdcluster-uid"
+
 // ExtraTrigger is the key, in the manifest's Snapshot.Extra, of what took
 // the backup: TriggerOnDemand, TriggerSchedule or TriggerFinal. The
 // retention of spec.backup applies only to TriggerSchedule.

@@ -879,10 +879,12 @@ func pruneScheduled(ctx context.Context, store backup.Store, keep int, now time.
 	return res.Unreadable, nil
 }
 
-// finalBackupTaken reports whether store holds a final backup that started
-// at least a second after deleted.
-func finalBackupTaken(ctx context.Context, store backup.Store, deleted *metav1.Time) (bool, error) {
-	if deleted == nil {
+// finalBackupTaken reports whether store holds the final backup of c's
+// deletion: a final backup recording c's UID (finalBackupExtra). A UID is
+// deleted once, so no clock is compared: the operator's (a manifest's start
+// time) and the API server's (deletionTimestamp) may disagree.
+func finalBackupTaken(ctx context.Context, store backup.Store, c *v1alpha1.EtcdCluster) (bool, error) {
+	if c.DeletionTimestamp == nil {
 		return false, nil
 	}
 	list, err := backup.List(ctx, store)
@@ -890,11 +892,16 @@ func finalBackupTaken(ctx context.Context, store backup.Store, deleted *metav1.T
 		return false, err
 	}
 	for _, m := range list {
-		if m.Snapshot.Extra[ExtraTrigger] == TriggerFinal && !m.StartTime.Before(deleted.Add(time.Second)) {
+		if m.Snapshot.Extra[ExtraTrigger] == TriggerFinal && m.Snapshot.Extra[ExtraClusterUID] == string(c.UID) {
 			return true, nil
 		}
 	}
 	return false, nil
+}
+
+// finalBackupExtra is the snapshot metadata of c's final backup.
+func finalBackupExtra(c *v1alpha1.EtcdCluster) map[string]string {
+	return map[string]string{ExtraTrigger: TriggerFinal, ExtraClusterUID: string(c.UID)}
 }
 
 // Finalize takes a final backup before the cluster's data is deleted, when
@@ -921,13 +928,10 @@ func (h *ClusterHooks) finalBackup(ctx context.Context, c *v1alpha1.EtcdCluster)
 	if err != nil {
 		return reconcile.Retry(fmt.Errorf("final backup: %w", err))
 	}
-	// Idempotent: a final backup started after deletion began is this
-	// deletion's (an on-demand one taken meanwhile is not: it may predate
-	// the last writes). deletionTimestamp is truncated to the second, so
-	// only a backup that started a second later is certainly newer; one
-	// taken in that second is taken again, which costs a duplicate, never a
-	// missing backup.
-	if done, err := finalBackupTaken(ctx, store, c.DeletionTimestamp); err != nil {
+	// Idempotent: a final backup recording this cluster's UID is this
+	// deletion's (an on-demand or scheduled one taken meanwhile is not: it
+	// may predate the last writes).
+	if done, err := finalBackupTaken(ctx, store, c); err != nil {
 		return reconcile.Retry(fmt.Errorf("final backup: %w", err))
 	} else if done {
 		return reconcile.Done()
@@ -940,7 +944,7 @@ func (h *ClusterHooks) finalBackup(ctx context.Context, c *v1alpha1.EtcdCluster)
 		return reconcile.Waiting(ReasonFinalBackup,
 			"no healthy member to take the final backup from; set spec.backup.skipFinalBackup to delete without one", stepRequeue)
 	}
-	m, err := snapshotInto(ctx, h.Etcd, store, obs.healthy, map[string]string{ExtraTrigger: TriggerFinal})
+	m, err := snapshotInto(ctx, h.Etcd, store, obs.healthy, finalBackupExtra(c))
 	countBackup(c.Namespace, c.Name, TriggerFinal, err)
 	if err != nil {
 		return reconcile.Retry(fmt.Errorf("final backup: %w", err))
