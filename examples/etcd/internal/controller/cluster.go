@@ -415,7 +415,9 @@ func (h *ClusterHooks) recordStatus(c *v1alpha1.EtcdCluster, obs *observation) {
 			Healthy: m.Healthy, Learner: m.Learner, Leader: m.Leader}
 		if pod, ok := obs.pods[m.Name]; ok {
 			ms.Version = pod.Labels[LabelVersion]
-			if m.Healthy && ms.Version != "" && (version == "" || lessVersion(ms.Version, version)) {
+			// Every member counts, healthy or not: status.version is what
+			// the next spec.version is checked against.
+			if ms.Version != "" && (version == "" || lessVersion(ms.Version, version)) {
 				version = ms.Version
 			}
 		}
