@@ -49,16 +49,19 @@ func RenderChart(ctx context.Context, dir, release, namespace string, values map
 	return manifest(rel)
 }
 
-// Install is `helm install` with values; with createNamespace, helm makes
-// Namespace first (--create-namespace). It returns the release's manifest.
-func (r HelmRelease) Install(ctx context.Context, values map[string]any, createNamespace bool) (string, error) {
-	cfg, ch, err := r.setup()
+// Install is `helm install` with values. Namespace must exist (helm records
+// the release there first). It returns the release's manifest.
+func (r HelmRelease) Install(ctx context.Context, values map[string]any) (string, error) {
+	ch, err := r.load()
+	if err != nil {
+		return "", err
+	}
+	cfg, err := r.configuration()
 	if err != nil {
 		return "", err
 	}
 	install := action.NewInstall(cfg)
 	install.ReleaseName, install.Namespace = r.Name, r.Namespace
-	install.CreateNamespace = createNamespace
 	install.WaitStrategy, install.Timeout = kube.StatusWatcherStrategy, r.timeout()
 	rel, err := install.RunWithContext(ctx, ch, values)
 	if err != nil {
@@ -69,7 +72,11 @@ func (r HelmRelease) Install(ctx context.Context, values map[string]any, createN
 
 // Upgrade is `helm upgrade --reuse-values` with values on top.
 func (r HelmRelease) Upgrade(ctx context.Context, values map[string]any) (string, error) {
-	cfg, ch, err := r.setup()
+	ch, err := r.load()
+	if err != nil {
+		return "", err
+	}
+	cfg, err := r.configuration()
 	if err != nil {
 		return "", err
 	}
@@ -84,9 +91,10 @@ func (r HelmRelease) Upgrade(ctx context.Context, values map[string]any) (string
 }
 
 // Uninstall is `helm uninstall --wait`: it returns once every object of the
-// release is gone, except those the chart asked helm to keep.
-func (r HelmRelease) Uninstall(ctx context.Context) error {
-	cfg, _, err := r.setup()
+// release is gone, except those the chart asked helm to keep. Helm's
+// uninstall takes no context: Timeout, not ctx, bounds it.
+func (r HelmRelease) Uninstall(_ context.Context) error {
+	cfg, err := r.configuration()
 	if err != nil {
 		return err
 	}
@@ -99,18 +107,25 @@ func (r HelmRelease) Uninstall(ctx context.Context) error {
 	return nil
 }
 
-func (r HelmRelease) setup() (*action.Configuration, chart.Charter, error) {
+// load reads the chart from disk.
+func (r HelmRelease) load() (chart.Charter, error) {
 	ch, err := loader.Load(r.Chart)
 	if err != nil {
-		return nil, nil, fmt.Errorf("loading the chart %s: %w", r.Chart, err)
+		return nil, fmt.Errorf("loading the chart %s: %w", r.Chart, err)
 	}
+	return ch, nil
+}
+
+// configuration is helm's client for the release's cluster and namespace,
+// its releases stored in Secrets (helm's default driver).
+func (r HelmRelease) configuration() (*action.Configuration, error) {
 	flags := genericclioptions.NewConfigFlags(false)
 	flags.KubeConfig, flags.Namespace = &r.Kubeconfig, &r.Namespace
 	cfg := action.NewConfiguration(quietLogger())
 	if err := cfg.Init(flags, r.Namespace, "secret"); err != nil {
-		return nil, nil, fmt.Errorf("helm configuration for %s: %w", r.Kubeconfig, err)
+		return nil, fmt.Errorf("helm configuration for %s: %w", r.Kubeconfig, err)
 	}
-	return cfg, ch, nil
+	return cfg, nil
 }
 
 func (r HelmRelease) timeout() time.Duration {

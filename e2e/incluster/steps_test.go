@@ -81,7 +81,7 @@ func (o operator) install(ctx context.Context, cfg *envconf.Config, upgrade bool
 	}
 	image["namespace"] = map[string]any{"create": true, "name": o.namespace}
 	image["crd"] = map[string]any{"keep": false}
-	return r.Install(ctx, image, false)
+	return r.Install(ctx, image)
 }
 
 // uninstall is make undeploy, or helm uninstall.
