@@ -90,7 +90,8 @@ func headlessService(c *v1alpha1.EtcdCluster) *corev1.Service {
 	}
 }
 
-// clientService is what applications use; it selects ready members only.
+// clientService is what applications use: it selects serving members
+// (LabelServing), and of those the Ready ones receive traffic.
 func clientService(c *v1alpha1.EtcdCluster) *corev1.Service {
 	selector := selectorLabels(c)
 	selector[LabelServing] = "true"

@@ -63,8 +63,8 @@ func DefaultStores(c client.Reader, fsRoot string) StoreResolver {
 			if fsRoot == "" {
 				return nil, fmt.Errorf("%w: pvcName %s: the operator mounts no backup volumes (--backup-root)", ErrStoreMisconfigured, ref.PVCName)
 			}
-			// The CRD checks names since v1alpha1 objects may predate it;
-			// a name is one path segment, never "..".
+			// Checked again here: objects made before the CRD checked names
+			// may exist. A name is one path segment, never "..".
 			if errs := validation.IsDNS1123Subdomain(ref.PVCName); len(errs) > 0 {
 				return nil, fmt.Errorf("%w: storeRef.pvcName %q: %s", ErrStoreMisconfigured, ref.PVCName, strings.Join(errs, "; "))
 			}
