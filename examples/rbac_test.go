@@ -26,6 +26,7 @@ func TestOperatorsHoldNoRightTheyDoNotUse(t *testing.T) {
 	never := []right{
 		{"", "secrets", "list"}, {"", "secrets", "watch"},
 		{"", "pods", "update"}, {"", "services", "update"}, {"", "persistentvolumeclaims", "update"},
+		{"", "configmaps", "update"}, {"", "configmaps", "patch"},
 		{"apps", "deployments", "update"}, {"policy", "poddisruptionbudgets", "update"},
 		{"", "pods/portforward", "create"},
 		{"coordination.k8s.io", "leases", "delete"},

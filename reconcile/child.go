@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -249,12 +250,19 @@ func (c *Children) DeleteChild(ctx context.Context, owner, obj client.Object) (O
 }
 
 // matches reports whether current carries every field desired sets.
-// Metadata is compared for labels and annotations only (owner references
-// are checked by the caller), and status not at all.
+// Metadata is compared for labels, annotations and owner references (each
+// of desired's, by UID, must be on current: someone removing a second
+// owner that keeps the child from the garbage collector is undone), and
+// status not at all.
 func matches(desired, current client.Object) bool {
 	if !equality.Semantic.DeepDerivative(desired.GetLabels(), current.GetLabels()) ||
 		!equality.Semantic.DeepDerivative(desired.GetAnnotations(), current.GetAnnotations()) {
 		return false
+	}
+	for _, want := range desired.GetOwnerReferences() {
+		if !slices.ContainsFunc(current.GetOwnerReferences(), func(r metav1.OwnerReference) bool { return r.UID == want.UID }) {
+			return false
+		}
 	}
 	if du, ok := desired.(*unstructured.Unstructured); ok {
 		cu, ok := current.(*unstructured.Unstructured)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -123,6 +124,46 @@ func TestEnsureChild(t *testing.T) {
 		t.Errorf("after re-apply: annotations %v, labels %v; want the digest in the labels only", live.Annotations, live.Labels)
 	}
 	ensure(desiredDeployment(f.ns, "web:2"), reconcile.OperationNone, 0)
+}
+
+// TestEnsureChildRestoresOwnerReferences: an owner reference the desired
+// child carries besides its controller (a second owner that keeps it from
+// the garbage collector) is put back when someone removes it, although
+// the child's digest and every other field are unchanged.
+func TestEnsureChildRestoresOwnerReferences(t *testing.T) {
+	f := newFixture(t)
+	ch := f.children()
+	owner := f.createWidget("owner", testv1.WidgetSpec{})
+	ctx := t.Context()
+	holder := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "holder", Namespace: f.ns}}
+	testkit.Must(t, env.Client.Create(ctx, holder))
+	desired := func() *appsv1.Deployment {
+		d := desiredDeployment(f.ns, "web:1")
+		d.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: holder.Name, UID: holder.UID}}
+		return d
+	}
+	if _, err := ch.EnsureChild(ctx, owner, desired()); err != nil {
+		t.Fatal(err)
+	}
+	live := &appsv1.Deployment{}
+	testkit.Must(t, env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "web"}, live))
+	live.OwnerReferences = []metav1.OwnerReference{*metav1.GetControllerOf(live)}
+	testkit.Must(t, env.Client.Update(ctx, live))
+
+	f.counter.Reset()
+	op, err := ch.EnsureChild(ctx, owner, desired())
+	if err != nil || op != reconcile.OperationUpdated {
+		t.Errorf("EnsureChild after the holder's reference was removed = %s, %v; want %s", op, err, reconcile.OperationUpdated)
+	}
+	f.wantWrites(1)
+	testkit.Must(t, env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "web"}, live))
+	var uids []string
+	for _, r := range live.OwnerReferences {
+		uids = append(uids, string(r.UID))
+	}
+	if diff := cmp.Diff([]string{string(owner.UID), string(holder.UID)}, uids, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+		t.Errorf("owner UIDs (-want +got):\n%s", diff)
+	}
 }
 
 // TestEnsureChildAdoptsOnlyWhenAsked: an existing object with the child's

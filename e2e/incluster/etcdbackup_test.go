@@ -210,12 +210,17 @@ func TestEtcdBackupsInCluster(t *testing.T) {
 			}
 			return ctx
 		}).
-		Assess("deleting the sample cluster takes a final backup, then removes its pods and claims", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+		// In the foreground, as Argo CD prunes: the garbage collector
+		// deletes every dependent that has no other owner, whatever its
+		// blockOwnerDeletion, and the members' guard is what keeps them
+		// running for the final backup. (The restored cluster is deleted
+		// in the background, kubectl's default, in Teardown.)
+		Assess("deleting the sample cluster in the foreground takes a final backup, then removes its pods and claims", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			before := backupsBy(ctx, t, store, "final")
 			if len(before) != 0 {
 				t.Fatalf("final backups before the delete: %v", before)
 			}
-			if out, err := harness.Kubectl(ctx, cfg, "delete", "etcdcluster", sampleCluster, "-n", ns, "--wait=true", "--timeout=3m"); err != nil {
+			if out, err := harness.Kubectl(ctx, cfg, "delete", "etcdcluster", sampleCluster, "-n", ns, "--cascade=foreground", "--wait=true", "--timeout=3m"); err != nil {
 				t.Fatalf("%v\n%s", err, out)
 			}
 			final := backupsBy(ctx, t, store, "final")
@@ -228,8 +233,8 @@ func TestEtcdBackupsInCluster(t *testing.T) {
 			if _, err := backup.Verify(ctx, store, final[0].ID); err != nil {
 				t.Errorf("the final backup does not verify: %v", err)
 			}
-			harness.WaitFor(ctx, t, "the cluster's pods and claims to go", 2*time.Minute, time.Second, func(ctx context.Context) (bool, string) {
-				out, err := harness.Kubectl(ctx, cfg, "get", "pods,pvc", "-n", ns, "-l", "etcd.opkit.dev/cluster="+sampleCluster, "-o", "name")
+			harness.WaitFor(ctx, t, "the cluster's pods, claims, Services and guard to go", 2*time.Minute, time.Second, func(ctx context.Context) (bool, string) {
+				out, err := harness.Kubectl(ctx, cfg, "get", "pods,pvc,services,configmaps,poddisruptionbudgets", "-n", ns, "-l", "etcd.opkit.dev/cluster="+sampleCluster, "-o", "name")
 				return err == nil && strings.TrimSpace(out) == "", out + fmt.Sprint(err)
 			})
 			return ctx

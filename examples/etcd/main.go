@@ -25,8 +25,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -38,7 +36,6 @@ import (
 	"github.com/opkit-dev/opkit/examples/etcd/internal/controller"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/seedrestore"
-	"github.com/opkit-dev/opkit/reconcile"
 	"github.com/opkit-dev/opkit/securemetrics"
 )
 
@@ -133,8 +130,13 @@ func run() error {
 			return err
 		}
 	}
+	cacheOpts, err := controller.CacheOptions()
+	if err != nil {
+		return err
+	}
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                 scheme,
+		Cache:                  cacheOpts,
 		Metrics:                securemetrics.ServerOptions(metricsAddr, metricsSecure),
 		HealthProbeBindAddress: probeAddr,
 		LeaderElection:         leaderElect,
@@ -146,42 +148,22 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	if err := controller.RegisterMetrics(); err != nil {
-		return err
-	}
 	endpoints := controller.Endpoints{}
 	if urlTemplate != "" {
 		endpoints.ClientURL = func(c *v1alpha1.EtcdCluster, member string) string {
 			return strings.NewReplacer("{member}", member, "{cluster}", c.Name, "{namespace}", c.Namespace).Replace(urlTemplate)
 		}
 	}
-	const fieldOwner = "opkit-etcdcluster"
-	children, err := reconcile.NewChildren(mgr.GetClient(), mgr.GetScheme(), fieldOwner)
-	if err != nil {
-		return err
-	}
-	stores := controller.DefaultStores(mgr.GetAPIReader(), backupRoot)
 	factory, err := etcdFactory(mgr, memberAccess)
 	if err != nil {
 		return err
 	}
-	_, err = reconcile.SetupWithManager[*v1alpha1.EtcdCluster](mgr, &controller.ClusterHooks{
-		Client: mgr.GetClient(), Children: children, Etcd: factory, Endpoints: endpoints, Stores: stores,
-		BootstrapTimeout: bootstrapTimeout, MemberStartTimeout: memberStartTimeout, RestoreImage: restoreImage,
-	},
-		reconcile.WithFieldOwner(fieldOwner),
-		reconcile.WithOwns(&corev1.Pod{}, &corev1.PersistentVolumeClaim{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}),
-		reconcile.WithConditions(v1alpha1.ConditionAvailable),
-		reconcile.WithNegativePolarityConditions(v1alpha1.ConditionDegraded),
-		reconcile.WithMaxConcurrentReconciles(4))
+	err = controller.SetupWithManager(mgr, controller.Options{
+		Etcd: factory, Endpoints: endpoints, BackupRoot: backupRoot, RestoreImage: restoreImage,
+		BootstrapTimeout: bootstrapTimeout, MemberStartTimeout: memberStartTimeout,
+	})
 	if err != nil {
-		return fmt.Errorf("setting up the EtcdCluster controller: %w", err)
-	}
-	_, err = reconcile.SetupWithManager[*v1alpha1.EtcdBackup](mgr, &controller.BackupHooks{
-		Client: mgr.GetClient(), Etcd: factory, Endpoints: endpoints, Stores: stores,
-	}, reconcile.WithConditions(controller.ConditionComplete))
-	if err != nil {
-		return fmt.Errorf("setting up the EtcdBackup controller: %w", err)
+		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err

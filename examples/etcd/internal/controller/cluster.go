@@ -166,9 +166,15 @@ func (h *ClusterHooks) Validate(_ context.Context, c *v1alpha1.EtcdCluster) fiel
 
 // observation is what a pass saw.
 type observation struct {
-	pods    map[string]*corev1.Pod
-	claims  map[string]bool
-	planned membership.Observed
+	// guard is the cluster's guard; nil in a deletion of a cluster made
+	// before guards.
+	guard *corev1.ConfigMap
+	pods  map[string]*corev1.Pod
+	// claims are the members with a data claim not being deleted, and
+	// claimObjects those claims.
+	claims       map[string]bool
+	claimObjects map[string]*corev1.PersistentVolumeClaim
+	planned      membership.Observed
 	// endpoints of the members that answered, by member name.
 	healthy map[string]string
 	// dialed are the endpoints of the running member pods, sorted.
@@ -188,8 +194,16 @@ func (h *ClusterHooks) Reconcile(ctx context.Context, c *v1alpha1.EtcdCluster) r
 	if c.Status.ClusterToken == "" {
 		c.Status.ClusterToken = string(c.UID)
 	}
-	obs, err := h.observe(ctx, c)
+	// The guard comes first: no child of c exists without it.
+	guard, err := h.ensureGuard(ctx, c)
 	if err != nil {
+		return childError(err)
+	}
+	obs, err := h.observe(ctx, c, guard)
+	if err != nil {
+		return reconcile.Retry(err)
+	}
+	if err := h.holdChildren(ctx, c, obs, guard); err != nil {
 		return reconcile.Retry(err)
 	}
 	// Members serve clients (LabelServing) before the client Service
@@ -199,7 +213,7 @@ func (h *ClusterHooks) Reconcile(ctx context.Context, c *v1alpha1.EtcdCluster) r
 		return reconcile.Retry(err)
 	}
 	for _, obj := range []client.Object{headlessService(c), clientService(c), podDisruptionBudget(c)} {
-		if _, err := h.Children.EnsureChild(ctx, c, obj); err != nil {
+		if _, err := h.Children.EnsureChild(ctx, c, heldBy(obj, guard)); err != nil {
 			return childError(fmt.Errorf("ensuring %T %s: %w", obj, obj.GetName(), err))
 		}
 	}
@@ -309,8 +323,13 @@ func childError(err error) reconcile.Result {
 // not its own looks again.
 const childConflictRequeue = 30 * time.Second
 
-func (h *ClusterHooks) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*observation, error) {
-	obs := &observation{pods: map[string]*corev1.Pod{}, claims: map[string]bool{}, healthy: map[string]string{}}
+// observe reads c's member pods and claims and asks etcd about its
+// members. A pod counts when c controls it, or when guard is one of its
+// owners: a deletion in the foreground or orphaning removes c from the
+// owners of its children, which the guard keeps for the final backup.
+func (h *ClusterHooks) observe(ctx context.Context, c *v1alpha1.EtcdCluster, guard *corev1.ConfigMap) (*observation, error) {
+	obs := &observation{guard: guard, pods: map[string]*corev1.Pod{}, claims: map[string]bool{},
+		claimObjects: map[string]*corev1.PersistentVolumeClaim{}, healthy: map[string]string{}}
 	var pods corev1.PodList
 	if err := h.Client.List(ctx, &pods, client.InNamespace(c.Namespace), client.MatchingLabels(selectorLabels(c))); err != nil {
 		return nil, fmt.Errorf("listing pods: %w", err)
@@ -323,6 +342,7 @@ func (h *ClusterHooks) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*o
 	for i := range claims.Items {
 		if member := claims.Items[i].Labels[LabelMember]; claims.Items[i].DeletionTimestamp == nil {
 			obs.claims[member] = true
+			obs.claimObjects[member] = &claims.Items[i]
 		} else {
 			deleting[member] = true
 		}
@@ -341,7 +361,7 @@ func (h *ClusterHooks) observe(ctx context.Context, c *v1alpha1.EtcdCluster) (*o
 	var endpoints []string
 	for i := range pods.Items {
 		pod := &pods.Items[i]
-		if pod.DeletionTimestamp != nil || !metav1.IsControlledBy(pod, c) {
+		if pod.DeletionTimestamp != nil || !(metav1.IsControlledBy(pod, c) || isHeldBy(pod, guard)) {
 			continue
 		}
 		obs.pods[pod.Name] = pod
@@ -510,7 +530,7 @@ func (h *ClusterHooks) execute(ctx context.Context, c *v1alpha1.EtcdCluster, obs
 	defer cancel()
 	switch step.Action {
 	case membership.ActionBootstrap:
-		return h.createMember(ctx, c, step.Name, step.Version, step.Name+"="+PeerURL(c, step.Name), "new", seed)
+		return h.createMember(ctx, c, obs.guard, step.Name, step.Version, step.Name+"="+PeerURL(c, step.Name), "new", seed)
 	case membership.ActionAddLearner:
 		ec, err := h.clientOn(ctx, obs, "")
 		if err != nil {
@@ -521,14 +541,14 @@ func (h *ClusterHooks) execute(ctx context.Context, c *v1alpha1.EtcdCluster, obs
 		if err != nil {
 			return err
 		}
-		return h.createMember(ctx, c, step.Name, step.Version, initialCluster(list), "existing", nil)
+		return h.createMember(ctx, c, obs.guard, step.Name, step.Version, initialCluster(list), "existing", nil)
 	case membership.ActionCreatePod:
 		if len(obs.healthy) == 0 {
 			// No member answers: the member is recreated on its claim
 			// (membership.Plan does so only with persistent storage),
 			// where its data directory makes etcd ignore the initial
 			// cluster; it is built from the members last recorded.
-			return h.createMember(ctx, c, step.Name, step.Version, recordedCluster(c), "existing", nil)
+			return h.createMember(ctx, c, obs.guard, step.Name, step.Version, recordedCluster(c), "existing", nil)
 		}
 		ec, err := h.clientOn(ctx, obs, "")
 		if err != nil {
@@ -539,7 +559,7 @@ func (h *ClusterHooks) execute(ctx context.Context, c *v1alpha1.EtcdCluster, obs
 		if err != nil {
 			return err
 		}
-		return h.createMember(ctx, c, step.Name, step.Version, initialCluster(list), "existing", nil)
+		return h.createMember(ctx, c, obs.guard, step.Name, step.Version, initialCluster(list), "existing", nil)
 	case membership.ActionPromote:
 		ec, err := h.clientOn(ctx, obs, "")
 		if err != nil {
@@ -605,7 +625,7 @@ func recordedCluster(c *v1alpha1.EtcdCluster) string {
 	return strings.Join(parts, ",")
 }
 
-func (h *ClusterHooks) createMember(ctx context.Context, c *v1alpha1.EtcdCluster, name, version, initial, state string, seed *seedRestore) error {
+func (h *ClusterHooks) createMember(ctx context.Context, c *v1alpha1.EtcdCluster, guard *corev1.ConfigMap, name, version, initial, state string, seed *seedRestore) error {
 	if persistent(c) {
 		// Applying to a claim being deleted would "succeed" and leave the
 		// pod waiting for a claim that is gone: wait for it to go first.
@@ -617,11 +637,11 @@ func (h *ClusterHooks) createMember(ctx context.Context, c *v1alpha1.EtcdCluster
 		if client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("reading claim of %s: %w", name, err)
 		}
-		if _, err := h.Children.EnsureChild(ctx, c, dataClaim(c, name)); err != nil {
+		if _, err := h.Children.EnsureChild(ctx, c, heldBy(dataClaim(c, name), guard)); err != nil {
 			return fmt.Errorf("creating claim of %s: %w", name, err)
 		}
 	}
-	if _, err := h.Children.EnsureChild(ctx, c, memberPod(c, name, version, initial, state, seed)); err != nil {
+	if _, err := h.Children.EnsureChild(ctx, c, heldBy(memberPod(c, name, version, initial, state, seed), guard)); err != nil {
 		return fmt.Errorf("creating pod %s: %w", name, err)
 	}
 	return nil
@@ -907,17 +927,24 @@ func finalBackupExtra(c *v1alpha1.EtcdCluster) map[string]string {
 }
 
 // Finalize takes a final backup before the cluster's data is deleted, when
-// spec.backup is set and skipFinalBackup is not, and then deletes the
-// cluster's metric series. Pods and claims are deleted by the garbage
-// collector afterwards.
+// spec.backup is set and skipFinalBackup is not, then deletes the
+// cluster's guard and metric series. Pods and claims are deleted by the
+// garbage collector afterwards, once neither the cluster nor its guard
+// exists: the guard keeps them through a deletion in the foreground or
+// orphaning (see LabelGuardOf).
 func (h *ClusterHooks) Finalize(ctx context.Context, c *v1alpha1.EtcdCluster) reconcile.Result {
 	if err := RegisterMetrics(); err != nil {
 		return reconcile.Retry(err)
 	}
 	res := h.finalBackup(ctx, c)
-	if k := res.Kind(); k == reconcile.KindDone || k == reconcile.KindRequeueAfter {
-		h.forgetMetrics(c)
+	if k := res.Kind(); k != reconcile.KindDone && k != reconcile.KindRequeueAfter {
+		return res
 	}
+	// The children go only now: see LabelGuardOf.
+	if err := h.releaseGuard(ctx, c); err != nil {
+		return reconcile.Retry(err)
+	}
+	h.forgetMetrics(c)
 	return res
 }
 
@@ -938,7 +965,13 @@ func (h *ClusterHooks) finalBackup(ctx context.Context, c *v1alpha1.EtcdCluster)
 	} else if done {
 		return reconcile.Done()
 	}
-	obs, err := h.observe(ctx, c)
+	// A ConfigMap of the guard's name that is not c's guard holds
+	// nothing of c: c's children are then found as c's own.
+	guard, err := h.getGuard(ctx, c)
+	if err != nil && !ownership.IsConflict(err) {
+		return reconcile.Retry(err)
+	}
+	obs, err := h.observe(ctx, c, guard)
 	if err != nil {
 		return reconcile.Retry(err)
 	}

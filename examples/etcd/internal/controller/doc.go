@@ -9,6 +9,13 @@
 // write; a crash between the two is finished by the next pass, because the
 // planner looks at both sides.
 //
+// Every child of a cluster is also owned by the cluster's guard, a
+// ConfigMap without owner that the finalizer deletes after the final
+// backup, so that no propagation policy deletes the members before it (see
+// LabelGuardOf); GuardCollector deletes the guards of clusters deleted
+// without their finalizer. SetupWithManager wires the three controllers,
+// with a cache restricted by CacheOptions to the operator's own objects.
+//
 // Members are reached through Endpoints (pod DNS names on the headless
 // Service by default) and an etcdclient.Factory; see package etcdclient for
 // running the operator outside the cluster.

@@ -1,0 +1,380 @@
+package controller_test
+
+import (
+	"context"
+	"strings"
+
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/opkit-dev/opkit/statusutil"
+	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/opkit-dev/opkit/backup"
+	"github.com/opkit-dev/opkit/backup/fsstore"
+	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/controller"
+)
+
+// TestFinalBackupUnderEveryPropagationPolicy: deleting a cluster takes its
+// final backup from its running members whatever the propagation policy
+// (kubectl delete --cascade=background|foreground|orphan; Argo CD prunes
+// in the foreground), and afterwards nothing of the cluster is left
+// behind: every child has lost each owner that still exists, so the
+// garbage collector deletes it.
+//
+// envtest runs no garbage collector; gc below does to the cluster's
+// dependents what kube-controller-manager's does (the e2e suite on real
+// nodes runs the real one). Before the fix, a foreground deletion
+// deleted every member pod (blockOwnerDeletion or not: the GC deletes
+// every dependent without another owner) while the final backup was
+// pending, which then waited for a healthy member forever.
+func TestFinalBackupUnderEveryPropagationPolicy(t *testing.T) {
+	for _, policy := range []metav1.DeletionPropagation{metav1.DeletePropagationBackground, metav1.DeletePropagationForeground, metav1.DeletePropagationOrphan} {
+		t.Run(string(policy), func(t *testing.T) {
+			g := newRig(t)
+			g.mountPVCStore("backups")
+			c := cluster("del", 3)
+			c.Spec.Backup = &v1alpha1.BackupSpec{StoreRef: v1alpha1.StoreReference{PVCName: "backups"}}
+			g.create(c)
+			g.converge("del", 30)
+			c = g.get("del")
+			if err := g.c.Delete(t.Context(), c, client.PropagationPolicy(policy)); err != nil {
+				t.Fatal(err)
+			}
+			g.gc(c)
+			for i := 0; i < 5 && g.exists(c); i++ {
+				if err := g.pass("del"); err != nil {
+					t.Logf("pass: %v", err)
+				}
+				g.gc(c)
+			}
+			if g.exists(c) {
+				last := g.get("del")
+				t.Fatalf("EtcdCluster still exists after 5 passes: finalizers %v, conditions %+v", last.Finalizers, last.Status.Conditions)
+			}
+
+			store, err := fsstore.New(g.pvcStoreDir("backups"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sub, err := backup.Sub(store, g.ns+"/del")
+			if err != nil {
+				t.Fatal(err)
+			}
+			list, err := backup.List(t.Context(), sub)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var final []string
+			for _, m := range list {
+				if m.Snapshot.Extra[controller.ExtraTrigger] == controller.TriggerFinal {
+					final = append(final, m.ID)
+				}
+			}
+			if len(final) != 1 {
+				t.Errorf("final backups %v, want one", final)
+			}
+			// Nothing is left behind: the garbage collector deletes an
+			// object none of whose owners exists.
+			if diff := cmp.Diff([]string(nil), g.heldObjects("del")); diff != "" {
+				t.Errorf("objects of the deleted cluster still held by an existing owner (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// dependentKinds are the kinds of the objects an EtcdCluster's deletion
+// concerns.
+var dependentKinds = []schema.GroupVersionKind{
+	corev1.SchemeGroupVersion.WithKind("Pod"),
+	corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaim"),
+	corev1.SchemeGroupVersion.WithKind("Service"),
+	corev1.SchemeGroupVersion.WithKind("ConfigMap"),
+	policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget"),
+}
+
+// objects returns every object of dependentKinds in the rig's namespace.
+func (g *rig) objects() []*unstructured.Unstructured {
+	g.t.Helper()
+	var out []*unstructured.Unstructured
+	for _, gvk := range dependentKinds {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := g.c.List(g.t.Context(), list, client.InNamespace(g.ns)); err != nil {
+			g.t.Fatal(err)
+		}
+		for i := range list.Items {
+			out = append(out, &list.Items[i])
+		}
+	}
+	return out
+}
+
+func (g *rig) exists(c *v1alpha1.EtcdCluster) bool {
+	g.t.Helper()
+	err := g.c.Get(g.t.Context(), client.ObjectKeyFromObject(c), &v1alpha1.EtcdCluster{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		g.t.Fatal(err)
+	}
+	return err == nil
+}
+
+// liveOwner reports whether ref names an object of obj's namespace that
+// exists, and whether that owner is deleting its dependents in the
+// foreground.
+func (g *rig) liveOwner(obj client.Object, ref metav1.OwnerReference) (exists, foreground bool) {
+	g.t.Helper()
+	owner := &unstructured.Unstructured{}
+	owner.SetAPIVersion(ref.APIVersion)
+	owner.SetKind(ref.Kind)
+	err := g.c.Get(g.t.Context(), types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}, owner)
+	if apierrors.IsNotFound(err) || (err == nil && owner.GetUID() != ref.UID) {
+		return false, false
+	}
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return true, owner.GetDeletionTimestamp() != nil && slices.Contains(owner.GetFinalizers(), metav1.FinalizerDeleteDependents)
+}
+
+// gc does what the garbage collector does to the dependents of c while c
+// is being deleted (k8s.io/kubernetes pkg/controller/garbagecollector,
+// attemptToDeleteItem and orphanDependents):
+//   - with the orphan finalizer on c, every dependent loses its reference
+//     to c, then the finalizer goes;
+//   - with the foregroundDeletion finalizer, a dependent that has another
+//     owner which exists and is not itself deleting its dependents in the
+//     foreground (a "solid" owner) loses its reference to c and lives; any
+//     other dependent is deleted, whatever its blockOwnerDeletion says;
+//     then the finalizer goes;
+//   - otherwise (background), nothing happens while c exists.
+//
+// A deleted pod's fake member stops answering, as its container would.
+func (g *rig) gc(c *v1alpha1.EtcdCluster) {
+	g.t.Helper()
+	ctx := g.t.Context()
+	var live v1alpha1.EtcdCluster
+	if err := g.c.Get(ctx, client.ObjectKeyFromObject(c), &live); apierrors.IsNotFound(err) {
+		return
+	} else if err != nil {
+		g.t.Fatal(err)
+	}
+	orphan := slices.Contains(live.Finalizers, metav1.FinalizerOrphanDependents)
+	foreground := slices.Contains(live.Finalizers, metav1.FinalizerDeleteDependents)
+	if !orphan && !foreground {
+		return
+	}
+	for _, obj := range g.objects() {
+		refs := obj.GetOwnerReferences()
+		i := slices.IndexFunc(refs, func(r metav1.OwnerReference) bool { return r.UID == live.UID })
+		if i < 0 {
+			continue
+		}
+		solid := orphan
+		for _, r := range refs {
+			if r.UID == live.UID {
+				continue
+			}
+			if exists, fg := g.liveOwner(obj, r); exists && !fg {
+				solid = true
+			}
+		}
+		if solid {
+			obj.SetOwnerReferences(slices.Delete(refs, i, i+1))
+			if err := g.c.Update(ctx, obj); err != nil {
+				g.t.Fatalf("gc: dropping the owner reference of %s %s: %v", obj.GetKind(), obj.GetName(), err)
+			}
+			continue
+		}
+		if err := g.c.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+			g.t.Fatalf("gc: deleting %s %s: %v", obj.GetKind(), obj.GetName(), err)
+		}
+		if obj.GetKind() == "Pod" {
+			g.fake.SetHealthy(controller.PeerURL(c, obj.GetName()), false)
+		}
+	}
+	controllerutil.RemoveFinalizer(&live, metav1.FinalizerOrphanDependents)
+	controllerutil.RemoveFinalizer(&live, metav1.FinalizerDeleteDependents)
+	if err := g.c.Update(ctx, &live); client.IgnoreNotFound(err) != nil {
+		g.t.Fatalf("gc: removing the GC's finalizers: %v", err)
+	}
+}
+
+// heldObjects names the objects labelled with cluster that still have an
+// owner that exists: the garbage collector would keep them.
+func (g *rig) heldObjects(cluster string) []string {
+	g.t.Helper()
+	var out []string
+	for _, obj := range g.objects() {
+		if obj.GetLabels()[controller.LabelCluster] != cluster || obj.GetDeletionTimestamp() != nil {
+			continue
+		}
+		for _, r := range obj.GetOwnerReferences() {
+			if exists, _ := g.liveOwner(obj, r); exists {
+				out = append(out, fmt.Sprintf("%s %s (owner %s %s)", obj.GetKind(), obj.GetName(), r.Kind, r.Name))
+			}
+		}
+	}
+	return out
+}
+
+// TestChildrenMadeBeforeGuardsAreHeld: pods and claims made by an operator
+// before guards get the guard as an owner in the next pass, and so do the
+// Services and the budget; an object the cluster does not control does
+// not.
+func TestChildrenMadeBeforeGuardsAreHeld(t *testing.T) {
+	g := newRig(t)
+	g.create(cluster("old", 3))
+	g.converge("old", 30)
+	c := g.get("old")
+	guard := &corev1.ConfigMap{}
+	if err := g.c.Get(t.Context(), types.NamespacedName{Namespace: g.ns, Name: controller.GuardName("old")}, guard); err != nil {
+		t.Fatalf("the cluster's guard: %v", err)
+	}
+	if diff := cmp.Diff(map[string]string{controller.LabelCluster: "old", controller.LabelGuardOf: string(c.UID)}, guard.Labels); diff != "" {
+		t.Errorf("guard labels (-want +got):\n%s", diff)
+	}
+	if len(guard.OwnerReferences) != 0 {
+		t.Errorf("the guard has owners %v: a foreground deletion of the cluster would delete it with the members", guard.OwnerReferences)
+	}
+	// As an operator before guards left them.
+	for _, obj := range g.objects() {
+		refs := obj.GetOwnerReferences()
+		kept := slices.DeleteFunc(slices.Clone(refs), func(r metav1.OwnerReference) bool { return r.UID == guard.UID })
+		if len(kept) == len(refs) {
+			continue
+		}
+		obj.SetOwnerReferences(kept)
+		if err := g.c.Update(t.Context(), obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stranger := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "stranger", Namespace: g.ns, Labels: map[string]string{controller.LabelCluster: "old"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+	if err := g.c.Create(t.Context(), stranger); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.pass("old"); err != nil {
+		t.Fatal(err)
+	}
+	var unheld []string
+	for _, obj := range g.objects() {
+		if obj.GetLabels()[controller.LabelCluster] != "old" || obj.GetKind() == "ConfigMap" || obj.GetName() == "stranger" {
+			continue
+		}
+		if !slices.ContainsFunc(obj.GetOwnerReferences(), func(r metav1.OwnerReference) bool { return r.UID == guard.UID && r.Kind == "ConfigMap" }) {
+			unheld = append(unheld, obj.GetKind()+" "+obj.GetName())
+		}
+	}
+	if len(unheld) != 0 {
+		t.Errorf("children without the guard as an owner after a pass: %v", unheld)
+	}
+	if err := g.c.Get(t.Context(), client.ObjectKeyFromObject(stranger), stranger); err != nil {
+		t.Fatal(err)
+	}
+	if len(stranger.OwnerReferences) != 0 {
+		t.Errorf("a pod the cluster does not control got owners %v", stranger.OwnerReferences)
+	}
+}
+
+// TestForeignGuardIsRefused: a ConfigMap with the guard's name that is not
+// the cluster's guard (left by an earlier cluster of the same name, or
+// someone else's) is not taken over, and nothing of the cluster is created
+// before its own guard exists.
+func TestForeignGuardIsRefused(t *testing.T) {
+	g := newRig(t)
+	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: controller.GuardName("f"), Namespace: g.ns}}
+	if err := g.c.Create(t.Context(), foreign); err != nil {
+		t.Fatal(err)
+	}
+	g.create(cluster("f", 1))
+	if err := g.pass("f"); err != nil {
+		t.Fatal(err)
+	}
+	rc := statusutil.Get(g.get("f"), statusutil.ReconcilingCondition)
+	if rc == nil || rc.Reason != controller.ReasonChildConflict || !strings.Contains(rc.Message, foreign.Name) {
+		t.Errorf("Reconciling = %+v, want reason %s naming %s", rc, controller.ReasonChildConflict, foreign.Name)
+	}
+	if got := g.names(&corev1.PodList{}); len(got) != 0 {
+		t.Errorf("pods created without the cluster's guard: %v", got)
+	}
+	if err := g.c.Get(t.Context(), client.ObjectKeyFromObject(foreign), foreign); err != nil {
+		t.Fatal(err)
+	}
+	if len(foreign.Labels) != 0 || len(foreign.OwnerReferences) != 0 {
+		t.Errorf("the foreign ConfigMap was changed: labels %v, owners %v", foreign.Labels, foreign.OwnerReferences)
+	}
+}
+
+// TestGuardCollector: a guard is deleted once its cluster is gone (not
+// found, or replaced by a new cluster of the same name), and kept while
+// its cluster exists, even while it is being deleted.
+func TestGuardCollector(t *testing.T) {
+	g := newRig(t)
+	collector, err := controller.NewGuardCollector(g.c, g.c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := cluster("live", 1)
+	g.create(live)
+	guardFor := func(name string, uid types.UID) *corev1.ConfigMap {
+		t.Helper()
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: controller.GuardName(name), Namespace: g.ns,
+			Labels: map[string]string{controller.LabelCluster: name, controller.LabelGuardOf: string(uid)}}}
+		if err := g.c.Create(t.Context(), cm); err != nil {
+			t.Fatal(err)
+		}
+		return cm
+	}
+	deleting := cluster("deleting", 1)
+	deleting.Finalizers = []string{"test.opkit.dev/hold"}
+	g.create(deleting)
+	if err := g.c.Delete(t.Context(), deleting); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		var d v1alpha1.EtcdCluster
+		if err := g.c.Get(context.Background(), client.ObjectKeyFromObject(deleting), &d); err == nil {
+			d.Finalizers = nil
+			_ = g.c.Update(context.Background(), &d)
+		}
+	})
+	replaced := cluster("replaced", 1)
+	g.create(replaced)
+	guards := map[string]*corev1.ConfigMap{
+		"live":     guardFor("live", g.get("live").UID),
+		"deleting": guardFor("deleting", g.get("deleting").UID),
+		"gone":     guardFor("gone", "uid-of-a-deleted-cluster"),
+		"replaced": guardFor("replaced", "uid-of-an-earlier-cluster"),
+	}
+	for _, cm := range guards {
+		if _, err := collector.Reconcile(t.Context(), crreconcile.Request{NamespacedName: client.ObjectKeyFromObject(cm)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[string]bool{}
+	for name, cm := range guards {
+		err := g.c.Get(t.Context(), client.ObjectKeyFromObject(cm), &corev1.ConfigMap{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		got[name] = err == nil
+	}
+	want := map[string]bool{"live": true, "deleting": true, "gone": false, "replaced": false}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("guards kept (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,126 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
+	"github.com/opkit-dev/opkit/reconcile"
+)
+
+// FieldOwner is the field manager of every write the operator makes.
+const FieldOwner = "opkit-etcdcluster"
+
+// Options configure the operator's controllers (SetupWithManager).
+type Options struct {
+	// Etcd builds clients on member endpoints (required).
+	Etcd etcdclient.Factory
+	// Endpoints maps members to the URLs the operator dials.
+	Endpoints Endpoints
+	// BackupRoot is where backup claims are mounted: <root>/<namespace>/
+	// <pvcName> serves storeRef.pvcName of that namespace (required).
+	BackupRoot string
+	// RestoreImage, BootstrapTimeout and MemberStartTimeout are those of
+	// ClusterHooks.
+	RestoreImage                         string
+	BootstrapTimeout, MemberStartTimeout time.Duration
+	// MaxConcurrentReconciles is how many EtcdClusters are reconciled at
+	// once (default 4).
+	MaxConcurrentReconciles int
+}
+
+// CacheOptions restricts the manager's cache to what the operator reads:
+// pods, claims, Services and PodDisruptionBudgets labelled with
+// LabelCluster, and ConfigMaps labelled with LabelGuardOf (guards), without
+// managedFields. Other objects of those kinds, however many the cluster
+// holds, are neither listed nor watched. Secrets are never cached (an S3
+// store's Secret is read through the API reader).
+func CacheOptions() (cache.Options, error) {
+	selected := func(label string) (cache.ByObject, error) {
+		req, err := labels.NewRequirement(label, selection.Exists, nil)
+		if err != nil {
+			return cache.ByObject{}, fmt.Errorf("cache selector on %s: %w", label, err)
+		}
+		return cache.ByObject{Label: labels.NewSelector().Add(*req), Transform: cache.TransformStripManagedFields()}, nil
+	}
+	children, err := selected(LabelCluster)
+	if err != nil {
+		return cache.Options{}, err
+	}
+	guards, err := selected(LabelGuardOf)
+	if err != nil {
+		return cache.Options{}, err
+	}
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&corev1.Pod{}:                   children,
+		&corev1.PersistentVolumeClaim{}: children,
+		&corev1.Service{}:               children,
+		&policyv1.PodDisruptionBudget{}: children,
+		&corev1.ConfigMap{}:             guards,
+	}}, nil
+}
+
+// SetupWithManager registers the operator's controllers with mgr, whose
+// scheme must know v1alpha1 and whose cache should be built with
+// CacheOptions: EtcdClusters (ClusterHooks), EtcdBackups (BackupHooks) and
+// the collector of guards left by clusters deleted without their finalizer
+// (GuardCollector). It registers the operator's metrics.
+func SetupWithManager(mgr ctrl.Manager, o Options) error {
+	if o.Etcd == nil {
+		return errors.New("controller.SetupWithManager: Options.Etcd is required")
+	}
+	if o.BackupRoot == "" {
+		return errors.New("controller.SetupWithManager: Options.BackupRoot is required")
+	}
+	if err := RegisterMetrics(); err != nil {
+		return err
+	}
+	// The cache holds labelled children only: an unlabelled object of a
+	// child's name is found through the API server and refused, not
+	// applied over.
+	children, err := reconcile.NewChildren(mgr.GetClient(), mgr.GetScheme(), FieldOwner, reconcile.WithUncachedReader(mgr.GetAPIReader()))
+	if err != nil {
+		return err
+	}
+	stores := DefaultStores(mgr.GetAPIReader(), o.BackupRoot)
+	concurrency := o.MaxConcurrentReconciles
+	if concurrency == 0 {
+		concurrency = 4
+	}
+	_, err = reconcile.SetupWithManager[*v1alpha1.EtcdCluster](mgr, &ClusterHooks{
+		Client: mgr.GetClient(), Children: children, Etcd: o.Etcd, Endpoints: o.Endpoints, Stores: stores,
+		BootstrapTimeout: o.BootstrapTimeout, MemberStartTimeout: o.MemberStartTimeout, RestoreImage: o.RestoreImage,
+	},
+		reconcile.WithFieldOwner(FieldOwner),
+		reconcile.WithOwns(&corev1.Pod{}, &corev1.PersistentVolumeClaim{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}),
+		reconcile.WithConditions(v1alpha1.ConditionAvailable),
+		reconcile.WithNegativePolarityConditions(v1alpha1.ConditionDegraded),
+		reconcile.WithMaxConcurrentReconciles(concurrency))
+	if err != nil {
+		return fmt.Errorf("setting up the EtcdCluster controller: %w", err)
+	}
+	_, err = reconcile.SetupWithManager[*v1alpha1.EtcdBackup](mgr, &BackupHooks{
+		Client: mgr.GetClient(), Etcd: o.Etcd, Endpoints: o.Endpoints, Stores: stores,
+	}, reconcile.WithConditions(ConditionComplete))
+	if err != nil {
+		return fmt.Errorf("setting up the EtcdBackup controller: %w", err)
+	}
+	collector, err := NewGuardCollector(mgr.GetClient(), mgr.GetAPIReader())
+	if err != nil {
+		return err
+	}
+	if err := collector.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the guard collector: %w", err)
+	}
+	return nil
+}
