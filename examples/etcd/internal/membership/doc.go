@@ -31,19 +31,29 @@
 //     its data directory); one whose claim is gone is waited on with reason
 //     MemberDataLost. Without persistent storage nothing is recreated while
 //     no member answers.
-//  4. Nothing else happens while any member is unhealthy or starting, or
+//  4. A learner the cluster does not need is removed (one that never caught
+//     up, after which the size was lowered: removing a learner changes no
+//     quorum). Then a started, healthy learner is promoted. Nothing else
+//     happens while any member is unhealthy or starting, or
 //     its pod is not Ready (etcd may call a member healthy before its
 //     readiness probe passes and the client Service sends it traffic). A
 //     member whose pod is still Pending, or a learner not yet promoted,
 //     Timeouts.MemberStart after its pod was created is reported with a
 //     Stuck step (MemberPodPending, LearnerNotCaughtUp); nothing is
 //     deleted because of it.
-//  5. Scale up adds one learner; scale down removes one non-leader voting
-//     member, only if the members that remain are a healthy quorum.
-//  6. Upgrades restart one member at a time on the new version, followers
+//  5. Scale up adds one learner; scale down removes one voting member, only
+//     if the members that remain are a healthy quorum: an outdated follower
+//     (see 6), else the outdated leader, else the highest-named follower;
+//     a current leader never.
+//  6. Upgrades move one member at a time to the new version, followers
 //     first, the leader last; CheckUpgrade refuses downgrades and jumps of more
 //     than one minor version. A new pod revision (Observed.Revision: what the
 //     user chose for the pods besides the version) rolls out the same way;
 //     a pod without a revision (made before they were recorded) is left as
-//     it is.
+//     it is. With persistent storage a member is restarted on its data.
+//     Without, a restart would empty it: a replacement on the new version is
+//     added first (a learner, promoted by 4), and the outdated member is
+//     removed by 5 once the replacement votes, so the cluster never has
+//     fewer voting members than its size, and a single-member cluster
+//     upgrades too.
 package membership

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -37,6 +38,12 @@ type localCluster struct {
 	// failAfterAdd makes the next AddLearner stop after the etcd call,
 	// before the process ("pod") is started.
 	failAfterAdd bool
+	// revision is the desired pod revision; revisions that of each
+	// process, given when it was started.
+	revision  string
+	revisions map[string]string
+	// pending are processes never started whose "pod" exists, Pending.
+	pending map[string]bool
 	// names maps every peer URL ever used to its member name, as the
 	// controller derives names from peer URLs (pod DNS names).
 	names map[string]string
@@ -47,10 +54,12 @@ type localCluster struct {
 
 func newLocalCluster(t *testing.T, name string, initial int) *localCluster {
 	t.Helper()
-	lc := &localCluster{t: t, name: name, size: initial, procs: map[string]*etcdtest.Member{}, hung: map[string]bool{}, names: map[string]string{}}
+	lc := &localCluster{t: t, name: name, size: initial, procs: map[string]*etcdtest.Member{}, hung: map[string]bool{}, names: map[string]string{},
+		revision: "r1", revisions: map[string]string{}, pending: map[string]bool{}}
 	for _, m := range etcdtest.StartCluster(t, name, initial) {
 		lc.procs[m.Name] = m
 		lc.names[m.PeerURL] = m.Name
+		lc.revisions[m.Name] = lc.revision
 	}
 	return lc
 }
@@ -85,12 +94,16 @@ func (lc *localCluster) byPeerURL(u string) *etcdtest.Member {
 
 // observe builds the planner's input from the processes and etcd.
 func (lc *localCluster) observe(ctx context.Context) membership.Observed {
-	o := membership.Observed{Cluster: lc.name, Size: lc.size, Version: version, Bootstrapped: true, Persistent: lc.persistent,
+	o := membership.Observed{Cluster: lc.name, Size: lc.size, Version: version, Revision: lc.revision, Bootstrapped: true, Persistent: lc.persistent,
 		Claims: map[string]bool{}}
 	for _, m := range lc.procs {
+		if lc.pending[m.Name] {
+			o.Pods = append(o.Pods, membership.Pod{Name: m.Name, Phase: membership.PodPending, Version: version, Revision: lc.revisions[m.Name]})
+		}
 		if m.Running() {
 			// Ready as the kubelet's readiness probe says it.
-			o.Pods = append(o.Pods, membership.Pod{Name: m.Name, Phase: membership.PodRunning, Ready: readyz(ctx, m.ClientURL), Version: version})
+			o.Pods = append(o.Pods, membership.Pod{Name: m.Name, Phase: membership.PodRunning, Ready: readyz(ctx, m.ClientURL), Version: version,
+				Revision: lc.revisions[m.Name]})
 		}
 		// A data directory is a member's claim.
 		if _, err := os.Stat(m.DataDir); err == nil {
@@ -159,6 +172,7 @@ func (lc *localCluster) do(ctx context.Context, s membership.Step) error {
 		}
 		lc.procs[m.Name] = m
 		lc.names[m.PeerURL] = m.Name
+		lc.revisions[m.Name] = lc.revision
 		if lc.failAfterAdd {
 			lc.failAfterAdd = false
 			return fmt.Errorf("injected failure after MemberAddAsLearner(%s)", m.Name)
@@ -421,6 +435,88 @@ func TestIntegrationMemberReplacement(t *testing.T) {
 			t.Errorf("steps: %s", diff)
 		}
 	})
+}
+
+// TestIntegrationEphemeralSingleMemberRollout: a one-member cluster
+// without persistent data moves to a new pod revision by adding its
+// replacement, promoting it and only then removing the old member, on real
+// etcd: the keys written before are all in the new member. (Removing the
+// only member first, as before, fails: there is no other member to remove
+// it through, and it would take every key with it.)
+func TestIntegrationEphemeralSingleMemberRollout(t *testing.T) {
+	lc := newLocalCluster(t, "single", 1)
+	cli := rawClient(t, lc.running()...)
+	want := map[string]string{}
+	for i := range 50 {
+		k, v := fmt.Sprintf("k%02d", i), fmt.Sprintf("v%d", i)
+		if _, err := cli.Put(t.Context(), k, v); err != nil {
+			t.Fatal(err)
+		}
+		want[k] = v
+	}
+	lc.revision = "r2"
+	o := lc.converge(t.Context(), 60*time.Second)
+	if diff := cmpNames([]string{"AddLearner single-1", "Promote single-1", "Remove single-0"}, lc.steps); diff != "" {
+		t.Errorf("steps: %s", diff)
+	}
+	if diff := cmpNames([]string{"single-1"}, voting(o)); diff != "" {
+		t.Fatalf("voting members: %s", diff)
+	}
+	after := rawClient(t, lc.running()...)
+	resp, err := after.Get(t.Context(), "k", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, kv := range resp.Kvs {
+		got[string(kv.Key)] = string(kv.Value)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("keys in the replacement member (-before +after):\n%s", diff)
+	}
+}
+
+// TestIntegrationStuckLearnerRemovedOnScaleDown: a learner whose process
+// never starts (its pod never runs) is removed from real etcd once the
+// size no longer needs it, and the cluster converges.
+func TestIntegrationStuckLearnerRemovedOnScaleDown(t *testing.T) {
+	lc := newLocalCluster(t, "stuck", 3)
+	lc.size = 4
+	// etcd refuses reconfiguration ("unhealthy cluster") until its members
+	// have been connected for a few seconds: retry until the add is done.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		lc.failAfterAdd = true
+		s := membership.Plan(lc.observe(t.Context()))
+		if s.Action != membership.ActionAddLearner {
+			t.Fatalf("step %+v, want AddLearner", s)
+		}
+		err := lc.execute(t.Context(), s)
+		if err != nil && strings.Contains(err.Error(), "injected") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("AddLearner: %v, want the injected failure after MemberAddAsLearner", err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	// Its pod exists and never runs: the process is left unstarted.
+	lc.pending["stuck-3"] = true
+	if s := membership.Plan(lc.observe(t.Context())); s.Action != membership.ActionWait {
+		t.Fatalf("while the size wants the learner: step %+v, want Wait", s)
+	}
+	lc.size = 3
+	lc.steps = nil
+	o := lc.converge(t.Context(), 60*time.Second)
+	if diff := cmpNames([]string{"stuck-0", "stuck-1", "stuck-2"}, voting(o)); diff != "" {
+		t.Fatalf("voting members: %s", diff)
+	}
+	if len(o.Members) != 3 {
+		t.Errorf("members %+v, want the three voters only", o.Members)
+	}
+	if diff := cmpNames([]string{"Remove stuck-3"}, lc.steps); diff != "" {
+		t.Errorf("steps: %s", diff)
+	}
 }
 
 func id(o membership.Observed, name string) uint64 {

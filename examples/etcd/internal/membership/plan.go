@@ -295,8 +295,14 @@ func Plan(o Observed) Step {
 			Message: fmt.Sprintf("removing member %s, which lost its pod and data, to replace it", m.Name)}
 	}
 
-	// 4. Promote a caught-up learner; otherwise wait for everyone to be
+	// 4. Remove a learner the cluster does not need (one that never
+	// caught up, then the size was lowered): removing a learner changes no
+	// quorum, and waiting for it would block every other change. Then
+	// promote a caught-up learner; otherwise wait for everyone to be
 	// healthy. Waits past Timeouts.MemberStart are reported as stuck.
+	if s, ok := unneededLearner(o, members, pods, voters); ok {
+		return s
+	}
 	for _, m := range members {
 		if m.Learner && m.Started && m.Healthy {
 			s := Step{Action: ActionPromote, Name: m.Name, ID: m.ID, Reason: "PromotingLearner",
@@ -337,19 +343,18 @@ func Plan(o Observed) Step {
 			Message: fmt.Sprintf("adding member %s (%d of %d)", name, voters+1, o.Size)}
 	}
 	if voters > o.Size {
-		// Remove the highest-named non-leader; a leader is removed last.
-		for i := len(members) - 1; i >= 0; i-- {
-			m := members[i]
-			if m.Learner || m.Leader {
-				continue
-			}
-			if healthyVoters-1 < Quorum(voters-1) {
-				return wait("QuorumAtRisk", "removing %s would leave no healthy quorum", m.Name)
-			}
-			return Step{Action: ActionRemove, Name: m.Name, ID: m.ID, Reason: "ScalingDown",
-				Message: fmt.Sprintf("removing member %s (%d to %d)", m.Name, voters, voters-1)}
+		m, ok := removable(o, members, pods)
+		if !ok {
+			return wait("NoLeader", "no non-leader member to remove")
 		}
-		return wait("NoLeader", "no non-leader member to remove")
+		if healthyVoters-1 < Quorum(voters-1) {
+			return wait("QuorumAtRisk", "removing %s would leave no healthy quorum", m.Name)
+		}
+		reason, msg := "ScalingDown", fmt.Sprintf("removing member %s (%d to %d)", m.Name, voters, voters-1)
+		if voters-1 == o.Size && !current(o, pods[m.Name]) {
+			reason, msg = rollout(o, pods[m.Name]), fmt.Sprintf("removing member %s (%s), replaced by a member running %s", m.Name, pods[m.Name].Version, o.Version)
+		}
+		return Step{Action: ActionRemove, Name: m.Name, ID: m.ID, Reason: reason, Message: msg}
 	}
 
 	// 6. Upgrade (a new version, or a new pod revision), followers first.
@@ -363,12 +368,76 @@ func Plan(o Observed) Step {
 			leader = &members[i]
 			continue
 		}
-		return upgrade(o, m, pods[m.Name])
+		return upgrade(o, m, pods[m.Name], pods, known)
 	}
 	if leader != nil {
-		return upgrade(o, *leader, pods[leader.Name])
+		return upgrade(o, *leader, pods[leader.Name], pods, known)
 	}
 	return Step{Action: ActionNone, Reason: "Ready", Message: fmt.Sprintf("%d members running %s", voters, o.Version)}
+}
+
+// wantedVoters is how many voting members the cluster needs now: the
+// desired size, plus one while an ephemeral member is being replaced by a
+// member on the new version or revision (the replacement joins before the
+// outdated member leaves; see upgrade).
+func wantedVoters(o Observed, members []Member, pods map[string]Pod) int {
+	if o.Persistent {
+		return o.Size
+	}
+	for _, m := range members {
+		if !m.Learner && !current(o, pods[m.Name]) {
+			return o.Size + 1
+		}
+	}
+	return o.Size
+}
+
+// unneededLearner returns the removal of a learner beyond those the
+// cluster is waiting for (wantedVoters minus the voters), the
+// highest-named first: a learner that never caught up and whose place is
+// no longer wanted (the size was lowered meanwhile) would otherwise block
+// every change behind the wait for it.
+func unneededLearner(o Observed, members []Member, pods map[string]Pod, voters int) (Step, bool) {
+	needed := max(wantedVoters(o, members, pods)-voters, 0)
+	var learners []Member
+	for _, m := range members {
+		if m.Learner {
+			learners = append(learners, m)
+		}
+	}
+	if len(learners) <= needed {
+		return Step{}, false
+	}
+	m := learners[len(learners)-1]
+	return Step{Action: ActionRemove, Name: m.Name, ID: m.ID, Reason: "ScalingDown",
+		Message: fmt.Sprintf("removing learner %s: the cluster has the %d voting members it needs", m.Name, voters)}, true
+}
+
+// removable returns the voting member a scale-down removes: a member not
+// current (an outdated follower, then the outdated leader: it would be
+// replaced anyway), else the highest-named follower. A current leader is
+// never removed.
+func removable(o Observed, members []Member, pods map[string]Pod) (Member, bool) {
+	var outdatedLeader *Member
+	for i := len(members) - 1; i >= 0; i-- {
+		m := members[i]
+		if m.Learner || current(o, pods[m.Name]) {
+			continue
+		}
+		if !m.Leader {
+			return m, true
+		}
+		outdatedLeader = &members[i]
+	}
+	if outdatedLeader != nil {
+		return *outdatedLeader, true
+	}
+	for i := len(members) - 1; i >= 0; i-- {
+		if m := members[i]; !m.Learner && !m.Leader {
+			return m, true
+		}
+	}
+	return Member{}, false
 }
 
 // recreateRecorded is the step for a bootstrapped cluster that no member
@@ -462,19 +531,35 @@ func current(o Observed, p Pod) bool {
 	return p.Version == o.Version && (p.Revision == "" || p.Revision == o.Revision)
 }
 
-// upgrade restarts a member on the new version or pod revision, or,
-// without persistent data, removes it so that a new member replaces it.
-func upgrade(o Observed, m Member, p Pod) Step {
-	reason, change := "Upgrading", fmt.Sprintf("from %s to %s", p.Version, o.Version)
-	if p.Version == o.Version {
-		reason, change = "RollingOut", "for the new pod template"
+// upgrade moves member m to the new version or pod revision. With
+// persistent data its pod is restarted on its data. Without, its data
+// cannot survive a restart: a new member on the new version or revision is
+// added first (a learner, promoted once caught up) and only then is m
+// removed (rule 5 removes outdated members first), so that the cluster
+// never has fewer voting members than its size; a single-member cluster
+// keeps its data through the replacement.
+func upgrade(o Observed, m Member, p Pod, pods map[string]Pod, known map[string]Member) Step {
+	reason := rollout(o, p)
+	change := fmt.Sprintf("from %s to %s", p.Version, o.Version)
+	if reason == "RollingOut" {
+		change = "for the new pod template"
 	}
 	if !o.Persistent {
-		return Step{Action: ActionRemove, Name: m.Name, ID: m.ID, Reason: reason,
-			Message: fmt.Sprintf("replacing member %s (%s) with a new member %s", m.Name, p.Version, change)}
+		name := nextName(o, pods, known)
+		return Step{Action: ActionAddLearner, Name: name, Version: o.Version, Reason: reason,
+			Message: fmt.Sprintf("adding member %s to replace member %s %s", name, m.Name, change)}
 	}
 	return Step{Action: ActionUpgrade, Name: m.Name, ID: m.ID, Version: o.Version, Reason: reason,
 		Message: fmt.Sprintf("restarting member %s on its data %s", m.Name, change)}
+}
+
+// rollout is the reason of a step moving pod p to what o asks for:
+// Upgrading for a new version, RollingOut for a new pod revision.
+func rollout(o Observed, p Pod) string {
+	if p.Version == o.Version {
+		return "RollingOut"
+	}
+	return "Upgrading"
 }
 
 func sortedPods(in []Pod) []Pod {

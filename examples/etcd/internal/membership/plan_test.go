@@ -194,9 +194,68 @@ func TestPlan(t *testing.T) {
 			Members: three()},
 		want: Step{Action: ActionUpgrade, Name: "c-0", ID: 1, Version: "3.7.0"},
 	}, {
-		name: "upgrade without persistent data replaces the member",
+		// Without persistent data a member cannot be restarted: its
+		// replacement joins first, so the cluster never has fewer voting
+		// members than its size.
+		name: "upgrade without persistent data adds the replacement first",
 		o: Observed{Cluster: "c", Size: 3, Version: "3.7.0", Bootstrapped: true, Reached: true,
 			Pods: running("c-0", "c-1", "c-2"), Members: three()},
+		want: Step{Action: ActionAddLearner, Name: "c-3", Version: "3.7.0"},
+	}, {
+		name: "upgrade without persistent data: the replacement learner is waited for",
+		o: Observed{Cluster: "c", Size: 3, Version: "3.7.0", Bootstrapped: true, Reached: true,
+			Pods:    append(running("c-0", "c-1", "c-2"), Pod{Name: "c-3", Phase: PodPending, Version: "3.7.0"}),
+			Members: append(three(), Member{ID: 4, Name: "c-3", Learner: true})},
+		want: Step{Action: ActionWait, Reason: "MemberUnhealthy"},
+	}, {
+		name: "upgrade without persistent data: the caught-up replacement is promoted",
+		o: Observed{Cluster: "c", Size: 3, Version: "3.7.0", Bootstrapped: true, Reached: true,
+			Pods:    append(running("c-0", "c-1", "c-2"), Pod{Name: "c-3", Phase: PodRunning, Version: "3.7.0"}),
+			Members: append(three(), Member{ID: 4, Name: "c-3", Learner: true, Started: true, Healthy: true})},
+		want: Step{Action: ActionPromote, Name: "c-3", ID: 4},
+	}, {
+		name: "upgrade without persistent data: once the replacement votes, an outdated follower goes",
+		o: Observed{Cluster: "c", Size: 3, Version: "3.7.0", Bootstrapped: true, Reached: true,
+			Pods:    append(running("c-0", "c-1", "c-2"), Pod{Name: "c-3", Phase: PodRunning, Ready: true, Version: "3.7.0"}),
+			Members: append(three(), Member{ID: 4, Name: "c-3", Started: true, Healthy: true})},
+		want: Step{Action: ActionRemove, Name: "c-2", ID: 3},
+	}, {
+		name: "size 1 without persistent data: the upgrade adds the replacement first",
+		o: Observed{Cluster: "c", Size: 1, Version: "3.7.0", Bootstrapped: true, Reached: true,
+			Pods: running("c-0"), Members: healthy("c-0")},
+		want: Step{Action: ActionAddLearner, Name: "c-1", Version: "3.7.0"},
+	}, {
+		name: "size 1 without persistent data: once the replacement votes, the outdated leader goes",
+		o: Observed{Cluster: "c", Size: 1, Version: "3.7.0", Bootstrapped: true, Reached: true,
+			Pods:    append(running("c-0"), Pod{Name: "c-1", Phase: PodRunning, Ready: true, Version: "3.7.0"}),
+			Members: append(healthy("c-0"), Member{ID: 2, Name: "c-1", Started: true, Healthy: true})},
+		want: Step{Action: ActionRemove, Name: "c-0", ID: 1},
+	}, {
+		name: "size 1 without persistent data: upgraded",
+		o: Observed{Cluster: "c", Size: 1, Version: "3.7.0", Bootstrapped: true, Reached: true,
+			Pods:    []Pod{{Name: "c-1", Phase: PodRunning, Ready: true, Version: "3.7.0"}},
+			Members: healthy("c-1")},
+		want: Step{Action: ActionNone, Reason: "Ready"},
+	}, {
+		// The scale-up to 4 added c-3, which never caught up; the size
+		// went back to 3. Waiting for c-3 would block everything.
+		name: "a learner that never caught up is removed once the size no longer needs it",
+		o: Observed{Cluster: "c", Size: 3, Version: v, Bootstrapped: true, Reached: true, Persistent: true,
+			Pods:    append(running("c-0", "c-1", "c-2"), Pod{Name: "c-3", Phase: PodPending, Version: v}),
+			Members: append(three(), Member{ID: 4, Name: "c-3", Learner: true})},
+		want: Step{Action: ActionRemove, Name: "c-3", ID: 4},
+	}, {
+		name: "a stuck learner is removed before a scale-down below the voters",
+		o: Observed{Cluster: "c", Size: 1, Version: v, Bootstrapped: true, Reached: true, Persistent: true,
+			Pods:    append(running("c-0", "c-1", "c-2"), Pod{Name: "c-3", Phase: PodRunning, Version: v}),
+			Members: append(three(), Member{ID: 4, Name: "c-3", Learner: true, Started: true})},
+		want: Step{Action: ActionRemove, Name: "c-3", ID: 4},
+	}, {
+		name: "scale down removes an outdated follower before a current one",
+		o: Observed{Cluster: "c", Size: 2, Version: "3.7.0", Bootstrapped: true, Reached: true, Persistent: true,
+			Pods: []Pod{{Name: "c-0", Phase: PodRunning, Ready: true, Version: "3.7.0"},
+				{Name: "c-1", Phase: PodRunning, Ready: true, Version: v}, {Name: "c-2", Phase: PodRunning, Ready: true, Version: "3.7.0"}},
+			Members: three()},
 		want: Step{Action: ActionRemove, Name: "c-1", ID: 2},
 	}, {
 		name: "upgrade waits while a member is unhealthy",
@@ -244,10 +303,10 @@ func TestPlan(t *testing.T) {
 			Pods: append(revised("old", running("c-0")), revised("new", running("c-1", "c-2"))...), Members: three()},
 		want: Step{Action: ActionUpgrade, Name: "c-0", ID: 1, Version: v},
 	}, {
-		name: "a changed pod revision without persistent data replaces the member",
+		name: "a changed pod revision without persistent data adds the replacement first",
 		o: Observed{Cluster: "c", Size: 3, Version: v, Revision: "new", Bootstrapped: true, Reached: true,
 			Pods: revised("old", running("c-0", "c-1", "c-2")), Members: three()},
-		want: Step{Action: ActionRemove, Name: "c-1", ID: 2},
+		want: Step{Action: ActionAddLearner, Name: "c-3", Version: v},
 	}, {
 		name: "a cluster whose pods all have the revision is Ready",
 		o: Observed{Cluster: "c", Size: 3, Version: v, Revision: "new", Bootstrapped: true, Reached: true, Persistent: true,
