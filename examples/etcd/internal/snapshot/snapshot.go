@@ -5,11 +5,14 @@
 // # How a restore works
 //
 // Restorer is a logical restore: Stage writes the snapshot to a scratch file
-// and checks etcd's own trailing SHA-256 (on top of the backup manifest's,
-// which backup.Restore checks); Commit reads the newest version of every key
-// from the snapshot's database and writes them, in transactions of at most
-// BatchSize keys and BatchBytes bytes, to the cluster's seed member before the cluster grows and
-// before clients are let in. Because it goes through the client API it needs
+// (which needs free space for the whole snapshot: StageFile refuses to
+// start without it) and checks etcd's own trailing SHA-256 (on top of the
+// backup manifest's, which backup.Restore checks); Commit reads the newest
+// version of every key from the snapshot's database and writes them, in
+// transactions of at most BatchSize keys and BatchBytes bytes, to the
+// cluster's seed member before the cluster grows and before clients are let
+// in. Its memory grows with the number of keys (their names), never with
+// their values (see Load). Because it goes through the client API it needs
 // no access to the member's volume and works for every etcd version the
 // client speaks to, in-cluster and from a developer's machine alike.
 //
@@ -32,13 +35,11 @@ import (
 	"io"
 	"maps"
 	"os"
-	"slices"
 	"strconv"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-	"go.etcd.io/etcd/api/v3/mvccpb"
-	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/opkit-dev/opkit/backup"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
@@ -133,12 +134,16 @@ func (r *Restorer) Stage(ctx context.Context, in io.Reader, m backup.Manifest) e
 // empty), verifies etcd's trailing SHA-256 while writing, and fsyncs it.
 // With withChecksum the file is the stream as etcd wrote it, what `etcdutl
 // snapshot restore` expects; without, the checksum is cut off, leaving the
-// plain bbolt database that Load and ReadKeys read. A backup of another
-// engine or format is refused with ErrWrongFormat. On any error the file is
-// removed and path is empty.
+// plain bbolt database that Load reads. A backup of another engine or
+// format is refused with ErrWrongFormat, and one larger than dir's free
+// space with ErrNoSpace, before anything is written. On any error the file
+// is removed and path is empty.
 func StageFile(ctx context.Context, in io.Reader, m backup.Manifest, dir, pattern string, withChecksum bool) (path string, err error) {
 	if m.Snapshot.Engine != Engine || m.Snapshot.Format != Format {
 		return "", fmt.Errorf("%w: engine %q, format %q", ErrWrongFormat, m.Snapshot.Engine, m.Snapshot.Format)
+	}
+	if err := checkSpace(dir, m.Size); err != nil {
+		return "", fmt.Errorf("staging snapshot: %w", err)
 	}
 	f, err := os.CreateTemp(dir, pattern)
 	if err != nil {
@@ -204,57 +209,71 @@ func (r readerCtx) Read(p []byte) (int, error) {
 }
 
 // keyBucket is the bbolt bucket in which etcd keeps key revisions, keyed by
-// revision (8 bytes main, '_', 8 bytes sub, and a 't' for tombstones).
+// revision (8 bytes main, '_', 8 bytes sub, and a 't' for tombstones), so
+// that a cursor walks them in the order they were written.
 var keyBucket = []byte("key")
 
 const revBytesLen = 17
 
-// ReadKeys returns the newest live version of every key in the etcd database
-// file at path (a snapshot without its trailing checksum), in key order.
-func ReadKeys(path string) ([]*mvccpb.KeyValue, error) {
+// Load writes the newest live version of every key in the etcd database
+// file at path (a snapshot without its trailing checksum) to c, in batches
+// of at most BatchSize keys and BatchBytes bytes, skipping keys held by a
+// lease. Keys are written in the order of their newest revisions.
+//
+// Memory is bounded by the keys, not the values: a first walk over the
+// revisions records, for every key, the revision of its newest version
+// (etcd's own index holds as much); a second walk writes the versions so
+// recorded, reading their values from the memory-mapped database as it
+// goes, one batch at a time.
+func Load(ctx context.Context, path string, c etcdclient.Client) (LoadStats, error) {
+	var stats LoadStats
 	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: 10 * time.Second})
 	if err != nil {
-		return nil, fmt.Errorf("opening snapshot database: %w", err)
+		return stats, fmt.Errorf("opening snapshot database: %w", err)
 	}
 	defer func() { _ = db.Close() }()
-	latest := map[string]*mvccpb.KeyValue{}
 	err = db.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket(keyBucket)
 		if b == nil {
 			return errors.New(`snapshot database has no "key" bucket`)
 		}
-		return b.ForEach(func(k, v []byte) error {
-			kv := &mvccpb.KeyValue{}
-			if err := proto.Unmarshal(v, kv); err != nil {
-				return fmt.Errorf("decoding revision %x: %w", k, err)
-			}
-			if len(k) == revBytesLen+1 && k[revBytesLen] == 't' {
-				delete(latest, string(kv.Key))
-				return nil
-			}
-			latest[string(kv.Key)] = kv
-			return nil
-		})
+		newest, err := newestRevisions(ctx, b)
+		if err != nil {
+			return err
+		}
+		return writeNewest(ctx, b, newest, c, &stats)
 	})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*mvccpb.KeyValue, 0, len(latest))
-	for _, kv := range latest {
-		out = append(out, kv)
-	}
-	slices.SortFunc(out, func(a, b *mvccpb.KeyValue) int { return bytes.Compare(a.Key, b.Key) })
-	return out, nil
+	return stats, err
 }
 
-// Load writes the keys of the database file at path to c in batches of at
-// most BatchSize keys and BatchBytes bytes, skipping keys held by a lease.
-func Load(ctx context.Context, path string, c etcdclient.Client) (LoadStats, error) {
-	var stats LoadStats
-	kvs, err := ReadKeys(path)
-	if err != nil {
-		return stats, err
+// newestRevisions maps every key that is live at the end of the bucket's
+// history to the revision of its newest version.
+func newestRevisions(ctx context.Context, b *bolt.Bucket) (map[string]string, error) {
+	newest := map[string]string{}
+	cur := b.Cursor()
+	for rev, v := cur.First(); rev != nil; rev, v = cur.Next() {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if len(rev) < revBytesLen {
+			return nil, fmt.Errorf("revision %x: want at least %d bytes", rev, revBytesLen)
+		}
+		e, err := decodeKeyValue(v)
+		if err != nil {
+			return nil, fmt.Errorf("decoding revision %x: %w", rev, err)
+		}
+		if tombstone(rev) {
+			delete(newest, string(e.key))
+			continue
+		}
+		newest[string(e.key)] = string(rev[:revBytesLen])
 	}
+	return newest, nil
+}
+
+// writeNewest writes to c the versions newest names, walking the bucket in
+// revision order.
+func writeNewest(ctx context.Context, b *bolt.Bucket, newest map[string]string, c etcdclient.Client, stats *LoadStats) error {
 	batch := make([]etcdclient.KeyValue, 0, BatchSize)
 	var batchBytes int
 	flush := func() error {
@@ -265,22 +284,97 @@ func Load(ctx context.Context, path string, c etcdclient.Client) (LoadStats, err
 			return fmt.Errorf("restoring keys after %d written (a batch of %d keys, %d bytes): %w", stats.Keys, len(batch), batchBytes, err)
 		}
 		stats.Keys += len(batch)
+		clear(batch)
 		batch, batchBytes = batch[:0], 0
 		return nil
 	}
-	for _, kv := range kvs {
-		if kv.Lease != 0 {
+	cur := b.Cursor()
+	for rev, v := cur.First(); rev != nil; rev, v = cur.Next() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if tombstone(rev) {
+			continue
+		}
+		e, err := decodeKeyValue(v)
+		if err != nil {
+			return fmt.Errorf("decoding revision %x: %w", rev, err)
+		}
+		if newest[string(e.key)] != string(rev[:revBytesLen]) {
+			continue // an older version, or a key deleted later
+		}
+		if e.lease != 0 {
 			stats.SkippedLeased++
 			continue
 		}
-		size := len(kv.Key) + len(kv.Value)
+		size := len(e.key) + len(e.value)
 		if len(batch) == BatchSize || (len(batch) > 0 && batchBytes+size > BatchBytes) {
 			if err := flush(); err != nil {
-				return stats, err
+				return err
 			}
 		}
-		batch = append(batch, etcdclient.KeyValue{Key: kv.Key, Value: kv.Value})
+		// Copied: the database's memory is only valid in this
+		// transaction, and the batch must not pin it.
+		batch = append(batch, etcdclient.KeyValue{Key: bytes.Clone(e.key), Value: bytes.Clone(e.value)})
 		batchBytes += size
 	}
-	return stats, flush()
+	return flush()
+}
+
+// tombstone reports whether rev is the revision of a deletion.
+func tombstone(rev []byte) bool { return len(rev) == revBytesLen+1 && rev[revBytesLen] == 't' }
+
+// keyValue is the part of an mvccpb.KeyValue a restore reads. Its slices
+// point into the encoded message.
+type keyValue struct {
+	key, value []byte
+	lease      int64
+}
+
+// The field numbers of mvccpb.KeyValue that decodeKeyValue reads.
+const (
+	fieldKey   protowire.Number = 1
+	fieldValue protowire.Number = 5
+	fieldLease protowire.Number = 6
+)
+
+// decodeKeyValue reads the key, value and lease of an encoded
+// mvccpb.KeyValue without copying the value (proto.Unmarshal would copy
+// every version's value, which is what a restore must not hold).
+func decodeKeyValue(b []byte) (keyValue, error) {
+	var e keyValue
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return e, protowire.ParseError(n)
+		}
+		b = b[n:]
+		switch {
+		case (num == fieldKey || num == fieldValue) && typ == protowire.BytesType:
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return e, protowire.ParseError(n)
+			}
+			if num == fieldKey {
+				e.key = v
+			} else {
+				e.value = v
+			}
+			b = b[n:]
+		case num == fieldLease && typ == protowire.VarintType:
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return e, protowire.ParseError(n)
+			}
+			e.lease = int64(v)
+			b = b[n:]
+		default:
+			n := protowire.ConsumeFieldValue(num, typ, b)
+			if n < 0 {
+				return e, protowire.ParseError(n)
+			}
+			b = b[n:]
+		}
+	}
+	return e, nil
 }
