@@ -8,7 +8,8 @@
 // pods), every transition is covered by table tests without Kubernetes or
 // etcd.
 //
-// The rules, in order:
+// The rules, in order (one function each in plan.go: bootstrap,
+// finishHalfDone, replaceLost and unreached, settle, scale, rollOut):
 //
 //  1. An unbootstrapped cluster (one that has never answered) gets one seed
 //     member, and nothing else happens until the seed answers. The wait has
@@ -17,7 +18,7 @@
 //  2. Half-finished changes are finished first: a member etcd knows but whose
 //     pod is missing gets its pod (an add interrupted after MemberAddAsLearner),
 //     a pod etcd does not know is deleted (a removal interrupted after
-//     MemberRemove), a started, healthy learner is promoted.
+//     MemberRemove).
 //  3. A member whose pod is gone keeps its identity only with its data:
 //     with persistent storage and its claim in Observed.Claims, its pod is
 //     recreated and it rejoins with its data. Otherwise (ephemeral storage,

@@ -1,198 +1,10 @@
 package membership
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
-)
-
-// Action is the kind of a Step.
-type Action string
-
-// The actions Plan can return.
-const (
-	// ActionWait: nothing safe to do now; look again later.
-	ActionWait Action = "Wait"
-	// ActionNone: the cluster is as desired.
-	ActionNone Action = "None"
-	// ActionBootstrap: create the seed pod Step.Name as a new one-member
-	// cluster.
-	ActionBootstrap Action = "Bootstrap"
-	// ActionAddLearner: add Step.Name as a learner (MemberAddAsLearner),
-	// then create its pod.
-	ActionAddLearner Action = "AddLearner"
-	// ActionCreatePod: create the pod of member Step.Name, which etcd
-	// already knows (it joins as an existing member).
-	ActionCreatePod Action = "CreatePod"
-	// ActionPromote: promote learner Step.ID (MemberPromote).
-	ActionPromote Action = "Promote"
-	// ActionRemove: remove member Step.ID (MemberRemove through the other
-	// members), then delete pod Step.Name and its data.
-	ActionRemove Action = "Remove"
-	// ActionDeletePod: delete pod Step.Name and its data; etcd no longer
-	// knows the member.
-	ActionDeletePod Action = "DeletePod"
-	// ActionUpgrade: restart member Step.Name on Step.Version, keeping its
-	// data.
-	ActionUpgrade Action = "Upgrade"
-)
-
-// PodPhase is what the controller saw of a member pod.
-type PodPhase string
-
-// Pod phases as the planner needs them.
-const (
-	PodPending PodPhase = "Pending"
-	PodRunning PodPhase = "Running"
-	PodFailed  PodPhase = "Failed"
-)
-
-// Pod is an observed member pod.
-type Pod struct {
-	// Name is the pod's name, which is also the member's etcd name.
-	Name string
-	// Phase is the pod's phase; a pod being deleted is not observed.
-	Phase PodPhase
-	// Ready is the pod's Ready condition: its readiness probe (etcd's
-	// /readyz) passes, so the client Service sends it traffic.
-	Ready bool
-	// Version is the etcd version the pod runs (from its image).
-	Version string
-	// Revision identifies the rest of the pod's spec the user chose
-	// (image repository, pod template overrides) when the pod was made;
-	// empty for pods made before revisions were recorded.
-	Revision string
-	// Age is how long ago the pod was created. Plan compares it with
-	// Observed.Timeouts to tell a member that is still starting from one
-	// that is stuck.
-	Age time.Duration
-}
-
-// Member is an observed etcd member.
-type Member struct {
-	// ID is etcd's member ID.
-	ID uint64
-	// Name is the pod name the member belongs to (from its peer URL).
-	Name string
-	// Started is true once the member has joined and published its name.
-	Started bool
-	// Learner is true for a non-voting learner.
-	Learner bool
-	// Healthy is true when the member answered a status request with a
-	// leader and no alarms.
-	Healthy bool
-	// Leader is true for the raft leader.
-	Leader bool
-}
-
-// Observed is the input of Plan.
-type Observed struct {
-	// Cluster is the EtcdCluster's name; new members are named
-	// "<Cluster>-<n>".
-	Cluster string
-	// Size is the desired number of voting members.
-	Size int
-	// Version is the desired etcd version.
-	Version string
-	// Revision is the desired Pod.Revision: a member whose pod has
-	// another (non-empty) one is restarted like an upgrade, one at a time.
-	Revision string
-	// Bootstrapped is true once the cluster has answered at least once
-	// (its member list was read). Until then the seed pod may exist but its
-	// member is still starting: Plan waits for it with reason Bootstrapping
-	// rather than reporting the cluster as unreachable.
-	Bootstrapped bool
-	// Persistent is true when members keep their data in volumes that
-	// survive their pods; a member whose pod is gone is then recreated
-	// instead of replaced.
-	Persistent bool
-	// Pods are the member pods that exist and are not being deleted.
-	Pods []Pod
-	// Members is etcd's member list, nil when no member could be reached.
-	Members []Member
-	// Reached is true when Members was read from the cluster.
-	Reached bool
-	// Recorded are the members recorded the last time the cluster was
-	// reached (the EtcdCluster's status.members). When no member answers,
-	// a member recorded here whose pod is gone is recreated on its claim
-	// with persistent storage: its data directory holds its identity.
-	Recorded []Member
-	// Claims holds the names of the members whose data claim exists.
-	Claims map[string]bool
-	// ClaimsDeleting holds the names of the members whose data claim is
-	// being deleted. A new member never takes such a name: its pod would
-	// mount the old claim, or wait forever for one that is gone.
-	ClaimsDeleting map[string]bool
-	// Timeouts bound how long Plan waits before it reports a wait as
-	// stuck.
-	Timeouts Timeouts
-}
-
-// Timeouts bound the waits of Plan. A wait that lasts longer is returned
-// as a Stuck step with a reason naming what it waits on; Plan still does
-// nothing about it (it deletes nothing on a timeout), it only says so.
-// A zero timeout never expires.
-type Timeouts struct {
-	// Bootstrap is how long after the seed pod was created the seed member
-	// may take to answer for the first time.
-	Bootstrap time.Duration
-	// MemberStart is how long after its pod was created a member's pod
-	// may stay Pending, and a learner may take to start, become healthy
-	// and be promoted.
-	MemberStart time.Duration
-}
-
-// Step is the one change Plan decides on.
-type Step struct {
-	Action Action
-	// Name is the pod and member name the step acts on.
-	Name string
-	// ID is the etcd member ID for Promote and Remove.
-	ID uint64
-	// Version is the target version of an Upgrade, and the version of a
-	// pod to create.
-	Version string
-	// Reason is a CamelCase reason and Message a sentence explaining the
-	// step, for conditions and events.
-	Reason, Message string
-	// Stuck is set on a step that has waited longer than its timeout in
-	// Observed.Timeouts: the cluster may not get further without help, and
-	// Reason and Message say what it is waiting on. It is a Wait, or the
-	// Promote of a learner that etcd may keep refusing because it has not
-	// caught up with the leader.
-	Stuck bool
-}
-
-// Quorum returns the number of voting members that must agree in a cluster
-// of n voting members.
-func Quorum(n int) int { return n/2 + 1 }
-
-// Reasons of Wait steps that callers may branch on.
-const (
-	// ReasonBootstrapping: the seed pod exists but the cluster has not
-	// answered yet.
-	ReasonBootstrapping = "Bootstrapping"
-	// ReasonBootstrapTimeout: the seed member has not answered within
-	// Timeouts.Bootstrap of its pod's creation (a Stuck step).
-	ReasonBootstrapTimeout = "BootstrapTimeout"
-	// ReasonMemberPodPending: a member's pod is still Pending
-	// Timeouts.MemberStart after its creation (a Stuck step).
-	ReasonMemberPodPending = "MemberPodPending"
-	// ReasonLearnerNotCaughtUp: a learner has not started, become healthy
-	// or been promoted within Timeouts.MemberStart of its pod's creation (a
-	// Stuck step).
-	ReasonLearnerNotCaughtUp = "LearnerNotCaughtUp"
-	// ReasonMemberDataLost: no member answers and members recorded in
-	// Observed.Recorded have neither a pod nor a data claim: they cannot
-	// be recreated.
-	ReasonMemberDataLost = "MemberDataLost"
-	// ReasonMemberNotReady: etcd reports every member healthy, but a
-	// member's pod has not passed its readiness probe, so it receives no
-	// client traffic yet; nothing is changed until it does.
-	ReasonMemberNotReady = "MemberNotReady"
 )
 
 func wait(reason, format string, args ...any) Step {
@@ -209,71 +21,116 @@ func stuck(reason, format string, args ...any) Step {
 // expired reports whether a wait that began age ago exceeded timeout.
 func expired(timeout, age time.Duration) bool { return timeout > 0 && age >= timeout }
 
-// Plan returns the next step for the cluster described by o.
+// Plan returns the next step for the cluster described by o: the step of
+// the first rule (see the package documentation) that has one.
 func Plan(o Observed) Step {
+	if !o.Bootstrapped {
+		return bootstrap(o)
+	}
+	if !o.Reached {
+		return unreached(o)
+	}
+	v := newView(o)
+	for _, rule := range []func(view) (Step, bool){finishHalfDone, replaceLost, settle, scale, rollOut} {
+		if s, ok := rule(v); ok {
+			return s
+		}
+	}
+	return Step{Action: ActionNone, Reason: "Ready", Message: fmt.Sprintf("%d members running %s", v.voters, o.Version)}
+}
+
+// view is a reached cluster as the rules read it.
+type view struct {
+	o Observed
+	// pods by name; members sorted by name, and by name in known.
+	pods    map[string]Pod
+	members []Member
+	known   map[string]Member
+	// voters counts the voting members, healthyVoters the healthy ones.
+	voters, healthyVoters int
+}
+
+func newView(o Observed) view {
+	v := view{o: o, pods: make(map[string]Pod, len(o.Pods)), members: slices.Clone(o.Members), known: make(map[string]Member, len(o.Members))}
+	for _, p := range o.Pods {
+		v.pods[p.Name] = p
+	}
+	slices.SortFunc(v.members, func(a, b Member) int { return compareNames(a.Name, b.Name) })
+	for _, m := range v.members {
+		v.known[m.Name] = m
+		if !m.Learner {
+			v.voters++
+			if m.Healthy {
+				v.healthyVoters++
+			}
+		}
+	}
+	return v
+}
+
+// bootstrap is rule 1: a cluster that has never answered gets its seed,
+// and then waits for it.
+func bootstrap(o Observed) Step {
+	if len(o.Pods) > 0 {
+		return bootstrapping(o)
+	}
+	name := o.Cluster + "-0"
+	return Step{Action: ActionBootstrap, Name: name, Version: o.Version, Reason: ReasonBootstrapping,
+		Message: fmt.Sprintf("creating seed member %s", name)}
+}
+
+// unreached is rule 3 for a cluster no member answers: members with their
+// data get their pods back; otherwise the cluster waits.
+func unreached(o Observed) Step {
 	pods := make(map[string]Pod, len(o.Pods))
 	for _, p := range o.Pods {
 		pods[p.Name] = p
 	}
-	if !o.Bootstrapped {
-		if len(o.Pods) > 0 {
-			return bootstrapping(o)
-		}
-		name := o.Cluster + "-0"
-		return Step{Action: ActionBootstrap, Name: name, Version: o.Version, Reason: ReasonBootstrapping,
-			Message: fmt.Sprintf("creating seed member %s", name)}
+	if s, ok := recreateRecorded(o, pods); ok {
+		return s
 	}
-	if !o.Reached {
-		if s, ok := recreateRecorded(o, pods); ok {
-			return s
-		}
-		if len(o.Pods) == 0 {
-			return wait("ClusterLost", "no member pod exists and no member answers; restore from a backup")
-		}
-		return wait("Unreachable", "no member answers")
+	if len(o.Pods) == 0 {
+		return wait("ClusterLost", "no member pod exists and no member answers; restore from a backup")
 	}
-	members := slices.Clone(o.Members)
-	slices.SortFunc(members, func(a, b Member) int { return compareNames(a.Name, b.Name) })
-	known := make(map[string]Member, len(members))
-	voters, healthyVoters := 0, 0
-	for _, m := range members {
-		known[m.Name] = m
-		if !m.Learner {
-			voters++
-			if m.Healthy {
-				healthyVoters++
-			}
-		}
-	}
+	return wait("Unreachable", "no member answers")
+}
 
-	// 2. Finish half-done changes.
-	for _, m := range members {
-		if _, ok := pods[m.Name]; !ok && !m.Started {
-			return Step{Action: ActionCreatePod, Name: m.Name, ID: m.ID, Version: o.Version, Reason: "MemberAdded",
-				Message: fmt.Sprintf("creating pod for added member %s", m.Name)}
+// finishHalfDone is rule 2: a member etcd knows without a pod gets one (an
+// add interrupted after MemberAddAsLearner); a pod etcd does not know is
+// deleted (a removal interrupted after MemberRemove).
+func finishHalfDone(v view) (Step, bool) {
+	for _, m := range v.members {
+		if _, ok := v.pods[m.Name]; !ok && !m.Started {
+			return Step{Action: ActionCreatePod, Name: m.Name, ID: m.ID, Version: v.o.Version, Reason: "MemberAdded",
+				Message: fmt.Sprintf("creating pod for added member %s", m.Name)}, true
 		}
 	}
-	for _, p := range sortedPods(o.Pods) {
-		if _, ok := known[p.Name]; !ok {
+	for _, p := range sortedPods(v.o.Pods) {
+		if _, ok := v.known[p.Name]; !ok {
 			return Step{Action: ActionDeletePod, Name: p.Name, Reason: "MemberRemoved",
-				Message: fmt.Sprintf("deleting pod %s of a removed member", p.Name)}
+				Message: fmt.Sprintf("deleting pod %s of a removed member", p.Name)}, true
 		}
 	}
+	return Step{}, false
+}
 
-	// 3. Members whose pod is gone or failed.
-	for _, m := range members {
-		p, ok := pods[m.Name]
+// replaceLost is rule 3 for a reached cluster: a member whose pod failed
+// has it deleted; one whose pod is gone is recreated on its data, or,
+// without its data, removed (a replacement is added by scale).
+func replaceLost(v view) (Step, bool) {
+	for _, m := range v.members {
+		p, ok := v.pods[m.Name]
 		if ok && p.Phase != PodFailed {
 			continue
 		}
 		if ok && p.Phase == PodFailed {
 			// Deleting the failed pod makes it "gone" on the next pass.
 			return Step{Action: ActionDeletePod, Name: m.Name, ID: m.ID, Reason: "MemberFailed",
-				Message: fmt.Sprintf("deleting failed pod %s", m.Name)}
+				Message: fmt.Sprintf("deleting failed pod %s", m.Name)}, true
 		}
-		if hasData(o, m.Name) {
-			return Step{Action: ActionCreatePod, Name: m.Name, ID: m.ID, Version: o.Version, Reason: "MemberRecreated",
-				Message: fmt.Sprintf("recreating pod %s on its data", m.Name)}
+		if hasData(v.o, m.Name) {
+			return Step{Action: ActionCreatePod, Name: m.Name, ID: m.ID, Version: v.o.Version, Reason: "MemberRecreated",
+				Message: fmt.Sprintf("recreating pod %s on its data", m.Name)}, true
 		}
 		// Without its data (ephemeral storage, or its claim is gone) the
 		// member can never come back: recreated under its old identity it
@@ -281,7 +138,7 @@ func Plan(o Observed) Step {
 		// leader that lacks acknowledged writes. Remove it; a replacement
 		// with a new identity is added afterwards. The others must be a
 		// healthy quorum of what remains.
-		remaining, healthyRemaining := voters, healthyVoters
+		remaining, healthyRemaining := v.voters, v.healthyVoters
 		if !m.Learner {
 			remaining--
 			if m.Healthy {
@@ -289,91 +146,102 @@ func Plan(o Observed) Step {
 			}
 		}
 		if remaining == 0 || healthyRemaining < Quorum(remaining) {
-			return wait("QuorumAtRisk", "member %s lost its pod and data, but removing it would leave %d of %d healthy voting members", m.Name, healthyRemaining, remaining)
+			return wait("QuorumAtRisk", "member %s lost its pod and data, but removing it would leave %d of %d healthy voting members", m.Name, healthyRemaining, remaining), true
 		}
 		return Step{Action: ActionRemove, Name: m.Name, ID: m.ID, Reason: "MemberLost",
-			Message: fmt.Sprintf("removing member %s, which lost its pod and data, to replace it", m.Name)}
+			Message: fmt.Sprintf("removing member %s, which lost its pod and data, to replace it", m.Name)}, true
 	}
+	return Step{}, false
+}
 
-	// 4. Remove a learner the cluster does not need (one that never
-	// caught up, then the size was lowered): removing a learner changes no
-	// quorum, and waiting for it would block every other change. Then
-	// promote a caught-up learner; otherwise wait for everyone to be
-	// healthy. Waits past Timeouts.MemberStart are reported as stuck.
-	if s, ok := unneededLearner(o, members, pods, voters); ok {
-		return s
+// settle is rule 4: a learner the cluster does not need is removed, a
+// caught-up learner promoted; otherwise the cluster waits for every member
+// to be healthy and Ready. Waits past Timeouts.MemberStart are reported as
+// stuck.
+func settle(v view) (Step, bool) {
+	if s, ok := unneededLearner(v.o, v.members, v.pods, v.voters); ok {
+		return s, true
 	}
-	for _, m := range members {
+	for _, m := range v.members {
 		if m.Learner && m.Started && m.Healthy {
 			s := Step{Action: ActionPromote, Name: m.Name, ID: m.ID, Reason: "PromotingLearner",
 				Message: fmt.Sprintf("promoting learner %s", m.Name)}
-			if expired(o.Timeouts.MemberStart, pods[m.Name].Age) {
+			if expired(v.o.Timeouts.MemberStart, v.pods[m.Name].Age) {
 				// etcd refuses to promote a learner that lags behind
 				// the leader; it has had its time.
 				s.Reason, s.Stuck = ReasonLearnerNotCaughtUp, true
 				s.Message = fmt.Sprintf("promoting learner %s, still a learner %s after its pod was created (member start timeout); etcd refuses the promotion until it has caught up with the leader",
-					m.Name, o.Timeouts.MemberStart)
+					m.Name, v.o.Timeouts.MemberStart)
 			}
-			return s
+			return s, true
 		}
 	}
-	for _, m := range members {
-		p := pods[m.Name]
-		if s, ok := stuckMember(o, m, p); ok {
-			return s
+	for _, m := range v.members {
+		p := v.pods[m.Name]
+		if s, ok := stuckMember(v.o, m, p); ok {
+			return s, true
 		}
 		if !m.Started || !m.Healthy {
-			return wait("MemberUnhealthy", "waiting for member %s to become healthy", m.Name)
+			return wait("MemberUnhealthy", "waiting for member %s to become healthy", m.Name), true
 		}
 		if p.Phase != PodRunning {
-			return wait("MemberStarting", "waiting for pod %s to run", m.Name)
+			return wait("MemberStarting", "waiting for pod %s to run", m.Name), true
 		}
 		// A member etcd calls healthy may not receive client traffic
 		// yet: changing another member before this one's pod is Ready
 		// would leave fewer members serving than the change assumes.
 		if !p.Ready {
-			return wait(ReasonMemberNotReady, "waiting for pod %s to pass its readiness probe (etcd's /readyz)", m.Name)
+			return wait(ReasonMemberNotReady, "waiting for pod %s to pass its readiness probe (etcd's /readyz)", m.Name), true
 		}
 	}
+	return Step{}, false
+}
 
-	// 5. Scale.
-	if voters < o.Size {
-		name := nextName(o, pods, known)
+// scale is rule 5: one learner added below the size, one voting member
+// removed above it.
+func scale(v view) (Step, bool) {
+	o := v.o
+	if v.voters < o.Size {
+		name := nextName(o, v.pods, v.known)
 		return Step{Action: ActionAddLearner, Name: name, Version: o.Version, Reason: "ScalingUp",
-			Message: fmt.Sprintf("adding member %s (%d of %d)", name, voters+1, o.Size)}
+			Message: fmt.Sprintf("adding member %s (%d of %d)", name, v.voters+1, o.Size)}, true
 	}
-	if voters > o.Size {
-		m, ok := removable(o, members, pods)
-		if !ok {
-			return wait("NoLeader", "no non-leader member to remove")
-		}
-		if healthyVoters-1 < Quorum(voters-1) {
-			return wait("QuorumAtRisk", "removing %s would leave no healthy quorum", m.Name)
-		}
-		reason, msg := "ScalingDown", fmt.Sprintf("removing member %s (%d to %d)", m.Name, voters, voters-1)
-		if voters-1 == o.Size && !current(o, pods[m.Name]) {
-			reason, msg = rollout(o, pods[m.Name]), fmt.Sprintf("removing member %s (%s), replaced by a member running %s", m.Name, pods[m.Name].Version, o.Version)
-		}
-		return Step{Action: ActionRemove, Name: m.Name, ID: m.ID, Reason: reason, Message: msg}
+	if v.voters == o.Size {
+		return Step{}, false
 	}
+	m, ok := removable(o, v.members, v.pods)
+	if !ok {
+		return wait("NoLeader", "no non-leader member to remove"), true
+	}
+	if v.healthyVoters-1 < Quorum(v.voters-1) {
+		return wait("QuorumAtRisk", "removing %s would leave no healthy quorum", m.Name), true
+	}
+	reason, msg := "ScalingDown", fmt.Sprintf("removing member %s (%d to %d)", m.Name, v.voters, v.voters-1)
+	if v.voters-1 == o.Size && !current(o, v.pods[m.Name]) {
+		reason, msg = rollout(o, v.pods[m.Name]), fmt.Sprintf("removing member %s (%s), replaced by a member running %s", m.Name, v.pods[m.Name].Version, o.Version)
+	}
+	return Step{Action: ActionRemove, Name: m.Name, ID: m.ID, Reason: reason, Message: msg}, true
+}
 
-	// 6. Upgrade (a new version, or a new pod revision), followers first.
+// rollOut is rule 6: the first member not on the desired version and
+// revision is moved to them, followers first, the leader last.
+func rollOut(v view) (Step, bool) {
 	var leader *Member
-	for i := range members {
-		m := members[i]
-		if current(o, pods[m.Name]) {
+	for i := range v.members {
+		m := v.members[i]
+		if current(v.o, v.pods[m.Name]) {
 			continue
 		}
 		if m.Leader {
-			leader = &members[i]
+			leader = &v.members[i]
 			continue
 		}
-		return upgrade(o, m, pods[m.Name], pods, known)
+		return upgrade(v.o, m, v.pods[m.Name], v.pods, v.known), true
 	}
 	if leader != nil {
-		return upgrade(o, *leader, pods[leader.Name], pods, known)
+		return upgrade(v.o, *leader, v.pods[leader.Name], v.pods, v.known), true
 	}
-	return Step{Action: ActionNone, Reason: "Ready", Message: fmt.Sprintf("%d members running %s", voters, o.Version)}
+	return Step{}, false
 }
 
 // wantedVoters is how many voting members the cluster needs now: the
@@ -560,41 +428,4 @@ func rollout(o Observed, p Pod) string {
 		return "RollingOut"
 	}
 	return "Upgrading"
-}
-
-func sortedPods(in []Pod) []Pod {
-	out := slices.Clone(in)
-	slices.SortFunc(out, func(a, b Pod) int { return compareNames(a.Name, b.Name) })
-	return out
-}
-
-// compareNames orders "<cluster>-<n>" names by n, then lexically.
-func compareNames(a, b string) int {
-	ia, ib := ordinal(a), ordinal(b)
-	if c := cmp.Compare(ia, ib); c != 0 {
-		return c
-	}
-	return strings.Compare(a, b)
-}
-
-func ordinal(name string) int {
-	i := strings.LastIndexByte(name, '-')
-	n, err := strconv.Atoi(name[i+1:])
-	if err != nil {
-		return -1
-	}
-	return n
-}
-
-// nextName returns "<cluster>-<n>" with the smallest n used by no pod,
-// member or claim being deleted.
-func nextName(o Observed, pods map[string]Pod, members map[string]Member) string {
-	for n := 0; ; n++ {
-		name := o.Cluster + "-" + strconv.Itoa(n)
-		_, p := pods[name]
-		_, m := members[name]
-		if !p && !m && !o.ClaimsDeleting[name] {
-			return name
-		}
-	}
 }
