@@ -173,15 +173,22 @@ func newRig(t *testing.T) *rig {
 		return g.fake.Factory().New(ctx, endpoints)
 	})
 	stores := controller.DefaultStores(c, g.fsRoot)
-	hooks := &controller.ClusterHooks{Client: c, Children: children, Etcd: factory, Stores: stores, ScratchDir: t.TempDir(),
-		Now: g.clock.Now}
+	hooks, err := controller.NewClusterHooks(controller.ClusterConfig{Client: c, Children: children, Etcd: factory, Stores: stores, ScratchDir: t.TempDir(),
+		Now: g.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
 	r, err := reconcile.New[*v1alpha1.EtcdCluster](c, scheme, hooks,
 		reconcile.WithConditions(v1alpha1.ConditionAvailable),
 		reconcile.WithNegativePolarityConditions(v1alpha1.ConditionDegraded))
 	if err != nil {
 		t.Fatal(err)
 	}
-	br, err := reconcile.New[*v1alpha1.EtcdBackup](c, scheme, &controller.BackupHooks{Client: c, Etcd: factory, Stores: stores, Now: g.clock.Now},
+	backupHooks, err := controller.NewBackupHooks(controller.BackupConfig{Client: c, Etcd: factory, Stores: stores, Now: g.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	br, err := reconcile.New[*v1alpha1.EtcdBackup](c, scheme, backupHooks,
 		reconcile.WithConditions(controller.ConditionComplete))
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,15 @@
 // without their finalizer. SetupWithManager wires the three controllers,
 // with a cache restricted by CacheOptions to the operator's own objects.
 //
+// One topic per file: cluster.go (ClusterHooks and the order of a pass),
+// observe.go (what a pass sees), status.go (status and conditions),
+// members.go (carrying out membership steps on etcd and pods), pods.go
+// (the children's specs), restore.go (both restore paths), backups.go
+// (scheduled backups and retention), deletion.go (the finalizer and final
+// backup), guard.go and guard_collector.go (what keeps members until the
+// final backup), etcdbackup.go (BackupHooks), stores.go, metrics.go and
+// setup.go (SetupWithManager, CacheOptions).
+//
 // Members are reached through Endpoints (pod DNS names on the headless
 // Service by default) and an etcdclient.Factory; see package etcdclient for
 // running the operator outside the cluster.

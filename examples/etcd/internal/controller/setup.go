@@ -82,9 +82,6 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	if o.BackupRoot == "" {
 		return errors.New("controller.SetupWithManager: Options.BackupRoot is required")
 	}
-	if err := RegisterMetrics(); err != nil {
-		return err
-	}
 	// The cache holds labelled children only: an unlabelled object of a
 	// child's name is found through the API server and refused, not
 	// applied over.
@@ -97,10 +94,14 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	if concurrency == 0 {
 		concurrency = 4
 	}
-	_, err = reconcile.SetupWithManager[*v1alpha1.EtcdCluster](mgr, &ClusterHooks{
+	clusters, err := NewClusterHooks(ClusterConfig{
 		Client: mgr.GetClient(), Children: children, Etcd: o.Etcd, Endpoints: o.Endpoints, Stores: stores,
 		BootstrapTimeout: o.BootstrapTimeout, MemberStartTimeout: o.MemberStartTimeout, RestoreImage: o.RestoreImage,
-	},
+	})
+	if err != nil {
+		return err
+	}
+	_, err = reconcile.SetupWithManager[*v1alpha1.EtcdCluster](mgr, clusters,
 		reconcile.WithFieldOwner(FieldOwner),
 		reconcile.WithOwns(&corev1.Pod{}, &corev1.PersistentVolumeClaim{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}),
 		reconcile.WithConditions(v1alpha1.ConditionAvailable),
@@ -109,9 +110,11 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	if err != nil {
 		return fmt.Errorf("setting up the EtcdCluster controller: %w", err)
 	}
-	_, err = reconcile.SetupWithManager[*v1alpha1.EtcdBackup](mgr, &BackupHooks{
-		Client: mgr.GetClient(), Etcd: o.Etcd, Endpoints: o.Endpoints, Stores: stores,
-	}, reconcile.WithConditions(ConditionComplete))
+	backups, err := NewBackupHooks(BackupConfig{Client: mgr.GetClient(), Etcd: o.Etcd, Endpoints: o.Endpoints, Stores: stores})
+	if err != nil {
+		return err
+	}
+	_, err = reconcile.SetupWithManager[*v1alpha1.EtcdBackup](mgr, backups, reconcile.WithConditions(ConditionComplete))
 	if err != nil {
 		return fmt.Errorf("setting up the EtcdBackup controller: %w", err)
 	}

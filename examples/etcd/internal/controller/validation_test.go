@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/controller"
 )
 
 // TestCRDValidation checks the schema and CEL rules of EtcdCluster against
@@ -129,4 +130,17 @@ func TestCRDValidation(t *testing.T) {
 			t.Errorf("changing the pod template: %v", err)
 		}
 	})
+}
+
+// TestHooksConstructorsNameWhatIsMissing: hooks built without what they
+// need are refused at setup, naming the fields, not at the first pass.
+func TestHooksConstructorsNameWhatIsMissing(t *testing.T) {
+	if _, err := controller.NewClusterHooks(controller.ClusterConfig{}); err == nil ||
+		!strings.Contains(err.Error(), "ClusterConfig.Children, ClusterConfig.Client, ClusterConfig.Etcd, ClusterConfig.Stores") {
+		t.Errorf("NewClusterHooks(empty) = %v, want an error naming the four required fields", err)
+	}
+	if _, err := controller.NewBackupHooks(controller.BackupConfig{}); err == nil ||
+		!strings.Contains(err.Error(), "BackupConfig.Client, BackupConfig.Etcd, BackupConfig.Stores") {
+		t.Errorf("NewBackupHooks(empty) = %v, want an error naming the three required fields", err)
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -57,13 +59,9 @@ const ExtraTrigger = "etcd.opkit.dev/trigger"
 // DefaultNotFoundGrace is BackupHooks.NotFoundGrace when it is zero.
 const DefaultNotFoundGrace = time.Minute
 
-// BackupHooks reconciles EtcdBackups: each takes one snapshot, once. A
-// backup ends Succeeded, or Failed when retrying cannot help: the cluster
-// or the store's Secret or volume is still missing NotFoundGrace after the
-// EtcdBackup was created, the store is misconfigured, or etcd refuses the
-// snapshot. Transient failures (no healthy member, a store or network
-// error) are retried.
-type BackupHooks struct {
+// BackupConfig is what BackupHooks work with; Client, Etcd and Stores are
+// required.
+type BackupConfig struct {
 	// Client reads EtcdClusters (the manager's client).
 	Client client.Client
 	// Etcd builds clients on member endpoints.
@@ -79,6 +77,35 @@ type BackupHooks struct {
 	// fails, so that objects applied together may arrive in any order;
 	// DefaultNotFoundGrace if zero.
 	NotFoundGrace time.Duration
+}
+
+// BackupHooks reconciles EtcdBackups: each takes one snapshot, once. A
+// backup ends Succeeded, or Failed when retrying cannot help: the cluster
+// or the store's Secret or volume is still missing NotFoundGrace after the
+// EtcdBackup was created, the store is misconfigured, or etcd refuses the
+// snapshot. Transient failures (no healthy member, a store or network
+// error) are retried. Build them with NewBackupHooks.
+type BackupHooks struct {
+	BackupConfig
+}
+
+// NewBackupHooks returns the hooks of the EtcdBackup Reconciler, once cfg
+// has what they need, and registers the operator's metrics.
+func NewBackupHooks(cfg BackupConfig) (*BackupHooks, error) {
+	var missing []string
+	for name, set := range map[string]bool{"Client": cfg.Client != nil, "Etcd": cfg.Etcd != nil, "Stores": cfg.Stores != nil} {
+		if !set {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return nil, fmt.Errorf("controller.NewBackupHooks: BackupConfig.%s required", strings.Join(missing, ", BackupConfig."))
+	}
+	if cfg.NotFoundGrace < 0 {
+		return nil, fmt.Errorf("controller.NewBackupHooks: negative NotFoundGrace %s; zero means the default", cfg.NotFoundGrace)
+	}
+	return &BackupHooks{BackupConfig: cfg}, nil
 }
 
 var _ reconcile.Hooks[*v1alpha1.EtcdBackup] = (*BackupHooks)(nil)

@@ -1,0 +1,97 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/opkit-dev/opkit/backup"
+	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
+	"github.com/opkit-dev/opkit/ownership"
+	"github.com/opkit-dev/opkit/reconcile"
+)
+
+// Finalize takes a final backup before the cluster's data is deleted, when
+// spec.backup is set and skipFinalBackup is not, then deletes the
+// cluster's guard and metric series. Pods and claims are deleted by the
+// garbage collector afterwards, once neither the cluster nor its guard
+// exists: the guard keeps them through a deletion in the foreground or
+// orphaning (see LabelGuardOf).
+func (h *ClusterHooks) Finalize(ctx context.Context, c *v1alpha1.EtcdCluster) reconcile.Result {
+	res := h.finalBackup(ctx, c)
+	if k := res.Kind(); k != reconcile.KindDone && k != reconcile.KindRequeueAfter {
+		return res
+	}
+	// The children go only now: see LabelGuardOf.
+	if err := h.releaseGuard(ctx, c); err != nil {
+		return reconcile.Retry(err)
+	}
+	h.forgetMetrics(c)
+	return res
+}
+
+func (h *ClusterHooks) finalBackup(ctx context.Context, c *v1alpha1.EtcdCluster) reconcile.Result {
+	b := c.Spec.Backup
+	if b == nil || b.SkipFinalBackup {
+		return reconcile.Done()
+	}
+	store, err := clusterStore(ctx, h.Stores, c.Namespace, c.Name, b.StoreRef)
+	if err != nil {
+		return reconcile.Retry(fmt.Errorf("final backup: %w", err))
+	}
+	// Idempotent: a final backup recording this cluster's UID is this
+	// deletion's (an on-demand or scheduled one taken meanwhile is not: it
+	// may predate the last writes).
+	if done, err := finalBackupTaken(ctx, store, c); err != nil {
+		return reconcile.Retry(fmt.Errorf("final backup: %w", err))
+	} else if done {
+		return reconcile.Done()
+	}
+	// A ConfigMap of the guard's name that is not c's guard holds
+	// nothing of c: c's children are then found as c's own.
+	guard, err := h.getGuard(ctx, c)
+	if err != nil && !ownership.IsConflict(err) {
+		return reconcile.Retry(err)
+	}
+	obs, err := h.observe(ctx, c, guard)
+	if err != nil {
+		return reconcile.Retry(err)
+	}
+	if len(obs.healthy) == 0 {
+		return reconcile.Waiting(ReasonFinalBackup,
+			"no healthy member to take the final backup from; set spec.backup.skipFinalBackup to delete without one", stepRequeue)
+	}
+	m, err := snapshotInto(ctx, h.Etcd, store, obs.healthy, finalBackupExtra(c))
+	countBackup(c.Namespace, c.Name, TriggerFinal, err)
+	if err != nil {
+		return reconcile.Retry(fmt.Errorf("final backup: %w", err))
+	}
+	ctrl.LoggerFrom(ctx).Info("final backup taken", "id", m.ID, "size", m.Size, "sha256", m.SHA256)
+	return reconcile.Done()
+}
+
+// finalBackupTaken reports whether store holds the final backup of c's
+// deletion: a final backup recording c's UID (finalBackupExtra). A UID is
+// deleted once, so no clock is compared: the operator's (a manifest's start
+// time) and the API server's (deletionTimestamp) may disagree.
+func finalBackupTaken(ctx context.Context, store backup.Store, c *v1alpha1.EtcdCluster) (bool, error) {
+	if c.DeletionTimestamp == nil {
+		return false, nil
+	}
+	list, err := backup.List(ctx, store)
+	if err != nil {
+		return false, err
+	}
+	for _, m := range list {
+		if m.Snapshot.Extra[ExtraTrigger] == TriggerFinal && m.Snapshot.Extra[ExtraClusterUID] == string(c.UID) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// finalBackupExtra is the snapshot metadata of c's final backup.
+func finalBackupExtra(c *v1alpha1.EtcdCluster) map[string]string {
+	return map[string]string{ExtraTrigger: TriggerFinal, ExtraClusterUID: string(c.UID)}
+}

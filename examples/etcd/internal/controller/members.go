@@ -1,0 +1,206 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/membership"
+)
+
+// labelServing gives every member pod of a serving cluster LabelServing
+// (a metadata patch: no restart): the seed of a restored cluster once the
+// restore is recorded, and pods made by an operator before the label.
+func (h *ClusterHooks) labelServing(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation) error {
+	if !serving(c) {
+		return nil
+	}
+	for _, name := range slices.Sorted(maps.Keys(obs.pods)) {
+		pod := obs.pods[name]
+		if pod.Labels[LabelServing] == "true" {
+			continue
+		}
+		patch := client.MergeFrom(pod.DeepCopy())
+		if pod.Labels == nil {
+			pod.Labels = map[string]string{}
+		}
+		pod.Labels[LabelServing] = "true"
+		if err := h.Client.Patch(ctx, pod, patch); err != nil {
+			return fmt.Errorf("letting clients reach member %s: %w", name, err)
+		}
+		ctrl.LoggerFrom(ctx).Info("member serves clients", "etcdcluster", klog.KObj(c), "pod", name)
+	}
+	return nil
+}
+
+// execute carries out one planned step: the etcd call first, then the
+// Kubernetes write. A failure between the two is finished by the planner on
+// the next pass.
+// A seed pod is created with seed's init containers when seed is not nil.
+func (h *ClusterHooks) execute(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation, step membership.Step, seed *seedRestore) error {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	switch step.Action {
+	case membership.ActionBootstrap:
+		return h.createMember(ctx, c, obs.guard, step.Name, step.Version, step.Name+"="+PeerURL(c, step.Name), "new", seed)
+	case membership.ActionAddLearner:
+		ec, err := h.clientOn(ctx, obs, "")
+		if err != nil {
+			return err
+		}
+		defer func() { _ = ec.Close() }()
+		_, list, err := ec.MemberAddAsLearner(ctx, PeerURL(c, step.Name))
+		if err != nil {
+			return err
+		}
+		return h.createMember(ctx, c, obs.guard, step.Name, step.Version, initialCluster(list), "existing", nil)
+	case membership.ActionCreatePod:
+		if len(obs.healthy) == 0 {
+			// No member answers: the member is recreated on its claim
+			// (membership.Plan does so only with persistent storage),
+			// where its data directory makes etcd ignore the initial
+			// cluster; it is built from the members last recorded.
+			return h.createMember(ctx, c, obs.guard, step.Name, step.Version, recordedCluster(c), "existing", nil)
+		}
+		ec, err := h.clientOn(ctx, obs, "")
+		if err != nil {
+			return err
+		}
+		defer func() { _ = ec.Close() }()
+		list, err := ec.MemberList(ctx)
+		if err != nil {
+			return err
+		}
+		return h.createMember(ctx, c, obs.guard, step.Name, step.Version, initialCluster(list), "existing", nil)
+	case membership.ActionPromote:
+		ec, err := h.clientOn(ctx, obs, "")
+		if err != nil {
+			return err
+		}
+		defer func() { _ = ec.Close() }()
+		return ec.MemberPromote(ctx, step.ID)
+	case membership.ActionRemove:
+		ec, err := h.clientOn(ctx, obs, step.Name)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = ec.Close() }()
+		if err := ec.MemberRemove(ctx, step.ID); err != nil {
+			return err
+		}
+		return h.deleteMember(ctx, c, step.Name, true)
+	case membership.ActionDeletePod:
+		// A failed pod of a known member keeps its data; a pod etcd no
+		// longer knows loses it.
+		return h.deleteMember(ctx, c, step.Name, step.ID == 0)
+	case membership.ActionUpgrade:
+		return h.deleteMember(ctx, c, step.Name, false)
+	}
+	return nil
+}
+
+// clientOn returns a client on the healthy members other than except.
+func (h *ClusterHooks) clientOn(ctx context.Context, obs *observation, except string) (etcdclient.Client, error) {
+	var eps []string
+	for name, ep := range obs.healthy {
+		if name != except {
+			eps = append(eps, ep)
+		}
+	}
+	if len(eps) == 0 {
+		return nil, errors.New("no healthy member to talk to")
+	}
+	slices.Sort(eps)
+	return h.Etcd.New(ctx, eps)
+}
+
+func initialCluster(list []etcdclient.Member) string {
+	parts := make([]string, 0, len(list))
+	for _, m := range list {
+		parts = append(parts, MemberName(m.PeerURLs[0])+"="+m.PeerURLs[0])
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ",")
+}
+
+// recordedCluster is --initial-cluster built from status.members.
+func recordedCluster(c *v1alpha1.EtcdCluster) string {
+	parts := make([]string, 0, len(c.Status.Members))
+	for _, ms := range c.Status.Members {
+		url := ms.PeerURL
+		if url == "" {
+			url = PeerURL(c, ms.Name)
+		}
+		parts = append(parts, ms.Name+"="+url)
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ",")
+}
+
+func (h *ClusterHooks) createMember(ctx context.Context, c *v1alpha1.EtcdCluster, guard *corev1.ConfigMap, name, version, initial, state string, seed *seedRestore) error {
+	if persistent(c) {
+		// Applying to a claim being deleted would "succeed" and leave the
+		// pod waiting for a claim that is gone: wait for it to go first.
+		var old corev1.PersistentVolumeClaim
+		err := h.Client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: dataClaimName(name)}, &old)
+		if err == nil && old.DeletionTimestamp != nil {
+			return fmt.Errorf("claim %s of an earlier member %s is still being deleted; the new member's pod waits for it to go", old.Name, name)
+		}
+		if client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("reading claim of %s: %w", name, err)
+		}
+		if _, err := h.Children.EnsureChild(ctx, c, heldBy(dataClaim(c, name), guard)); err != nil {
+			return fmt.Errorf("creating claim of %s: %w", name, err)
+		}
+	}
+	if _, err := h.Children.EnsureChild(ctx, c, heldBy(memberPod(c, name, version, initial, state, seed), guard)); err != nil {
+		return fmt.Errorf("creating pod %s: %w", name, err)
+	}
+	return nil
+}
+
+func (h *ClusterHooks) deleteMember(ctx context.Context, c *v1alpha1.EtcdCluster, name string, withData bool) error {
+	if _, err := h.Children.DeleteChild(ctx, c, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.Namespace}}); err != nil {
+		return fmt.Errorf("deleting pod %s: %w", name, err)
+	}
+	if withData && persistent(c) {
+		claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: dataClaimName(name), Namespace: c.Namespace}}
+		if _, err := h.Children.DeleteChild(ctx, c, claim); err != nil {
+			return fmt.Errorf("deleting claim of %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// deleteOrphanClaims deletes the data claims of members that are neither
+// pods nor etcd members any more: a removal interrupted after the pod was
+// deleted. It does nothing unless etcd's member list was read.
+func (h *ClusterHooks) deleteOrphanClaims(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation) error {
+	if !obs.planned.Reached {
+		return nil
+	}
+	for name := range obs.claims {
+		if _, ok := obs.pods[name]; ok {
+			continue
+		}
+		if slices.ContainsFunc(obs.planned.Members, func(m membership.Member) bool { return m.Name == name }) {
+			continue
+		}
+		claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: dataClaimName(name), Namespace: c.Namespace}}
+		if _, err := h.Children.DeleteChild(ctx, c, claim); err != nil {
+			return fmt.Errorf("deleting orphaned claim of %s: %w", name, err)
+		}
+	}
+	return nil
+}

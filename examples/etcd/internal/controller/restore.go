@@ -1,0 +1,190 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/opkit-dev/opkit/backup"
+	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/snapshot"
+	"github.com/opkit-dev/opkit/reconcile"
+	"github.com/opkit-dev/opkit/statusutil"
+)
+
+// restoreSource returns spec.restore's EtcdBackup once it has Succeeded,
+// and the store holding it. Otherwise the backup is nil and the result says
+// why: a missing or failed backup, or a store that is missing or
+// misconfigured, stalls the cluster; one still running is waited for.
+func (h *ClusterHooks) restoreSource(ctx context.Context, c *v1alpha1.EtcdCluster) (*v1alpha1.EtcdBackup, backup.Store, reconcile.Result) {
+	var b v1alpha1.EtcdBackup
+	if err := h.Client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Spec.Restore.BackupName}, &b); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			return nil, nil, reconcile.Terminal(ReasonRestoreFailed, fmt.Errorf("spec.restore.backupName: EtcdBackup %q not found", c.Spec.Restore.BackupName))
+		}
+		return nil, nil, reconcile.Retry(err)
+	}
+	if b.Status.Phase == v1alpha1.BackupFailed {
+		msg := "no reason recorded"
+		if cc := statusutil.Get(&b, ConditionComplete); cc != nil {
+			msg = cc.Message
+		}
+		return nil, nil, reconcile.Terminal(ReasonRestoreFailed, fmt.Errorf("spec.restore.backupName: EtcdBackup %s failed: %s", b.Name, msg))
+	}
+	if b.Status.Phase != v1alpha1.BackupSucceeded {
+		return nil, nil, reconcile.Waiting("WaitingForBackup", fmt.Sprintf("EtcdBackup %s is %q, not Succeeded", b.Name, b.Status.Phase), stepRequeue)
+	}
+	store, err := clusterStore(ctx, h.Stores, b.Namespace, b.Spec.ClusterName, b.Spec.StoreRef)
+	if err != nil {
+		if errors.Is(err, ErrStoreNotFound) || errors.Is(err, ErrStoreMisconfigured) {
+			return nil, nil, reconcile.Terminal(ReasonRestoreFailed, err)
+		}
+		return nil, nil, reconcile.Retry(err)
+	}
+	return &b, store, reconcile.Done()
+}
+
+// checkPhysicalRestore sets status.restored once the seed restored by its
+// init containers answers at the backup's revision or later. A seed below
+// it was not restored (its init containers did not run, or restored
+// something else), which stalls the cluster: growing it would replicate
+// the wrong data.
+func (h *ClusterHooks) checkPhysicalRestore(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation) reconcile.Result {
+	var name, ep string
+	for n, e := range obs.healthy {
+		name, ep = n, e
+	}
+	pod := obs.pods[name]
+	if !restoredPhysically(pod) {
+		return reconcile.Retry(fmt.Errorf("the healthy member %s is not the seed restored physically", name))
+	}
+	want, err := strconv.ParseInt(pod.Annotations[AnnotationRestoreRevision], 10, 64)
+	if err != nil {
+		return reconcile.Terminal(ReasonRestoreFailed, fmt.Errorf("pod %s: annotation %s: %w", name, AnnotationRestoreRevision, err))
+	}
+	ec, err := h.clientOn(ctx, obs, "")
+	if err != nil {
+		return reconcile.Retry(err)
+	}
+	defer func() { _ = ec.Close() }()
+	sctx, cancel := context.WithTimeout(ctx, callTimeout)
+	st, err := ec.Status(sctx, ep)
+	cancel()
+	if err != nil {
+		return reconcile.Retry(fmt.Errorf("reading the revision of the restored member %s: %w", name, err))
+	}
+	backupName := pod.Annotations[AnnotationRestoreBackup]
+	if st.Revision < want {
+		return reconcile.Terminal(ReasonRestoreFailed, fmt.Errorf(
+			"physical restore: member %s runs at revision %d, EtcdBackup %s was taken at revision %d: the init containers of pod %s did not restore it; see their logs",
+			name, st.Revision, backupName, want, name))
+	}
+	c.Status.Restored = true
+	ctrl.LoggerFrom(ctx).Info("restored backup", "restore", "physical", "backup", backupName, "member", name, "revision", st.Revision)
+	return reconcile.Done()
+}
+
+// restoreInitFailed returns a stalling result when an init container of
+// the seed pod restored physically has failed, naming it and its
+// termination message (the end of its log), nil otherwise. The kubelet
+// retries it; the cluster carries on once the seed answers.
+func restoreInitFailed(obs *observation) *reconcile.Result {
+	for _, pod := range obs.pods {
+		if !restoredPhysically(pod) {
+			continue
+		}
+		for _, st := range pod.Status.InitContainerStatuses {
+			for _, t := range []*corev1.ContainerStateTerminated{st.State.Terminated, st.LastTerminationState.Terminated} {
+				if t != nil && t.ExitCode != 0 {
+					res := reconcile.Terminal(ReasonRestoreFailed, fmt.Errorf("physical restore: init container %s of pod %s exited with %d: %s",
+						st.Name, pod.Name, t.ExitCode, strings.TrimSpace(t.Message)))
+					return &res
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// restore loads spec.restore's backup into the single seed member.
+func (h *ClusterHooks) restore(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation) reconcile.Result {
+	b, store, res := h.restoreSource(ctx, c)
+	if b == nil {
+		return res
+	}
+	ec, err := h.clientOn(ctx, obs, "")
+	if err != nil {
+		return reconcile.Retry(err)
+	}
+	defer func() { _ = ec.Close() }()
+	r := &snapshot.Restorer{Client: ec, Dir: h.ScratchDir}
+	if _, err := backup.Restore(ctx, store, b.Status.BackupID, r); err != nil {
+		var ve *backup.VerificationError
+		if errors.As(err, &ve) || errors.Is(err, backup.ErrNotFound) || errors.Is(err, snapshot.ErrWrongFormat) {
+			return reconcile.Terminal(ReasonRestoreFailed, err)
+		}
+		return reconcile.Retry(fmt.Errorf("restoring %s: %w", b.Status.BackupID, err))
+	}
+	c.Status.Restored = true
+	ctrl.LoggerFrom(ctx).Info("restored backup", "restore", "logical", "backup", b.Name, "keys", r.Loaded.Keys, "skippedLeased", r.Loaded.SkippedLeased)
+	return reconcile.Done()
+}
+
+// plannedSize is the size the planner works towards: one member while a
+// cluster created from a backup is not restored yet (it grows afterwards),
+// spec.size otherwise.
+func plannedSize(c *v1alpha1.EtcdCluster) int {
+	if c.Spec.Restore != nil && !c.Status.Restored {
+		return 1
+	}
+	return int(c.Spec.Size)
+}
+
+// restoreStep is the restore part of a pass of a cluster created from a
+// backup that is not restored yet; it returns nothing for any other. The
+// cluster is restored while it has one member (plannedSize), before it
+// grows: physically, by its seed pod's init containers before etcd starts,
+// or logically, by loading the backup into the running seed. It returns
+// the result ending the pass, if any, and the physical restore the seed
+// pod is to be created with, if any.
+func (h *ClusterHooks) restoreStep(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation) (*seedRestore, *reconcile.Result) {
+	if c.Spec.Restore == nil || c.Status.Restored {
+		return nil, nil
+	}
+	physical := slices.ContainsFunc(slices.Collect(maps.Values(obs.pods)), restoredPhysically)
+	switch {
+	case len(obs.healthy) == 1 && len(obs.planned.Members) == 1:
+		restore := h.restore
+		if physical {
+			restore = h.checkPhysicalRestore
+		}
+		if res := restore(ctx, c, obs); res.Kind() != reconcile.KindDone {
+			return nil, &res
+		}
+		// The pass ends here: status.restored is written at its end, and
+		// the cluster grows only in a pass that reads it back, so that a
+		// lost status write redoes the restore (checked, or loaded again
+		// into the lone seed no client reaches) rather than leaving a
+		// grown cluster that looks unrestored.
+		res := reconcile.Waiting(ReasonRestored, "backup "+c.Spec.Restore.BackupName+" restored into the seed; the cluster grows once that is recorded", stepRequeue)
+		return nil, &res
+	case physical:
+		return nil, restoreInitFailed(obs)
+	case len(obs.pods) == 0 && !obs.planned.Bootstrapped && h.RestoreImage != "":
+		// The backup must be known before the seed pod is created.
+		b, _, res := h.restoreSource(ctx, c)
+		if b == nil {
+			return nil, &res
+		}
+		return &seedRestore{image: h.RestoreImage, backup: b}, nil
+	}
+	return nil, nil
+}
