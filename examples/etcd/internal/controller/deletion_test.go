@@ -2,14 +2,10 @@ package controller_test
 
 import (
 	"context"
-	"strings"
-
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
-
-	"github.com/opkit-dev/opkit/statusutil"
-	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -21,11 +17,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/opkit-dev/opkit/backup"
 	"github.com/opkit-dev/opkit/backup/fsstore"
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/controller"
+	"github.com/opkit-dev/opkit/statusutil"
 )
 
 // TestFinalBackupUnderEveryPropagationPolicy: deleting a cluster takes its

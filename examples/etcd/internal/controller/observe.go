@@ -72,7 +72,7 @@ func (h *ClusterHooks) observe(ctx context.Context, c *v1alpha1.EtcdCluster, gua
 	var endpoints []string
 	for i := range pods.Items {
 		pod := &pods.Items[i]
-		if pod.DeletionTimestamp != nil || !(metav1.IsControlledBy(pod, c) || isHeldBy(pod, guard)) {
+		if pod.DeletionTimestamp != nil || (!metav1.IsControlledBy(pod, c) && !isHeldBy(pod, guard)) {
 			continue
 		}
 		obs.pods[pod.Name] = pod
