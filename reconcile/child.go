@@ -88,6 +88,7 @@ type Children struct {
 	uncached   client.Reader
 	scheme     *runtime.Scheme
 	fieldOwner string
+	applied    appliedChildren
 }
 
 // ChildrenOption configures NewChildren.
@@ -149,6 +150,10 @@ func AdoptOrphan() ChildOption {
 // existing object of that name without a controller unless the call passes
 // AdoptOrphan. Either refusal writes nothing; report it (a condition
 // naming the object) rather than retrying quickly.
+//
+// Until the cache has seen an apply, EnsureChild remembers it: a call that
+// reads the version from before it, with the same desired child, sends
+// nothing (and desired is set to what the apply returned).
 func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object, opts ...ChildOption) (Operation, error) {
 	var o childOptions
 	for _, opt := range opts {
@@ -178,6 +183,8 @@ func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object
 	}
 	op := OperationCreated
 	key := client.ObjectKeyFromObject(desired)
+	ck := childKey{gvk: gvk, key: key}
+	var stale []string
 	err = c.client.Get(ctx, key, current)
 	if apierrors.IsNotFound(err) && c.uncached != nil {
 		// Not in the cache: make sure it is not merely invisible to it.
@@ -198,6 +205,14 @@ func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object
 		if ownership.IsControlledBy(current, owner) && current.GetLabels()[AppliedDigestLabel] == digest && matches(desired, current) {
 			return OperationNone, copyInto(current, desired)
 		}
+		if rec, ok := c.applied.lookup(ck, current); ok {
+			// The cache has not seen our last apply yet.
+			if rec.digest == digest {
+				return OperationNone, copyInto(rec.applied.DeepCopyObject().(client.Object), desired)
+			}
+			stale = rec.staleRVs
+		}
+		stale = append(stale, current.GetResourceVersion())
 		op = OperationUpdated
 	}
 
@@ -218,6 +233,7 @@ func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, desired); err != nil {
 		return op, fmt.Errorf("reading applied %s %s: %w", gvk.Kind, desired.GetName(), err)
 	}
+	c.applied.record(ck, desired, digest, stale)
 	return op, nil
 }
 
@@ -240,6 +256,9 @@ func (c *Children) DeleteChild(ctx context.Context, owner, obj client.Object) (O
 			return OperationNone, &ownership.AlreadyControlledError{Object: obj, Owner: *ctl}
 		}
 		return OperationNone, fmt.Errorf("DeleteChild: %s is not controlled by %s; refusing to delete it", obj.GetName(), owner.GetName())
+	}
+	if gvk, err := apiutil.GVKForObject(obj, c.scheme); err == nil {
+		c.applied.forget(childKey{gvk: gvk, key: client.ObjectKeyFromObject(obj)})
 	}
 	uid := obj.GetUID()
 	err := c.client.Delete(ctx, obj, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))

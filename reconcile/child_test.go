@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
 	"github.com/opkit-dev/opkit/internal/testkit"
@@ -303,5 +304,64 @@ func TestEnsureChildConfirmsAbsenceUncached(t *testing.T) {
 	// A child that really does not exist is created.
 	if op, err := ch.EnsureChild(ctx, owner, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "new", Namespace: f.ns}}); err != nil || op != reconcile.OperationCreated {
 		t.Errorf("creating a new child: %s, %v", op, err)
+	}
+}
+
+// TestEnsureChildOnAStaleCache: a cache that still serves a child's
+// version from before the last apply (its watch event has not arrived)
+// must not make EnsureChild apply the same content again. Seen in CI as a
+// Service PATCHed twice until Ready. A change of the desired child is
+// applied at once, stale cache or not.
+func TestEnsureChildOnAStaleCache(t *testing.T) {
+	f := newFixture(t)
+	owner := f.createWidget("owner", testv1.WidgetSpec{})
+	ctx := t.Context()
+	var stale *appsv1.Deployment
+	cfg, counter := env.CountingConfig()
+	base, err := client.NewWithWatch(cfg, client.Options{Scheme: env.Scheme})
+	testkit.Must(t, err)
+	c := interceptor.NewClient(base, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if d, ok := obj.(*appsv1.Deployment); ok && stale != nil {
+				stale.DeepCopyInto(d)
+				return nil
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	ch, err := reconcile.NewChildren(c, env.Scheme, "opkit-widget")
+	testkit.Must(t, err)
+	if _, err := ch.EnsureChild(ctx, owner, desiredDeployment(f.ns, "web:1")); err != nil {
+		t.Fatal(err)
+	}
+	old := &appsv1.Deployment{}
+	testkit.Must(t, env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "web"}, old))
+	if _, err := ch.EnsureChild(ctx, owner, desiredDeployment(f.ns, "web:2")); err != nil {
+		t.Fatal(err)
+	}
+	stale = old // the cache has not seen the update to web:2 yet
+
+	counter.Reset()
+	for range 3 {
+		op, err := ch.EnsureChild(ctx, owner, desiredDeployment(f.ns, "web:2"))
+		if err != nil || op != reconcile.OperationNone {
+			t.Errorf("EnsureChild(web:2) on the stale cache = %s, %v; want %s", op, err, reconcile.OperationNone)
+		}
+	}
+	if got := counter.Writes(); got != 0 {
+		t.Errorf("write requests on the stale cache = %d, want 0 (%s)", got, counter)
+	}
+
+	counter.Reset()
+	if op, err := ch.EnsureChild(ctx, owner, desiredDeployment(f.ns, "web:3")); err != nil || op != reconcile.OperationUpdated {
+		t.Errorf("EnsureChild(web:3) on the stale cache = %s, %v; want %s", op, err, reconcile.OperationUpdated)
+	}
+	if got := counter.Writes(); got != 1 {
+		t.Errorf("write requests for web:3 = %d, want 1 (%s)", got, counter)
+	}
+	live := &appsv1.Deployment{}
+	testkit.Must(t, env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "web"}, live))
+	if img := live.Spec.Template.Spec.Containers[0].Image; img != "web:3" {
+		t.Errorf("image %s, want web:3", img)
 	}
 }

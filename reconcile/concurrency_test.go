@@ -223,3 +223,74 @@ func TestReadYourWrites(t *testing.T) {
 		t.Errorf("spec change after catching up: %d writes, want 2 (%s)", got, counter)
 	}
 }
+
+// TestStaleReadKeepsOwnConditions: a pass that reads the version from
+// before the previous pass's status write (the cache has not caught up)
+// and changes one condition must not lose the others this controller
+// wrote. The status apply sends the conditions its field manager owns; it
+// read them from the stale copy's managedFields, which predate the write
+// that took them: only the changed condition was sent, and server-side
+// apply deleted the rest.
+func TestStaleReadKeepsOwnConditions(t *testing.T) {
+	f := newFixture(t)
+	created := f.createWidget("w", testv1.WidgetSpec{Replicas: 1})
+	var serveStale bool
+	base, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	testkit.Must(t, err)
+	c := interceptor.NewClient(base, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if w, ok := obj.(*testv1.Widget); ok && serveStale {
+				created.DeepCopyInto(w)
+				return nil
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	ch, err := reconcile.NewChildren(c, env.Scheme, "opkit-widget")
+	testkit.Must(t, err)
+	pass := 0
+	hooks := &widgetHooks{children: ch, onReconc: func(_ context.Context, w *testv1.Widget) (reconcile.Result, bool) {
+		pass++
+		if pass == 1 {
+			statusutil.MarkTrue(w, "Extra", "Set", "set by the first pass")
+			return reconcile.Result{}, false
+		}
+		w.Status.Replicas = w.Spec.Replicas
+		statusutil.MarkTrue(w, "Available", "Changed", "changed by a pass on a stale read")
+		return reconcile.Done(), true
+	}}
+	r, err := reconcile.New[*testv1.Widget](c, env.Scheme, hooks)
+	testkit.Must(t, err)
+	req := crreconcile.Request{NamespacedName: client.ObjectKeyFromObject(created)}
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	want := conditionTypes(f.get("w"))
+	if !want["Extra"] {
+		t.Fatalf("first pass wrote no Extra condition: %+v", want)
+	}
+
+	serveStale = true
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatalf("pass on a stale read: %v", err)
+	}
+	after := f.get("w")
+	got := conditionTypes(after)
+	for typ := range want {
+		if !got[typ] {
+			t.Errorf("condition %s disappeared after a pass on a stale read; conditions now %+v", typ, conditionsOf(after))
+		}
+	}
+	if a := statusutil.Get(after, "Available"); a == nil || a.Reason != "Changed" {
+		t.Errorf("Available = %+v, want reason Changed", a)
+	}
+}
+
+// conditionTypes returns the set of w's condition types.
+func conditionTypes(w *testv1.Widget) map[string]bool {
+	out := map[string]bool{}
+	for _, c := range w.Status.Conditions {
+		out[c.Type] = true
+	}
+	return out
+}

@@ -19,8 +19,10 @@ import (
 // stale resourceVersion (a certain 409 conflict) and re-apply the status.
 //
 // So the Reconciler remembers, per object, the resourceVersions that predate
-// its own last writes and the finalizers and status it wrote. When a pass
-// reads one of those versions, it overlays what it wrote before running. The
+// its own last writes and the finalizers, status and managedFields its last
+// write left. When a pass reads one of those versions, it overlays them
+// before running (managedFields decide which conditions the status apply
+// sends: see writeStatus). The
 // record is dropped as soon as the cache shows any other version.
 type ownWrites struct {
 	mu sync.Mutex
@@ -53,6 +55,10 @@ func (w *ownWrites) overlay(key types.NamespacedName, obj client.Object, finaliz
 		controllerutil.RemoveFinalizer(obj, finalizer)
 	}
 	copyStatus(rec.written.DeepCopyObject(), obj)
+	// managedFields say which conditions this controller owns, and so
+	// which the status apply sends: the stale copy's predate the write
+	// that took the latest ones, and an apply without them deletes them.
+	obj.SetManagedFields(rec.written.GetManagedFields())
 	return rec.staleRVs
 }
 

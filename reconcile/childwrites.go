@@ -1,0 +1,106 @@
+package reconcile
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// appliedChildren gives EnsureChild read-your-writes over the manager's
+// cache, as ownWrites does for the Reconciler's own object.
+//
+// After EnsureChild applies a change to a child, the cache serves the
+// child's previous version until the watch event arrives. EnsureChild in
+// that window sees the old digest and would apply the same content again.
+// So Children remembers, per child, the digest it last applied and the
+// resourceVersions that predate that apply; while the cache serves one of
+// those versions and the desired child has the same digest, nothing is
+// sent. The record is dropped as soon as the cache shows any other version
+// (or the child is deleted through DeleteChild), and records not looked at
+// for appliedChildTTL are dropped too, so that children never visited again
+// are not remembered forever.
+type appliedChildren struct {
+	mu        sync.Mutex
+	m         map[childKey]appliedChild
+	lastPrune time.Time
+}
+
+type childKey struct {
+	gvk schema.GroupVersionKind
+	key types.NamespacedName
+}
+
+type appliedChild struct {
+	uid      types.UID
+	digest   string
+	staleRVs []string      // versions the cache may still serve that predate the apply
+	applied  client.Object // the apply's response
+	at       time.Time
+}
+
+// appliedChildTTL bounds how long a record is kept: a watch event arrives
+// long before.
+const appliedChildTTL = 10 * time.Minute
+
+// lookup returns what was last applied to k when current (read from the
+// cache) predates that apply: the record, and true. A current that does
+// not predate it drops the record.
+func (a *appliedChildren) lookup(k childKey, current client.Object) (appliedChild, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	rec, ok := a.m[k]
+	if !ok {
+		return appliedChild{}, false
+	}
+	if rec.uid != current.GetUID() || !slices.Contains(rec.staleRVs, current.GetResourceVersion()) {
+		delete(a.m, k)
+		return appliedChild{}, false
+	}
+	return rec, true
+}
+
+// record remembers applied (the server's response, carrying its UID and
+// new resourceVersion) as the last apply of k, with digest; stale lists the
+// versions the cache may still serve instead.
+func (a *appliedChildren) record(k childKey, applied client.Object, digest string, stale []string) {
+	var rvs []string
+	for _, rv := range stale {
+		if rv != "" && rv != applied.GetResourceVersion() && !slices.Contains(rvs, rv) {
+			rvs = append(rvs, rv)
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := time.Now()
+	if now.Sub(a.lastPrune) > time.Minute {
+		for key, rec := range a.m {
+			if now.Sub(rec.at) > appliedChildTTL {
+				delete(a.m, key)
+			}
+		}
+		a.lastPrune = now
+	}
+	if len(rvs) == 0 {
+		delete(a.m, k)
+		return
+	}
+	copied, ok := applied.DeepCopyObject().(client.Object)
+	if !ok {
+		return
+	}
+	if a.m == nil {
+		a.m = map[childKey]appliedChild{}
+	}
+	a.m[k] = appliedChild{uid: applied.GetUID(), digest: digest, staleRVs: rvs, applied: copied, at: now}
+}
+
+// forget drops the record of k.
+func (a *appliedChildren) forget(k childKey) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.m, k)
+}
