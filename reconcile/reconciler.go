@@ -26,6 +26,13 @@ import (
 // Object is what a Reconciler manages: a Kubernetes object whose status has
 // conditions and an observedGeneration. A CRD type satisfies it with four
 // one-line methods (see the package example).
+//
+// Footgun: default status.observedGeneration to -1 in the CRD (the marker
+// +kubebuilder:default={"observedGeneration":-1} on the Status field, as
+// Flux's kinds do). Without it, an object no pass has written yet has
+// neither conditions nor observedGeneration, which kstatus (Flux and kpt
+// health checks, kubectl-style waits) reads as Current: a health check
+// passes before the operator has seen the object.
 type Object interface {
 	client.Object
 	statusutil.Setter

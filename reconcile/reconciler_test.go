@@ -241,7 +241,7 @@ func TestOutcomes(t *testing.T) {
 				{"Ready", "False", reconcile.ReasonReconcileFailed, boom.Error(), 1},
 				{"Reconciling", "True", reconcile.ReasonRetrying, boom.Error(), 1},
 			},
-			wantObsGen: 0, // a failed pass has not acted on the generation
+			wantObsGen: -1, // a failed pass has not acted on the generation: the CRD default stays
 		},
 		{
 			name:    "terminal",

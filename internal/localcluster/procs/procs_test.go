@@ -1,11 +1,15 @@
 package procs
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // TestWithFindsAProcessByItsArguments: a child started with a marker in
@@ -30,9 +34,15 @@ func TestWithFindsAProcessByItsArguments(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	got := With(marker)
-	if !slices.Equal(got, []int{cmd.Process.Pid}) {
-		t.Errorf("With(marker) = %v, want [%d]", got, cmd.Process.Pid)
+	// Start returns once the child is forked; until it has exec'd, its
+	// command line is still this test's: wait for the exec.
+	var got []int
+	err = wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		got = With(marker)
+		return len(got) > 0, nil
+	})
+	if err != nil || !slices.Equal(got, []int{cmd.Process.Pid}) {
+		t.Errorf("With(marker) = %v (%v), want [%d]", got, err, cmd.Process.Pid)
 	}
 	if name := Name(cmd.Process.Pid); name != "sleep" {
 		t.Errorf("Name = %q, want sleep", name)

@@ -88,6 +88,11 @@ type EtcdBackup struct {
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	Spec   EtcdBackupSpec   `json:"spec,omitempty"`
+	// Status starts with observedGeneration -1, so that kstatus (Flux,
+	// kpt, kubectl-style waits) reads an object no pass has written yet as
+	// InProgress, not Current.
+	//
+	// +kubebuilder:default={"observedGeneration":-1}
 	Status EtcdBackupStatus `json:"status,omitempty"`
 }
 

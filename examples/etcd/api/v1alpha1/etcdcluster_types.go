@@ -255,6 +255,11 @@ type EtcdCluster struct {
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	Spec   EtcdClusterSpec   `json:"spec,omitempty"`
+	// Status starts with observedGeneration -1, so that kstatus (Flux,
+	// kpt, kubectl-style waits) reads an object no pass has written yet as
+	// InProgress, not Current.
+	//
+	// +kubebuilder:default={"observedGeneration":-1}
 	Status EtcdClusterStatus `json:"status,omitempty"`
 }
 

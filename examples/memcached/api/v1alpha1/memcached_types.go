@@ -150,6 +150,11 @@ type Memcached struct {
 
 	// +required
 	Spec   MemcachedSpec   `json:"spec"`
+	// Status starts with observedGeneration -1, so that kstatus (Flux,
+	// kpt, kubectl-style waits) reads an object no pass has written yet as
+	// InProgress, not Current.
+	//
+	// +kubebuilder:default={"observedGeneration":-1}
 	Status MemcachedStatus `json:"status,omitempty"`
 }
 
