@@ -56,7 +56,7 @@ type Widget struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   WidgetSpec   `json:"spec,omitempty"`
+	Spec WidgetSpec `json:"spec,omitempty"`
 	// Status starts with observedGeneration -1, so that kstatus (Flux,
 	// kpt, kubectl-style waits) reads an object no pass has written yet as
 	// InProgress, not Current.

@@ -254,7 +254,7 @@ type EtcdCluster struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   EtcdClusterSpec   `json:"spec,omitempty"`
+	Spec EtcdClusterSpec `json:"spec,omitempty"`
 	// Status starts with observedGeneration -1, so that kstatus (Flux,
 	// kpt, kubectl-style waits) reads an object no pass has written yet as
 	// InProgress, not Current.

@@ -149,7 +149,7 @@ type Memcached struct {
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// +required
-	Spec   MemcachedSpec   `json:"spec"`
+	Spec MemcachedSpec `json:"spec"`
 	// Status starts with observedGeneration -1, so that kstatus (Flux,
 	// kpt, kubectl-style waits) reads an object no pass has written yet as
 	// InProgress, not Current.
