@@ -239,8 +239,10 @@ func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object
 
 // DeleteChild deletes obj (identified by its name and namespace) if it exists
 // and owner controls it. It reads through the cache first, so deleting a child
-// that is already gone sends no request. A child controlled by another
-// object is left alone and reported with *ownership.AlreadyControlledError.
+// that is already gone sends no request. An object controlled by another
+// owner is left alone and reported with *ownership.AlreadyControlledError,
+// one without a controller with *ownership.NotControlledError
+// (ownership.IsConflict reports either).
 func (c *Children) DeleteChild(ctx context.Context, owner, obj client.Object) (Operation, error) {
 	if err := c.client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -255,7 +257,7 @@ func (c *Children) DeleteChild(ctx context.Context, owner, obj client.Object) (O
 		if ctl := metav1.GetControllerOf(obj); ctl != nil {
 			return OperationNone, &ownership.AlreadyControlledError{Object: obj, Owner: *ctl}
 		}
-		return OperationNone, fmt.Errorf("DeleteChild: %s is not controlled by %s; refusing to delete it", obj.GetName(), owner.GetName())
+		return OperationNone, &ownership.NotControlledError{Object: obj}
 	}
 	if gvk, err := apiutil.GVKForObject(obj, c.scheme); err == nil {
 		c.applied.forget(childKey{gvk: gvk, key: client.ObjectKeyFromObject(obj)})

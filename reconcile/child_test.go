@@ -257,6 +257,11 @@ func TestDeleteChild(t *testing.T) {
 			if (err != nil) != tt.wantErr || op != tt.wantOp {
 				t.Errorf("DeleteChild(%s) = %s, %v; want %s, error %v", tt.obj, op, err, tt.wantOp, tt.wantErr)
 			}
+			// A refusal is a conflict callers can branch on, as
+			// EnsureChild's are.
+			if tt.wantErr && !ownership.IsConflict(err) {
+				t.Errorf("DeleteChild(%s) error %v is not an ownership conflict (*ownership.AlreadyControlledError or *ownership.NotControlledError)", tt.obj, err)
+			}
 			f.wantWrites(tt.wantWrites)
 		})
 	}
