@@ -142,6 +142,42 @@ func ExamplePrune() {
 	// 2026-03-04 revision 3
 }
 
+// Keep the newest two scheduled backups and every on-demand one in a
+// shared store: what took each backup is recorded in its metadata, which
+// Policy.Match and Find select by.
+func ExampleFind() {
+	dir, _ := os.MkdirTemp("", "backups")
+	defer func() { _ = os.RemoveAll(dir) }()
+	store, _ := fsstore.New(dir)
+	ctx := context.Background()
+
+	start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	for i, trigger := range []string{"schedule", "on-demand", "schedule", "schedule", "schedule"} {
+		now := start.Add(time.Duration(i) * time.Hour)
+		snap := backup.SnapshotterFunc(func(_ context.Context, w io.Writer) (backup.Metadata, error) {
+			_, err := fmt.Fprintf(w, "backup %d\n", i)
+			return backup.Metadata{Engine: "kvdb", ConsistencyPoint: fmt.Sprint(i), Extra: map[string]string{"trigger": trigger}}, err
+		})
+		_, _ = backup.Backup(ctx, store, snap, backup.WithClock(func() time.Time { return now }))
+	}
+	by := func(trigger string) func(backup.Manifest) bool {
+		return func(m backup.Manifest) bool { return m.Snapshot.Extra["trigger"] == trigger }
+	}
+	res, err := backup.Prune(ctx, store, backup.Policy{KeepLast: 2, Match: by("schedule")}, start.Add(24*time.Hour))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("scheduled: kept", len(res.Kept), "deleted", len(res.Deleted))
+	onDemand, _ := backup.Find(ctx, store, by("on-demand"))
+	for _, m := range onDemand {
+		fmt.Println("on-demand backup at revision", m.Snapshot.ConsistencyPoint, "kept")
+	}
+	// Output:
+	// scheduled: kept 2 deleted 2
+	// on-demand backup at revision 1 kept
+}
+
 func ExampleSchedule_Next() {
 	s, err := backup.ParseSchedule("0 3 * * *") // daily at 03:00
 	if err != nil {

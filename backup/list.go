@@ -29,6 +29,18 @@ func List(ctx context.Context, store Store) ([]Manifest, error) {
 	return inv.complete, nil
 }
 
+// Find returns the manifests of the complete backups in store that match
+// returns true for, newest first; List with a filter. Use it to find
+// backups by what they record (Metadata.Extra), for example the backup a
+// request took or a cluster's final backup.
+func Find(ctx context.Context, store Store, match func(Manifest) bool) ([]Manifest, error) {
+	all, err := List(ctx, store)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(all, func(m Manifest) bool { return !match(m) }), nil
+}
+
 // Latest returns the manifest of the newest complete backup in store, or an
 // error wrapping [ErrNoBackup].
 func Latest(ctx context.Context, store Store) (Manifest, error) {

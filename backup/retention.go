@@ -33,6 +33,13 @@ type Policy struct {
 	// exceed the duration of the longest backup if another process may be
 	// writing one while Prune runs.
 	IncompleteGrace time.Duration
+	// Match, when set, restricts the policy to the complete backups it
+	// returns true for, for example those of one trigger (scheduled, not
+	// on demand) recorded in Metadata.Extra: the others are neither
+	// counted nor deleted, and "the newest backup" is the newest matching
+	// one. Incomplete backups are collected whatever Match says (they have
+	// no manifest to match).
+	Match func(Manifest) bool
 }
 
 // Validate returns an error naming the first invalid field and the fix.
@@ -54,9 +61,15 @@ func (p Policy) Validate() error {
 
 // Select splits complete backups into those to keep and those to delete at
 // time now. The input may be in any order; both results are newest first.
-// The newest backup is always kept. Select does not validate p.
+// The newest backup is always kept. With p.Match, backups it does not match
+// are in neither result. Select does not validate p.
 func (p Policy) Select(backups []Manifest, now time.Time) (keep, drop []Manifest) {
-	sorted := append([]Manifest(nil), backups...)
+	sorted := make([]Manifest, 0, len(backups))
+	for _, m := range backups {
+		if p.Match == nil || p.Match(m) {
+			sorted = append(sorted, m)
+		}
+	}
 	sortNewestFirst(sorted)
 	days := map[string]bool{}
 	weeks := map[string]bool{}
@@ -88,7 +101,8 @@ func (p Policy) Select(backups []Manifest, now time.Time) (keep, drop []Manifest
 
 // PruneResult reports what [Prune] did.
 type PruneResult struct {
-	// Kept are the IDs of the complete backups kept, newest first.
+	// Kept are the IDs of the complete backups the policy kept, newest
+	// first (not those Policy.Match left out).
 	Kept []string
 	// Deleted are the IDs of the complete backups deleted, newest first.
 	Deleted []string

@@ -207,3 +207,59 @@ func TestPrune(t *testing.T) {
 		}
 	})
 }
+
+// TestPruneAndFindByMatch: a policy with Match prunes only the backups it
+// matches (here the scheduled ones, by what the manifest records); others
+// in the same store (on-demand ones) are neither counted nor deleted, and
+// Find returns the matching backups newest first.
+func TestPruneAndFindByMatch(t *testing.T) {
+	store := newFS(t)
+	trigger := func(m backup.Manifest) string { return m.Snapshot.Extra["trigger"] }
+	made := map[string][]string{}
+	for i, tr := range []string{"schedule", "manual", "schedule", "schedule", "manual", "schedule"} {
+		snap := snapOf([]byte(fmt.Sprint(i)))
+		snap.meta.Extra = map[string]string{"trigger": tr}
+		m, err := backup.Backup(t.Context(), store, snap, clock(t0.Add(time.Duration(i)*time.Hour), time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		made[tr] = append([]string{m.ID}, made[tr]...) // newest first
+	}
+	scheduled := func(m backup.Manifest) bool { return trigger(m) == "schedule" }
+
+	found, err := backup.Find(t.Context(), store, scheduled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var foundIDs []string
+	for _, m := range found {
+		foundIDs = append(foundIDs, m.ID)
+	}
+	if diff := cmp.Diff(made["schedule"], foundIDs); diff != "" {
+		t.Errorf("Find(scheduled) (-want +got):\n%s", diff)
+	}
+
+	res, err := backup.Prune(t.Context(), store, backup.Policy{KeepLast: 2, Match: scheduled}, t0.Add(24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(made["schedule"][:2], res.Kept); diff != "" {
+		t.Errorf("kept (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(made["schedule"][2:], res.Deleted); diff != "" {
+		t.Errorf("deleted (-want +got):\n%s", diff)
+	}
+	left, err := backup.List(t.Context(), store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var manual []string
+	for _, m := range left {
+		if trigger(m) == "manual" {
+			manual = append(manual, m.ID)
+		}
+	}
+	if diff := cmp.Diff(made["manual"], manual); diff != "" {
+		t.Errorf("on-demand backups after the prune (-want +got):\n%s", diff)
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"time"
 
@@ -91,30 +90,10 @@ func (h *ClusterHooks) scheduledBackup(ctx context.Context, c *v1alpha1.EtcdClus
 // backup.DefaultIncompleteGrace. Backups whose manifest cannot be read (of
 // a newer operator, damaged) are never deleted: they are returned.
 func pruneScheduled(ctx context.Context, store backup.Store, keep int, now time.Time) ([]backup.UnreadableBackup, error) {
-	list, err := backup.List(ctx, store)
+	scheduled := func(m backup.Manifest) bool { return m.Snapshot.Extra[ExtraTrigger] == TriggerSchedule }
+	res, err := backup.Prune(ctx, store, backup.Policy{KeepLast: keep, Match: scheduled}, now)
 	if err != nil {
-		return nil, fmt.Errorf("pruning scheduled backups: %w", err)
-	}
-	var scheduled []backup.Manifest
-	for _, m := range list {
-		if m.Snapshot.Extra[ExtraTrigger] == TriggerSchedule {
-			scheduled = append(scheduled, m)
-		}
-	}
-	_, drop := backup.Policy{KeepLast: keep}.Select(scheduled, now)
-	for _, m := range drop {
-		// The manifest first: a backup interrupted half-way is
-		// incomplete, never listed without its data.
-		for _, key := range []string{backup.ManifestKeyFor(m.ID), m.DataKey} {
-			if err := store.Delete(ctx, key); err != nil {
-				return nil, fmt.Errorf("pruning scheduled backup %s: %w", m.ID, err)
-			}
-		}
-	}
-	// A policy that keeps every complete backup removes only leftovers.
-	res, err := backup.Prune(ctx, store, backup.Policy{KeepLast: math.MaxInt}, now)
-	if err != nil {
-		return res.Unreadable, fmt.Errorf("removing leftovers of interrupted backups: %w", err)
+		return res.Unreadable, fmt.Errorf("pruning scheduled backups: %w", err)
 	}
 	return res.Unreadable, nil
 }

@@ -79,16 +79,10 @@ func finalBackupTaken(ctx context.Context, store backup.Store, c *v1alpha1.EtcdC
 	if c.DeletionTimestamp == nil {
 		return false, nil
 	}
-	list, err := backup.List(ctx, store)
-	if err != nil {
-		return false, err
-	}
-	for _, m := range list {
-		if m.Snapshot.Extra[ExtraTrigger] == TriggerFinal && m.Snapshot.Extra[ExtraClusterUID] == string(c.UID) {
-			return true, nil
-		}
-	}
-	return false, nil
+	found, err := backup.Find(ctx, store, func(m backup.Manifest) bool {
+		return m.Snapshot.Extra[ExtraTrigger] == TriggerFinal && m.Snapshot.Extra[ExtraClusterUID] == string(c.UID)
+	})
+	return len(found) > 0, err
 }
 
 // finalBackupExtra is the snapshot metadata of c's final backup.

@@ -232,16 +232,11 @@ func findBackup(ctx context.Context, store backup.Store, uid types.UID) (backup.
 	if uid == "" {
 		return backup.Manifest{}, false, nil
 	}
-	list, err := backup.List(ctx, store)
-	if err != nil {
+	found, err := backup.Find(ctx, store, func(m backup.Manifest) bool { return m.Snapshot.Extra[ExtraBackupUID] == string(uid) })
+	if err != nil || len(found) == 0 {
 		return backup.Manifest{}, false, err
 	}
-	for _, m := range list {
-		if m.Snapshot.Extra[ExtraBackupUID] == string(uid) {
-			return m, true, nil
-		}
-	}
-	return backup.Manifest{}, false, nil
+	return found[0], true, nil
 }
 
 func describeRef(r v1alpha1.StoreReference) string {
