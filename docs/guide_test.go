@@ -67,6 +67,7 @@ func TestFirstOperatorGuideBuilds(t *testing.T) {
 		{"go", "mod", "tidy"},
 		{controllerGen, "object", "paths=./..."},
 		{controllerGen, "crd", "paths=./...", "output:crd:artifacts:config=config/crd"},
+		{controllerGen, "rbac:roleName=manager-role", "paths=./...", "output:rbac:artifacts:config=config/rbac"},
 		{"go", "vet", "./..."},
 		{"go", "build", "-o", filepath.Join(dir, "greeter"), "."},
 	} {
@@ -79,5 +80,14 @@ func TestFirstOperatorGuideBuilds(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "config", "crd", "greeter.example.com_greetings.yaml")); err != nil {
 		t.Errorf("controller-gen wrote no CRD: %v", err)
+	}
+	role, err := os.ReadFile(filepath.Join(dir, "config", "rbac", "role.yaml"))
+	if err != nil {
+		t.Fatalf("controller-gen wrote no role: %v", err)
+	}
+	for _, want := range []string{"greetings/status", "greetings/finalizers", "events.k8s.io", "configmaps"} {
+		if !strings.Contains(string(role), want) {
+			t.Errorf("the guide's role grants nothing on %s:\n%s", want, role)
+		}
 	}
 }

@@ -67,6 +67,25 @@
 // a cache transform: the Reconciler reads them to know which conditions it
 // owns.
 //
+// # RBAC
+//
+// A Reconciler reads its kind through the cache (get, list, watch),
+// merge-patches its finalizer (patch), server-side applies the status
+// subresource (patch) and emits events through events.k8s.io (create,
+// patch); children whose owner reference blocks the owner's deletion need
+// update on the kind's finalizers subresource (the
+// OwnerReferencesPermissionEnforcement admission plugin checks it).
+// EnsureChild applies and reads children (create, patch, get, list, watch)
+// and DeleteChild deletes them (delete).
+// For a kind widgets.example.com with ConfigMap children, as kubebuilder
+// markers for controller-gen's rbac generator:
+//
+//	// +kubebuilder:rbac:groups=example.com,resources=widgets,verbs=get;list;watch;patch
+//	// +kubebuilder:rbac:groups=example.com,resources=widgets/status,verbs=get;patch
+//	// +kubebuilder:rbac:groups=example.com,resources=widgets/finalizers,verbs=update
+//	// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+//	// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch;delete
+//
 // # Footguns
 //
 //   - Reconcile must not write its own object; set status fields in memory
