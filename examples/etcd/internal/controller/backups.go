@@ -68,10 +68,12 @@ func (h *ClusterHooks) scheduledBackup(ctx context.Context, c *v1alpha1.EtcdClus
 		// Kept in status.backup until the next success, beyond the
 		// Ready condition of this pass.
 		c.Status.Backup.RecordFailure(h.now(), err)
+		emit(h.Recorder, c, warning, EventBackupFailed, "Backup", "scheduled backup failed: "+err.Error())
 		return reconcile.Retry(fmt.Errorf("scheduled backup: %w", err))
 	}
 	c.Status.Backup.RecordSuccess(m)
 	ctrl.LoggerFrom(ctx).Info("scheduled backup taken", "etcdcluster", klog.KObj(c), "id", m.ID, "size", m.Size)
+	emit(h.Recorder, c, normal, EventBackupTaken, "Backup", fmt.Sprintf("scheduled backup %s taken at revision %s (%d bytes)", m.ID, m.Snapshot.ConsistencyPoint, m.Size))
 	unreadable, err := pruneScheduled(ctx, store, int(max(b.Retention, 1)), now)
 	for _, u := range unreadable {
 		ctrl.LoggerFrom(ctx).Info("a backup in the store is kept: its manifest cannot be read or disagrees with its data; inspect it",

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -113,6 +114,9 @@ type ClusterConfig struct {
 	// package internal/snapshot). Which way a cluster is restored is
 	// decided when its seed pod is created and read from the pod after.
 	RestoreImage string
+	// Recorder emits the events of membership steps, backups and
+	// restores (see EventBackupTaken); none if nil.
+	Recorder events.EventRecorder
 }
 
 // ClusterHooks reconciles EtcdClusters; build them with NewClusterHooks.
@@ -243,6 +247,7 @@ func (h *ClusterHooks) Reconcile(ctx context.Context, c *v1alpha1.EtcdCluster) r
 		if err := h.execute(ctx, c, obs, step, seed); err != nil {
 			return childError(fmt.Errorf("%s %s: %w", step.Action, step.Name, err))
 		}
+		emit(h.Recorder, c, normal, step.Reason, string(step.Action), step.Message)
 		return reconcile.Waiting(step.Reason, step.Message, stepRequeue)
 	}
 	return h.scheduledBackup(ctx, c, obs)

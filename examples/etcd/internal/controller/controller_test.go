@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -108,6 +109,8 @@ type rig struct {
 	fsRoot string
 	// hooks are the EtcdCluster hooks, for tests that set options.
 	hooks *controller.ClusterHooks
+	// events receives the events of both hooks.
+	events *events.FakeRecorder
 }
 
 // pvcStoreDir is where the operator finds the filesystem store
@@ -173,8 +176,9 @@ func newRig(t *testing.T) *rig {
 		return g.fake.Factory().New(ctx, endpoints)
 	})
 	stores := controller.DefaultStores(c, g.fsRoot)
+	g.events = events.NewFakeRecorder(10000)
 	hooks, err := controller.NewClusterHooks(controller.ClusterConfig{Client: c, Children: children, Etcd: factory, Stores: stores, ScratchDir: t.TempDir(),
-		Now: g.clock.Now})
+		Now: g.clock.Now, Recorder: g.events})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +188,7 @@ func newRig(t *testing.T) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	backupHooks, err := controller.NewBackupHooks(controller.BackupConfig{Client: c, Etcd: factory, Stores: stores, Now: g.clock.Now})
+	backupHooks, err := controller.NewBackupHooks(controller.BackupConfig{Client: c, Etcd: factory, Stores: stores, Now: g.clock.Now, Recorder: g.events})
 	if err != nil {
 		t.Fatal(err)
 	}

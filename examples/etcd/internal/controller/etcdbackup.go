@@ -10,6 +10,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -77,6 +78,9 @@ type BackupConfig struct {
 	// fails, so that objects applied together may arrive in any order;
 	// DefaultNotFoundGrace if zero.
 	NotFoundGrace time.Duration
+	// Recorder emits an event when a backup is taken or fails for good;
+	// none if nil.
+	Recorder events.EventRecorder
 }
 
 // BackupHooks reconciles EtcdBackups: each takes one snapshot, once. A
@@ -207,6 +211,7 @@ func (h *BackupHooks) notFound(b *v1alpha1.EtcdBackup, reason string, err error)
 func (h *BackupHooks) fail(b *v1alpha1.EtcdBackup, reason string, err error) reconcile.Result {
 	b.Status.Phase = v1alpha1.BackupFailed
 	statusutil.MarkFalse(b, ConditionComplete, reason, err.Error())
+	emit(h.Recorder, b, warning, EventBackupFailed, "Backup", reason+": "+err.Error())
 	return reconcile.Terminal(reason, err)
 }
 
@@ -224,6 +229,8 @@ func (h *BackupHooks) succeed(b *v1alpha1.EtcdBackup, m backup.Manifest) {
 	b.Status.StartTime = &start
 	b.Status.CompletionTime = &done
 	statusutil.MarkTrue(b, ConditionComplete, ReasonBackupSucceeded, b.Status.Location)
+	emit(h.Recorder, b, normal, EventBackupTaken, "Backup", fmt.Sprintf("backup %s of EtcdCluster %s taken at revision %d (%d bytes): %s",
+		m.ID, b.Spec.ClusterName, b.Status.Revision, m.Size, b.Status.Location))
 }
 
 // findBackup returns the complete backup in store taken for the EtcdBackup

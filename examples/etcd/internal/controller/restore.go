@@ -89,6 +89,7 @@ func (h *ClusterHooks) checkPhysicalRestore(ctx context.Context, c *v1alpha1.Etc
 	}
 	c.Status.Restored = true
 	ctrl.LoggerFrom(ctx).Info("restored backup", "restore", "physical", "backup", backupName, "member", name, "revision", st.Revision)
+	emit(h.Recorder, c, normal, EventRestored, "Restore", fmt.Sprintf("EtcdBackup %s restored physically into %s (revision %d); the cluster grows next", backupName, name, st.Revision))
 	return reconcile.Done()
 }
 
@@ -135,6 +136,8 @@ func (h *ClusterHooks) restore(ctx context.Context, c *v1alpha1.EtcdCluster, obs
 	}
 	c.Status.Restored = true
 	ctrl.LoggerFrom(ctx).Info("restored backup", "restore", "logical", "backup", b.Name, "keys", r.Loaded.Keys, "skippedLeased", r.Loaded.SkippedLeased)
+	emit(h.Recorder, c, normal, EventRestored, "Restore", fmt.Sprintf("EtcdBackup %s restored logically: %d keys written, %d leased keys skipped; the cluster grows next",
+		b.Name, r.Loaded.Keys, r.Loaded.SkippedLeased))
 	return reconcile.Done()
 }
 

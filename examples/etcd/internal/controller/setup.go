@@ -21,6 +21,9 @@ import (
 // FieldOwner is the field manager of every write the operator makes.
 const FieldOwner = "opkit-etcdcluster"
 
+// EventSource is the reporting controller of the operator's events.
+const EventSource = "etcd-operator"
+
 // Options configure the operator's controllers (SetupWithManager).
 type Options struct {
 	// Etcd builds clients on member endpoints (required).
@@ -94,9 +97,11 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	if concurrency == 0 {
 		concurrency = 4
 	}
+	rec := mgr.GetEventRecorder(EventSource)
 	clusters, err := NewClusterHooks(ClusterConfig{
 		Client: mgr.GetClient(), Children: children, Etcd: o.Etcd, Endpoints: o.Endpoints, Stores: stores,
 		BootstrapTimeout: o.BootstrapTimeout, MemberStartTimeout: o.MemberStartTimeout, RestoreImage: o.RestoreImage,
+		Recorder: rec,
 	})
 	if err != nil {
 		return err
@@ -106,15 +111,16 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		reconcile.WithOwns(&corev1.Pod{}, &corev1.PersistentVolumeClaim{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}),
 		reconcile.WithConditions(v1alpha1.ConditionAvailable),
 		reconcile.WithNegativePolarityConditions(v1alpha1.ConditionDegraded),
-		reconcile.WithMaxConcurrentReconciles(concurrency))
+		reconcile.WithMaxConcurrentReconciles(concurrency),
+		reconcile.WithEventRecorder(rec))
 	if err != nil {
 		return fmt.Errorf("setting up the EtcdCluster controller: %w", err)
 	}
-	backups, err := NewBackupHooks(BackupConfig{Client: mgr.GetClient(), Etcd: o.Etcd, Endpoints: o.Endpoints, Stores: stores})
+	backups, err := NewBackupHooks(BackupConfig{Client: mgr.GetClient(), Etcd: o.Etcd, Endpoints: o.Endpoints, Stores: stores, Recorder: rec})
 	if err != nil {
 		return err
 	}
-	_, err = reconcile.SetupWithManager[*v1alpha1.EtcdBackup](mgr, backups, reconcile.WithConditions(ConditionComplete))
+	_, err = reconcile.SetupWithManager[*v1alpha1.EtcdBackup](mgr, backups, reconcile.WithConditions(ConditionComplete), reconcile.WithEventRecorder(rec))
 	if err != nil {
 		return fmt.Errorf("setting up the EtcdBackup controller: %w", err)
 	}

@@ -1,0 +1,43 @@
+package controller
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+)
+
+// Event reasons, besides those of membership steps: every membership step
+// the operator carries out is one Normal event whose reason is the step's
+// (Bootstrapping, ScalingUp, PromotingLearner, ScalingDown, MemberAdded,
+// MemberRemoved, MemberRecreated, MemberFailed, MemberLost, Upgrading,
+// RollingOut) and whose note is the step's message. Events are emitted
+// once per step, not per pass: a wait emits none (conditions say what the
+// cluster waits for).
+const (
+	// EventBackupTaken (Normal): a scheduled backup of an EtcdCluster, or
+	// an EtcdBackup's backup, is in its store.
+	EventBackupTaken = "BackupTaken"
+	// EventBackupFailed (Warning): a scheduled backup failed (it is taken
+	// again at the next scheduled time), or an EtcdBackup failed for good.
+	EventBackupFailed = "BackupFailed"
+	// EventFinalBackupTaken (Normal): a deleted EtcdCluster's final backup
+	// is in its store; its members go next.
+	EventFinalBackupTaken = "FinalBackupTaken"
+	// EventRestored (Normal): spec.restore's backup is in the seed.
+	EventRestored = "Restored"
+)
+
+// emit emits one event about obj through rec, if there is one. note is
+// not a format: it is passed as the argument of "%s".
+func emit(rec events.EventRecorder, obj runtime.Object, eventtype, reason, action, note string) {
+	if rec == nil {
+		return
+	}
+	rec.Eventf(obj, nil, eventtype, reason, action, "%s", note)
+}
+
+// The event types, for brevity.
+const (
+	normal  = corev1.EventTypeNormal
+	warning = corev1.EventTypeWarning
+)
