@@ -139,14 +139,17 @@ fmt: ## Format the code (gofmt -s).
 
 .PHONY: vet
 vet: ## Run go vet in every module.
+	@echo ">> vet at $$(date +%T)"
 	@for m in $(GO_MODULES); do echo "go vet ($$m)"; (cd $$m && go vet ./...); done
 
 .PHONY: lint
 lint: golangci-lint ## Run golangci-lint in every module.
+	@echo ">> lint at $$(date +%T)"
 	@for m in $(GO_MODULES); do echo "golangci-lint ($$m)"; (cd $$m && $(GOLANGCI_LINT) run --allow-parallel-runners ./...); done
 
 .PHONY: verify
 verify: generate manifests installers ## Fail if generated files, formatting or go.mod are out of date.
+	@echo ">> verify checks at $$(date +%T)"
 	@for m in $(GO_MODULES); do (cd $$m && go mod tidy); done
 	@for d in hack/tools/*/; do (cd $$d && go mod tidy); done
 	@out=$$(gofmt -s -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out (run make fmt)"; exit 1; fi
@@ -161,10 +164,12 @@ test: verify vet lint test-unit test-e2e ## Everything CI runs: verify, vet, lin
 
 .PHONY: test-unit
 test-unit: envtest-assets versitygw controller-gen kustomize coredns ## Unit and envtest tests (with -race, fuzz seed corpora included).
+	@echo ">> test-unit at $$(date +%T)"
 	go test $(GO_TEST_FLAGS) -timeout $(UNIT_TIMEOUT) $(UNIT_PKGS)
 
 .PHONY: test-e2e
 test-e2e: cluster-tools node-tools images ## e2e-framework suites on throwaway local clusters, real-node suites included (root; E2E_PROVIDER=kind for kind).
+	@echo ">> test-e2e at $$(date +%T)"
 	cd e2e && go test -count=1 -timeout $(E2E_TIMEOUT) $$(go list ./... | grep -v /e2e/teardown)
 	@# Alone: it interrupts and kills real-node suites and checks what they leave.
 	cd e2e && go test -count=1 -timeout $(E2E_TIMEOUT) ./teardown
