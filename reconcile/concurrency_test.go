@@ -169,19 +169,8 @@ func TestConcurrentWriters(t *testing.T) {
 func TestReadYourWrites(t *testing.T) {
 	f := newFixture(t)
 	created := f.createWidget("w", testv1.WidgetSpec{Replicas: 1})
-	var serveStale bool
 	cfg, counter := env.CountingConfig()
-	base, err := client.NewWithWatch(cfg, client.Options{Scheme: env.Scheme})
-	testkit.Must(t, err)
-	c := interceptor.NewClient(base, interceptor.Funcs{
-		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			if w, ok := obj.(*testv1.Widget); ok && serveStale {
-				created.DeepCopyInto(w)
-				return nil
-			}
-			return c.Get(ctx, key, obj, opts...)
-		},
-	})
+	c, serveStale := staleWidgetClient(t, cfg, created)
 	ch, err := reconcile.NewChildren(c, env.Scheme, "opkit-widget")
 	testkit.Must(t, err)
 	r, err := reconcile.New[*testv1.Widget](c, env.Scheme, &finalizingHooks{widgetHooks: widgetHooks{children: ch}})
@@ -195,7 +184,7 @@ func TestReadYourWrites(t *testing.T) {
 		t.Fatalf("first pass: %d writes, want 3 (%s)", got, counter)
 	}
 
-	serveStale = true // the cache still serves the version before those writes
+	*serveStale = true // the cache still serves the version before those writes
 	counter.Reset()
 	for range 2 {
 		if _, err := r.Reconcile(t.Context(), req); err != nil {
@@ -208,7 +197,7 @@ func TestReadYourWrites(t *testing.T) {
 
 	// Once the cache serves a newer version, the real object is used again:
 	// a spec change made meanwhile is acted on.
-	serveStale = false
+	*serveStale = false
 	w := f.get("w")
 	w.Spec.Replicas = 5
 	testkit.Must(t, env.Client.Update(t.Context(), w))
@@ -234,18 +223,7 @@ func TestReadYourWrites(t *testing.T) {
 func TestStaleReadKeepsOwnConditions(t *testing.T) {
 	f := newFixture(t)
 	created := f.createWidget("w", testv1.WidgetSpec{Replicas: 1})
-	var serveStale bool
-	base, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
-	testkit.Must(t, err)
-	c := interceptor.NewClient(base, interceptor.Funcs{
-		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			if w, ok := obj.(*testv1.Widget); ok && serveStale {
-				created.DeepCopyInto(w)
-				return nil
-			}
-			return c.Get(ctx, key, obj, opts...)
-		},
-	})
+	c, serveStale := staleWidgetClient(t, env.Config, created)
 	ch, err := reconcile.NewChildren(c, env.Scheme, "opkit-widget")
 	testkit.Must(t, err)
 	pass := 0
@@ -270,7 +248,7 @@ func TestStaleReadKeepsOwnConditions(t *testing.T) {
 		t.Fatalf("first pass wrote no Extra condition: %+v", want)
 	}
 
-	serveStale = true
+	*serveStale = true
 	if _, err := r.Reconcile(t.Context(), req); err != nil {
 		t.Fatalf("pass on a stale read: %v", err)
 	}

@@ -14,11 +14,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
 	"github.com/opkit-dev/opkit/internal/testenv"
+	"github.com/opkit-dev/opkit/internal/testkit"
 	"github.com/opkit-dev/opkit/reconcile"
 	"github.com/opkit-dev/opkit/statusutil"
 )
@@ -199,4 +202,23 @@ func wantConditions(t *testing.T, w *testv1.Widget, want []condition) {
 	if diff := cmp.Diff(want, conditionsOf(w), cmpopts.SortSlices(func(a, b condition) bool { return a.Type < b.Type })); diff != "" {
 		t.Errorf("conditions of %s (-want +got):\n%s", w.Name, diff)
 	}
+}
+
+// staleWidgetClient returns a client on cfg whose reads of Widgets return
+// old while *stale is true, as a cache that has not caught up with the
+// writes since old does.
+func staleWidgetClient(t *testing.T, cfg *rest.Config, old *testv1.Widget) (client.WithWatch, *bool) {
+	t.Helper()
+	stale := new(bool)
+	base, err := client.NewWithWatch(cfg, client.Options{Scheme: env.Scheme})
+	testkit.Must(t, err)
+	return interceptor.NewClient(base, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if w, ok := obj.(*testv1.Widget); ok && *stale {
+				old.DeepCopyInto(w)
+				return nil
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	}), stale
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
@@ -105,19 +104,8 @@ func TestProgressDelayAfterSpecChange(t *testing.T) {
 func TestProgressDelayWithStaleReads(t *testing.T) {
 	f := newFixture(t)
 	created := f.createWidget("w", testv1.WidgetSpec{})
-	var serveStale bool
 	cfg, counter := env.CountingConfig()
-	base, err := client.NewWithWatch(cfg, client.Options{Scheme: env.Scheme})
-	testkit.Must(t, err)
-	c := interceptor.NewClient(base, interceptor.Funcs{
-		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			if w, ok := obj.(*testv1.Widget); ok && serveStale {
-				created.DeepCopyInto(w)
-				return nil
-			}
-			return c.Get(ctx, key, obj, opts...)
-		},
-	})
+	c, serveStale := staleWidgetClient(t, cfg, created)
 	hooks := &finalizingHooks{widgetHooks: widgetHooks{onReconc: func(context.Context, *testv1.Widget) (reconcile.Result, bool) {
 		return reconcile.Waiting("PodsStarting", "0 of 1 pods ready", time.Second), true
 	}}}
@@ -132,7 +120,7 @@ func TestProgressDelayWithStaleReads(t *testing.T) {
 	if got := counter.WritesTo("/status"); got != 0 {
 		t.Fatalf("first pass wrote the status %d times, want it deferred (%s)", got, counter)
 	}
-	serveStale = true // the cache still serves the version without our finalizer
+	*serveStale = true // the cache still serves the version without our finalizer
 	counter.Reset()
 	if _, err := r.Reconcile(t.Context(), req); err != nil {
 		t.Fatal(err)
