@@ -129,15 +129,10 @@ type ClusterHooks struct {
 // NewClusterHooks returns the hooks of the EtcdCluster Reconciler, once
 // cfg has what they need, and registers the operator's metrics.
 func NewClusterHooks(cfg ClusterConfig) (*ClusterHooks, error) {
-	var missing []string
-	for name, set := range map[string]bool{"Client": cfg.Client != nil, "Children": cfg.Children != nil, "Etcd": cfg.Etcd != nil, "Stores": cfg.Stores != nil} {
-		if !set {
-			missing = append(missing, name)
-		}
-	}
-	if len(missing) > 0 {
-		slices.Sort(missing)
-		return nil, fmt.Errorf("controller.NewClusterHooks: ClusterConfig.%s required", strings.Join(missing, ", ClusterConfig."))
+	if err := required("NewClusterHooks", "ClusterConfig", map[string]bool{
+		"Client": cfg.Client != nil, "Children": cfg.Children != nil, "Etcd": cfg.Etcd != nil, "Stores": cfg.Stores != nil,
+	}); err != nil {
+		return nil, err
 	}
 	if cfg.BootstrapTimeout < 0 || cfg.MemberStartTimeout < 0 {
 		return nil, fmt.Errorf("controller.NewClusterHooks: negative timeout (BootstrapTimeout %s, MemberStartTimeout %s); zero means the default",
@@ -267,3 +262,19 @@ func childError(err error) reconcile.Result {
 // childConflictRequeue is how often a cluster blocked by an object that is
 // not its own looks again.
 const childConflictRequeue = 30 * time.Second
+
+// required returns an error naming, in order, the fields of config that
+// set reports unset, for constructor fn; nil when all are set.
+func required(fn, config string, set map[string]bool) error {
+	var missing []string
+	for name, ok := range set {
+		if !ok {
+			missing = append(missing, config+"."+name)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	slices.Sort(missing)
+	return fmt.Errorf("controller.%s: %s required", fn, strings.Join(missing, ", "))
+}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -96,15 +94,10 @@ type BackupHooks struct {
 // NewBackupHooks returns the hooks of the EtcdBackup Reconciler, once cfg
 // has what they need, and registers the operator's metrics.
 func NewBackupHooks(cfg BackupConfig) (*BackupHooks, error) {
-	var missing []string
-	for name, set := range map[string]bool{"Client": cfg.Client != nil, "Etcd": cfg.Etcd != nil, "Stores": cfg.Stores != nil} {
-		if !set {
-			missing = append(missing, name)
-		}
-	}
-	if len(missing) > 0 {
-		slices.Sort(missing)
-		return nil, fmt.Errorf("controller.NewBackupHooks: BackupConfig.%s required", strings.Join(missing, ", BackupConfig."))
+	if err := required("NewBackupHooks", "BackupConfig", map[string]bool{
+		"Client": cfg.Client != nil, "Etcd": cfg.Etcd != nil, "Stores": cfg.Stores != nil,
+	}); err != nil {
+		return nil, err
 	}
 	if cfg.NotFoundGrace < 0 {
 		return nil, fmt.Errorf("controller.NewBackupHooks: negative NotFoundGrace %s; zero means the default", cfg.NotFoundGrace)

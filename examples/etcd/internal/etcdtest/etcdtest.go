@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
 	"github.com/opkit-dev/opkit/internal/repo"
 	"github.com/opkit-dev/opkit/internal/testkit"
@@ -224,4 +226,19 @@ func (m *Member) PID() int {
 		return 0
 	}
 	return m.cmd.Process.Pid
+}
+
+// Keys returns every key under prefix, with its value, that the member c
+// reaches holds (a linearizable read).
+func Keys(t testing.TB, c *clientv3.Client, prefix string) map[string]string {
+	t.Helper()
+	resp, err := c.Get(t.Context(), prefix, clientv3.WithPrefix())
+	if err != nil {
+		t.Fatalf("reading the keys under %q: %v", prefix, err)
+	}
+	out := make(map[string]string, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		out[string(kv.Key)] = string(kv.Value)
+	}
+	return out
 }

@@ -462,15 +462,7 @@ func TestIntegrationEphemeralSingleMemberRollout(t *testing.T) {
 	if diff := cmpNames([]string{"single-1"}, voting(o)); diff != "" {
 		t.Fatalf("voting members: %s", diff)
 	}
-	after := rawClient(t, lc.running()...)
-	resp, err := after.Get(t.Context(), "k", clientv3.WithPrefix())
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]string{}
-	for _, kv := range resp.Kvs {
-		got[string(kv.Key)] = string(kv.Value)
-	}
+	got := etcdtest.Keys(t, rawClient(t, lc.running()...), "k")
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("keys in the replacement member (-before +after):\n%s", diff)
 	}

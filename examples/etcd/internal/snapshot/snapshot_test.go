@@ -42,15 +42,7 @@ func rawClient(t *testing.T, ms ...*etcdtest.Member) *clientv3.Client {
 // dump returns every key and value under prefix.
 func dump(t *testing.T, c *clientv3.Client, prefix string) map[string]string {
 	t.Helper()
-	resp, err := c.Get(t.Context(), prefix, clientv3.WithPrefix())
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
-	for _, kv := range resp.Kvs {
-		out[string(kv.Key)] = string(kv.Value)
-	}
-	return out
+	return etcdtest.Keys(t, c, prefix)
 }
 
 // TestIntegrationSnapshotToBothStoresAndRestore streams one snapshot of a
