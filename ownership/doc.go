@@ -49,9 +49,11 @@
 // object passed in is replaced with the server's copy, so its
 // resourceVersion is fresh for a later status update.
 //
-// Finalizers is a registry of named cleanup steps run, in registration
-// order, when the object is being deleted. A reconciler uses the pieces like
-// this:
+// Cleanup itself belongs to the reconciler: with reconcile.Reconciler it is
+// the hooks' Finalize method, which the Reconciler calls once the object is
+// being deleted and before it removes the finalizer (the Reconciler calls
+// EnsureFinalizer and RemoveFinalizer itself). A hand-written reconciler
+// uses the pieces like this:
 //
 //	if obj.GetDeletionTimestamp().IsZero() {
 //		if _, err := ownership.EnsureFinalizer(ctx, c, obj, finalizer); err != nil {
@@ -60,8 +62,8 @@
 //		// ... normal reconcile ...
 //		return ctrl.Result{}, nil
 //	}
-//	if err := cleanup.Run(ctx, obj); err != nil {
-//		return ctrl.Result{}, err // retried; every step must be idempotent
+//	if err := cleanUp(ctx, obj); err != nil {
+//		return ctrl.Result{}, err // retried: cleanUp must be idempotent
 //	}
 //	_, err := ownership.RemoveFinalizer(ctx, c, obj, finalizer)
 //	return ctrl.Result{}, err
@@ -72,8 +74,8 @@
 //     resourceVersion there is no lock and they return an error.
 //   - With a cache-backed client the re-read after a conflict can be stale,
 //     so retries may all conflict; requeue on the returned Conflict error.
-//   - Cleanup steps run again after any failure, including the steps that
-//     already succeeded; make each one idempotent.
+//   - Cleanup runs again after any failure, including the parts that
+//     already succeeded; make it idempotent.
 //   - envtest runs no garbage collector: owner references can be checked
 //     there, but cascading deletion cannot.
 package ownership

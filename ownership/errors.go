@@ -35,10 +35,6 @@ var ErrBeingDeleted = errors.New("object is being deleted")
 // not a qualified name such as "example.com/cleanup".
 var ErrInvalidFinalizer = errors.New("invalid finalizer name")
 
-// ErrInvalidStep is returned (wrapped) by Finalizers.Register when a cleanup
-// step has an empty or duplicate name, or a nil function.
-var ErrInvalidStep = errors.New("invalid cleanup step")
-
 // AlreadyControlledError reports that an object already has a controller
 // reference to a different owner. Only one owner reference may have
 // controller=true. Callers detect it with errors.As:
@@ -83,24 +79,6 @@ func IsConflict(err error) bool {
 	var notOurs *NotControlledError
 	return errors.As(err, &theirs) || errors.As(err, &notOurs)
 }
-
-// StepError is the error of one failed cleanup step of Finalizers.Run. Run
-// joins one StepError per failed step; use errors.As to reach the first one,
-// or errors.Is to test for an error a step wrapped.
-type StepError struct {
-	// Step is the name the step was registered under.
-	Step string
-	// Err is the error the step returned.
-	Err error
-}
-
-// Error implements error.
-func (e *StepError) Error() string {
-	return fmt.Sprintf("cleanup step %q: %v", e.Step, e.Err)
-}
-
-// Unwrap returns the step's error.
-func (e *StepError) Unwrap() error { return e.Err }
 
 // kindOf names obj's kind for messages: the GVK kind when set (unstructured
 // objects, objects built with TypeMeta), else the Go type name.

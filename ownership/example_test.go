@@ -102,36 +102,3 @@ func ExampleAdopt() {
 	// true <nil> true
 	// false <nil>
 }
-
-func ExampleFinalizers() {
-	var cleanup ownership.Finalizers
-	_ = cleanup.Register("dns-record", func(ctx context.Context, obj client.Object) error {
-		fmt.Println("deleting DNS record of", obj.GetName())
-		return nil
-	})
-	_ = cleanup.Register("bucket", func(ctx context.Context, obj client.Object) error {
-		return errors.New("bucket not empty")
-	})
-	_ = cleanup.Register("lease", func(ctx context.Context, obj client.Object) error {
-		fmt.Println("releasing lease of", obj.GetName())
-		return nil
-	})
-	// Duplicate names are refused.
-	fmt.Println(cleanup.Register("lease", func(context.Context, client.Object) error { return nil }))
-
-	obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "app"}}
-	// Steps run in order; a failure does not stop the others. Keep the
-	// finalizer while Run returns an error: everything runs again next time.
-	err := cleanup.Run(context.Background(), obj)
-	fmt.Println(err)
-	var step *ownership.StepError
-	if errors.As(err, &step) {
-		fmt.Println("failed step:", step.Step)
-	}
-	// Output:
-	// invalid cleanup step "lease": name is already registered: choose another name
-	// deleting DNS record of app
-	// releasing lease of app
-	// cleanup step "bucket": bucket not empty
-	// failed step: bucket
-}

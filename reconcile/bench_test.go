@@ -74,7 +74,7 @@ func (h *handwritten) Reconcile(ctx context.Context, req crreconcile.Request) (c
 // benchReconcilers returns the contenders, built on c.
 func benchReconcilers(b *testing.B, c client.Client) map[string]crreconcile.Reconciler {
 	b.Helper()
-	ch, err := reconcile.NewChildren(c, env.Scheme, "opkit-widget")
+	ch, err := reconcile.NewChildren(c, env.Scheme, reconcile.WithChildrenFieldOwner("opkit-widget"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func convergedObjects(b *testing.B) (*testv1.Widget, *corev1.ConfigMap) {
 
 func converge(b *testing.B, w *testv1.Widget) {
 	b.Helper()
-	ch, _ := reconcile.NewChildren(env.Client, env.Scheme, "opkit-widget")
+	ch, _ := reconcile.NewChildren(env.Client, env.Scheme, reconcile.WithChildrenFieldOwner("opkit-widget"))
 	r, err := reconcile.New[*testv1.Widget](env.Client, env.Scheme, &finalizingHooks{widgetHooks: widgetHooks{children: ch}}, reconcile.WithName("bench"))
 	if err != nil {
 		b.Fatal(err)

@@ -106,22 +106,89 @@ func WithUncachedReader(r client.Reader) ChildrenOption {
 	return func(c *Children) { c.uncached = r }
 }
 
-// NewChildren returns a Children writing through c (the manager's client)
-// as fieldOwner. Use the same field owner as the Reconciler (WithFieldOwner,
-// default "opkit-<kind>").
-func NewChildren(c client.Client, scheme *runtime.Scheme, fieldOwner string, opts ...ChildrenOption) (*Children, error) {
+// WithChildrenFieldOwner sets the field manager of EnsureChild's applies
+// made outside a Reconciler's pass: in a hand-written reconciler, a test,
+// or a command. Within a pass EnsureChild uses the Reconciler's field owner
+// (WithFieldOwner) and needs none; if both are set and differ, EnsureChild
+// refuses to write (ErrFieldOwnerMismatch), since two managers would each
+// own the child's fields.
+func WithChildrenFieldOwner(name string) ChildrenOption {
+	return func(c *Children) { c.fieldOwner = name }
+}
+
+// NewChildren returns a Children writing through c (the manager's client).
+// Its applies use the field owner of the Reconciler whose pass calls it
+// (see WithFieldOwner): the field owner is said once, on the Reconciler.
+// Outside a pass, give one with WithChildrenFieldOwner.
+//
+// One Children may serve several Reconcilers: each pass applies as its own
+// Reconciler's field owner.
+func NewChildren(c client.Client, scheme *runtime.Scheme, opts ...ChildrenOption) (*Children, error) {
 	if c == nil || scheme == nil {
 		return nil, errors.New("reconcile.NewChildren: client and scheme are required")
 	}
-	if fieldOwner == "" {
-		return nil, errors.New("reconcile.NewChildren: fieldOwner must not be empty")
-	}
-	ch := &Children{client: c, scheme: scheme, fieldOwner: fieldOwner}
+	ch := &Children{client: c, scheme: scheme}
 	for _, o := range opts {
 		o(ch)
 	}
+	if len(ch.fieldOwner) > 128 {
+		return nil, fmt.Errorf("reconcile.NewChildren: WithChildrenFieldOwner(%q): the field owner must be at most 128 characters", ch.fieldOwner)
+	}
 	return ch, nil
 }
+
+// fieldOwner returns the field manager of an apply made with ctx.
+func (c *Children) fieldOwnerFor(ctx context.Context) (string, error) {
+	pass, inPass := FieldOwnerFrom(ctx)
+	switch {
+	case inPass && c.fieldOwner != "" && c.fieldOwner != pass:
+		return "", fmt.Errorf("%w: the Children's is %q (WithChildrenFieldOwner), the Reconciler's %q (WithFieldOwner): drop WithChildrenFieldOwner",
+			ErrFieldOwnerMismatch, c.fieldOwner, pass)
+	case inPass:
+		return pass, nil
+	case c.fieldOwner != "":
+		return c.fieldOwner, nil
+	}
+	return "", ErrNoFieldOwner
+}
+
+// ErrNoFieldOwner is returned (wrapped) by EnsureChild called outside a
+// Reconciler's pass on a Children without WithChildrenFieldOwner: there is
+// no field manager to apply as.
+var ErrNoFieldOwner = errors.New("no field owner: call EnsureChild from a Reconciler's pass (its ctx carries the field owner) or give NewChildren WithChildrenFieldOwner")
+
+// ErrFieldOwnerMismatch is returned (wrapped) by EnsureChild when the
+// Children's own field owner differs from the Reconciler's whose pass
+// calls it.
+var ErrFieldOwnerMismatch = errors.New("two field owners for one child")
+
+// ChildWriteError is the error of a write EnsureChild or DeleteChild sent
+// and the API server refused: Operation names the write that failed
+// (OperationCreated for a create, OperationUpdated for an update,
+// OperationDeleted for a delete). Reach it with errors.As; apierrors'
+// predicates (IsConflict, IsForbidden, IsInvalid, ...) see through it.
+type ChildWriteError struct {
+	// Operation is the write that failed.
+	Operation Operation
+	// Kind is the child's kind.
+	Kind string
+	// Key is the child's namespace and name.
+	Key client.ObjectKey
+	// Err is the API server's error.
+	Err error
+}
+
+// Error implements error.
+func (e *ChildWriteError) Error() string {
+	verb := map[Operation]string{OperationCreated: "creating", OperationUpdated: "updating", OperationDeleted: "deleting"}[e.Operation]
+	if verb == "" {
+		verb = "writing"
+	}
+	return fmt.Sprintf("%s %s %s: %v", verb, e.Kind, e.Key, e.Err)
+}
+
+// Unwrap returns the API server's error.
+func (e *ChildWriteError) Unwrap() error { return e.Err }
 
 // ChildOption configures one EnsureChild call.
 type ChildOption func(*childOptions)
@@ -168,6 +235,11 @@ func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object
 	gvk, err := apiutil.GVKForObject(desired, c.scheme)
 	if err != nil {
 		return OperationNone, fmt.Errorf("EnsureChild %s: %w", desired.GetName(), err)
+	}
+
+	fieldOwner, err := c.fieldOwnerFor(ctx)
+	if err != nil {
+		return OperationNone, fmt.Errorf("EnsureChild %s %s: %w", gvk.Kind, desired.GetName(), err)
 	}
 
 	// The digest is of the desired object as given (cheap: no conversion);
@@ -227,8 +299,8 @@ func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object
 	labels[AppliedDigestLabel] = digest
 	u.SetLabels(labels)
 	if err := c.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
-		client.FieldOwner(c.fieldOwner), client.ForceOwnership); err != nil {
-		return OperationNone, fmt.Errorf("applying %s %s: %w", gvk.Kind, desired.GetName(), err)
+		client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
+		return OperationNone, &ChildWriteError{Operation: op, Kind: gvk.Kind, Key: key, Err: err}
 	}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, desired); err != nil {
 		return op, fmt.Errorf("reading applied %s %s: %w", gvk.Kind, desired.GetName(), err)
@@ -265,7 +337,11 @@ func (c *Children) DeleteChild(ctx context.Context, owner, obj client.Object) (O
 	uid := obj.GetUID()
 	err := c.client.Delete(ctx, obj, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
 	if err != nil && !apierrors.IsNotFound(err) {
-		return OperationNone, fmt.Errorf("deleting %s: %w", obj.GetName(), err)
+		kind := obj.GetObjectKind().GroupVersionKind().Kind
+		if gvk, gerr := apiutil.GVKForObject(obj, c.scheme); gerr == nil {
+			kind = gvk.Kind
+		}
+		return OperationNone, &ChildWriteError{Operation: OperationDeleted, Kind: kind, Key: client.ObjectKeyFromObject(obj), Err: err}
 	}
 	return OperationDeleted, nil
 }

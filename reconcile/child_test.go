@@ -287,7 +287,7 @@ func TestEnsureChildConfirmsAbsenceUncached(t *testing.T) {
 	f := newFixture(t)
 	owner := f.createWidget("owner", testv1.WidgetSpec{})
 	ctx := t.Context()
-	ch, err := reconcile.NewChildren(blindReader{f.c}, env.Scheme, "opkit-widget", reconcile.WithUncachedReader(env.Client))
+	ch, err := reconcile.NewChildren(blindReader{f.c}, env.Scheme, reconcile.WithChildrenFieldOwner("opkit-widget"), reconcile.WithUncachedReader(env.Client))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +334,7 @@ func TestEnsureChildOnAStaleCache(t *testing.T) {
 			return c.Get(ctx, key, obj, opts...)
 		},
 	})
-	ch, err := reconcile.NewChildren(c, env.Scheme, "opkit-widget")
+	ch, err := reconcile.NewChildren(c, env.Scheme, reconcile.WithChildrenFieldOwner("opkit-widget"))
 	testkit.Must(t, err)
 	if _, err := ch.EnsureChild(ctx, owner, desiredDeployment(f.ns, "web:1")); err != nil {
 		t.Fatal(err)

@@ -171,7 +171,7 @@ func TestReadYourWrites(t *testing.T) {
 	created := f.createWidget("w", testv1.WidgetSpec{Replicas: 1})
 	cfg, counter := env.CountingConfig()
 	c, serveStale := staleWidgetClient(t, cfg, created)
-	ch, err := reconcile.NewChildren(c, env.Scheme, "opkit-widget")
+	ch, err := reconcile.NewChildren(c, env.Scheme, reconcile.WithChildrenFieldOwner("opkit-widget"))
 	testkit.Must(t, err)
 	r, err := reconcile.New[*testv1.Widget](c, env.Scheme, &finalizingHooks{widgetHooks: widgetHooks{children: ch}})
 	testkit.Must(t, err)
@@ -224,7 +224,7 @@ func TestStaleReadKeepsOwnConditions(t *testing.T) {
 	f := newFixture(t)
 	created := f.createWidget("w", testv1.WidgetSpec{Replicas: 1})
 	c, serveStale := staleWidgetClient(t, env.Config, created)
-	ch, err := reconcile.NewChildren(c, env.Scheme, "opkit-widget")
+	ch, err := reconcile.NewChildren(c, env.Scheme, reconcile.WithChildrenFieldOwner("opkit-widget"))
 	testkit.Must(t, err)
 	pass := 0
 	hooks := &widgetHooks{children: ch, onReconc: func(_ context.Context, w *testv1.Widget) (reconcile.Result, bool) {

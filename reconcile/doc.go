@@ -55,7 +55,20 @@
 // carry the fields you set, writing only when one of your fields differs, so
 // that server-defaulted fields do not cause a write on every pass; see
 // Children for the comparison rules and their trade-offs.
-// Children.DeleteChild removes a child you no longer want.
+// Children.DeleteChild removes a child you no longer want. Children
+// applies as the field owner of the Reconciler whose pass calls it (it
+// reads it from the pass's ctx, see FieldOwnerFrom), so the field owner is
+// said once, with WithFieldOwner. A write the API server refuses comes back
+// as a *ChildWriteError naming the operation that failed.
+//
+// # Options
+//
+// New and SetupWithManager take the Reconciler's options (Option: name,
+// finalizer, field owner, conditions, events, progress delay).
+// SetupWithManager also takes the options of the controller it registers
+// (SetupOption: WithOwns, WithWatches, WithPredicates,
+// WithMaxConcurrentReconciles, WithSkipNameValidation); New builds no
+// controller and does not compile with those.
 //
 // # Requirements on the kind
 //

@@ -42,7 +42,7 @@ func ExampleSetupWithManager() {
 	if err != nil {
 		panic(err) // in main; library code returns errors
 	}
-	children, err := reconcile.NewChildren(mgr.GetClient(), mgr.GetScheme(), "opkit-widget")
+	children, err := reconcile.NewChildren(mgr.GetClient(), mgr.GetScheme())
 	if err != nil {
 		panic(err)
 	}
@@ -70,7 +70,7 @@ func ExampleReconciler_Reconcile() {
 		return
 	}
 
-	children, _ := reconcile.NewChildren(env.Client, env.Scheme, "opkit-widget")
+	children, _ := reconcile.NewChildren(env.Client, env.Scheme)
 	r, err := reconcile.New[*testv1.Widget](env.Client, env.Scheme, &mirrorHooks{children: children},
 		reconcile.WithConditions("Available"))
 	if err != nil {

@@ -112,7 +112,7 @@ func newFixture(t *testing.T) *fixture {
 
 func (f *fixture) children() *reconcile.Children {
 	f.t.Helper()
-	ch, err := reconcile.NewChildren(f.c, env.Scheme, "opkit-widget")
+	ch, err := reconcile.NewChildren(f.c, env.Scheme, reconcile.WithChildrenFieldOwner("opkit-widget"))
 	if err != nil {
 		f.t.Fatal(err)
 	}

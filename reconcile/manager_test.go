@@ -42,7 +42,7 @@ func TestWithManager(t *testing.T) {
 		HealthProbeBindAddress: "0",
 	})
 	testkit.Must(t, err)
-	ch, err := reconcile.NewChildren(mgr.GetClient(), mgr.GetScheme(), "opkit-widget")
+	ch, err := reconcile.NewChildren(mgr.GetClient(), mgr.GetScheme())
 	testkit.Must(t, err)
 	hooks := &finalizingHooks{widgetHooks: widgetHooks{children: ch}}
 	_, err = reconcile.SetupWithManager[*testv1.Widget](mgr, hooks,

@@ -17,9 +17,41 @@ import (
 	"github.com/opkit-dev/opkit/statusutil"
 )
 
-// Option configures New and SetupWithManager.
-type Option func(*options)
+// Option configures a Reconciler. Every Option is accepted by New and by
+// SetupWithManager.
+type Option interface {
+	SetupOption
+	applyToReconciler(*options)
+}
 
+// SetupOption configures SetupWithManager: every Option, and the options
+// that shape the controller SetupWithManager registers (WithOwns,
+// WithWatches, WithPredicates, WithMaxConcurrentReconciles,
+// WithSkipNameValidation). New builds no controller, so it does not accept
+// those: passing one to New does not compile. With New, give the same
+// settings to the builder (ctrl.NewControllerManagedBy) that runs the
+// Reconciler.
+//
+// To share a list of Options between New and SetupWithManager, keep it as
+// []Option and copy it into a []SetupOption, since Go does not convert one
+// slice type into the other.
+type SetupOption interface {
+	applyToSetup(*setupOptions)
+}
+
+// reconcilerOption is an Option: it sets a field of the Reconciler's
+// options, wherever it is given.
+type reconcilerOption func(*options)
+
+func (f reconcilerOption) applyToReconciler(o *options) { f(o) }
+func (f reconcilerOption) applyToSetup(o *setupOptions) { f(&o.options) }
+
+// setupOnlyOption is a SetupOption that shapes the controller.
+type setupOnlyOption func(*setupOptions)
+
+func (f setupOnlyOption) applyToSetup(o *setupOptions) { f(o) }
+
+// options are the settings of a Reconciler.
 type options struct {
 	name       string
 	finalizer  string
@@ -28,8 +60,12 @@ type options struct {
 	summary    []statusutil.SummaryOption
 	// progressDelay defers the first Waiting status of a generation.
 	progressDelay time.Duration
+}
 
-	// SetupWithManager only.
+// setupOptions are the settings of SetupWithManager: the Reconciler's, and
+// the controller's.
+type setupOptions struct {
+	options
 	owns          []client.Object
 	watches       []watch
 	predicates    []predicate.Predicate
@@ -64,11 +100,15 @@ func (o *options) validate() error {
 	if o.progressDelay < 0 {
 		errs = append(errs, fmt.Errorf("WithProgressDelay(%s): must be 0 (the default) or more", o.progressDelay))
 	}
-	if o.maxConcurrent < 0 {
-		errs = append(errs, fmt.Errorf("WithMaxConcurrentReconciles(%d): must be 0 (the default) or more", o.maxConcurrent))
-	}
 	if len(errs) > 0 {
 		return fmt.Errorf("reconcile: invalid options: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+func (o *setupOptions) validate() error {
+	if o.maxConcurrent < 0 {
+		return fmt.Errorf("reconcile: invalid options: WithMaxConcurrentReconciles(%d): must be 0 (the default) or more", o.maxConcurrent)
 	}
 	return nil
 }
@@ -89,52 +129,62 @@ func (o *options) validate() error {
 // it only when Reconcile derives the status from the world on every pass
 // rather than keeping state in it.
 func WithProgressDelay(d time.Duration) Option {
-	return func(o *options) { o.progressDelay = d }
+	return reconcilerOption(func(o *options) { o.progressDelay = d })
 }
 
 // WithName sets the controller name, used in metrics labels, as the events'
 // reporting controller, and by SetupWithManager as the controller's name.
 // The default is the kind in lower case.
-func WithName(name string) Option { return func(o *options) { o.name = name } }
+func WithName(name string) Option {
+	return reconcilerOption(func(o *options) { o.name = name })
+}
 
 // WithFinalizer sets the finalizer added when the hooks implement Finalizer.
 // The default is "<group>/<kind>-cleanup".
 //
 // Footgun: renaming the finalizer of a released operator strands objects
 // that carry the old name; remove the old one in Finalize first.
-func WithFinalizer(name string) Option { return func(o *options) { o.finalizer = name } }
+func WithFinalizer(name string) Option {
+	return reconcilerOption(func(o *options) { o.finalizer = name })
+}
 
-// WithFieldOwner sets the server-side-apply field manager for status and
-// children writes. The default is "opkit-<kind>".
+// WithFieldOwner sets the server-side-apply field manager of the status
+// writes, and of the children the hooks write with a Children during a pass
+// (see Children). The default is "opkit-<kind>"; Reconciler.FieldOwner
+// returns the one in use.
 //
 // Footgun: changing it leaves the old manager owning fields, which it then
 // never removes.
-func WithFieldOwner(name string) Option { return func(o *options) { o.fieldOwner = name } }
+func WithFieldOwner(name string) Option {
+	return reconcilerOption(func(o *options) { o.fieldOwner = name })
+}
 
 // WithEventRecorder sets the events.k8s.io recorder. SetupWithManager uses
 // the manager's recorder by default; New records no events without it.
 func WithEventRecorder(r events.EventRecorder) Option {
-	return func(o *options) { o.recorder = r }
+	return reconcilerOption(func(o *options) { o.recorder = r })
 }
 
 // WithConditions names the positive-polarity conditions (True is good, e.g.
 // Available) that the hooks set and that Ready summarises.
 func WithConditions(types ...string) Option {
-	return func(o *options) { o.summary = append(o.summary, statusutil.WithConditions(types...)) }
+	return reconcilerOption(func(o *options) {
+		o.summary = append(o.summary, statusutil.WithConditions(types...))
+	})
 }
 
 // WithNegativePolarityConditions names the abnormal-true conditions (True is
 // bad, e.g. Degraded) that the hooks set and that Ready summarises.
 func WithNegativePolarityConditions(types ...string) Option {
-	return func(o *options) {
+	return reconcilerOption(func(o *options) {
 		o.summary = append(o.summary, statusutil.WithNegativePolarityConditions(types...))
-	}
+	})
 }
 
 // WithOwns makes SetupWithManager watch these child types and reconcile
 // their controller when they change.
-func WithOwns(objs ...client.Object) Option {
-	return func(o *options) { o.owns = append(o.owns, objs...) }
+func WithOwns(objs ...client.Object) SetupOption {
+	return setupOnlyOption(func(o *setupOptions) { o.owns = append(o.owns, objs...) })
 }
 
 // watch is one WithWatches registration.
@@ -149,22 +199,28 @@ type watch struct {
 // handler.EnqueueRequestsFromMapFunc). Pass builder.OnlyMetadata to cache
 // only the objects' metadata, e.g. for pods whose names or labels are all a
 // controller needs.
-func WithWatches(obj client.Object, h handler.EventHandler, opts ...builder.WatchesOption) Option {
-	return func(o *options) { o.watches = append(o.watches, watch{obj: obj, handler: h, opts: opts}) }
+func WithWatches(obj client.Object, h handler.EventHandler, opts ...builder.WatchesOption) SetupOption {
+	return setupOnlyOption(func(o *setupOptions) {
+		o.watches = append(o.watches, watch{obj: obj, handler: h, opts: opts})
+	})
 }
 
 // WithPredicates replaces SetupWithManager's default predicates for the
 // reconciled kind (see SetupWithManager).
-func WithPredicates(ps ...predicate.Predicate) Option {
-	return func(o *options) { o.predicates = append(o.predicates, ps...) }
+func WithPredicates(ps ...predicate.Predicate) SetupOption {
+	return setupOnlyOption(func(o *setupOptions) { o.predicates = append(o.predicates, ps...) })
 }
 
 // WithMaxConcurrentReconciles sets how many objects SetupWithManager's
 // controller reconciles at once (default 1; different objects only, the
 // work queue never runs one object twice at the same time).
-func WithMaxConcurrentReconciles(n int) Option { return func(o *options) { o.maxConcurrent = n } }
+func WithMaxConcurrentReconciles(n int) SetupOption {
+	return setupOnlyOption(func(o *setupOptions) { o.maxConcurrent = n })
+}
 
 // WithSkipNameValidation lets several controllers with the same name be set
 // up in one process, which controller-runtime refuses by default. Meant for
 // tests.
-func WithSkipNameValidation() Option { return func(o *options) { o.skipNameCheck = true } }
+func WithSkipNameValidation() SetupOption {
+	return setupOnlyOption(func(o *setupOptions) { o.skipNameCheck = true })
+}

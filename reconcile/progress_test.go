@@ -43,7 +43,7 @@ func TestProgressDelay(t *testing.T) {
 			f := newFixture(t)
 			var next reconcile.Result
 			hooks := &widgetHooks{onReconc: func(context.Context, *testv1.Widget) (reconcile.Result, bool) { return next, true }}
-			r := newReconciler(t, f, hooks, reconcile.WithProgressDelay(tt.delay), reconcile.WithSkipNameValidation())
+			r := newReconciler(t, f, hooks, reconcile.WithProgressDelay(tt.delay))
 			f.createWidget("w", testv1.WidgetSpec{})
 			for i, res := range tt.results {
 				if i == len(tt.results)-1 && tt.sleep > 0 {

@@ -110,12 +110,18 @@ var _ crreconcile.Reconciler = &Reconciler[Object]{}
 // *v1alpha1.Memcached). c should be the manager's client: reads come from its
 // cache, so a steady-state pass sends no request at all.
 func New[T Object](c client.Client, scheme *runtime.Scheme, hooks Hooks[T], opts ...Option) (*Reconciler[T], error) {
-	return build(c, scheme, hooks, nil, opts)
+	return build(c, scheme, hooks, nil, func(o *options) error {
+		for _, opt := range opts {
+			opt.applyToReconciler(o)
+		}
+		return nil
+	})
 }
 
 // build is New with a source of the default event recorder, called with the
-// controller name once the options are resolved.
-func build[T Object](c client.Client, scheme *runtime.Scheme, hooks Hooks[T], defaultRecorder func(name string) recorder.EventRecorder, opts []Option) (*Reconciler[T], error) {
+// controller name once the options are resolved, and a configure func that
+// applies the caller's options to the defaults.
+func build[T Object](c client.Client, scheme *runtime.Scheme, hooks Hooks[T], defaultRecorder func(name string) recorder.EventRecorder, configure func(*options) error) (*Reconciler[T], error) {
 	if c == nil || scheme == nil || hooks == nil {
 		return nil, errors.New("reconcile.New: client, scheme and hooks are required")
 	}
@@ -128,8 +134,8 @@ func build[T Object](c client.Client, scheme *runtime.Scheme, hooks Hooks[T], de
 		return nil, fmt.Errorf("reconcile.New: %w (register the type with the scheme)", err)
 	}
 	o := defaultOptions(gvk)
-	for _, opt := range opts {
-		opt(&o)
+	if err := configure(&o); err != nil {
+		return nil, err
 	}
 	if err := o.validate(); err != nil {
 		return nil, err
@@ -159,9 +165,13 @@ func constructor[T Object]() (func() T, error) {
 	return func() T { return reflect.New(elem).Interface().(T) }, nil
 }
 
-// Name returns the controller name used for metrics, events and the field
-// owner.
+// Name returns the controller name used for metrics and events.
 func (r *Reconciler[T]) Name() string { return r.opts.name }
+
+// FieldOwner returns the server-side-apply field manager of the
+// Reconciler's writes (WithFieldOwner, default "opkit-<kind>"). During a
+// pass, FieldOwnerFrom(ctx) returns the same, and Children applies as it.
+func (r *Reconciler[T]) FieldOwner() string { return r.opts.fieldOwner }
 
 // FinalizerName returns the finalizer the Reconciler adds when the hooks
 // implement Finalizer.
@@ -170,6 +180,7 @@ func (r *Reconciler[T]) FinalizerName() string { return r.opts.finalizer }
 // Reconcile runs one pass for the object named by req. It implements
 // controller-runtime's reconcile.Reconciler.
 func (r *Reconciler[T]) Reconcile(ctx context.Context, req crreconcile.Request) (ctrl.Result, error) {
+	ctx = withFieldOwner(ctx, r.opts.fieldOwner)
 	obj := r.newObj()
 	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {

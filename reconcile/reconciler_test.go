@@ -10,8 +10,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
@@ -327,7 +329,6 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{"finalizer without domain", reconcile.WithFinalizer("cleanup"), "WithFinalizer"},
 		{"empty field owner", reconcile.WithFieldOwner(""), "WithFieldOwner"},
 		{"empty name", reconcile.WithName(""), "WithName"},
-		{"negative concurrency", reconcile.WithMaxConcurrentReconciles(-1), "WithMaxConcurrentReconciles"},
 		{"negative progress delay", reconcile.WithProgressDelay(-time.Second), "WithProgressDelay"},
 	}
 	for _, tt := range tests {
@@ -340,6 +341,51 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	}
 	if _, err := reconcile.New[*testv1.Widget](nil, env.Scheme, &widgetHooks{}); err == nil {
 		t.Error("New with a nil client succeeded")
+	}
+}
+
+// TestControllerOptionsAreSetupOnly checks that the options shaping a
+// controller cannot be given to New, which builds none: their values do not
+// implement Option, so New(..., WithOwns(...)) does not compile.
+func TestControllerOptionsAreSetupOnly(t *testing.T) {
+	setupOnly := map[string]reconcile.SetupOption{
+		"WithOwns":                    reconcile.WithOwns(&corev1.ConfigMap{}),
+		"WithWatches":                 reconcile.WithWatches(&corev1.Secret{}, nil),
+		"WithPredicates":              reconcile.WithPredicates(reconcile.DefaultPredicate()),
+		"WithMaxConcurrentReconciles": reconcile.WithMaxConcurrentReconciles(2),
+		"WithSkipNameValidation":      reconcile.WithSkipNameValidation(),
+	}
+	for name, o := range setupOnly {
+		if _, ok := o.(reconcile.Option); ok {
+			t.Errorf("%s is an Option: New would accept it and ignore it", name)
+		}
+	}
+}
+
+// TestSetupWithManagerRejectsBadOptions checks that SetupWithManager
+// validates both kinds of option: the Reconciler's and the controller's.
+func TestSetupWithManagerRejectsBadOptions(t *testing.T) {
+	tests := []struct {
+		name string
+		opt  reconcile.SetupOption
+		want string
+	}{
+		{"negative concurrency", reconcile.WithMaxConcurrentReconciles(-1), "WithMaxConcurrentReconciles"},
+		{"finalizer without domain", reconcile.WithFinalizer("cleanup"), "WithFinalizer"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+				Scheme:                 env.Scheme,
+				Metrics:                metricsserver.Options{BindAddress: "0"},
+				HealthProbeBindAddress: "0",
+			})
+			testkit.Must(t, err)
+			_, err = reconcile.SetupWithManager[*testv1.Widget](mgr, &widgetHooks{}, tt.opt, reconcile.WithSkipNameValidation())
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("SetupWithManager = %v, want an error naming %s", err, tt.want)
+			}
+		})
 	}
 }
 

@@ -28,7 +28,7 @@ import (
 //
 // For anything else build the controller with ctrl.NewControllerManagedBy
 // and pass it a Reconciler from New.
-func SetupWithManager[T Object](mgr ctrl.Manager, hooks Hooks[T], opts ...Option) (*Reconciler[T], error) {
+func SetupWithManager[T Object](mgr ctrl.Manager, hooks Hooks[T], opts ...SetupOption) (*Reconciler[T], error) {
 	if mgr == nil {
 		return nil, fmt.Errorf("reconcile.SetupWithManager: manager is nil")
 	}
@@ -36,12 +36,20 @@ func SetupWithManager[T Object](mgr ctrl.Manager, hooks Hooks[T], opts ...Option
 	if err != nil {
 		return nil, err
 	}
-	r, err := build(mgr.GetClient(), mgr.GetScheme(), hooks, mgr.GetEventRecorder, opts)
+	var so setupOptions
+	r, err := build(mgr.GetClient(), mgr.GetScheme(), hooks, mgr.GetEventRecorder, func(o *options) error {
+		so.options = *o
+		for _, opt := range opts {
+			opt.applyToSetup(&so)
+		}
+		*o = so.options
+		return so.validate()
+	})
 	if err != nil {
 		return nil, err
 	}
 
-	preds := r.opts.predicates
+	preds := so.predicates
 	if len(preds) == 0 {
 		preds = []predicate.Predicate{DefaultPredicate()}
 	}
@@ -49,13 +57,13 @@ func SetupWithManager[T Object](mgr ctrl.Manager, hooks Hooks[T], opts ...Option
 		Named(r.opts.name).
 		For(newObj(), builder.WithPredicates(preds...)).
 		WithOptions(controller.Options{
-			MaxConcurrentReconciles: r.opts.maxConcurrent,
-			SkipNameValidation:      &r.opts.skipNameCheck,
+			MaxConcurrentReconciles: so.maxConcurrent,
+			SkipNameValidation:      &so.skipNameCheck,
 		})
-	for _, o := range r.opts.owns {
+	for _, o := range so.owns {
 		b = b.Owns(o)
 	}
-	for _, w := range r.opts.watches {
+	for _, w := range so.watches {
 		b = b.Watches(w.obj, w.handler, w.opts...)
 	}
 	if err := b.Complete(r); err != nil {

@@ -165,7 +165,7 @@ func newRig(t *testing.T) *rig {
 	if err := c.Create(t.Context(), ns); err != nil {
 		t.Fatal(err)
 	}
-	children, err := reconcile.NewChildren(c, scheme, "opkit-etcdcluster")
+	children, err := reconcile.NewChildren(c, scheme)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,6 +183,7 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	r, err := reconcile.New[*v1alpha1.EtcdCluster](c, scheme, hooks,
+		reconcile.WithFieldOwner(controller.FieldOwner),
 		reconcile.WithConditions(v1alpha1.ConditionAvailable),
 		reconcile.WithNegativePolarityConditions(v1alpha1.ConditionDegraded))
 	if err != nil {

@@ -88,7 +88,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	// The cache holds labelled children only: an unlabelled object of a
 	// child's name is found through the API server and refused, not
 	// applied over.
-	children, err := reconcile.NewChildren(mgr.GetClient(), mgr.GetScheme(), FieldOwner, reconcile.WithUncachedReader(mgr.GetAPIReader()))
+	children, err := reconcile.NewChildren(mgr.GetClient(), mgr.GetScheme(), reconcile.WithUncachedReader(mgr.GetAPIReader()))
 	if err != nil {
 		return err
 	}

@@ -109,7 +109,7 @@ func NewHooks(c client.Client, apiReader client.Reader, scheme *runtime.Scheme, 
 	if apiReader != nil {
 		opts = append(opts, reconcile.WithUncachedReader(apiReader))
 	}
-	children, err := reconcile.NewChildren(c, scheme, ManagedBy, opts...)
+	children, err := reconcile.NewChildren(c, scheme, opts...)
 	if err != nil {
 		return nil, err
 	}

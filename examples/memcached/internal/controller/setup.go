@@ -88,7 +88,11 @@ func SetupWithManager(mgr ctrl.Manager, o Options) (*reconcile.Reconciler[*v1alp
 		return nil, fmt.Errorf("indexing pods by %s: %w", LabelInstance, err)
 	}
 	hooks.podIndexed = true
-	opts := append(ReconcilerOptions(rec),
+	var opts []reconcile.SetupOption
+	for _, o := range ReconcilerOptions(rec) {
+		opts = append(opts, o)
+	}
+	opts = append(opts,
 		reconcile.WithOwns(&appsv1.Deployment{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}),
 		reconcile.WithWatches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podOwner),
 			builder.OnlyMetadata, builder.WithPredicates(podMembershipChanged())),
