@@ -76,7 +76,9 @@
 // status must expose conditions and observedGeneration through the four
 // methods of Object, and the conditions list must be a map list keyed by type
 // (+listType=map, +listMapKey=type), or other controllers' conditions are
-// replaced by the apply. Do not strip metadata.managedFields from the kind in
+// replaced by the apply. SetupWithManager checks the CRD's published schema
+// for these and fails with ErrStatusSchema, naming the CRD and the fix, when
+// it was not regenerated after adding them. Do not strip metadata.managedFields from the kind in
 // a cache transform: the Reconciler reads them to know which conditions it
 // owns.
 //

@@ -26,6 +26,15 @@ import (
 // writes, and periodic resyncs are dropped, so they cost no pass. Owned
 // children's events are not filtered.
 //
+// SetupWithManager also reads the OpenAPI schema the API server publishes
+// for T (one discovery request, allowed to every authenticated user by the
+// default RBAC) and fails with ErrStatusSchema, naming the CRD and the fix,
+// when it lacks status.observedGeneration or status.conditions keyed by
+// type: the Go type has them but the CRD was not regenerated, and every
+// status write would fail. A schema it cannot read is not an error (a CRD
+// just created may not be published yet): the status write's error then
+// wraps ErrStatusSchema with the same fix.
+//
 // For anything else build the controller with ctrl.NewControllerManagedBy
 // and pass it a Reconciler from New.
 func SetupWithManager[T Object](mgr ctrl.Manager, hooks Hooks[T], opts ...SetupOption) (*Reconciler[T], error) {
@@ -47,6 +56,14 @@ func SetupWithManager[T Object](mgr ctrl.Manager, hooks Hooks[T], opts ...SetupO
 	})
 	if err != nil {
 		return nil, err
+	}
+
+	crdName := ""
+	if m, err := mgr.GetRESTMapper().RESTMapping(r.gvk.GroupKind(), r.gvk.Version); err == nil {
+		crdName = m.Resource.Resource + "." + r.gvk.Group
+	}
+	if err := checkStatusSchema(mgr.GetConfig(), r.gvk, crdName); err != nil {
+		return nil, fmt.Errorf("reconcile.SetupWithManager: %w", err)
 	}
 
 	preds := so.predicates

@@ -75,7 +75,7 @@ func (r *Reconciler[T]) writeStatus(ctx context.Context, before, after T) (bool,
 			// Deleted during the pass: there is no status left to write.
 			return true, nil
 		}
-		return true, fmt.Errorf("applying status of %s %s: %w", r.gvk.Kind, client.ObjectKeyFromObject(after), err)
+		return true, statusSchemaError(err, r.gvk, client.ObjectKeyFromObject(after))
 	}
 	// Keep what later steps read current: the resourceVersion (read-your-
 	// writes) and managedFields (which conditions are ours). The rest of the
