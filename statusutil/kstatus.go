@@ -100,8 +100,9 @@ func containsType(owned []ownedCondition, t string) bool {
 //
 //  1. Stalled is True: Ready is False with Stalled's reason and message.
 //  2. An owned condition is bad (a positive-polarity one is False, a
-//     negative-polarity one is True): Ready is False with the reason and
-//     message of the first such condition in option order.
+//     negative-polarity one is True): Ready is False with the reason of the
+//     first such condition in option order, and a message naming it
+//     ("Available is False: <its message>").
 //  3. Reconciling is True: Ready is Unknown with Reconciling's reason and
 //     message.
 //  4. An owned condition is undecided (a positive-polarity one is Unknown or
@@ -133,6 +134,17 @@ func summarize(obj Getter, o *summaryOptions) metav1.Condition {
 	from := func(status metav1.ConditionStatus, c *metav1.Condition) metav1.Condition {
 		return metav1.Condition{Type: ReadyCondition, Status: status, Reason: c.Reason, Message: c.Message}
 	}
+	// fromOwned names the owned condition in the message, so that Ready
+	// says where its reason comes from: a domain condition's reason (say
+	// "Reconciling" on Available) must not read as the kstatus condition.
+	fromOwned := func(status metav1.ConditionStatus, c *metav1.Condition) metav1.Condition {
+		r := from(status, c)
+		r.Message = c.Type + " is " + string(c.Status)
+		if c.Message != "" {
+			r.Message += ": " + c.Message
+		}
+		return r
+	}
 	if c := Get(obj, StalledCondition); c != nil && c.Status == metav1.ConditionTrue {
 		return from(metav1.ConditionFalse, c)
 	}
@@ -142,7 +154,7 @@ func summarize(obj Getter, o *summaryOptions) metav1.Condition {
 			continue
 		}
 		if (!oc.negative && c.Status == metav1.ConditionFalse) || (oc.negative && c.Status == metav1.ConditionTrue) {
-			return from(metav1.ConditionFalse, c)
+			return fromOwned(metav1.ConditionFalse, c)
 		}
 	}
 	if c := Get(obj, ReconcilingCondition); c != nil && c.Status == metav1.ConditionTrue {
@@ -159,7 +171,7 @@ func summarize(obj Getter, o *summaryOptions) metav1.Condition {
 		case c == nil:
 			// An absent abnormal-true condition is good.
 		case c.Status != metav1.ConditionTrue && c.Status != metav1.ConditionFalse:
-			return from(metav1.ConditionUnknown, c)
+			return fromOwned(metav1.ConditionUnknown, c)
 		}
 	}
 	return metav1.Condition{Type: ReadyCondition, Status: metav1.ConditionTrue, Reason: o.readyReason, Message: o.readyMsg}

@@ -91,19 +91,19 @@ func TestSetSummary(t *testing.T) {
 			name:  "bad owned condition beats reconciling",
 			conds: []metav1.Condition{c("Reconciling", T, "Progressing"), c("Available", T, "Up"), c("Synced", F, "OutOfSync")},
 			opts:  owned,
-			want:  c("Ready", F, "OutOfSync"),
+			want:  cond("Ready", F, "OutOfSync", "Synced is False: OutOfSync message", 1, t0),
 		},
 		{
 			name:  "first bad condition in option order",
 			conds: []metav1.Condition{c("Degraded", T, "Slow"), c("Synced", F, "OutOfSync"), c("Available", T, "Up")},
 			opts:  owned,
-			want:  c("Ready", F, "OutOfSync"),
+			want:  cond("Ready", F, "OutOfSync", "Synced is False: OutOfSync message", 1, t0),
 		},
 		{
 			name:  "true negative condition is bad",
 			conds: []metav1.Condition{c("Degraded", T, "Slow"), c("Synced", T, "InSync"), c("Available", T, "Up")},
 			opts:  owned,
-			want:  c("Ready", F, "Slow"),
+			want:  cond("Ready", F, "Slow", "Degraded is True: Slow message", 1, t0),
 		},
 		{
 			name:  "reconciling beats unknown owned",
@@ -115,13 +115,22 @@ func TestSetSummary(t *testing.T) {
 			name:  "unknown owned condition",
 			conds: []metav1.Condition{c("Available", T, "Up"), c("Synced", U, "Checking")},
 			opts:  owned,
-			want:  c("Ready", U, "Checking"),
+			want:  cond("Ready", U, "Checking", "Synced is Unknown: Checking message", 1, t0),
 		},
 		{
 			name:  "unknown negative condition",
 			conds: []metav1.Condition{c("Available", T, "Up"), c("Synced", T, "InSync"), c("Degraded", U, "Probing")},
 			opts:  owned,
-			want:  c("Ready", U, "Probing"),
+			want:  cond("Ready", U, "Probing", "Degraded is Unknown: Probing message", 1, t0),
+		},
+		{
+			// A domain condition's reason that reads like a kstatus type
+			// (kubebuilder's sample sets Available=Unknown, reason
+			// Reconciling): the message says where it comes from.
+			name:  "owned reason named like a kstatus condition",
+			conds: []metav1.Condition{cond("Available", U, "Reconciling", "Starting reconciliation", 1, t0)},
+			opts:  []statusutil.SummaryOption{statusutil.WithConditions("Available")},
+			want:  cond("Ready", U, "Reconciling", "Available is Unknown: Starting reconciliation", 1, t0),
 		},
 		{
 			name:  "missing positive condition",
