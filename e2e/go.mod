@@ -7,6 +7,11 @@ require (
 	github.com/fluxcd/cli-utils v1.2.2
 	github.com/google/go-cmp v0.7.0
 	github.com/opkit-dev/opkit v0.0.0-00010101000000-000000000000
+	github.com/opkit-dev/opkit/backup/s3 v0.0.0-00010101000000-000000000000
+	github.com/opkit-dev/opkit/examples/etcd v0.0.0-00010101000000-000000000000
+	github.com/opkit-dev/opkit/examples/memcached v0.0.0-00010101000000-000000000000
+	github.com/opkit-dev/opkit/internal/localcluster v0.0.0-00010101000000-000000000000
+	github.com/opkit-dev/opkit/statusutil/e2estatus v0.0.0-00010101000000-000000000000
 	go.etcd.io/etcd/api/v3 v3.7.0
 	go.etcd.io/etcd/client/v3 v3.7.0
 	go.uber.org/zap v1.27.1
@@ -170,4 +175,11 @@ require (
 )
 
 // The e2e suites test this checkout of opkit, never a published version.
-replace github.com/opkit-dev/opkit => ../
+replace (
+	github.com/opkit-dev/opkit => ../
+	github.com/opkit-dev/opkit/backup/s3 => ../backup/s3
+	github.com/opkit-dev/opkit/examples/etcd => ../examples/etcd
+	github.com/opkit-dev/opkit/examples/memcached => ../examples/memcached
+	github.com/opkit-dev/opkit/internal/localcluster => ../internal/localcluster
+	github.com/opkit-dev/opkit/statusutil/e2estatus => ../statusutil/e2estatus
+)

@@ -34,7 +34,7 @@ kubectl apply -f examples/memcached/config/crd/bases
 kubectl wait --for=condition=Established crd/memcacheds.cache.opkit.dev --timeout=60s
 
 echo ">> building and starting the memcached operator (log: .local/memcached-operator.log)"
-go build -o .local/memcached-operator ./examples/memcached
+(cd examples/memcached && go build -o ../../.local/memcached-operator .)
 .local/memcached-operator --metrics-bind-address=127.0.0.1:0 --metrics-secure=false --health-probe-bind-address=127.0.0.1:0 \
 	>.local/memcached-operator.log 2>&1 &
 operator=$!

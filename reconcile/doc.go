@@ -101,6 +101,20 @@
 //	// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 //	// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch;delete
 //
+// # The package name
+//
+// The package is named reconcile, like controller-runtime's pkg/reconcile,
+// on purpose: it is what an operator uses instead of writing a
+// controller-runtime reconcile.Reconciler by hand, and in a controller's
+// code its names (reconcile.New, reconcile.Result, reconcile.Done) read as
+// what they are. Go resolves
+// imports per file, so a scaffolded test that imports controller-runtime's
+// package as reconcile compiles next to a controller file that imports this
+// one (docs/kubebuilder.md does exactly that). In a file that needs both,
+// import controller-runtime's as crreconcile, or use ctrl.Request and
+// ctrl.Result, which kubebuilder's scaffold already uses in Reconcile's
+// signature.
+//
 // # Footguns
 //
 //   - Reconcile must not write its own object; set status fields in memory

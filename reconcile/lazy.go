@@ -4,9 +4,7 @@ import (
 	"context"
 	"sync"
 
-	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
@@ -16,8 +14,8 @@ import (
 //
 //	&MemcachedReconciler{Client: k8sClient, Scheme: k8sClient.Scheme()}
 //
-// and call its Reconcile method. Add a Lazy field and make Reconcile one
-// line:
+// and call its Reconcile method. Add a Lazy field, keep the struct and its
+// Reconcile method, and make Reconcile one line:
 //
 //	type MemcachedReconciler struct {
 //		client.Client
@@ -26,42 +24,42 @@ import (
 //	}
 //
 //	func (r *MemcachedReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-//		return r.opkit.Reconcile(ctx, req, r.Client, r.Scheme, &memcachedHooks{client: r.Client})
+//		return r.opkit.Reconcile(ctx, req, r.newReconciler)
 //	}
+//
+// where newReconciler builds the Reconciler with New from the struct's
+// fields. docs/kubebuilder.md ports a scaffolded project this way.
 //
 // The zero value is ready to use. It must not be copied after first use
 // (it holds a sync.Once), so keep the reconciler a pointer, as the scaffold
 // does.
 //
 // Footguns:
-//   - The Reconciler is built with New from the arguments of the first call;
-//     later calls' arguments are ignored, so pass the same ones every time.
-//   - Built this way the Reconciler has no event recorder unless opts has
-//     WithEventRecorder, and the controller watching the kind is the
-//     scaffold's: add builder.WithPredicates(reconcile.DefaultPredicate()) to
-//     its For, or every status write of the Reconciler costs one more
-//     (writeless) pass.
-//   - If New fails (invalid options, a type not in the scheme), every call
-//     returns that error.
+//   - build runs once, on the first call, with the struct's fields as they
+//     are then; a build error is returned by that call and every later one.
+//   - A Reconciler from New has no event recorder unless build passes
+//     WithEventRecorder, and the controller that calls Reconcile is the
+//     scaffold's own builder: give its For
+//     builder.WithPredicates(reconcile.DefaultPredicate()), or every status
+//     write of the Reconciler costs one more (writeless) pass.
 type Lazy[T Object] struct {
 	once sync.Once
 	r    *Reconciler[T]
 	err  error
 }
 
-// Reconcile builds the Reconciler with New(c, scheme, hooks, opts...) on the
-// first call and runs one pass for req.
-func (l *Lazy[T]) Reconcile(ctx context.Context, req crreconcile.Request, c client.Client, scheme *runtime.Scheme, hooks Hooks[T], opts ...Option) (ctrl.Result, error) {
-	r, err := l.Get(c, scheme, hooks, opts...)
+// Reconcile runs one pass for req with the Reconciler build returns,
+// calling build on the first call only.
+func (l *Lazy[T]) Reconcile(ctx context.Context, req crreconcile.Request, build func() (*Reconciler[T], error)) (ctrl.Result, error) {
+	r, err := l.Get(build)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	return r.Reconcile(ctx, req)
 }
 
-// Get returns the Reconciler, building it with New(c, scheme, hooks,
-// opts...) on the first call.
-func (l *Lazy[T]) Get(c client.Client, scheme *runtime.Scheme, hooks Hooks[T], opts ...Option) (*Reconciler[T], error) {
-	l.once.Do(func() { l.r, l.err = New(c, scheme, hooks, opts...) })
+// Get returns the Reconciler, calling build on the first call only.
+func (l *Lazy[T]) Get(build func() (*Reconciler[T], error)) (*Reconciler[T], error) {
+	l.once.Do(func() { l.r, l.err = build() })
 	return l.r, l.err
 }

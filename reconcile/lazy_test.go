@@ -28,7 +28,12 @@ type WidgetReconciler struct {
 }
 
 func (r *WidgetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	return r.opkit.Reconcile(ctx, req, r.Client, r.Scheme, &publishHooks{}, reconcile.WithConditions("Available"))
+	return r.opkit.Reconcile(ctx, req, r.newReconciler)
+}
+
+// newReconciler builds the opkit Reconciler from the struct's fields.
+func (r *WidgetReconciler) newReconciler() (*reconcile.Reconciler[*testv1.Widget], error) {
+	return reconcile.New[*testv1.Widget](r.Client, r.Scheme, publishHooks{}, reconcile.WithConditions("Available"))
 }
 
 // publishHooks reports Available with no children.
@@ -55,18 +60,29 @@ func TestLazyKeepsAScaffoldedTestWorking(t *testing.T) {
 	if !statusutil.IsTrue(w, statusutil.ReadyCondition) || w.Status.ObservedGeneration != w.Generation {
 		t.Errorf("status = %+v, want Ready and observedGeneration %d", w.Status, w.Generation)
 	}
-	first, err := r.opkit.Get(nil, nil, nil)
+	first, err := r.opkit.Get(func() (*reconcile.Reconciler[*testv1.Widget], error) {
+		t.Error("Get built a second Reconciler")
+		return nil, nil
+	})
 	testkit.Must(t, err)
 	if first == nil || first.FieldOwner() != "opkit-widget" {
 		t.Errorf("Get after the passes = %v, want the Reconciler the first pass built", first)
 	}
 
-	// A Reconciler New refuses: every call says why.
+	// A Reconciler New refuses: every call says why, and build runs once.
 	var bad reconcile.Lazy[*testv1.Widget]
+	builds := 0
+	build := func() (*reconcile.Reconciler[*testv1.Widget], error) {
+		builds++
+		return reconcile.New[*testv1.Widget](f.c, env.Scheme, publishHooks{}, reconcile.WithName(""))
+	}
 	for range 2 {
-		if _, err := bad.Reconcile(t.Context(), req, f.c, env.Scheme, publishHooks{}, reconcile.WithName("")); err == nil {
+		if _, err := bad.Reconcile(t.Context(), req, build); err == nil {
 			t.Fatal("Lazy.Reconcile with invalid options succeeded")
 		}
+	}
+	if builds != 1 {
+		t.Errorf("build ran %d times, want 1", builds)
 	}
 }
 

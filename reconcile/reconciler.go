@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/opkit-dev/opkit/ownership"
 	"github.com/opkit-dev/opkit/statusutil"
@@ -121,7 +120,7 @@ func New[T Object](c client.Client, scheme *runtime.Scheme, hooks Hooks[T], opts
 // build is New with a source of the default event recorder, called with the
 // controller name once the options are resolved, and a configure func that
 // applies the caller's options to the defaults.
-func build[T Object](c client.Client, scheme *runtime.Scheme, hooks Hooks[T], defaultRecorder func(name string) recorder.EventRecorder, configure func(*options) error) (*Reconciler[T], error) {
+func build[T Object](c client.Client, scheme *runtime.Scheme, hooks Hooks[T], defaultRecorder func(name string) events.EventRecorder, configure func(*options) error) (*Reconciler[T], error) {
 	if c == nil || scheme == nil || hooks == nil {
 		return nil, errors.New("reconcile.New: client, scheme and hooks are required")
 	}

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -46,7 +47,10 @@ func SetupWithManager[T Object](mgr ctrl.Manager, hooks Hooks[T], opts ...SetupO
 		return nil, err
 	}
 	var so setupOptions
-	r, err := build(mgr.GetClient(), mgr.GetScheme(), hooks, mgr.GetEventRecorder, func(o *options) error {
+	// A func literal, not the method value: GetEventRecorder's result type
+	// differs between controller-runtime v0.24 and v0.25.
+	recorderFor := func(name string) events.EventRecorder { return mgr.GetEventRecorder(name) }
+	r, err := build(mgr.GetClient(), mgr.GetScheme(), hooks, recorderFor, func(o *options) error {
 		so.options = *o
 		for _, opt := range opts {
 			opt.applyToSetup(&so)

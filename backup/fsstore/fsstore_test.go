@@ -249,7 +249,7 @@ func BenchmarkPlainCopy(b *testing.B) {
 }
 
 // BenchmarkBackup backs up a 64 MiB synthetic snapshot into an fsstore. The
-// 1 GiB measurement with peak RSS is backup/internal/benchprog.
+// 1 GiB measurement with peak RSS is backup/s3/internal/benchprog.
 func BenchmarkBackup(b *testing.B) {
 	s, err := fsstore.New(b.TempDir())
 	if err != nil {

@@ -434,7 +434,7 @@ func TestConfigFromSecret(t *testing.T) {
 }
 
 // BenchmarkBackup backs up a 64 MiB synthetic snapshot into versitygw. The
-// 1 GiB measurement with peak RSS is backup/internal/benchprog.
+// 1 GiB measurement with peak RSS is backup/s3/internal/benchprog.
 func BenchmarkBackup(b *testing.B) {
 	const size = 64 << 20
 	store := newStore(b, "bench")

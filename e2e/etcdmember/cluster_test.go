@@ -36,7 +36,7 @@ import (
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/internal/testkit"
 	"github.com/opkit-dev/opkit/statusutil"
-	"github.com/opkit-dev/opkit/statusutil/statustest"
+	"github.com/opkit-dev/opkit/statusutil/e2estatus"
 )
 
 // Names and values of the operator (examples/etcd/internal/controller,
@@ -345,7 +345,7 @@ func assertSeedIdentity(t *testing.T, c *v1alpha1.EtcdCluster, m *member) {
 // read.
 func assertReadyWithMember(ctx context.Context, t *testing.T, r *resources.Resources, c *v1alpha1.EtcdCluster, m *member, ec *clientv3.Client) {
 	t.Helper()
-	statustest.WaitForCondition(t, r, c, statusutil.ReadyCondition, metav1.ConditionTrue,
+	e2estatus.WaitForCondition(t, r, c, statusutil.ReadyCondition, metav1.ConditionTrue,
 		wait.WithContext(ctx), wait.WithTimeout(timeout), wait.WithInterval(pollEvery))
 
 	list, err := ec.MemberList(etcdCtx(t))
@@ -413,7 +413,7 @@ func backUp(ctx context.Context, t *testing.T, cfg *envconf.Config, ns, cluster,
 	b := &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: v1alpha1.EtcdBackupSpec{ClusterName: cluster, StoreRef: v1alpha1.StoreReference{PVCName: storeName}}}
 	testkit.Must(t, r.Create(ctx, b))
-	statustest.WaitForCondition(t, r, b, conditionComplete, metav1.ConditionTrue,
+	e2estatus.WaitForCondition(t, r, b, conditionComplete, metav1.ConditionTrue,
 		wait.WithContext(ctx), wait.WithTimeout(timeout), wait.WithInterval(pollEvery))
 	if b.Status.Phase != v1alpha1.BackupSucceeded {
 		t.Fatalf("EtcdBackup %s is Complete in phase %q, want %q", b.Name, b.Status.Phase, v1alpha1.BackupSucceeded)

@@ -49,8 +49,10 @@ func (o *Operator) Start(repoRoot string) env.Func {
 		}
 		o.dir = dir
 		bin := filepath.Join(dir, o.Name)
-		build := exec.CommandContext(ctx, "go", "build", "-o", bin, o.Package)
-		build.Dir = repoRoot
+		// In the package's directory: the examples are modules of their
+		// own.
+		build := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
+		build.Dir = filepath.Join(repoRoot, filepath.FromSlash(o.Package))
 		if out, err := build.CombinedOutput(); err != nil {
 			return ctx, fmt.Errorf("building %s: %w\n%s", o.Package, err, out)
 		}

@@ -22,7 +22,7 @@ import (
 	"github.com/opkit-dev/opkit/examples/memcached/api/v1alpha1"
 	"github.com/opkit-dev/opkit/internal/testkit"
 	"github.com/opkit-dev/opkit/statusutil"
-	"github.com/opkit-dev/opkit/statusutil/statustest"
+	"github.com/opkit-dev/opkit/statusutil/e2estatus"
 )
 
 const (
@@ -140,7 +140,7 @@ func TestWalkthrough(t *testing.T) {
 // waitReady waits for Ready=True at m's current generation.
 func waitReady(ctx context.Context, t *testing.T, r *resources.Resources, m *v1alpha1.Memcached) {
 	t.Helper()
-	statustest.WaitForCondition(t, r, m, statusutil.ReadyCondition, metav1.ConditionTrue,
+	e2estatus.WaitForCondition(t, r, m, statusutil.ReadyCondition, metav1.ConditionTrue,
 		wait.WithContext(ctx), wait.WithTimeout(timeout), wait.WithInterval(pollEvery))
 }
 

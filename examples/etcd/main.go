@@ -2,7 +2,7 @@
 // membership changes, upgrades, backups and restores, built from opkit's
 // reconcile, statusutil, ownership and backup packages.
 //
-// Run it against the cluster of $KUBECONFIG with `go run ./examples/etcd`
+// Run it against the cluster of $KUBECONFIG with `go run .` in examples/etcd
 // (make run-etcd). Outside the cluster, pod DNS names do not resolve: pass
 // --member-access=port-forward to reach every member through a
 // port-forward of the API server (as kubectl port-forward does), or

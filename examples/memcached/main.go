@@ -2,7 +2,7 @@
 // controller of package controller against the cluster of --kubeconfig (or
 // $KUBECONFIG, or the in-cluster configuration).
 //
-//	go run ./examples/memcached --kubeconfig ~/.kube/config --namespaces default
+//	cd examples/memcached && go run . --kubeconfig ~/.kube/config --namespaces default
 package main
 
 import (

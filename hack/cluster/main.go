@@ -2,9 +2,9 @@
 // internal/localcluster). The Makefile's cluster-up and cluster-down targets
 // run it:
 //
-//	go run ./hack/cluster up   --name opkit --nodes 3 --kubeconfig .local/kubeconfig
-//	go run ./hack/cluster up   --name opkit --nodes 3 --real-nodes 1 --images .local/images
-//	go run ./hack/cluster down --name opkit --kubeconfig .local/kubeconfig
+//	cd hack && go run ./cluster up   --name opkit --nodes 3 --kubeconfig ../.local/kubeconfig
+//	cd hack && go run ./cluster up   --name opkit --nodes 3 --real-nodes 1 --images ../.local/images
+//	cd hack && go run ./cluster down --name opkit --kubeconfig ../.local/kubeconfig
 //
 // With --real-nodes N (root only) the cluster also gets N real nodes
 // (internal/localcluster/realnode): containerd, a kubelet, kube-proxy,

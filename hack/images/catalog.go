@@ -131,7 +131,9 @@ func goImage(name, ref, suffix, pkg string, cfg Config, extra ...File) Spec {
 			if repo, tag, ok := strings.Cut(ref, ":"); ok && strings.HasPrefix(repo, "opkit.dev/") {
 				ldflags = append(ldflags, "-X", "main.version="+tag)
 			}
-			if err := goBuild(ctx, e.Root, pkg, out, ldflags...); err != nil {
+			// In the package's directory: the examples are modules of
+			// their own.
+			if err := goBuild(ctx, dir, ".", out, ldflags...); err != nil {
 				return nil, Config{}, err
 			}
 			files := append([]File{{Path: binPath, Source: out, Mode: 0o755}}, extra...)
@@ -158,7 +160,7 @@ func goBuild(ctx context.Context, dir, pkg, out string, ldflags ...string) error
 	cmd.Stdout = os.Stderr
 	cmd.Stderr = os.Stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("go build %s: %w", pkg, err)
+		return fmt.Errorf("go build %s in %s: %w", pkg, dir, err)
 	}
 	return nil
 }

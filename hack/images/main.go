@@ -3,7 +3,7 @@
 // docker-archive tarball per image, written with go-containerregistry from
 // binaries built here. `make images` runs it:
 //
-//	go run ./hack/images -out .local/images [-only NAME,...] [-tag dev] [-bin bin]
+//	cd hack && go run ./images -out ../.local/images [-only NAME,...] [-tag dev] [-bin ../bin]
 //
 // Load a tarball with `ctr -n k8s.io images import FILE` or
 // `kind load image-archive FILE`. Images are stored under their fully

@@ -1,7 +1,7 @@
 // Command local-path-provisioner provisions PersistentVolumes for claims of
 // StorageClasses served by --provisioner-name: a directory under --root on
 // node --node-name, exposed as a hostPath volume pinned to that node. See
-// package internal/localpv.
+// package internal/localcluster/localpv.
 //
 //	local-path-provisioner --kubeconfig PATH --node-name NODE --root DIR \
 //		[--provisioner-name opkit.dev/local-path]
@@ -22,7 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
-	"github.com/opkit-dev/opkit/internal/localpv"
+	"github.com/opkit-dev/opkit/internal/localcluster/localpv"
 )
 
 func main() {

@@ -83,10 +83,10 @@ func setUp(ctx context.Context, cfg config) (*env, error) {
 		return e, err
 	}
 
-	progress("building the operator (go build ./examples/memcached)")
+	progress("building the operator (go build in examples/memcached)")
 	opBin := filepath.Join(e.tmp, "memcached")
-	build := exec.CommandContext(ctx, "go", "build", "-o", opBin, "./examples/memcached")
-	build.Dir = e.root
+	build := exec.CommandContext(ctx, "go", "build", "-o", opBin, ".")
+	build.Dir = filepath.Join(e.root, "examples", "memcached") // a module of its own
 	if out, err := build.CombinedOutput(); err != nil {
 		return e, fmt.Errorf("building the operator: %w: %s", err, out)
 	}

@@ -22,7 +22,7 @@
 // (VmHWM). The cluster and the operator are removed at the end, also on
 // failure and on Ctrl-C. Everything listens on loopback.
 //
-//	go run ./hack/scale -n 1000 -out .local/scale
+//	cd hack && go run ./scale -n 1000 -out ../.local/scale
 //
 // writes scale.md (tables), scale.json (raw numbers) and scale.png (ready
 // count over time, operator vs direct) into -out.

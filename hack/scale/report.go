@@ -84,7 +84,7 @@ type report struct {
 }
 
 func writeResults(dir string, cfg config, e *env, res *results) error {
-	rep := report{Command: "go run ./hack/scale " + strings.Join(os.Args[1:], " "), Machine: describe(e), Results: res}
+	rep := report{Command: "cd hack && go run ./scale " + strings.Join(os.Args[1:], " "), Machine: describe(e), Results: res}
 	data, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return err

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/opkit-dev/opkit/internal/localpv"
+	"github.com/opkit-dev/opkit/internal/localcluster/localpv"
 )
 
 // startProvisioners starts one local-path provisioner per node (volumes

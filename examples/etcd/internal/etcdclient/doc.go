@@ -11,7 +11,7 @@
 //
 //   - In-cluster, members are reached through their pod DNS names on the
 //     cluster's headless Service, http://<pod>.<cluster>.<namespace>.svc:2379.
-//   - In development (go run ./examples/etcd outside the cluster) the same
+//   - In development (go run . in examples/etcd, outside the cluster) the same
 //     names do not resolve. PortForwardFactory takes the same URLs, opens a
 //     port-forward through the API server to each member's pod (as kubectl
 //     port-forward does) and dials etcd at the forward's local port; the

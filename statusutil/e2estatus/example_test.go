@@ -1,4 +1,4 @@
-package statustest_test
+package e2estatus_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
 	"github.com/opkit-dev/opkit/statusutil"
-	"github.com/opkit-dev/opkit/statusutil/statustest"
+	"github.com/opkit-dev/opkit/statusutil/e2estatus"
 )
 
 // Wait in an e2e test until a custom resource is Ready for its current spec.
@@ -49,7 +49,7 @@ func ExampleHasCondition() {
 	}
 
 	waitFor := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "demo"}}
-	err = wait.For(statustest.IsReady(r, waitFor), wait.WithImmediate(), wait.WithInterval(100*time.Millisecond), wait.WithTimeout(30*time.Second))
+	err = wait.For(e2estatus.IsReady(r, waitFor), wait.WithImmediate(), wait.WithInterval(100*time.Millisecond), wait.WithTimeout(30*time.Second))
 	fmt.Println("ready:", err == nil, "generation:", waitFor.Status.ObservedGeneration)
 	// Output:
 	// ready: true generation: 1

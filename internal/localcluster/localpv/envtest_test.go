@@ -20,7 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/opkit-dev/opkit/internal/localpv"
+	"github.com/opkit-dev/opkit/internal/localcluster/localpv"
 	"github.com/opkit-dev/opkit/internal/testenv"
 )
 

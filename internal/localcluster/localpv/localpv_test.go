@@ -16,7 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/sig-storage-lib-external-provisioner/v13/controller"
 
-	"github.com/opkit-dev/opkit/internal/localpv"
+	"github.com/opkit-dev/opkit/internal/localcluster/localpv"
 )
 
 const node = "node-a"

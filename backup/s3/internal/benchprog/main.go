@@ -8,7 +8,7 @@
 // bandwidth (O_DIRECT, mode disk). Every measurement runs in its own child process so that its peak RSS
 // (VmHWM from /proc/self/status) is its own.
 //
-//	go run ./backup/internal/benchprog -size 1GiB
+//	cd backup/s3 && go run ./internal/benchprog -size 1GiB
 //
 // prints a Markdown table (committed in docs/benchmarks/backup.md).
 package main
