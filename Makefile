@@ -36,14 +36,15 @@ SCALE_OUT ?= $(ROOT)/.local/scale
 
 # The Go modules of this repository. The library is the root module; what
 # would drag dependencies into a consumer's module graph is in modules of
-# its own: the S3 store (minio-go), the e2e-framework waits, the example
+# its own: the S3 store (minio-go), the e2e-framework waits, the kstatus
+# assertions (cli-utils), the example
 # operators (etcd's client and grpc), the local-cluster code and hack/
 # programs (containerd's CRI API, go-containerregistry), and the e2e suites
 # (porcupine, helm). Each nested go.mod replaces the modules it uses with
 # this checkout. Every target runs in each module's own directory with
 # GOWORK=off: a developer's go.work (see CONTRIBUTING.md; git ignores it)
 # changes nothing here.
-LIBRARY_MODULES := . statusutil/e2estatus backup/s3
+LIBRARY_MODULES := . statusutil/e2estatus statusutil/kstatustest backup/s3
 UNIT_MODULES := $(LIBRARY_MODULES) internal/localcluster examples/memcached examples/etcd hack
 GO_MODULES := $(UNIT_MODULES) e2e
 export GOWORK := off
@@ -254,12 +255,16 @@ demo: cluster-tools ## Start a local cluster (unless KUBECONFIG is set) and run 
 	@hack/demo.sh
 
 .PHONY: run-memcached
-run-memcached: ## Run the memcached operator against $KUBECONFIG (default: the local cluster).
-	cd examples/memcached && KUBECONFIG=$${KUBECONFIG:-$(CLUSTER_KUBECONFIG)} go run . --metrics-bind-address=127.0.0.1:8080 --metrics-secure=false
+run-memcached: ## Install the Memcached CRD and run the memcached operator against $KUBECONFIG (default: the local cluster).
+	export KUBECONFIG=$${KUBECONFIG:-$(CLUSTER_KUBECONFIG)}; \
+	$(BIN)/kubectl apply --server-side -f examples/memcached/config/crd/bases && \
+	cd examples/memcached && go run . --metrics-bind-address=127.0.0.1:8080 --metrics-secure=false
 
 .PHONY: run-etcd
-run-etcd: ## Run the etcd operator against $KUBECONFIG (default: the local cluster).
-	cd examples/etcd && KUBECONFIG=$${KUBECONFIG:-$(CLUSTER_KUBECONFIG)} go run . --metrics-bind-address=127.0.0.1:8080 --metrics-secure=false
+run-etcd: ## Install the etcd CRDs and run the etcd operator against $KUBECONFIG (default: the local cluster).
+	export KUBECONFIG=$${KUBECONFIG:-$(CLUSTER_KUBECONFIG)}; \
+	$(BIN)/kubectl apply --server-side -f examples/etcd/config/crd/bases && \
+	cd examples/etcd && go run . --metrics-bind-address=127.0.0.1:8080 --metrics-secure=false
 
 .PHONY: clean
 clean: ## Remove bin/ links and .local/ (the tool cache stays).

@@ -101,6 +101,31 @@
 //	// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 //	// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch;delete
 //
+// # Newer controller-runtime pieces
+//
+// opkit supports controller-runtime v0.24 and v0.25 (README, Compatibility),
+// so it uses nothing that only v0.25 has. How its own pieces relate to the
+// newer ones:
+//
+//   - Read-your-writes. v0.25's experimental consistent client
+//     (client.CacheOptions.EnableReadYourWritesConsistency) makes a cached
+//     read wait until the informer has seen the client's last write. The
+//     Reconciler does not wait: it remembers the status (with its
+//     managedFields) and finalizers it wrote, and overlays them on a read
+//     that is older, so a pass never blocks on a slow watch and never
+//     drops a condition; Children does the same for the children it
+//     applied. With the consistent client on, reads are already fresh and
+//     the overlays find nothing to add: the two combine safely.
+//   - The priority queue (controller.Options.UsePriorityQueue, on by
+//     default in v0.24 and v0.25). The Reconciler only returns results the
+//     queue understands (RequeueAfter for waits, an error for retries), and
+//     its tests run with it on.
+//   - Reconciliation timeouts (controller.Options.ReconciliationTimeout):
+//     the pass's ctx carries the deadline to the hooks and to the status
+//     write; a pass that runs out of time writes no status and is retried.
+//   - Warm-up (EnableWarmup) concerns the controller's sources, not the
+//     Reconciler, and works with either.
+//
 // # The package name
 //
 // The package is named reconcile, like controller-runtime's pkg/reconcile,

@@ -11,10 +11,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -40,6 +42,9 @@ func TestWithManager(t *testing.T) {
 		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{f.ns: {}}},
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
+		// The default of controller-runtime v0.24 and v0.25, said here so
+		// that this test keeps running the Reconciler under it.
+		Controller: config.Controller{UsePriorityQueue: ptr.To(true)},
 	})
 	testkit.Must(t, err)
 	ch, err := reconcile.NewChildren(mgr.GetClient(), mgr.GetScheme())

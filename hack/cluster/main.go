@@ -27,6 +27,9 @@ import (
 	"github.com/opkit-dev/opkit/internal/repo"
 )
 
+// defaultName is the cluster name of make's CLUSTER_NAME default.
+const defaultName = "opkit"
+
 func main() {
 	if len(os.Args) < 2 || (os.Args[1] != "up" && os.Args[1] != "down") {
 		fmt.Fprintln(os.Stderr, "usage: cluster up|down [--name NAME] [--nodes N] [--real-nodes N] [--images DIR] [--kubeconfig PATH] [--bin DIR]")
@@ -34,7 +37,7 @@ func main() {
 	}
 	verb := os.Args[1]
 	fs := flag.NewFlagSet(verb, flag.ExitOnError)
-	name := fs.String("name", "opkit", "kwokctl cluster name")
+	name := fs.String("name", defaultName, "kwokctl cluster name")
 	nodes := fs.Int("nodes", 3, "number of fake (kwok) nodes")
 	kubeconfig := fs.String("kubeconfig", ".local/kubeconfig", "where to write the cluster's kubeconfig")
 	realNodes := fs.Int("real-nodes", 0, "number of real nodes (kubelet + containerd; needs root)")
@@ -130,13 +133,17 @@ func up(ctx context.Context, c *localcluster.Cluster, nodes, realNodes int, imag
 	if err := os.WriteFile(kubeconfig, cfg, 0o600); err != nil {
 		return err
 	}
+	down := "make cluster-down"
+	if c.Name != defaultName {
+		down += " CLUSTER_NAME=" + c.Name
+	}
 	fmt.Printf(`cluster %q is ready with %d fake and %d real nodes (%s).
 
-  export KUBECONFIG=%s
-  kubectl get nodes          # kubectl is in bin/
-  make run-memcached         # run the memcached operator against it
-  make cluster-down          # stop it and remove its state
-`, c.Name, nodes, realNodes, time.Since(start).Round(time.Second), kubeconfig)
+  export KUBECONFIG=%s PATH=%s:$PATH
+  kubectl get nodes
+  make run-memcached         # install the Memcached CRD and run its operator against the cluster
+  %-26s # stop it and remove its state
+`, c.Name, nodes, realNodes, time.Since(start).Round(time.Second), kubeconfig, c.BinDir, down)
 	return nil
 }
 

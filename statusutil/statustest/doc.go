@@ -9,6 +9,9 @@
 //	})
 //
 // Waits for end-to-end tests built on sigs.k8s.io/e2e-framework are in
-// package github.com/opkit-dev/opkit/statusutil/e2estatus, a module of its
-// own so that e2e-framework reaches only the modules that import it.
+// package github.com/opkit-dev/opkit/statusutil/e2estatus, and assertions of
+// what kstatus itself computes for an object in
+// github.com/opkit-dev/opkit/statusutil/kstatustest: modules of their own,
+// so that e2e-framework and cli-utils reach only the modules that import
+// them.
 package statustest
