@@ -31,7 +31,7 @@ import (
 func TestClusterDownAfterNormalRun(t *testing.T) {
 	root, bin := paths(t)
 	tool := filepath.Join(t.TempDir(), "cluster")
-	goBuild(t, root, tool, "./hack/cluster")
+	goBuild(t, filepath.Join(root, "hack"), tool, "./cluster") // hack is a module of its own
 	// Named like a suite's cluster, so that a real-node suite starting
 	// meanwhile waits for it instead of failing.
 	name := harness.ClusterPrefix + fmt.Sprint(os.Getpid())
@@ -122,10 +122,11 @@ func paths(t *testing.T) (root, bin string) {
 	return root, filepath.Join(root, "bin")
 }
 
-func goBuild(t *testing.T, root, out string, args ...string) {
+// goBuild runs go build -o out args in dir.
+func goBuild(t *testing.T, dir, out string, args ...string) {
 	t.Helper()
 	cmd := exec.CommandContext(t.Context(), "go", append([]string{"build", "-o", out}, args...)...)
-	cmd.Dir = root
+	cmd.Dir = dir
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build %v: %v\n%s", args, err, b)
 	}

@@ -62,6 +62,12 @@ type EtcdClusterSpec struct {
 	// +optional
 	Backup *BackupSpec `json:"backup,omitempty"`
 
+	// Defragmentation returns to the file system, one member at a time, the
+	// space etcd keeps in its database file after compaction (the file
+	// never shrinks otherwise). Unset, members are never defragmented.
+	// +optional
+	Defragmentation *DefragmentationSpec `json:"defragmentation,omitempty"`
+
 	// Restore creates the cluster from a backup. It can only be set when the
 	// cluster is created and never changed.
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="restore is immutable"
@@ -117,6 +123,28 @@ type StoreReference struct {
 	PVCName string `json:"pvcName,omitempty"`
 }
 
+// DefragmentationStatus reports a cluster's defragmentations.
+type DefragmentationStatus struct {
+	// LastRound is when the last scheduled round began.
+	// +optional
+	LastRound *metav1.Time `json:"lastRound,omitempty"`
+
+	// Pending are the members the current scheduled round has yet to
+	// defragment, in order.
+	// +listType=atomic
+	// +optional
+	Pending []string `json:"pending,omitempty"`
+
+	// LastTime is when a member was last defragmented, LastMember which,
+	// and LastReclaimedBytes how much its file shrank.
+	// +optional
+	LastTime *metav1.Time `json:"lastTime,omitempty"`
+	// +optional
+	LastMember string `json:"lastMember,omitempty"`
+	// +optional
+	LastReclaimedBytes int64 `json:"lastReclaimedBytes,omitempty"`
+}
+
 // BackupSpec configures a cluster's scheduled backups.
 type BackupSpec struct {
 	// Schedule is a cron expression ("0 3 * * *", "@every 6h"); empty takes
@@ -140,6 +168,34 @@ type BackupSpec struct {
 	// SkipFinalBackup deletes the cluster without taking a last snapshot.
 	// +optional
 	SkipFinalBackup bool `json:"skipFinalBackup,omitempty"`
+}
+
+// DefragmentationSpec says when members are defragmented. Either way one
+// member is defragmented at a time, followers first; before the leader's
+// turn leadership moves to another member, so that no follower waits on a
+// defragmenting leader; and nothing is defragmented while a member is
+// unhealthy or the membership changes.
+// +kubebuilder:validation:XValidation:rule="has(self.schedule) || has(self.thresholdPercent)",message="set schedule, thresholdPercent, or both"
+type DefragmentationSpec struct {
+	// Schedule is a cron expression ("0 3 * * 0", "@every 168h") at which
+	// every member is defragmented in turn.
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	Schedule string `json:"schedule,omitempty"`
+
+	// ThresholdPercent defragments a member as soon as free pages make up
+	// this share of its database file (100 * (dbSize - dbSizeInUse) /
+	// dbSize) and at least minReclaimable bytes would be returned.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=99
+	// +optional
+	ThresholdPercent int32 `json:"thresholdPercent,omitempty"`
+
+	// MinReclaimable is the least a threshold defragmentation must return
+	// to the file system (default 64Mi): defragmenting blocks the member,
+	// which a small gain does not justify.
+	// +optional
+	MinReclaimable *resource.Quantity `json:"minReclaimable,omitempty"`
 }
 
 // RestoreSpec names the backup a new cluster starts from.
@@ -230,6 +286,10 @@ type EtcdClusterStatus struct {
 	// Backup reports the scheduled backups.
 	// +optional
 	Backup backup.Status `json:"backup,omitempty"`
+
+	// Defragmentation reports the defragmentations of spec.defragmentation.
+	// +optional
+	Defragmentation DefragmentationStatus `json:"defragmentation,omitempty"`
 
 	// Conditions: Ready, Available, Progressing, Degraded, Reconciling,
 	// Stalled.

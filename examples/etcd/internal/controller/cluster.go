@@ -177,6 +177,11 @@ func (h *ClusterHooks) Validate(_ context.Context, c *v1alpha1.EtcdCluster) fiel
 			errs = append(errs, field.Invalid(field.NewPath("spec", "backup", "schedule"), b.Schedule, err.Error()))
 		}
 	}
+	if d := c.Spec.Defragmentation; d != nil && d.Schedule != "" {
+		if _, err := backup.ParseSchedule(d.Schedule); err != nil {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "defragmentation", "schedule"), d.Schedule, err.Error()))
+		}
+	}
 	if err := membership.CheckUpgrade(c.Status.Version, c.Spec.Version); err != nil {
 		errs = append(errs, field.Invalid(field.NewPath("spec", "version"), c.Spec.Version, err.Error()))
 	}
@@ -244,6 +249,9 @@ func (h *ClusterHooks) Reconcile(ctx context.Context, c *v1alpha1.EtcdCluster) r
 		}
 		emit(h.Recorder, c, normal, step.Reason, string(step.Action), step.Message)
 		return reconcile.Waiting(step.Reason, step.Message, stepRequeue)
+	}
+	if res := h.defragment(ctx, c, obs); res != nil {
+		return *res
 	}
 	return h.scheduledBackup(ctx, c, obs)
 }

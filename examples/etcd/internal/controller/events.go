@@ -25,6 +25,14 @@ const (
 	EventFinalBackupTaken = "FinalBackupTaken"
 	// EventRestored (Normal): spec.restore's backup is in the seed.
 	EventRestored = "Restored"
+	// EventDefragmented (Normal): a member was defragmented; the note says how much
+	// its file shrank.
+	EventDefragmented = "Defragmented"
+	// EventDefragmentationFailed (Warning): a defragmentation failed; it is retried.
+	EventDefragmentationFailed = "DefragmentationFailed"
+	// EventLeaderMoved (Normal): leadership moved away from a member whose turn to
+	// be defragmented came.
+	EventLeaderMoved = "LeaderMoved"
 )
 
 // emit emits one event about obj through rec, if there is one. note is

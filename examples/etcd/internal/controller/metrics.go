@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -30,6 +31,18 @@ const (
 	// MetricBackups counts backup attempts, with the labels trigger
 	// (on-demand, scheduled, final) and result (success, failure).
 	MetricBackups = "opkit_etcd_backups_total"
+	// MetricDBSize is the size of each healthy member's database file in
+	// bytes (label member), as of the last pass.
+	MetricDBSize = "opkit_etcd_member_db_size_bytes"
+	// MetricDBSizeInUse is the part of it that holds data; the rest is
+	// what a defragmentation returns to the file system.
+	MetricDBSizeInUse = "opkit_etcd_member_db_size_in_use_bytes"
+	// MetricLastDefragmentation is when each member was last
+	// defragmented by this process (Unix seconds).
+	MetricLastDefragmentation = "opkit_etcd_member_last_defragmentation_timestamp_seconds"
+	// MetricDefragmentations counts defragmentations by result (success,
+	// failure).
+	MetricDefragmentations = "opkit_etcd_defragmentations_total"
 )
 
 // Values of the trigger and result labels of MetricBackups.
@@ -65,6 +78,25 @@ var (
 		Help: "Backup attempts by trigger (on-demand, scheduled, final) and result (success, failure).",
 	}, []string{"namespace", "name", "trigger", "result"})
 
+	memberLabels = []string{"namespace", "name", "member"}
+
+	dbSizeGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: MetricDBSize,
+		Help: "Size of the member's database file in bytes, as of the last pass.",
+	}, memberLabels)
+	dbInUseGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: MetricDBSizeInUse,
+		Help: "Bytes of the member's database file that hold data; the rest is free pages a defragmentation returns.",
+	}, memberLabels)
+	lastDefragGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: MetricLastDefragmentation,
+		Help: "When the member was last defragmented by this process, in Unix seconds.",
+	}, memberLabels)
+	defrags = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: MetricDefragmentations,
+		Help: "Defragmentations by result (success, failure).",
+	}, []string{"namespace", "name", "result"})
+
 	registerOnce sync.Once
 	registerErr  error
 )
@@ -87,6 +119,18 @@ func RegisterMetrics() error {
 		}
 		if registerErr == nil {
 			backups, registerErr = register(backups)
+		}
+		if registerErr == nil {
+			dbSizeGauge, registerErr = register(dbSizeGauge)
+		}
+		if registerErr == nil {
+			dbInUseGauge, registerErr = register(dbInUseGauge)
+		}
+		if registerErr == nil {
+			lastDefragGauge, registerErr = register(lastDefragGauge)
+		}
+		if registerErr == nil {
+			defrags, registerErr = register(defrags)
 		}
 	})
 	return registerErr
@@ -167,6 +211,15 @@ func (h *ClusterHooks) recordMetrics(c *v1alpha1.EtcdCluster, obs *observation, 
 	if h.leaders.observe(c.Namespace+"/"+c.Name, previousLeader, leaderID(c.Status.Members)) {
 		changes.Inc()
 	}
+	// A member's sizes are current or absent: members that left or did
+	// not answer this pass have no series.
+	dbSizeGauge.DeletePartialMatch(l)
+	dbInUseGauge.DeletePartialMatch(l)
+	for name, st := range obs.statuses {
+		ml := prometheus.Labels{"namespace": c.Namespace, "name": c.Name, "member": name}
+		dbSizeGauge.With(ml).Set(float64(st.DBSize))
+		dbInUseGauge.With(ml).Set(float64(st.DBSizeInUse))
+	}
 }
 
 // forgetMetrics deletes the series of a deleted cluster.
@@ -177,7 +230,23 @@ func (h *ClusterHooks) forgetMetrics(c *v1alpha1.EtcdCluster) {
 	quorumGauge.Delete(l)
 	leaderChanges.Delete(l)
 	backups.DeletePartialMatch(l)
+	dbSizeGauge.DeletePartialMatch(l)
+	dbInUseGauge.DeletePartialMatch(l)
+	lastDefragGauge.DeletePartialMatch(l)
+	defrags.DeletePartialMatch(l)
 	h.leaders.forget(c.Namespace + "/" + c.Name)
+}
+
+// countDefragmentation counts one defragmentation of member of cluster
+// namespace/name, and records its time when it succeeded.
+func countDefragmentation(namespace, name, member string, at time.Time, err error) {
+	result := ResultSuccess
+	if err != nil {
+		result = ResultFailure
+	} else {
+		lastDefragGauge.WithLabelValues(namespace, name, member).Set(float64(at.Unix()))
+	}
+	defrags.WithLabelValues(namespace, name, result).Inc()
 }
 
 // countBackup counts one backup attempt of cluster namespace/name.

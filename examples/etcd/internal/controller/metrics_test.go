@@ -16,8 +16,21 @@ import (
 
 // clusterMetrics returns the series of the cluster ns/name on
 // controller-runtime's registry, keyed by metric name and, for
-// MetricBackups, "/trigger/result".
+// MetricBackups, "/trigger/result". Series of one member are left out
+// (memberMetrics has them).
 func clusterMetrics(t *testing.T, ns, name string) map[string]float64 {
+	t.Helper()
+	return metricsOf(t, ns, name, false)
+}
+
+// memberMetrics returns the series of the members of cluster ns/name,
+// keyed by metric name and "/member".
+func memberMetrics(t *testing.T, ns, name string) map[string]float64 {
+	t.Helper()
+	return metricsOf(t, ns, name, true)
+}
+
+func metricsOf(t *testing.T, ns, name string, members bool) map[string]float64 {
 	t.Helper()
 	families, err := crmetrics.Registry.Gather()
 	if err != nil {
@@ -30,12 +43,18 @@ func clusterMetrics(t *testing.T, ns, name string) map[string]float64 {
 			for _, l := range m.GetLabel() {
 				labels[l.GetName()] = l.GetValue()
 			}
-			if labels["namespace"] != ns || labels["name"] != name {
+			if labels["namespace"] != ns || labels["name"] != name || (labels["member"] != "") != members {
 				continue
 			}
 			key := f.GetName()
-			if f.GetName() == controller.MetricBackups {
+			if members {
+				key += "/" + labels["member"]
+			}
+			switch f.GetName() {
+			case controller.MetricBackups:
 				key += "/" + labels["trigger"] + "/" + labels["result"]
+			case controller.MetricDefragmentations:
+				key += "/" + labels["result"]
 			}
 			if c := m.GetCounter(); c != nil {
 				out[key] = c.GetValue()
@@ -138,5 +157,8 @@ func TestClusterMetrics(t *testing.T) {
 	}
 	if got := clusterMetrics(t, g.ns, "m"); len(got) != 0 {
 		t.Errorf("series left after deletion: %v", got)
+	}
+	if got := memberMetrics(t, g.ns, "m"); len(got) != 0 {
+		t.Errorf("member series left after deletion: %v", got)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/membership"
 )
 
@@ -27,6 +28,8 @@ type observation struct {
 	planned      membership.Observed
 	// endpoints of the members that answered, by member name.
 	healthy map[string]string
+	// statuses are the Status replies of the healthy members, by name.
+	statuses map[string]etcdclient.Status
 	// dialed are the endpoints of the running member pods, sorted.
 	dialed []string
 	// unreachable is why no running member answered, nil when one did or
@@ -40,7 +43,8 @@ type observation struct {
 // owners of its children, which the guard keeps for the final backup.
 func (h *ClusterHooks) observe(ctx context.Context, c *v1alpha1.EtcdCluster, guard *corev1.ConfigMap) (*observation, error) {
 	obs := &observation{guard: guard, pods: map[string]*corev1.Pod{}, claims: map[string]bool{},
-		claimObjects: map[string]*corev1.PersistentVolumeClaim{}, healthy: map[string]string{}}
+		claimObjects: map[string]*corev1.PersistentVolumeClaim{}, healthy: map[string]string{},
+		statuses: map[string]etcdclient.Status{}}
 	var pods corev1.PodList
 	if err := h.Client.List(ctx, &pods, client.InNamespace(c.Namespace), client.MatchingLabels(selectorLabels(c))); err != nil {
 		return nil, fmt.Errorf("listing pods: %w", err)
@@ -121,6 +125,7 @@ func (h *ClusterHooks) observe(ctx context.Context, c *v1alpha1.EtcdCluster, gua
 				m.Healthy = true
 				m.Leader = st.Leader == em.ID
 				obs.healthy[m.Name] = ep
+				obs.statuses[m.Name] = st
 			}
 		}
 		p.Members = append(p.Members, m)

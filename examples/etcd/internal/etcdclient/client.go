@@ -61,12 +61,20 @@ type Status struct {
 	RaftAppliedIndex uint64
 	// DBSize is the physical size of the member's database in bytes.
 	DBSize int64
+	// DBSizeInUse is the part of DBSize that holds data; the rest is free
+	// pages left by compaction, which only a defragmentation returns to
+	// the file system.
+	DBSizeInUse int64
 	// Errors are alarms and health problems the member reports.
 	Errors []string
 }
 
 // Healthy reports whether the member has a leader and reports no errors.
 func (s Status) Healthy() bool { return s.Leader != 0 && len(s.Errors) == 0 }
+
+// Reclaimable is how many bytes a defragmentation would return to the file
+// system: the database's free pages.
+func (s Status) Reclaimable() int64 { return max(s.DBSize-s.DBSizeInUse, 0) }
 
 // SnapshotInfo describes a snapshot written by Client.Snapshot.
 type SnapshotInfo struct {
@@ -109,6 +117,13 @@ type Client interface {
 	Snapshot(ctx context.Context, w io.Writer) (SnapshotInfo, error)
 	// Put writes kvs in one transaction (a restore's batch).
 	Put(ctx context.Context, kvs []KeyValue) error
+	// Defragment defragments the database of the member serving endpoint,
+	// which blocks that member's reads and writes until it is done.
+	Defragment(ctx context.Context, endpoint string) error
+	// MoveLeader hands leadership to voting member transferee. The Client
+	// must reach the current leader only (a Client on its endpoint alone):
+	// etcd refuses the call on a follower.
+	MoveLeader(ctx context.Context, transferee uint64) error
 	// Close releases the client's connections.
 	Close() error
 }

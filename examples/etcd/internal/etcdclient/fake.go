@@ -44,6 +44,8 @@ type fakeMember struct {
 	clientURL string
 	started   bool
 	healthy   bool
+	// dbSize and dbInUse are the database's size and the part in use.
+	dbSize, dbInUse int64
 }
 
 type fakeFailure struct {
@@ -138,6 +140,26 @@ func (f *Fake) SetLeader(peerURL string) {
 			f.leader = m.ID
 		}
 	}
+}
+
+// SetDBSize sets the database size, and the part of it in use, that the
+// member with peerURL reports in Status; Defragment shrinks size to
+// inUse.
+func (f *Fake) SetDBSize(peerURL string, size, inUse int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, m := range f.members {
+		if m.PeerURLs[0] == peerURL {
+			m.dbSize, m.dbInUse = size, inUse
+		}
+	}
+}
+
+// Leader returns the leader's member ID, 0 if none.
+func (f *Fake) Leader() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.leader
 }
 
 // Members returns the current member list.
@@ -266,7 +288,8 @@ func (c *fakeClient) Status(_ context.Context, endpoint string) (Status, error) 
 				if v == "" {
 					v = "3.6.16"
 				}
-				s = Status{ID: m.ID, Version: v, Leader: c.f.leader, IsLearner: m.IsLearner, Revision: int64(len(c.f.data))}
+				s = Status{ID: m.ID, Version: v, Leader: c.f.leader, IsLearner: m.IsLearner, Revision: int64(len(c.f.data)),
+					DBSize: m.dbSize, DBSizeInUse: m.dbInUse}
 				return nil
 			}
 		}
@@ -354,6 +377,39 @@ func (c *fakeClient) Put(_ context.Context, kvs []KeyValue) error {
 			c.f.data[string(kv.Key)] = string(kv.Value)
 		}
 		return nil
+	})
+}
+
+func (c *fakeClient) Defragment(_ context.Context, endpoint string) error {
+	return c.call("Defragment", endpoint, func() error {
+		for _, m := range c.f.members {
+			if m.clientURL == endpoint && m.started && m.healthy {
+				m.dbSize = m.dbInUse
+				return nil
+			}
+		}
+		return fmt.Errorf("defragmenting %s: connection refused", endpoint)
+	})
+}
+
+func (c *fakeClient) MoveLeader(_ context.Context, transferee uint64) error {
+	return c.call("MoveLeader", FormatID(transferee), func() error {
+		var leader *fakeMember
+		for _, m := range c.f.members {
+			if m.ID == c.f.leader {
+				leader = m
+			}
+		}
+		if leader == nil || len(c.endpoints) != 1 || c.endpoints[0] != leader.clientURL {
+			return fmt.Errorf("moving leadership: etcdserver: not leader (client endpoints %v)", c.endpoints)
+		}
+		for _, m := range c.f.members {
+			if m.ID == transferee && m.started && m.healthy && !m.IsLearner {
+				c.f.leader = transferee
+				return nil
+			}
+		}
+		return fmt.Errorf("moving leadership to %s: %w: not a started, healthy voting member", FormatID(transferee), ErrRefused)
 	})
 }
 

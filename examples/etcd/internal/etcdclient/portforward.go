@@ -573,6 +573,23 @@ func (c *forwardedClient) Put(ctx context.Context, kvs []KeyValue) error {
 	return c.wrap("", c.inner.Put(ctx, kvs))
 }
 
+// Defragment defragments the member at endpoint (one the client was built
+// on) through its pod's forward.
+func (c *forwardedClient) Defragment(ctx context.Context, endpoint string) error {
+	if err, ok := c.failed[endpoint]; ok {
+		return fmt.Errorf("defragmenting %s: %w", endpoint, err)
+	}
+	local, ok := c.local[endpoint]
+	if !ok {
+		return fmt.Errorf("defragmenting %s: not an endpoint of this client", endpoint)
+	}
+	return c.wrap(endpoint, c.inner.Defragment(ctx, local))
+}
+
+func (c *forwardedClient) MoveLeader(ctx context.Context, transferee uint64) error {
+	return c.wrap("", c.inner.MoveLeader(ctx, transferee))
+}
+
 // Close closes the etcd client and gives the forwards back to the
 // factory, which keeps them for the next client.
 func (c *forwardedClient) Close() error {

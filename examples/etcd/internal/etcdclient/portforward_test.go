@@ -169,8 +169,10 @@ func (s *stubClient) Status(_ context.Context, endpoint string) (Status, error) 
 func (s *stubClient) Snapshot(context.Context, io.Writer) (SnapshotInfo, error) {
 	return SnapshotInfo{}, s.err
 }
-func (s *stubClient) Put(context.Context, []KeyValue) error { return s.err }
-func (s *stubClient) Close() error                          { return nil }
+func (s *stubClient) Put(context.Context, []KeyValue) error    { return s.err }
+func (s *stubClient) Defragment(context.Context, string) error { return s.err }
+func (s *stubClient) MoveLeader(context.Context, uint64) error { return s.err }
+func (s *stubClient) Close() error                             { return nil }
 
 var errStub = errors.New("stub: context deadline exceeded")
 

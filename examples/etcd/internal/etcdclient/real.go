@@ -107,8 +107,23 @@ func (r *real) Status(ctx context.Context, endpoint string) (Status, error) {
 		RaftIndex:        resp.RaftIndex,
 		RaftAppliedIndex: resp.RaftAppliedIndex,
 		DBSize:           resp.DbSize,
+		DBSizeInUse:      resp.DbSizeInUse,
 		Errors:           append([]string(nil), resp.Errors...),
 	}, nil
+}
+
+func (r *real) Defragment(ctx context.Context, endpoint string) error {
+	if _, err := r.c.Defragment(ctx, endpoint); err != nil {
+		return fmt.Errorf("defragmenting %s: %w", endpoint, refusal(err))
+	}
+	return nil
+}
+
+func (r *real) MoveLeader(ctx context.Context, transferee uint64) error {
+	if _, err := r.c.MoveLeader(ctx, transferee); err != nil {
+		return fmt.Errorf("moving leadership to %s: %w", FormatID(transferee), refusal(err))
+	}
+	return nil
 }
 
 func (r *real) Snapshot(ctx context.Context, w io.Writer) (SnapshotInfo, error) {

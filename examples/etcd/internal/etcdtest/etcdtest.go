@@ -19,6 +19,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
 	"github.com/opkit-dev/opkit/internal/repo"
@@ -241,4 +242,44 @@ func Keys(t testing.TB, c *clientv3.Client, prefix string) map[string]string {
 		out[string(kv.Key)] = string(kv.Value)
 	}
 	return out
+}
+
+// Fragment leaves free pages in the database of the cluster c reaches:
+// it writes n values of size bytes under prefix+"junk/", deletes them and
+// compacts the history, which frees the pages without shrinking the file
+// (only a defragmentation does that). It returns the revision compacted
+// to.
+func Fragment(t testing.TB, c *clientv3.Client, prefix string, n, size int) int64 {
+	t.Helper()
+	ctx := t.Context()
+	value := strings.Repeat("x", size)
+	for i := range n {
+		if _, err := c.Put(ctx, fmt.Sprintf("%sjunk/%06d", prefix, i), value); err != nil {
+			t.Fatalf("writing junk: %v", err)
+		}
+	}
+	del, err := c.Delete(ctx, prefix+"junk/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatalf("deleting junk: %v", err)
+	}
+	if _, err := c.Compact(ctx, del.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatalf("compacting: %v", err)
+	}
+	return del.Header.Revision
+}
+
+// RawClient returns a go.etcd.io client on the members' client URLs,
+// closed by t.Cleanup.
+func RawClient(t testing.TB, ms ...*Member) *clientv3.Client {
+	t.Helper()
+	eps := make([]string, 0, len(ms))
+	for _, m := range ms {
+		eps = append(eps, m.ClientURL)
+	}
+	c, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatalf("etcd client: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdtest"
@@ -282,24 +281,10 @@ func voting(o membership.Observed) []string {
 	return out
 }
 
-func rawClient(t *testing.T, ms ...*etcdtest.Member) *clientv3.Client {
-	t.Helper()
-	var eps []string
-	for _, m := range ms {
-		eps = append(eps, m.ClientURL)
-	}
-	c, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
 func TestIntegrationLearnerAddAndPromote(t *testing.T) {
 	lc := newLocalCluster(t, "grow", 1)
 	seed := lc.procs["grow-0"]
-	if _, err := rawClient(t, seed).Put(t.Context(), "before", "grow"); err != nil {
+	if _, err := etcdtest.RawClient(t, seed).Put(t.Context(), "before", "grow"); err != nil {
 		t.Fatal(err)
 	}
 	lc.size = 3
@@ -312,7 +297,7 @@ func TestIntegrationLearnerAddAndPromote(t *testing.T) {
 		t.Errorf("steps: %s", diff)
 	}
 	// The newest member serves the data written before it joined.
-	resp, err := rawClient(t, lc.procs["grow-2"]).Get(t.Context(), "before", clientv3.WithSerializable())
+	resp, err := etcdtest.RawClient(t, lc.procs["grow-2"]).Get(t.Context(), "before", clientv3.WithSerializable())
 	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "grow" {
 		t.Fatalf("reading from grow-2: %v %v", resp, err)
 	}
@@ -445,7 +430,7 @@ func TestIntegrationMemberReplacement(t *testing.T) {
 // it through, and it would take every key with it.)
 func TestIntegrationEphemeralSingleMemberRollout(t *testing.T) {
 	lc := newLocalCluster(t, "single", 1)
-	cli := rawClient(t, lc.running()...)
+	cli := etcdtest.RawClient(t, lc.running()...)
 	want := map[string]string{}
 	for i := range 50 {
 		k, v := fmt.Sprintf("k%02d", i), fmt.Sprintf("v%d", i)
@@ -462,7 +447,7 @@ func TestIntegrationEphemeralSingleMemberRollout(t *testing.T) {
 	if diff := cmpNames([]string{"single-1"}, voting(o)); diff != "" {
 		t.Fatalf("voting members: %s", diff)
 	}
-	got := etcdtest.Keys(t, rawClient(t, lc.running()...), "k")
+	got := etcdtest.Keys(t, etcdtest.RawClient(t, lc.running()...), "k")
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("keys in the replacement member (-before +after):\n%s", diff)
 	}
@@ -525,7 +510,7 @@ func id(o membership.Observed, name string) uint64 {
 // write to succeed and be readable afterwards.
 func TestIntegrationScaleWithoutFailedWrites(t *testing.T) {
 	lc := newLocalCluster(t, "rw", 3)
-	writer := rawClient(t, lc.running()...)
+	writer := etcdtest.RawClient(t, lc.running()...)
 
 	var attempted, failed atomic.Int64
 	var firstErr atomic.Value

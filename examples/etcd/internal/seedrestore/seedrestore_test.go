@@ -15,7 +15,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/opkit-dev/opkit/backup"
 	"github.com/opkit-dev/opkit/backup/fsstore"
@@ -276,7 +275,7 @@ func etcdutl(t *testing.T, dataDir string, m *etcdtest.Member) {
 func TestIntegrationPhysicalRestore(t *testing.T) {
 	ctx := t.Context()
 	src := etcdtest.StartCluster(t, "src", 1)
-	raw := rawClient(t, src[0])
+	raw := etcdtest.RawClient(t, src[0])
 	want := map[string]string{}
 	var rev int64
 	for i := range 30 {
@@ -319,7 +318,7 @@ func TestIntegrationPhysicalRestore(t *testing.T) {
 	steps()
 	seed.Start(t, etcdtest.InitialCluster(seed), "new")
 	etcdtest.WaitHealthy(t, seed, 20*time.Second)
-	c := rawClient(t, seed)
+	c := etcdtest.RawClient(t, seed)
 	assertKeys(t, c, want, rev)
 
 	resp, err := c.Put(ctx, "/after", "restore")
@@ -335,17 +334,7 @@ func TestIntegrationPhysicalRestore(t *testing.T) {
 	steps()
 	seed.Start(t, etcdtest.InitialCluster(seed), "new")
 	etcdtest.WaitHealthy(t, seed, 20*time.Second)
-	assertKeys(t, rawClient(t, seed), want, resp.Header.Revision)
-}
-
-func rawClient(t *testing.T, m *etcdtest.Member) *clientv3.Client {
-	t.Helper()
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{m.ClientURL}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
+	assertKeys(t, etcdtest.RawClient(t, seed), want, resp.Header.Revision)
 }
 
 // assertKeys checks the keys and the revision of the member c reaches.

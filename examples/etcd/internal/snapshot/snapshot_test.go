@@ -12,11 +12,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/opkit-dev/opkit/backup"
 	"github.com/opkit-dev/opkit/backup/fsstore"
@@ -24,20 +22,6 @@ import (
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdtest"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/snapshot"
 )
-
-func rawClient(t *testing.T, ms ...*etcdtest.Member) *clientv3.Client {
-	t.Helper()
-	var eps []string
-	for _, m := range ms {
-		eps = append(eps, m.ClientURL)
-	}
-	c, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
 
 // dump returns every key and value under prefix.
 func dump(t *testing.T, c *clientv3.Client, prefix string) map[string]string {
@@ -52,7 +36,7 @@ func dump(t *testing.T, c *clientv3.Client, prefix string) map[string]string {
 func TestIntegrationSnapshotToBothStoresAndRestore(t *testing.T) {
 	ctx := t.Context()
 	src := etcdtest.StartCluster(t, "src", 3)
-	w := rawClient(t, src...)
+	w := etcdtest.RawClient(t, src...)
 	want := map[string]string{}
 	for i := range 500 {
 		k, v := fmt.Sprintf("data/%04d", i), fmt.Sprintf("value-%d", i)
@@ -154,7 +138,7 @@ func TestIntegrationSnapshotToBothStoresAndRestore(t *testing.T) {
 	if diff := cmp.Diff(snapshot.LoadStats{Keys: len(want), SkippedLeased: 1}, rs.Loaded); diff != "" {
 		t.Errorf("load stats (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(want, dump(t, rawClient(t, dst[0]), "data/")); diff != "" {
+	if diff := cmp.Diff(want, dump(t, etcdtest.RawClient(t, dst[0]), "data/")); diff != "" {
 		t.Errorf("restored data (-want +got):\n%s", diff)
 	}
 	if entries, _ := os.ReadDir(rs.Dir); len(entries) != 0 {
@@ -167,7 +151,7 @@ func TestIntegrationSnapshotToBothStoresAndRestore(t *testing.T) {
 func TestIntegrationCorruptBackupIsNotRestored(t *testing.T) {
 	ctx := t.Context()
 	src := etcdtest.StartCluster(t, "csrc", 1)
-	if _, err := rawClient(t, src[0]).Put(ctx, "data/k", "v"); err != nil {
+	if _, err := etcdtest.RawClient(t, src[0]).Put(ctx, "data/k", "v"); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
@@ -197,7 +181,7 @@ func TestIntegrationCorruptBackupIsNotRestored(t *testing.T) {
 	if !errors.Is(err, backup.ErrChecksumMismatch) && !errors.Is(err, snapshotChecksum) {
 		t.Errorf("restore error %v, want a checksum mismatch", err)
 	}
-	if got := dump(t, rawClient(t, dst[0]), "data/"); len(got) != 0 {
+	if got := dump(t, etcdtest.RawClient(t, dst[0]), "data/"); len(got) != 0 {
 		t.Errorf("corrupt restore wrote %d keys", len(got))
 	}
 }
@@ -209,7 +193,7 @@ func TestIntegrationCorruptBackupIsNotRestored(t *testing.T) {
 func TestIntegrationRestoreOfLargeValues(t *testing.T) {
 	ctx := t.Context()
 	src := etcdtest.StartCluster(t, "big", 1)
-	w := rawClient(t, src...)
+	w := etcdtest.RawClient(t, src...)
 	want := map[string]string{}
 	value := strings.Repeat("v", 64<<10)
 	for i := range 150 {
@@ -232,7 +216,7 @@ func TestIntegrationRestoreOfLargeValues(t *testing.T) {
 	if _, err := backup.Restore(ctx, fs, m.ID, rs); err != nil {
 		t.Fatalf("restore: %v", err)
 	}
-	got := dump(t, rawClient(t, dst[0]), "data/")
+	got := dump(t, etcdtest.RawClient(t, dst[0]), "data/")
 	if len(got) != len(want) || !maps.Equal(got, want) {
 		t.Errorf("restored %d of %d keys", len(got), len(want))
 	}

@@ -1,0 +1,150 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/opkit-dev/opkit/backup"
+	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/defrag"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
+	"github.com/opkit-dev/opkit/reconcile"
+)
+
+// DefaultMinReclaimable is spec.defragmentation.minReclaimable's default.
+var DefaultMinReclaimable = resource.MustParse("64Mi")
+
+// defragTimeout bounds one defragmentation: it rewrites the member's whole
+// database, which takes long for a big one.
+const defragTimeout = 5 * time.Minute
+
+// defragment carries out the next step of spec.defragmentation, if one is
+// due, and returns its result; nil when there is nothing to do (no policy,
+// nothing due, a degraded cluster) or the defragmentation failed (an
+// event and the metric say so; a later pass tries again). It runs only once membership.Plan
+// has nothing to do, so the cluster has its size, version and health.
+func (h *ClusterHooks) defragment(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation) *reconcile.Result {
+	d := c.Spec.Defragmentation
+	if d == nil || !obs.planned.Reached {
+		return nil
+	}
+	members := defragMembers(obs)
+	st := &c.Status.Defragmentation
+	now := h.now().UTC()
+	if d.Schedule != "" && len(st.Pending) == 0 {
+		sched, err := backup.ParseSchedule(d.Schedule)
+		if err != nil {
+			res := reconcile.Terminal(reconcile.ReasonInvalidSpec, err) // Validate catches this first
+			return &res
+		}
+		last := c.CreationTimestamp.Time
+		if st.LastRound != nil {
+			last = st.LastRound.Time
+		}
+		if due, _ := sched.Next(last.UTC(), now); due {
+			st.LastRound = &metav1.Time{Time: now}
+			st.Pending = defrag.Order(members)
+		}
+	}
+	minReclaim := DefaultMinReclaimable
+	if d.MinReclaimable != nil {
+		minReclaim = *d.MinReclaimable
+	}
+	step := defrag.Plan(defrag.Policy{ThresholdPercent: d.ThresholdPercent, MinReclaimable: minReclaim.Value()}, members, st.Pending)
+	log := ctrl.LoggerFrom(ctx)
+	switch step.Action {
+	case defrag.ActionMoveLeader:
+		if err := h.moveLeader(ctx, obs, step.Member, step.ToID); err != nil {
+			res := reconcile.Retry(fmt.Errorf("moving leadership from %s to %s before defragmenting it: %w", step.Member, step.To, err))
+			return &res
+		}
+		log.Info("leadership moved before defragmenting", "etcdcluster", klog.KObj(c), "from", step.Member, "to", step.To)
+		emit(h.Recorder, c, normal, EventLeaderMoved, "Defragment", step.Message)
+		res := reconcile.RequeueAfter(stepRequeue)
+		return &res
+	case defrag.ActionDefragment:
+		before := obs.statuses[step.Member]
+		ep := obs.healthy[step.Member]
+		err := h.defragmentMember(ctx, ep)
+		countDefragmentation(c.Namespace, c.Name, step.Member, now, err)
+		if err != nil {
+			// Reported, and tried again on a later pass; the cluster
+			// serves meanwhile, so the pass goes on (scheduled backups
+			// must not wait on a failing defragmentation).
+			log.Error(err, "defragmentation failed", "etcdcluster", klog.KObj(c), "member", step.Member)
+			emit(h.Recorder, c, warning, EventDefragmentationFailed, "Defragment", fmt.Sprintf("defragmenting %s failed: %v", step.Member, err))
+			return nil
+		}
+		reclaimed := before.Reclaimable()
+		if after, err := h.memberStatus(ctx, ep); err == nil {
+			reclaimed = max(before.DBSize-after.DBSize, 0)
+		}
+		st.Pending = slices.DeleteFunc(st.Pending, func(n string) bool { return n == step.Member })
+		st.LastTime, st.LastMember, st.LastReclaimedBytes = &metav1.Time{Time: now}, step.Member, reclaimed
+		log.Info("member defragmented", "etcdcluster", klog.KObj(c), "member", step.Member, "reason", step.Reason, "reclaimed", reclaimed)
+		emit(h.Recorder, c, normal, EventDefragmented, "Defragment",
+			fmt.Sprintf("%s defragmented (%s): its database file shrank by %d bytes, from %d", step.Member, step.Reason, reclaimed, before.DBSize))
+		res := reconcile.RequeueAfter(stepRequeue)
+		return &res
+	}
+	if step.Reason == defrag.ReasonDegraded && len(st.Pending) > 0 {
+		log.V(1).Info("scheduled defragmentation waits", "etcdcluster", klog.KObj(c), "reason", step.Message)
+	}
+	return nil
+}
+
+// defragMembers is what defrag.Plan needs of the observed members: a
+// member that did not answer is unhealthy, with no sizes.
+func defragMembers(obs *observation) []defrag.Member {
+	out := make([]defrag.Member, 0, len(obs.planned.Members))
+	for _, m := range obs.planned.Members {
+		st, ok := obs.statuses[m.Name]
+		out = append(out, defrag.Member{Name: m.Name, ID: m.ID, Healthy: m.Healthy && ok, Leader: m.Leader,
+			Learner: m.Learner, DBSize: st.DBSize, DBSizeInUse: st.DBSizeInUse})
+	}
+	return out
+}
+
+// defragmentMember defragments the member serving endpoint.
+func (h *ClusterHooks) defragmentMember(ctx context.Context, endpoint string) error {
+	ec, err := h.Etcd.New(ctx, []string{endpoint})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = ec.Close() }()
+	dctx, cancel := context.WithTimeout(ctx, defragTimeout)
+	defer cancel()
+	return ec.Defragment(dctx, endpoint)
+}
+
+// moveLeader hands leadership from leader to member transferee, through a
+// client on the leader alone (etcd refuses the call on a follower).
+func (h *ClusterHooks) moveLeader(ctx context.Context, obs *observation, leader string, transferee uint64) error {
+	ec, err := h.Etcd.New(ctx, []string{obs.healthy[leader]})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = ec.Close() }()
+	mctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	return ec.MoveLeader(mctx, transferee)
+}
+
+// memberStatus asks the member serving endpoint for its status.
+func (h *ClusterHooks) memberStatus(ctx context.Context, endpoint string) (etcdclient.Status, error) {
+	ec, err := h.Etcd.New(ctx, []string{endpoint})
+	if err != nil {
+		return etcdclient.Status{}, err
+	}
+	defer func() { _ = ec.Close() }()
+	sctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	return ec.Status(sctx, endpoint)
+}

@@ -1,0 +1,155 @@
+package defrag
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Member is what Plan knows about one member, from its Status.
+type Member struct {
+	// Name is the member's name, ID its etcd member ID.
+	Name string
+	ID   uint64
+	// Healthy is true when the member answered and reports a leader and
+	// no errors.
+	Healthy bool
+	// Leader and Learner are the member's role.
+	Leader, Learner bool
+	// DBSize is the size of the member's database file and DBSizeInUse the
+	// part of it that holds data.
+	DBSize, DBSizeInUse int64
+}
+
+// Reclaimable is what defragmenting m returns to the file system.
+func (m Member) Reclaimable() int64 { return max(m.DBSize-m.DBSizeInUse, 0) }
+
+// Policy is when a member is defragmented outside a scheduled round.
+type Policy struct {
+	// ThresholdPercent defragments a member whose free pages are at least
+	// this share of its file; 0 never does.
+	ThresholdPercent int32
+	// MinReclaimable is the least a threshold defragmentation must return.
+	MinReclaimable int64
+}
+
+// over reports whether m is due under p.
+func (p Policy) over(m Member) bool {
+	if p.ThresholdPercent <= 0 || m.DBSize <= 0 {
+		return false
+	}
+	free := m.Reclaimable()
+	return free >= p.MinReclaimable && free*100 >= int64(p.ThresholdPercent)*m.DBSize
+}
+
+// Action is what a Step does.
+type Action string
+
+// The actions of a Step.
+const (
+	// ActionNone: nothing to defragment now (Reason says why).
+	ActionNone Action = "None"
+	// ActionDefragment: defragment Step.Member.
+	ActionDefragment Action = "Defragment"
+	// ActionMoveLeader: hand leadership from Step.Member to Step.To
+	// (Step.ToID), before Step.Member is defragmented.
+	ActionMoveLeader Action = "MoveLeader"
+)
+
+// Reasons of a Step.
+const (
+	ReasonDegraded   = "Degraded"
+	ReasonNothingDue = "NothingDue"
+	ReasonScheduled  = "Scheduled"
+	ReasonThreshold  = "ThresholdReached"
+)
+
+// Step is Plan's decision.
+type Step struct {
+	Action Action
+	// Member is the member to defragment, or the leader to move away from.
+	Member string
+	// To and ToID name the member that becomes leader in a MoveLeader.
+	To   string
+	ToID uint64
+	// Reason is CamelCase, Message a sentence for events.
+	Reason, Message string
+}
+
+// Order returns the names of members in the order of a scheduled round:
+// followers first (as given), the leader last. Learners are left out.
+func Order(members []Member) []string {
+	var out []string
+	leader := ""
+	for _, m := range members {
+		switch {
+		case m.Learner:
+		case m.Leader:
+			leader = m.Name
+		default:
+			out = append(out, m.Name)
+		}
+	}
+	if leader != "" {
+		out = append(out, leader)
+	}
+	return out
+}
+
+// Plan returns the next step: the first member of pending that still
+// exists, else the first member over p's threshold (followers first); for
+// the leader, a move of leadership first (see the package doc).
+func Plan(p Policy, members []Member, pending []string) Step {
+	for _, m := range members {
+		if !m.Healthy {
+			return Step{Action: ActionNone, Reason: ReasonDegraded, Message: fmt.Sprintf("member %s is not healthy: no defragmentation until it is", m.Name)}
+		}
+		if m.Learner {
+			return Step{Action: ActionNone, Reason: ReasonDegraded, Message: fmt.Sprintf("member %s is a learner: no defragmentation during a membership change", m.Name)}
+		}
+	}
+	byName := map[string]Member{}
+	for _, m := range members {
+		byName[m.Name] = m
+	}
+	target, reason := "", ""
+	for _, name := range pending {
+		if _, ok := byName[name]; ok {
+			target, reason = name, ReasonScheduled
+			break
+		}
+	}
+	if target == "" {
+		for _, name := range Order(members) {
+			if p.over(byName[name]) {
+				target, reason = name, ReasonThreshold
+				break
+			}
+		}
+	}
+	if target == "" {
+		return Step{Action: ActionNone, Reason: ReasonNothingDue, Message: "no member is due for defragmentation"}
+	}
+	m := byName[target]
+	why := "its scheduled round"
+	if reason == ReasonThreshold {
+		why = fmt.Sprintf("%d%% of its %d-byte database is free", m.Reclaimable()*100/m.DBSize, m.DBSize)
+	}
+	if m.Leader {
+		if to, ok := successor(members, target); ok {
+			return Step{Action: ActionMoveLeader, Member: target, To: to.Name, ToID: to.ID, Reason: reason,
+				Message: fmt.Sprintf("leadership moves from %s to %s, so that no follower waits while %s is defragmented (%s)", target, to.Name, target, why)}
+		}
+	}
+	return Step{Action: ActionDefragment, Member: target, Reason: reason,
+		Message: fmt.Sprintf("defragmenting %s (%s): %d bytes to return", target, why, m.Reclaimable())}
+}
+
+// successor is the voting member that takes over from leader: the first
+// healthy voting member that is not the leader, in the given order.
+func successor(members []Member, leader string) (Member, bool) {
+	i := slices.IndexFunc(members, func(m Member) bool { return m.Name != leader && !m.Learner && m.Healthy })
+	if i < 0 {
+		return Member{}, false
+	}
+	return members[i], true
+}
