@@ -133,6 +133,8 @@ manifests: controller-gen ## Generate CRDs and RBAC from markers.
 		echo "$(CONTROLLER_GEN) crd rbac in $$ex"; \
 		(cd $$ex && $(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases \
 			rbac:roleName=manager-role paths=./... output:rbac:artifacts:config=config/rbac); \
+		mkdir -p $$ex/docs; (cd hack && go run ./crdref -title "$$(basename $$ex) operator: API reference" \
+			-out $(ROOT)/$$ex/docs/reference.md $(ROOT)/$$ex/config/crd/bases/*.yaml); \
 	done
 
 .PHONY: installers
