@@ -35,34 +35,13 @@ func TestFirstOperatorGuideBuilds(t *testing.T) {
 	if len(files) != 2 {
 		t.Fatalf("found %d of the guide's 2 complete Go files (types.go, main.go)", len(files))
 	}
-	repo, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	controllerGen := filepath.Join(repo, "bin", "controller-gen")
-	if _, err := os.Stat(controllerGen); err != nil {
-		t.Fatalf("the guide uses controller-gen: run `make controller-gen` (%v)", err)
-	}
-
+	repo, controllerGen := repoTools(t)
 	dir := t.TempDir()
 	files["go.mod"] = "module example.com/greeter\n\ngo 1.26.0\n\nrequire github.com/opkit-dev/opkit v0.0.0\n\nreplace github.com/opkit-dev/opkit => " + repo + "\n"
 	for name, content := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		write(t, filepath.Join(dir, name), content)
 	}
-	// opkit's own go.sum covers every module the guide needs.
-	sum, err := os.ReadFile(filepath.Join(repo, "go.sum"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	copyGoSum(t, repo, dir)
 	for _, args := range [][]string{
 		{"go", "mod", "tidy"},
 		{controllerGen, "object", "paths=./..."},

@@ -23,14 +23,7 @@ var pinnedModules = []string{"sigs.k8s.io/controller-runtime", "k8s.io/api", "k8
 // unchanged test again. The guide's alternative SetupWithManager must
 // compile too.
 func TestKubebuilderGuidePortsTheScaffold(t *testing.T) {
-	repo, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	controllerGen := filepath.Join(repo, "bin", "controller-gen")
-	if _, err := os.Stat(controllerGen); err != nil {
-		t.Fatalf("the guide uses controller-gen: run `make controller-gen` (%v)", err)
-	}
+	repo, controllerGen := repoTools(t)
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
 		assets = filepath.Join(repo, "bin")
@@ -47,12 +40,7 @@ func TestKubebuilderGuidePortsTheScaffold(t *testing.T) {
 
 	dir := t.TempDir()
 	copyTree(t, filepath.Join("testdata", "kubebuilder"), dir)
-	// opkit's go.sum covers every module the scaffold needs.
-	sum, err := os.ReadFile(filepath.Join(repo, "go.sum"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	write(t, filepath.Join(dir, "go.sum"), string(sum))
+	copyGoSum(t, repo, dir)
 	run := func(args ...string) string {
 		t.Helper()
 		cmd := exec.CommandContext(t.Context(), args[0], args[1:]...)
@@ -144,38 +132,4 @@ func guideFiles(t *testing.T, guide string) (map[string]string, string) {
 		t.Fatalf("found %d of the guide's 2 complete Go files and alternative SetupWithManager %t", len(files), altSetup != "")
 	}
 	return files, altSetup
-}
-
-// copyTree copies the regular files under src into dst.
-func copyTree(t *testing.T, src, dst string) {
-	t.Helper()
-	err := filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, err := filepath.Rel(src, path)
-		if err != nil {
-			return err
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		write(t, filepath.Join(dst, rel), string(b))
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-// write writes content to path, making its directory.
-func write(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
 }

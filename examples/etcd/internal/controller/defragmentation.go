@@ -112,39 +112,41 @@ func defragMembers(obs *observation) []defrag.Member {
 	return out
 }
 
-// defragmentMember defragments the member serving endpoint.
-func (h *ClusterHooks) defragmentMember(ctx context.Context, endpoint string) error {
+// onMember calls fn with a client on endpoint alone and ctx bounded by
+// timeout.
+func (h *ClusterHooks) onMember(ctx context.Context, endpoint string, timeout time.Duration, fn func(context.Context, etcdclient.Client) error) error {
 	ec, err := h.Etcd.New(ctx, []string{endpoint})
 	if err != nil {
 		return err
 	}
 	defer func() { _ = ec.Close() }()
-	dctx, cancel := context.WithTimeout(ctx, defragTimeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return ec.Defragment(dctx, endpoint)
+	return fn(ctx, ec)
+}
+
+// defragmentMember defragments the member serving endpoint.
+func (h *ClusterHooks) defragmentMember(ctx context.Context, endpoint string) error {
+	return h.onMember(ctx, endpoint, defragTimeout, func(ctx context.Context, ec etcdclient.Client) error {
+		return ec.Defragment(ctx, endpoint)
+	})
 }
 
 // moveLeader hands leadership from leader to member transferee, through a
 // client on the leader alone (etcd refuses the call on a follower).
 func (h *ClusterHooks) moveLeader(ctx context.Context, obs *observation, leader string, transferee uint64) error {
-	ec, err := h.Etcd.New(ctx, []string{obs.healthy[leader]})
-	if err != nil {
-		return err
-	}
-	defer func() { _ = ec.Close() }()
-	mctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
-	return ec.MoveLeader(mctx, transferee)
+	return h.onMember(ctx, obs.healthy[leader], callTimeout, func(ctx context.Context, ec etcdclient.Client) error {
+		return ec.MoveLeader(ctx, transferee)
+	})
 }
 
 // memberStatus asks the member serving endpoint for its status.
 func (h *ClusterHooks) memberStatus(ctx context.Context, endpoint string) (etcdclient.Status, error) {
-	ec, err := h.Etcd.New(ctx, []string{endpoint})
-	if err != nil {
-		return etcdclient.Status{}, err
-	}
-	defer func() { _ = ec.Close() }()
-	sctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
-	return ec.Status(sctx, endpoint)
+	var st etcdclient.Status
+	err := h.onMember(ctx, endpoint, callTimeout, func(ctx context.Context, ec etcdclient.Client) error {
+		var err error
+		st, err = ec.Status(ctx, endpoint)
+		return err
+	})
+	return st, err
 }

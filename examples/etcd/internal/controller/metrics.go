@@ -107,30 +107,15 @@ var (
 // the same name and shape registered by someone else is adopted.
 func RegisterMetrics() error {
 	registerOnce.Do(func() {
-		membersGauge, registerErr = register(membersGauge)
-		if registerErr == nil {
-			healthyGauge, registerErr = register(healthyGauge)
+		for _, g := range []**prometheus.GaugeVec{&membersGauge, &healthyGauge, &quorumGauge, &dbSizeGauge, &dbInUseGauge, &lastDefragGauge} {
+			if registerErr == nil {
+				*g, registerErr = register(*g)
+			}
 		}
-		if registerErr == nil {
-			quorumGauge, registerErr = register(quorumGauge)
-		}
-		if registerErr == nil {
-			leaderChanges, registerErr = register(leaderChanges)
-		}
-		if registerErr == nil {
-			backups, registerErr = register(backups)
-		}
-		if registerErr == nil {
-			dbSizeGauge, registerErr = register(dbSizeGauge)
-		}
-		if registerErr == nil {
-			dbInUseGauge, registerErr = register(dbInUseGauge)
-		}
-		if registerErr == nil {
-			lastDefragGauge, registerErr = register(lastDefragGauge)
-		}
-		if registerErr == nil {
-			defrags, registerErr = register(defrags)
+		for _, c := range []**prometheus.CounterVec{&leaderChanges, &backups, &defrags} {
+			if registerErr == nil {
+				*c, registerErr = register(*c)
+			}
 		}
 	})
 	return registerErr
