@@ -28,6 +28,7 @@ const (
 // EtcdClusterSpec is the desired state of an EtcdCluster.
 // +kubebuilder:validation:XValidation:rule="has(self.restore) == has(oldSelf.restore)",message="restore can only be set when the cluster is created"
 // +kubebuilder:validation:XValidation:rule="has(self.storage) == has(oldSelf.storage)",message="storage is immutable: members keep their data where they were created; to move it, restore a backup into a new cluster"
+// +kubebuilder:validation:XValidation:rule="has(self.tls) == has(oldSelf.tls)",message="tls can only be chosen when the cluster is created: to move a cluster to or from TLS, back it up and restore the backup into a new cluster (spec.restore) with the tls you want"
 type EtcdClusterSpec struct {
 	// Size is the number of voting members. Odd sizes tolerate the same
 	// number of failures as the next even size with fewer members.
@@ -74,6 +75,12 @@ type EtcdClusterSpec struct {
 	// +optional
 	Restore *RestoreSpec `json:"restore,omitempty"`
 
+	// TLS encrypts and authenticates the members' peer and client traffic.
+	// Unset, members speak plain HTTP. It can only be chosen when the
+	// cluster is created, and never changed.
+	// +optional
+	TLS *TLSSpec `json:"tls,omitempty"`
+
 	// PodTemplate overrides parts of the member pods. A change (like one
 	// of Repository) restarts the members on their data one at a time,
 	// followers first, as an upgrade does.
@@ -100,6 +107,61 @@ type StorageSpec struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	StorageClassName *string `json:"storageClassName,omitempty"`
+}
+
+// TLSSpec chooses where a cluster's certificates come from: the operator
+// (auto), or Secrets the user keeps, for example with cert-manager. Either
+// way the members require TLS client certificates from their peers and
+// their clients, and a renewed certificate (or CA) restarts the members
+// one at a time, followers first.
+//
+// Secrets named here are of type kubernetes.io/tls with tls.crt, tls.key
+// and ca.crt, as cert-manager writes them. The peer and server
+// certificates must be valid for every member, "*.<cluster>.<namespace>.svc",
+// and allow server and client auth; the client certificate allows client
+// auth and is what the operator dials the members with. All three must be
+// signed by a CA in their ca.crt. A CA with a new key cannot be rolled out
+// member by member: put the old and the new CA in every ca.crt first.
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="tls is immutable: to change where a cluster's certificates come from, back it up and restore the backup into a new cluster (spec.restore)"
+// +kubebuilder:validation:XValidation:rule="has(self.auto) ? !(has(self.peerSecretName) || has(self.serverSecretName) || has(self.clientSecretName)) : (has(self.peerSecretName) && has(self.serverSecretName) && has(self.clientSecretName))",message="set auto, or all of peerSecretName, serverSecretName and clientSecretName"
+type TLSSpec struct {
+	// Auto has the operator make a CA and the certificates, in Secrets
+	// <cluster>-ca, <cluster>-peer-tls, <cluster>-server-tls and
+	// <cluster>-client-tls, and renew each after two thirds of its
+	// lifetime. Applications reach the members with <cluster>-client-tls.
+	// +optional
+	Auto *AutoTLSSpec `json:"auto,omitempty"`
+
+	// PeerSecretName is the members' certificate for their traffic with
+	// each other.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +optional
+	PeerSecretName string `json:"peerSecretName,omitempty"`
+
+	// ServerSecretName is the certificate the members present to their
+	// clients (on the client port and through <cluster>-client).
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +optional
+	ServerSecretName string `json:"serverSecretName,omitempty"`
+
+	// ClientSecretName is the client certificate the operator presents to
+	// the members, for its membership calls, backups and restores.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +optional
+	ClientSecretName string `json:"clientSecretName,omitempty"`
+}
+
+// AutoTLSSpec configures the certificates the operator makes.
+type AutoTLSSpec struct {
+	// CertificateLifetime is the lifetime of the peer, server and client
+	// certificates (default 8760h, a year; at least 1h). Each is renewed
+	// after two thirds of it. The CA lives ten years and is renewed with
+	// its key, so that members keep trusting each other through a renewal.
+	// +optional
+	CertificateLifetime *metav1.Duration `json:"certificateLifetime,omitempty"`
 }
 
 // StoreReference names where backups are kept. Exactly one field is set.
@@ -143,6 +205,23 @@ type DefragmentationStatus struct {
 	LastMember string `json:"lastMember,omitempty"`
 	// +optional
 	LastReclaimedBytes int64 `json:"lastReclaimedBytes,omitempty"`
+}
+
+// TLSStatus reports the certificates a TLS cluster runs with.
+type TLSStatus struct {
+	// Revision identifies the peer and server certificates and CAs the
+	// members run with; it changes when one is renewed or replaced, and the
+	// members are then restarted one at a time.
+	// +optional
+	Revision string `json:"revision,omitempty"`
+	// NotAfter is when the first of the peer, server and client
+	// certificates expires.
+	// +optional
+	NotAfter *metav1.Time `json:"notAfter,omitempty"`
+	// RenewAt is when the operator renews the first of its certificates
+	// (spec.tls.auto only).
+	// +optional
+	RenewAt *metav1.Time `json:"renewAt,omitempty"`
 }
 
 // BackupSpec configures a cluster's scheduled backups.
@@ -290,6 +369,10 @@ type EtcdClusterStatus struct {
 	// Defragmentation reports the defragmentations of spec.defragmentation.
 	// +optional
 	Defragmentation DefragmentationStatus `json:"defragmentation,omitempty"`
+
+	// TLS reports the certificates of spec.tls.
+	// +optional
+	TLS *TLSStatus `json:"tls,omitempty"`
 
 	// Conditions: Ready, Available, Progressing, Degraded, Reconciling,
 	// Stalled.

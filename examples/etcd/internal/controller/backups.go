@@ -19,7 +19,7 @@ import (
 
 // snapshotInto backs up the first healthy member, by name, into store,
 // recording extra in the manifest.
-func snapshotInto(ctx context.Context, f etcdclient.Factory, store backup.Store, healthy map[string]string, extra map[string]string) (backup.Manifest, error) {
+func snapshotInto(ctx context.Context, f etcdclient.Factory, store backup.Store, healthy map[string]string, extra map[string]string, opts ...etcdclient.DialOption) (backup.Manifest, error) {
 	names := make([]string, 0, len(healthy))
 	for n := range healthy {
 		names = append(names, n)
@@ -28,7 +28,7 @@ func snapshotInto(ctx context.Context, f etcdclient.Factory, store backup.Store,
 		return backup.Manifest{}, errors.New("no healthy member to snapshot")
 	}
 	slices.Sort(names)
-	ec, err := f.New(ctx, []string{healthy[names[0]]})
+	ec, err := f.New(ctx, []string{healthy[names[0]]}, opts...)
 	if err != nil {
 		return backup.Manifest{}, err
 	}
@@ -61,7 +61,7 @@ func (h *ClusterHooks) scheduledBackup(ctx context.Context, c *v1alpha1.EtcdClus
 	store, err := clusterStore(ctx, h.Stores, c.Namespace, c.Name, b.StoreRef)
 	var m backup.Manifest
 	if err == nil {
-		m, err = snapshotInto(ctx, h.Etcd, store, obs.healthy, map[string]string{ExtraTrigger: TriggerSchedule})
+		m, err = snapshotInto(ctx, h.Etcd, store, obs.healthy, map[string]string{ExtraTrigger: TriggerSchedule}, etcdclient.WithTLS(obs.tls))
 	}
 	countBackup(c.Namespace, c.Name, TriggerSchedule, err)
 	if err != nil {

@@ -86,6 +86,10 @@ type ClusterConfig struct {
 	Endpoints Endpoints
 	// Stores opens backup stores.
 	Stores StoreResolver
+	// Secrets reads the certificates of spec.tls, which Client writes (the
+	// manager's API reader: the cache holds only the Secrets' metadata);
+	// Client if nil.
+	Secrets client.Reader
 	// Now returns the time; time.Now if nil.
 	Now func() time.Time
 	// ScratchDir is where restores stage snapshots; os.TempDir() if empty.
@@ -200,7 +204,11 @@ func (h *ClusterHooks) Reconcile(ctx context.Context, c *v1alpha1.EtcdCluster) r
 	if err != nil {
 		return childError(err)
 	}
-	obs, err := h.observe(ctx, c, guard)
+	tlsConfig, res := h.certificates(ctx, c, guard)
+	if res != nil {
+		return *res
+	}
+	obs, err := h.observe(ctx, c, guard, tlsConfig)
 	if err != nil {
 		return reconcile.Retry(err)
 	}

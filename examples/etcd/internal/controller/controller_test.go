@@ -111,6 +111,16 @@ type rig struct {
 	hooks *controller.ClusterHooks
 	// events receives the events of both hooks.
 	events *events.FakeRecorder
+	// dials are the options of every etcd client the hooks made.
+	dialMu sync.Mutex
+	dials  []etcdclient.DialOptions
+}
+
+// dialed returns the options of the etcd clients made so far.
+func (g *rig) dialed() []etcdclient.DialOptions {
+	g.dialMu.Lock()
+	defer g.dialMu.Unlock()
+	return slices.Clone(g.dials)
 }
 
 // pvcStoreDir is where the operator finds the filesystem store
@@ -172,7 +182,10 @@ func newRig(t *testing.T) *rig {
 	g := &rig{t: t, c: c, fake: etcdclient.NewFake(), faults: fl, clock: &clock{now: time.Now()}, ns: ns.Name, fsRoot: t.TempDir()}
 	// The hooks reach whatever g.fake is at the time, so that a test can
 	// replace the etcd cluster.
-	factory := etcdclient.FactoryFunc(func(ctx context.Context, endpoints []string) (etcdclient.Client, error) {
+	factory := etcdclient.FactoryFunc(func(ctx context.Context, endpoints []string, opts ...etcdclient.DialOption) (etcdclient.Client, error) {
+		g.dialMu.Lock()
+		g.dials = append(g.dials, etcdclient.Dial(opts...))
+		g.dialMu.Unlock()
 		return g.fake.Factory().New(ctx, endpoints)
 	})
 	stores := controller.DefaultStores(c, g.fsRoot)

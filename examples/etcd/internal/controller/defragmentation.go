@@ -72,7 +72,7 @@ func (h *ClusterHooks) defragment(ctx context.Context, c *v1alpha1.EtcdCluster, 
 	case defrag.ActionDefragment:
 		before := obs.statuses[step.Member]
 		ep := obs.healthy[step.Member]
-		err := h.defragmentMember(ctx, ep)
+		err := h.defragmentMember(ctx, obs, ep)
 		countDefragmentation(c.Namespace, c.Name, step.Member, now, err)
 		if err != nil {
 			// Reported, and tried again on a later pass; the cluster
@@ -83,7 +83,7 @@ func (h *ClusterHooks) defragment(ctx context.Context, c *v1alpha1.EtcdCluster, 
 			return nil
 		}
 		reclaimed := before.Reclaimable()
-		if after, err := h.memberStatus(ctx, ep); err == nil {
+		if after, err := h.memberStatus(ctx, obs, ep); err == nil {
 			reclaimed = max(before.DBSize-after.DBSize, 0)
 		}
 		st.Pending = slices.DeleteFunc(st.Pending, func(n string) bool { return n == step.Member })
@@ -114,8 +114,8 @@ func defragMembers(obs *observation) []defrag.Member {
 
 // onMember calls fn with a client on endpoint alone and ctx bounded by
 // timeout.
-func (h *ClusterHooks) onMember(ctx context.Context, endpoint string, timeout time.Duration, fn func(context.Context, etcdclient.Client) error) error {
-	ec, err := h.Etcd.New(ctx, []string{endpoint})
+func (h *ClusterHooks) onMember(ctx context.Context, obs *observation, endpoint string, timeout time.Duration, fn func(context.Context, etcdclient.Client) error) error {
+	ec, err := h.dial(ctx, obs, []string{endpoint})
 	if err != nil {
 		return err
 	}
@@ -126,8 +126,8 @@ func (h *ClusterHooks) onMember(ctx context.Context, endpoint string, timeout ti
 }
 
 // defragmentMember defragments the member serving endpoint.
-func (h *ClusterHooks) defragmentMember(ctx context.Context, endpoint string) error {
-	return h.onMember(ctx, endpoint, defragTimeout, func(ctx context.Context, ec etcdclient.Client) error {
+func (h *ClusterHooks) defragmentMember(ctx context.Context, obs *observation, endpoint string) error {
+	return h.onMember(ctx, obs, endpoint, defragTimeout, func(ctx context.Context, ec etcdclient.Client) error {
 		return ec.Defragment(ctx, endpoint)
 	})
 }
@@ -135,15 +135,15 @@ func (h *ClusterHooks) defragmentMember(ctx context.Context, endpoint string) er
 // moveLeader hands leadership from leader to member transferee, through a
 // client on the leader alone (etcd refuses the call on a follower).
 func (h *ClusterHooks) moveLeader(ctx context.Context, obs *observation, leader string, transferee uint64) error {
-	return h.onMember(ctx, obs.healthy[leader], callTimeout, func(ctx context.Context, ec etcdclient.Client) error {
+	return h.onMember(ctx, obs, obs.healthy[leader], callTimeout, func(ctx context.Context, ec etcdclient.Client) error {
 		return ec.MoveLeader(ctx, transferee)
 	})
 }
 
 // memberStatus asks the member serving endpoint for its status.
-func (h *ClusterHooks) memberStatus(ctx context.Context, endpoint string) (etcdclient.Status, error) {
+func (h *ClusterHooks) memberStatus(ctx context.Context, obs *observation, endpoint string) (etcdclient.Status, error) {
 	var st etcdclient.Status
-	err := h.onMember(ctx, endpoint, callTimeout, func(ctx context.Context, ec etcdclient.Client) error {
+	err := h.onMember(ctx, obs, endpoint, callTimeout, func(ctx context.Context, ec etcdclient.Client) error {
 		var err error
 		st, err = ec.Status(ctx, endpoint)
 		return err

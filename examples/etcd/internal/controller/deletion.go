@@ -8,6 +8,7 @@ import (
 
 	"github.com/opkit-dev/opkit/backup"
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
 	"github.com/opkit-dev/opkit/ownership"
 	"github.com/opkit-dev/opkit/reconcile"
 )
@@ -54,7 +55,13 @@ func (h *ClusterHooks) finalBackup(ctx context.Context, c *v1alpha1.EtcdCluster)
 	if err != nil && !ownership.IsConflict(err) {
 		return reconcile.Retry(err)
 	}
-	obs, err := h.observe(ctx, c, guard)
+	// The certificates are read, not made or renewed: the Secrets stay
+	// until the guard goes.
+	tlsConfig, err := clientTLS(ctx, h.secrets(), c, h.now())
+	if err != nil {
+		return reconcile.Retry(fmt.Errorf("final backup: %w", err))
+	}
+	obs, err := h.observe(ctx, c, guard, tlsConfig)
 	if err != nil {
 		return reconcile.Retry(err)
 	}
@@ -62,7 +69,7 @@ func (h *ClusterHooks) finalBackup(ctx context.Context, c *v1alpha1.EtcdCluster)
 		return reconcile.Waiting(ReasonFinalBackup,
 			"no healthy member to take the final backup from; set spec.backup.skipFinalBackup to delete without one", stepRequeue)
 	}
-	m, err := snapshotInto(ctx, h.Etcd, store, obs.healthy, finalBackupExtra(c))
+	m, err := snapshotInto(ctx, h.Etcd, store, obs.healthy, finalBackupExtra(c), etcdclient.WithTLS(obs.tls))
 	countBackup(c.Namespace, c.Name, TriggerFinal, err)
 	if err != nil {
 		return reconcile.Retry(fmt.Errorf("final backup: %w", err))

@@ -69,6 +69,9 @@ type BackupConfig struct {
 	Endpoints Endpoints
 	// Stores opens backup stores.
 	Stores StoreResolver
+	// Secrets reads the certificates of TLS clusters (the manager's API
+	// reader: the cache holds no Secrets); Client if nil.
+	Secrets client.Reader
 	// Now returns the time; time.Now if nil.
 	Now func() time.Time
 	// NotFoundGrace is how long after an EtcdBackup's creation a missing
@@ -171,10 +174,19 @@ func (h *BackupHooks) Reconcile(ctx context.Context, b *v1alpha1.EtcdBackup) rec
 	if len(healthy) == 0 {
 		return reconcile.Waiting("NoHealthyMember", fmt.Sprintf("EtcdCluster %s has no healthy member", c.Name), 10*time.Second)
 	}
+	secrets := h.Secrets
+	if secrets == nil {
+		secrets = h.Client
+	}
+	tlsConfig, err := clientTLS(ctx, secrets, &c, h.now())
+	if err != nil {
+		return reconcile.Retry(fmt.Errorf("the certificates of EtcdCluster %s: %w", c.Name, err))
+	}
 	start := metav1.NewTime(h.now())
 	b.Status.StartTime = &start
 	b.Status.Phase = v1alpha1.BackupRunning
-	m, err := snapshotInto(ctx, h.Etcd, store, healthy, map[string]string{ExtraBackupUID: string(b.UID), ExtraTrigger: TriggerOnDemand})
+	m, err := snapshotInto(ctx, h.Etcd, store, healthy, map[string]string{ExtraBackupUID: string(b.UID), ExtraTrigger: TriggerOnDemand},
+		etcdclient.WithTLS(tlsConfig))
 	countBackup(b.Namespace, b.Spec.ClusterName, TriggerOnDemand, err)
 	if errors.Is(err, etcdclient.ErrRefused) {
 		return h.fail(b, ReasonSnapshotRefused, fmt.Errorf("taking backup: %w", err))

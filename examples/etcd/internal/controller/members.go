@@ -122,7 +122,12 @@ func (h *ClusterHooks) clientOn(ctx context.Context, obs *observation, except st
 		return nil, errors.New("no healthy member to talk to")
 	}
 	slices.Sort(eps)
-	return h.Etcd.New(ctx, eps)
+	return h.dial(ctx, obs, eps)
+}
+
+// dial returns a client on eps, over TLS for a TLS cluster.
+func (h *ClusterHooks) dial(ctx context.Context, obs *observation, eps []string) (etcdclient.Client, error) {
+	return h.Etcd.New(ctx, eps, etcdclient.WithTLS(obs.tls))
 }
 
 func initialCluster(list []etcdclient.Member) string {

@@ -44,14 +44,22 @@ func memberHost(c *v1alpha1.EtcdCluster, member string) string {
 	return fmt.Sprintf("%s.%s.%s.svc", member, c.Name, c.Namespace)
 }
 
+// scheme is the URL scheme of c's members: https with spec.tls.
+func scheme(c *v1alpha1.EtcdCluster) string {
+	if tlsEnabled(c) {
+		return "https"
+	}
+	return "http"
+}
+
 // PeerURL returns the peer URL of member; it is what etcd knows the member by.
 func PeerURL(c *v1alpha1.EtcdCluster, member string) string {
-	return fmt.Sprintf("http://%s:%d", memberHost(c, member), PeerPort)
+	return fmt.Sprintf("%s://%s:%d", scheme(c), memberHost(c, member), PeerPort)
 }
 
 // InClusterClientURL returns the in-cluster client URL of member.
 func InClusterClientURL(c *v1alpha1.EtcdCluster, member string) string {
-	return fmt.Sprintf("http://%s:%d", memberHost(c, member), ClientPort)
+	return fmt.Sprintf("%s://%s:%d", scheme(c), memberHost(c, member), ClientPort)
 }
 
 // clientURL returns the URL the operator dials for member.

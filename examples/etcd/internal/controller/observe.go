@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"slices"
 	"strconv"
@@ -35,14 +36,17 @@ type observation struct {
 	// unreachable is why no running member answered, nil when one did or
 	// none runs.
 	unreachable error
+	// tls is the operator's TLS configuration for the members of a TLS
+	// cluster, nil otherwise.
+	tls *tls.Config
 }
 
 // observe reads c's member pods and claims and asks etcd about its
 // members. A pod counts when c controls it, or when guard is one of its
 // owners: a deletion in the foreground or orphaning removes c from the
 // owners of its children, which the guard keeps for the final backup.
-func (h *ClusterHooks) observe(ctx context.Context, c *v1alpha1.EtcdCluster, guard *corev1.ConfigMap) (*observation, error) {
-	obs := &observation{guard: guard, pods: map[string]*corev1.Pod{}, claims: map[string]bool{},
+func (h *ClusterHooks) observe(ctx context.Context, c *v1alpha1.EtcdCluster, guard *corev1.ConfigMap, tlsConfig *tls.Config) (*observation, error) {
+	obs := &observation{guard: guard, tls: tlsConfig, pods: map[string]*corev1.Pod{}, claims: map[string]bool{},
 		claimObjects: map[string]*corev1.PersistentVolumeClaim{}, healthy: map[string]string{},
 		statuses: map[string]etcdclient.Status{}}
 	var pods corev1.PodList
@@ -96,7 +100,7 @@ func (h *ClusterHooks) observe(ctx context.Context, c *v1alpha1.EtcdCluster, gua
 	}
 	slices.Sort(endpoints)
 	obs.dialed = endpoints
-	ec, err := h.Etcd.New(ctx, endpoints)
+	ec, err := h.dial(ctx, obs, endpoints)
 	if err != nil {
 		obs.unreachable = err
 		return obs, nil //nolint:nilerr // unreachable members are an observation, not an error

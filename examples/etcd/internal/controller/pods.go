@@ -166,8 +166,8 @@ func memberPod(c *v1alpha1.EtcdCluster, member, version, initialCluster, state s
 	args := []string{
 		"--name=" + member,
 		"--data-dir=" + dataDir,
-		fmt.Sprintf("--listen-peer-urls=http://0.0.0.0:%d", PeerPort),
-		fmt.Sprintf("--listen-client-urls=http://0.0.0.0:%d", ClientPort),
+		fmt.Sprintf("--listen-peer-urls=%s://0.0.0.0:%d", scheme(c), PeerPort),
+		fmt.Sprintf("--listen-client-urls=%s://0.0.0.0:%d", scheme(c), ClientPort),
 		"--initial-advertise-peer-urls=" + PeerURL(c, member),
 		"--advertise-client-urls=" + clientURL,
 		"--initial-cluster=" + initialCluster,
@@ -209,10 +209,40 @@ func memberPod(c *v1alpha1.EtcdCluster, member, version, initialCluster, state s
 			Volumes: []corev1.Volume{volume},
 		},
 	}
+	if tlsEnabled(c) {
+		addTLS(c, pod)
+	}
 	if restore != nil {
 		addRestoreInitContainers(c, pod, member, image, initialCluster, restore)
 	}
 	return pod
+}
+
+// addTLS makes the etcd container of pod serve its peers and clients over
+// TLS with the certificates of spec.tls, requiring client certificates on
+// both ports, and probes it on the plain HTTP metrics port.
+func addTLS(c *v1alpha1.EtcdCluster, pod *corev1.Pod) {
+	names := tlsSecretNames(c)
+	peer, server := tlsMountRoot+"/peer", tlsMountRoot+"/server"
+	ctr := &pod.Spec.Containers[0]
+	ctr.Args = append(ctr.Args,
+		"--peer-cert-file="+peer+"/"+corev1.TLSCertKey,
+		"--peer-key-file="+peer+"/"+corev1.TLSPrivateKeyKey,
+		"--peer-trusted-ca-file="+peer+"/"+caKey,
+		"--peer-client-cert-auth",
+		"--cert-file="+server+"/"+corev1.TLSCertKey,
+		"--key-file="+server+"/"+corev1.TLSPrivateKeyKey,
+		"--trusted-ca-file="+server+"/"+caKey,
+		"--client-cert-auth",
+		fmt.Sprintf("--listen-metrics-urls=http://0.0.0.0:%d", MetricsPort),
+	)
+	ctr.Ports = append(ctr.Ports, corev1.ContainerPort{Name: "metrics", ContainerPort: MetricsPort, Protocol: corev1.ProtocolTCP})
+	ctr.ReadinessProbe.HTTPGet.Port = intstr.FromInt32(MetricsPort)
+	for _, v := range []struct{ name, secret, path string }{{"peer-tls", names[0], peer}, {"server-tls", names[1], server}} {
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: v.name, VolumeSource: corev1.VolumeSource{
+			Secret: &corev1.SecretVolumeSource{SecretName: v.secret, DefaultMode: ptr.To[int32](0o400)}}})
+		ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: v.name, MountPath: v.path, ReadOnly: true})
+	}
 }
 
 // addRestoreInitContainers makes pod the seed of a physical restore: the

@@ -8,17 +8,25 @@ import (
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 )
 
-// PodRevision identifies what of c's spec shapes its member pods besides
-// the version: the image repository and the pod template overrides. A
-// member pod records it (AnnotationPodRevision) when it is made; when the
-// spec changes, the members are restarted on their data one at a time,
-// followers first, as for an upgrade.
+// PodRevision identifies what shapes c's member pods besides the version:
+// the image repository, the pod template overrides and, for a TLS cluster,
+// the certificates and CAs the members mount (status.tls.revision, set by
+// the pass before it makes pods). A member pod records it
+// (AnnotationPodRevision) when it is made; when it changes, the members
+// are restarted on their data one at a time, followers first, as for an
+// upgrade.
 func PodRevision(c *v1alpha1.EtcdCluster) string {
-	// The spec was decoded from JSON: it encodes again.
+	var certs string
+	if tlsEnabled(c) && c.Status.TLS != nil {
+		certs = c.Status.TLS.Revision
+	}
+	// The spec was decoded from JSON: it encodes again. A cluster without
+	// TLS keeps the revision it had before TLS existed.
 	raw, _ := json.Marshal(struct {
-		Repository  string                        `json:"repository"`
-		PodTemplate v1alpha1.PodTemplateOverrides `json:"podTemplate"`
-	}{c.Spec.Repository, c.Spec.PodTemplate})
+		Repository   string                        `json:"repository"`
+		PodTemplate  v1alpha1.PodTemplateOverrides `json:"podTemplate"`
+		Certificates string                        `json:"certificates,omitempty"`
+	}{c.Spec.Repository, c.Spec.PodTemplate, certs})
 	sum := sha256.Sum256(raw)
 	return hex.EncodeToString(sum[:8])
 }

@@ -10,8 +10,10 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
@@ -46,8 +48,9 @@ type Options struct {
 // pods, claims, Services and PodDisruptionBudgets labelled with
 // LabelCluster, and ConfigMaps labelled with LabelGuardOf (guards), without
 // managedFields. Other objects of those kinds, however many the cluster
-// holds, are neither listed nor watched. Secrets are never cached (an S3
-// store's Secret is read through the API reader).
+// holds, are neither listed nor watched. Of Secrets only the metadata is
+// cached (SetupWithManager watches them for the certificates of spec.tls);
+// their data is read through the API reader when a pass needs it.
 func CacheOptions() (cache.Options, error) {
 	selected := func(label string) (cache.ByObject, error) {
 		req, err := labels.NewRequirement(label, selection.Exists, nil)
@@ -99,7 +102,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	}
 	rec := mgr.GetEventRecorder(EventSource)
 	clusters, err := NewClusterHooks(ClusterConfig{
-		Client: mgr.GetClient(), Children: children, Etcd: o.Etcd, Endpoints: o.Endpoints, Stores: stores,
+		Client: mgr.GetClient(), Children: children, Etcd: o.Etcd, Endpoints: o.Endpoints, Stores: stores, Secrets: mgr.GetAPIReader(),
 		BootstrapTimeout: o.BootstrapTimeout, MemberStartTimeout: o.MemberStartTimeout, RestoreImage: o.RestoreImage,
 		Recorder: rec,
 	})
@@ -112,11 +115,14 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		reconcile.WithConditions(v1alpha1.ConditionAvailable),
 		reconcile.WithNegativePolarityConditions(v1alpha1.ConditionDegraded),
 		reconcile.WithMaxConcurrentReconciles(concurrency),
+		// A certificate renewed or replaced (cert-manager) rolls out.
+		reconcile.WithWatches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(clustersUsingSecret(mgr.GetClient())), builder.OnlyMetadata),
 		reconcile.WithEventRecorder(rec))
 	if err != nil {
 		return fmt.Errorf("setting up the EtcdCluster controller: %w", err)
 	}
-	backups, err := NewBackupHooks(BackupConfig{Client: mgr.GetClient(), Etcd: o.Etcd, Endpoints: o.Endpoints, Stores: stores, Recorder: rec})
+	backups, err := NewBackupHooks(BackupConfig{Client: mgr.GetClient(), Etcd: o.Etcd, Endpoints: o.Endpoints, Stores: stores,
+		Secrets: mgr.GetAPIReader(), Recorder: rec})
 	if err != nil {
 		return err
 	}

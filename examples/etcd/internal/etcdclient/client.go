@@ -2,6 +2,7 @@ package etcdclient
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"strconv"
@@ -130,13 +131,43 @@ type Client interface {
 
 // Factory builds a Client on endpoints (client URLs).
 type Factory interface {
-	New(ctx context.Context, endpoints []string) (Client, error)
+	New(ctx context.Context, endpoints []string, opts ...DialOption) (Client, error)
 }
 
 // FactoryFunc adapts a function to Factory.
-type FactoryFunc func(ctx context.Context, endpoints []string) (Client, error)
+type FactoryFunc func(ctx context.Context, endpoints []string, opts ...DialOption) (Client, error)
 
-// New calls f(ctx, endpoints).
-func (f FactoryFunc) New(ctx context.Context, endpoints []string) (Client, error) {
-	return f(ctx, endpoints)
+// New calls f(ctx, endpoints, opts...).
+func (f FactoryFunc) New(ctx context.Context, endpoints []string, opts ...DialOption) (Client, error) {
+	return f(ctx, endpoints, opts...)
+}
+
+// DialOption configures one Factory.New call.
+type DialOption func(*DialOptions)
+
+// DialOptions are what DialOptions set; Factory implementations read them
+// with Dial.
+type DialOptions struct {
+	// TLS is the client's TLS configuration: its certificate and the CAs
+	// it trusts. Nil dials in plain text.
+	TLS *tls.Config
+}
+
+// WithTLS dials the members over TLS with cfg (nil: plain text). The
+// server name is verified against each endpoint's host unless cfg sets
+// ServerName; a Factory that dials somewhere else than the endpoint's
+// host (a port-forward) sets it to the host of the first endpoint, so the
+// members' certificate must be valid for every member's host name (a
+// wildcard, "*.<cluster>.<namespace>.svc", as spec.tls asks).
+func WithTLS(cfg *tls.Config) DialOption {
+	return func(o *DialOptions) { o.TLS = cfg }
+}
+
+// Dial returns the options opts set.
+func Dial(opts ...DialOption) DialOptions {
+	var o DialOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
 }

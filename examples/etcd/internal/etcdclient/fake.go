@@ -61,7 +61,7 @@ func NewFake() *Fake {
 // Factory returns a Factory whose clients all reach f, whatever the
 // endpoints; an endpoint is only used to pick the member in Status.
 func (f *Fake) Factory() Factory {
-	return FactoryFunc(func(_ context.Context, endpoints []string) (Client, error) {
+	return FactoryFunc(func(_ context.Context, endpoints []string, _ ...DialOption) (Client, error) {
 		if err := f.take("New", false); err != nil {
 			return nil, err
 		}

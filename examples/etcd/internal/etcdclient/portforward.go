@@ -59,7 +59,7 @@ func (p PodPort) String() string { return p.Namespace + "/" + p.Pod + ":" + strc
 func (p PodPort) pod() string { return p.Namespace + "/" + p.Pod }
 
 // ParsePodURL returns the pod and port that a client URL of the form
-// http://<pod>.<service>.<namespace>.svc[.<cluster domain>]:<port> names:
+// http(s)://<pod>.<service>.<namespace>.svc[.<cluster domain>]:<port> names:
 // the DNS name Kubernetes gives a pod whose hostname is <pod> and whose
 // subdomain is the headless Service <service>. The port is required.
 func ParsePodURL(endpoint string) (PodPort, error) {
@@ -304,7 +304,7 @@ func (fw *forward) why() string {
 // each reached through a port-forward to its pod. A pod that cannot be
 // forwarded to makes only its own endpoint fail (in Status, with the
 // reason); New fails when no endpoint can be reached.
-func (f *PortForwardFactory) New(ctx context.Context, endpoints []string) (Client, error) {
+func (f *PortForwardFactory) New(ctx context.Context, endpoints []string, opts ...DialOption) (Client, error) {
 	if len(endpoints) == 0 {
 		return nil, errors.New("etcd client: no endpoints")
 	}
@@ -317,6 +317,19 @@ func (f *PortForwardFactory) New(ctx context.Context, endpoints []string) (Clien
 		targets[i] = t
 	}
 	f.sweep(ctx)
+	scheme := "http"
+	if o := Dial(opts...); o.TLS != nil {
+		// The forward's local address is not a name the members'
+		// certificate is for: verify it for the first member's host
+		// name, which a certificate for every member also covers.
+		scheme = "https"
+		if o.TLS.ServerName == "" {
+			cfg := o.TLS.Clone()
+			u, _ := url.Parse(endpoints[0]) // parsed by ParsePodURL above
+			cfg.ServerName = u.Hostname()
+			opts = append(opts, WithTLS(cfg))
+		}
+	}
 
 	c := &forwardedClient{f: f, local: map[string]string{}, forwards: map[string]*forward{}, failed: map[string]error{}}
 	var locals []string
@@ -335,13 +348,13 @@ func (f *PortForwardFactory) New(ctx context.Context, endpoints []string) (Clien
 			continue
 		}
 		c.forwards[ep] = fw
-		c.local[ep] = "http://" + fw.addr
+		c.local[ep] = scheme + "://" + fw.addr
 		locals = append(locals, c.local[ep])
 	}
 	if len(locals) == 0 {
 		return nil, errors.Join(errs...)
 	}
-	inner, err := f.next.New(ctx, locals)
+	inner, err := f.next.New(ctx, locals, opts...)
 	if err != nil {
 		err = c.wrap("", err)
 		c.release()

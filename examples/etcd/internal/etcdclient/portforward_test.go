@@ -2,6 +2,7 @@ package etcdclient
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -178,14 +179,16 @@ var errStub = errors.New("stub: context deadline exceeded")
 
 // stubFactory records the endpoints of every inner client.
 type stubFactory struct {
-	mu  sync.Mutex
-	got [][]string
+	mu      sync.Mutex
+	got     [][]string
+	gotDial []DialOptions
 }
 
-func (s *stubFactory) New(_ context.Context, endpoints []string) (Client, error) {
+func (s *stubFactory) New(_ context.Context, endpoints []string, opts ...DialOption) (Client, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.got = append(s.got, endpoints)
+	s.gotDial = append(s.gotDial, Dial(opts...))
 	return &stubClient{endpoints: endpoints, err: errStub}, nil
 }
 
@@ -288,6 +291,42 @@ func TestPortForwardFactoryReusesForwards(t *testing.T) {
 	}
 	if n := e.ff.openCount(); n != 2 {
 		t.Errorf("forwards opened for two pods in two rounds: %d, want 2", n)
+	}
+}
+
+// TestPortForwardFactoryOverTLS: with WithTLS the inner client dials the
+// forwards over https and verifies the members' certificate for the first
+// pod's DNS name (a forward's address is in no certificate); the caller's
+// configuration is not changed.
+func TestPortForwardFactoryOverTLS(t *testing.T) {
+	e := newPFEnv(t, portForwardOptions{}, pod("db-0", "u0"), pod("db-1", "u1"))
+	eps := []string{"https://db-0.db.team-a.svc:2379", "https://db-1.db.team-a.svc:2379"}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	c, err := e.f.New(t.Context(), eps, WithTLS(cfg))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	defer func() { _ = c.Close() }()
+	want := []string{"https://" + e.ff.forward(t, target("db-0")).addr, "https://" + e.ff.forward(t, target("db-1")).addr}
+	if diff := cmp.Diff(want, e.inner.got[0]); diff != "" {
+		t.Errorf("endpoints of the inner client (-want +got):\n%s", diff)
+	}
+	got := e.inner.gotDial[0].TLS
+	if got == nil || got.ServerName != "db-0.db.team-a.svc" {
+		t.Fatalf("inner client's TLS = %+v, want ServerName db-0.db.team-a.svc", got)
+	}
+	if cfg.ServerName != "" {
+		t.Errorf("the caller's tls.Config was changed: ServerName %q", cfg.ServerName)
+	}
+	// A ServerName the caller chose is kept.
+	cfg.ServerName = "etcd.example"
+	c2, err := e.f.New(t.Context(), eps, WithTLS(cfg))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	defer func() { _ = c2.Close() }()
+	if got := e.inner.gotDial[1].TLS.ServerName; got != "etcd.example" {
+		t.Errorf("ServerName = %q, want the caller's etcd.example", got)
 	}
 }
 

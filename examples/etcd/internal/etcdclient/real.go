@@ -21,21 +21,23 @@ import (
 const DefaultDialTimeout = 5 * time.Second
 
 // NewFactory returns the production Factory: clients on
-// go.etcd.io/etcd/client/v3 over plain HTTP, dialing with dialTimeout
-// (DefaultDialTimeout if <= 0).
+// go.etcd.io/etcd/client/v3, over TLS when WithTLS is given and plain HTTP
+// otherwise, dialing with dialTimeout (DefaultDialTimeout if <= 0).
 func NewFactory(dialTimeout time.Duration) Factory {
 	if dialTimeout <= 0 {
 		dialTimeout = DefaultDialTimeout
 	}
-	return FactoryFunc(func(ctx context.Context, endpoints []string) (Client, error) {
+	return FactoryFunc(func(ctx context.Context, endpoints []string, opts ...DialOption) (Client, error) {
 		if len(endpoints) == 0 {
 			return nil, errors.New("etcd client: no endpoints")
 		}
+		o := Dial(opts...)
 		c, err := clientv3.New(clientv3.Config{
 			Endpoints:   endpoints,
 			DialTimeout: dialTimeout,
 			Context:     ctx,
 			Logger:      zap.NewNop(),
+			TLS:         o.TLS,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("etcd client for %v: %w", endpoints, err)

@@ -45,6 +45,11 @@ type Member struct {
 	PeerURL   string
 	ClientURL string
 	LogPath   string
+	// Certs, when set, make the member speak TLS with them to its peers
+	// and clients (PeerURL and ClientURL are https), require client
+	// certificates on both, and serve /readyz on MetricsURL.
+	Certs      *Certs
+	MetricsURL string
 
 	bin    string
 	cmd    *exec.Cmd
@@ -55,15 +60,55 @@ type Member struct {
 // It does not start it.
 func NewMember(t testing.TB, name string) *Member {
 	t.Helper()
+	return newMember(t, name, nil)
+}
+
+// NewTLSMember is NewMember for a member of a TLS cluster with certs.
+func NewTLSMember(t testing.TB, name string, certs *Certs) *Member {
+	t.Helper()
+	return newMember(t, name, certs)
+}
+
+func newMember(t testing.TB, name string, certs *Certs) *Member {
+	t.Helper()
 	dir := t.TempDir()
-	return &Member{
+	scheme := "http"
+	if certs != nil {
+		scheme = "https"
+	}
+	m := &Member{
 		Name:      name,
 		DataDir:   filepath.Join(dir, "data"),
-		PeerURL:   fmt.Sprintf("http://127.0.0.1:%d", testkit.MustFreePort(t)),
-		ClientURL: fmt.Sprintf("http://127.0.0.1:%d", testkit.MustFreePort(t)),
+		PeerURL:   fmt.Sprintf("%s://127.0.0.1:%d", scheme, testkit.MustFreePort(t)),
+		ClientURL: fmt.Sprintf("%s://127.0.0.1:%d", scheme, testkit.MustFreePort(t)),
 		LogPath:   filepath.Join(dir, name+".log"),
+		Certs:     certs,
 		bin:       Binary(t),
 	}
+	if certs != nil {
+		m.MetricsURL = fmt.Sprintf("http://127.0.0.1:%d", testkit.MustFreePort(t))
+	}
+	return m
+}
+
+// ReadyURL is where the member answers /readyz as its pod's readiness
+// probe asks: the client URL, or the plain metrics URL of a TLS member.
+func (m *Member) ReadyURL() string {
+	if m.MetricsURL != "" {
+		return m.MetricsURL + "/readyz"
+	}
+	return m.ClientURL + "/readyz"
+}
+
+// dialOptions are the etcdclient options that reach ms: the client
+// certificate of the first TLS member's Certs.
+func dialOptions(t testing.TB, ms []*Member) []etcdclient.DialOption {
+	for _, m := range ms {
+		if m.Certs != nil {
+			return []etcdclient.DialOption{etcdclient.WithTLS(m.Certs.ClientTLS(t))}
+		}
+	}
+	return nil
 }
 
 // InitialCluster returns the --initial-cluster value for ms.
@@ -84,7 +129,7 @@ func (m *Member) Start(t testing.TB, initialCluster, state string) {
 	if err != nil {
 		t.Fatalf("opening log: %v", err)
 	}
-	cmd := exec.Command(m.bin,
+	args := []string{
 		"--name", m.Name,
 		"--data-dir", m.DataDir,
 		"--listen-peer-urls", m.PeerURL,
@@ -97,7 +142,12 @@ func (m *Member) Start(t testing.TB, initialCluster, state string) {
 		"--heartbeat-interval", "50",
 		"--election-timeout", "500",
 		"--log-level", "warn",
-	)
+	}
+	if m.Certs != nil {
+		args = append(args, m.Certs.args()...)
+		args = append(args, "--listen-metrics-urls", m.MetricsURL)
+	}
+	cmd := exec.Command(m.bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		_ = logf.Close()
@@ -159,9 +209,16 @@ func (m *Member) Log() string {
 // reports a leader.
 func StartCluster(t testing.TB, prefix string, n int) []*Member {
 	t.Helper()
+	return StartTLSCluster(t, prefix, n, nil)
+}
+
+// StartTLSCluster is StartCluster for members speaking TLS with certs
+// (plain HTTP if nil).
+func StartTLSCluster(t testing.TB, prefix string, n int, certs *Certs) []*Member {
+	t.Helper()
 	ms := make([]*Member, n)
 	for i := range ms {
-		ms[i] = NewMember(t, fmt.Sprintf("%s-%d", prefix, i))
+		ms[i] = newMember(t, fmt.Sprintf("%s-%d", prefix, i), certs)
 	}
 	ic := InitialCluster(ms...)
 	for _, m := range ms {
@@ -178,7 +235,7 @@ func WaitHealthy(t testing.TB, m *Member, timeout time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()
-	c, err := etcdclient.NewFactory(time.Second).New(ctx, []string{m.ClientURL})
+	c, err := etcdclient.NewFactory(time.Second).New(ctx, []string{m.ClientURL}, dialOptions(t, []*Member{m})...)
 	if err != nil {
 		t.Fatalf("client for %s: %v", m.Name, err)
 	}
@@ -213,7 +270,7 @@ func Client(t testing.TB, ms ...*Member) etcdclient.Client {
 	for _, m := range ms {
 		eps = append(eps, m.ClientURL)
 	}
-	c, err := etcdclient.NewFactory(2*time.Second).New(t.Context(), eps)
+	c, err := etcdclient.NewFactory(2*time.Second).New(t.Context(), eps, dialOptions(t, ms)...)
 	if err != nil {
 		t.Fatalf("etcd client: %v", err)
 	}
@@ -276,7 +333,11 @@ func RawClient(t testing.TB, ms ...*Member) *clientv3.Client {
 	for _, m := range ms {
 		eps = append(eps, m.ClientURL)
 	}
-	c, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	cfg := clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, Logger: zap.NewNop()}
+	if opts := etcdclient.Dial(dialOptions(t, ms)...); opts.TLS != nil {
+		cfg.TLS = opts.TLS
+	}
+	c, err := clientv3.New(cfg)
 	if err != nil {
 		t.Fatalf("etcd client: %v", err)
 	}

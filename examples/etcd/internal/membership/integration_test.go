@@ -49,13 +49,23 @@ type localCluster struct {
 	// steps are the steps that succeeded; errors those that failed.
 	steps  []string
 	errors []string
+	// certs, when set, make every member speak TLS, and the planner's
+	// client dial with the client certificate, as spec.tls does.
+	certs *etcdtest.Certs
 }
 
 func newLocalCluster(t *testing.T, name string, initial int) *localCluster {
 	t.Helper()
+	return newTLSLocalCluster(t, name, initial, nil)
+}
+
+// newTLSLocalCluster is newLocalCluster with members speaking TLS with
+// certs (plain if nil).
+func newTLSLocalCluster(t *testing.T, name string, initial int, certs *etcdtest.Certs) *localCluster {
+	t.Helper()
 	lc := &localCluster{t: t, name: name, size: initial, procs: map[string]*etcdtest.Member{}, hung: map[string]bool{}, names: map[string]string{},
-		revision: "r1", revisions: map[string]string{}, pending: map[string]bool{}}
-	for _, m := range etcdtest.StartCluster(t, name, initial) {
+		revision: "r1", revisions: map[string]string{}, pending: map[string]bool{}, certs: certs}
+	for _, m := range etcdtest.StartTLSCluster(t, name, initial, certs) {
 		lc.procs[m.Name] = m
 		lc.names[m.PeerURL] = m.Name
 		lc.revisions[m.Name] = lc.revision
@@ -79,7 +89,11 @@ func (lc *localCluster) client(ctx context.Context, ms []*etcdtest.Member) (etcd
 	for _, m := range ms {
 		eps = append(eps, m.ClientURL)
 	}
-	return etcdclient.NewFactory(time.Second).New(ctx, eps)
+	var opts []etcdclient.DialOption
+	if lc.certs != nil {
+		opts = append(opts, etcdclient.WithTLS(lc.certs.ClientTLS(lc.t)))
+	}
+	return etcdclient.NewFactory(time.Second).New(ctx, eps, opts...)
 }
 
 func (lc *localCluster) byPeerURL(u string) *etcdtest.Member {
@@ -101,7 +115,7 @@ func (lc *localCluster) observe(ctx context.Context) membership.Observed {
 		}
 		if m.Running() {
 			// Ready as the kubelet's readiness probe says it.
-			o.Pods = append(o.Pods, membership.Pod{Name: m.Name, Phase: membership.PodRunning, Ready: readyz(ctx, m.ClientURL), Version: version,
+			o.Pods = append(o.Pods, membership.Pod{Name: m.Name, Phase: membership.PodRunning, Ready: readyz(ctx, m.ReadyURL()), Version: version,
 				Revision: lc.revisions[m.Name]})
 		}
 		// A data directory is a member's claim.
@@ -159,7 +173,7 @@ func (lc *localCluster) execute(ctx context.Context, s membership.Step) error {
 func (lc *localCluster) do(ctx context.Context, s membership.Step) error {
 	switch s.Action {
 	case membership.ActionAddLearner:
-		m := etcdtest.NewMember(lc.t, s.Name)
+		m := etcdtest.NewTLSMember(lc.t, s.Name, lc.certs)
 		c, err := lc.client(ctx, lc.running())
 		if err != nil {
 			return err
@@ -509,7 +523,13 @@ func id(o membership.Observed, name string) uint64 {
 // writes continuously through the three original members, and requires every
 // write to succeed and be readable afterwards.
 func TestIntegrationScaleWithoutFailedWrites(t *testing.T) {
-	lc := newLocalCluster(t, "rw", 3)
+	scaleWithoutFailedWrites(t, newLocalCluster(t, "rw", 3))
+}
+
+// scaleWithoutFailedWrites scales lc from 3 to 5 members and back while a
+// client writes, and fails t if a write fails or is lost.
+func scaleWithoutFailedWrites(t *testing.T, lc *localCluster) {
+	t.Helper()
 	writer := etcdtest.RawClient(t, lc.running()...)
 
 	var attempted, failed atomic.Int64
@@ -574,9 +594,10 @@ func cmpNames(want, got []string) string {
 	return fmt.Sprintf("got %v, want %v", got, want)
 }
 
-// readyz asks a member's /readyz, as the readiness probe of its pod does.
-func readyz(ctx context.Context, clientURL string) bool {
+// readyz asks a member's /readyz (etcdtest.Member.ReadyURL), as the
+// readiness probe of its pod does.
+func readyz(ctx context.Context, url string) bool {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	return testkit.HTTPOK(ctx, clientURL+"/readyz")
+	return testkit.HTTPOK(ctx, url)
 }

@@ -271,10 +271,17 @@ func etcdutl(t *testing.T, dataDir string, m *etcdtest.Member) {
 // with a backup of a real etcd member and the real etcdutl (`make etcd`):
 // the member started on the result holds the keys at the backup's
 // revision. Then it runs them again, as a restarted pod does: the member
-// keeps its data, including a key written after the restore.
+// keeps its data, including a key written after the restore. It does so
+// for a plain cluster and for one with TLS (https peer URLs in etcdutl's
+// flags, the member serving TLS on the restored data).
 func TestIntegrationPhysicalRestore(t *testing.T) {
+	t.Run("plain", func(t *testing.T) { physicalRestore(t, nil) })
+	t.Run("tls", func(t *testing.T) { physicalRestore(t, etcdtest.NewCerts(t)) })
+}
+
+func physicalRestore(t *testing.T, certs *etcdtest.Certs) {
 	ctx := t.Context()
-	src := etcdtest.StartCluster(t, "src", 1)
+	src := etcdtest.StartTLSCluster(t, "src", 1, certs)
 	raw := etcdtest.RawClient(t, src[0])
 	want := map[string]string{}
 	var rev int64
@@ -301,7 +308,7 @@ func TestIntegrationPhysicalRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	seed := etcdtest.NewMember(t, "seed-0")
+	seed := etcdtest.NewTLSMember(t, "seed-0", certs)
 	steps := func() {
 		t.Helper()
 		if err := seedrestore.RunFetch(ctx, fetchArgs(seed.DataDir, storeDir, m.ID), io.Discard); err != nil {

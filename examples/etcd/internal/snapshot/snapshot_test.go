@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -19,6 +20,7 @@ import (
 	"github.com/opkit-dev/opkit/backup"
 	"github.com/opkit-dev/opkit/backup/fsstore"
 	"github.com/opkit-dev/opkit/backup/s3"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdtest"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/snapshot"
 )
@@ -143,6 +145,58 @@ func TestIntegrationSnapshotToBothStoresAndRestore(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(rs.Dir); len(entries) != 0 {
 		t.Errorf("scratch files left behind: %v", entries)
+	}
+}
+
+// TestIntegrationBackupAndRestoreOverTLS takes a backup of a cluster whose
+// members require client certificates, through the operator's client with
+// its certificate, and restores it into a new TLS cluster: every key
+// arrives. A client without a certificate gets no snapshot.
+func TestIntegrationBackupAndRestoreOverTLS(t *testing.T) {
+	ctx := t.Context()
+	certs := etcdtest.NewCerts(t)
+	src := etcdtest.StartTLSCluster(t, "tls-src", 3, certs)
+	w := etcdtest.RawClient(t, src...)
+	want := map[string]string{}
+	for i := range 200 {
+		k, v := fmt.Sprintf("data/%04d", i), fmt.Sprintf("value-%d", i)
+		if _, err := w.Put(ctx, k, v); err != nil {
+			t.Fatal(err)
+		}
+		want[k] = v
+	}
+	fs, err := fsstore.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	plain := etcdtest.ClientTLS(t, certs.CA.CertPEM, nil)
+	noCert, err := etcdclient.NewFactory(time.Second).New(ctx, []string{src[1].ClientURL}, etcdclient.WithTLS(plain))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	_, err = backup.Backup(sctx, fs, snapshot.Snapshotter{Client: noCert})
+	cancel()
+	_ = noCert.Close()
+	if err == nil {
+		t.Fatal("a client without a certificate took a snapshot")
+	}
+
+	m, err := backup.Backup(ctx, fs, snapshot.Snapshotter{Client: etcdtest.Client(t, src[1])})
+	if err != nil {
+		t.Fatalf("backup over TLS: %v", err)
+	}
+	if _, err := backup.Verify(ctx, fs, m.ID); err != nil {
+		t.Fatalf("verifying the backup: %v", err)
+	}
+	dst := etcdtest.StartTLSCluster(t, "tls-dst", 1, certs)
+	rs := &snapshot.Restorer{Client: etcdtest.Client(t, dst[0]), Dir: t.TempDir()}
+	if _, err := backup.Restore(ctx, fs, m.ID, rs); err != nil {
+		t.Fatalf("restore over TLS: %v", err)
+	}
+	if diff := cmp.Diff(want, dump(t, etcdtest.RawClient(t, dst[0]), "data/")); diff != "" {
+		t.Errorf("restored data (-want +got):\n%s", diff)
 	}
 }
 

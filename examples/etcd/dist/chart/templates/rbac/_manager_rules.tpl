@@ -28,7 +28,11 @@
   resources:
   - secrets
   verbs:
+  - create
   - get
+  - list
+  - update
+  - watch
 - apiGroups:
   - authentication.k8s.io
   resources:

@@ -1,0 +1,99 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/pki"
+)
+
+// readCertificates reads and checks the three Secrets of c's TLS, those of
+// known (by name) as they are there.
+func readCertificates(ctx context.Context, r client.Reader, c *v1alpha1.EtcdCluster, now time.Time, known map[string]*corev1.Secret) (*certificates, error) {
+	certs := &certificates{}
+	rev := sha256.New()
+	var clientPair tls.Certificate
+	roots := x509.NewCertPool()
+	for _, role := range tlsRoles {
+		sec, ok := known[role.secret(c)]
+		if !ok {
+			var err error
+			if sec, err = getSecret(ctx, r, c.Namespace, role.secret(c)); err != nil {
+				return nil, err
+			}
+		}
+		if sec == nil {
+			return nil, &tlsProblem{reason: ReasonTLSSecretMissing,
+				err: fmt.Errorf("waiting for Secret %s (spec.tls.%s), the %s certificate", role.secret(c), role.field, role.name)}
+		}
+		cert, err := pki.Verify(sec.Data[corev1.TLSCertKey], sec.Data[corev1.TLSPrivateKeyKey], sec.Data[caKey], role.want(c), now)
+		if err != nil {
+			return nil, &tlsProblem{reason: ReasonTLSSecretInvalid,
+				err: fmt.Errorf("the %s certificate, Secret %s (spec.tls.%s): %w", role.name, sec.Name, role.field, err)}
+		}
+		if certs.notAfter.IsZero() || cert.NotAfter.Before(certs.notAfter) {
+			certs.notAfter = cert.NotAfter
+		}
+		if c.Spec.TLS.Auto != nil {
+			if at := pki.RenewalTime(cert); certs.renewAt.IsZero() || at.Before(certs.renewAt) {
+				certs.renewAt = at
+			}
+		}
+		switch role.name {
+		case clientRole.name:
+			// Verify checked the pair.
+			clientPair, _ = tls.X509KeyPair(sec.Data[corev1.TLSCertKey], sec.Data[corev1.TLSPrivateKeyKey])
+		case serverRole.name:
+			roots.AppendCertsFromPEM(sec.Data[caKey])
+			fallthrough
+		default:
+			// What the members mount: a change restarts them.
+			for _, k := range []string{corev1.TLSCertKey, caKey} {
+				fmt.Fprintf(rev, "%s/%s:%d:", role.name, k, len(sec.Data[k]))
+				rev.Write(sec.Data[k])
+			}
+		}
+	}
+	certs.revision = hex.EncodeToString(rev.Sum(nil)[:8])
+	certs.client = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots, Certificates: []tls.Certificate{clientPair}}
+	return certs, nil
+}
+
+// caKey is the CA bundle's key in a kubernetes.io/tls Secret, as
+// cert-manager writes it.
+const caKey = "ca.crt"
+
+func getSecret(ctx context.Context, r client.Reader, namespace, name string) (*corev1.Secret, error) {
+	var sec corev1.Secret
+	if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &sec); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading Secret %s/%s: %w", namespace, name, err)
+	}
+	return &sec, nil
+}
+
+// clientTLS returns the TLS configuration the operator dials c's members
+// with, nil for a cluster without TLS, read through r. Certificates that
+// are missing or invalid make it fail as a pass of c does.
+func clientTLS(ctx context.Context, r client.Reader, c *v1alpha1.EtcdCluster, now time.Time) (*tls.Config, error) {
+	if !tlsEnabled(c) {
+		return nil, nil
+	}
+	certs, err := readCertificates(ctx, r, c, now, nil)
+	if err != nil {
+		return nil, err
+	}
+	return certs.client, nil
+}
