@@ -35,7 +35,8 @@ import (
 // middle, and shrinks back to 3; a member whose pod and claim are deleted
 // is replaced by a new member, never re-added under its old ID; the
 // cluster is upgraded from etcd 3.5 to 3.6 one member at a time, with the
-// operator pod killed in the middle. The recorded history must be
+// operator pod killed in the middle; a second cluster with spec.tls.auto
+// serves clients with its certificate only. The recorded history must be
 // linearizable (porcupine, a register per key), final reads included: no
 // acknowledged write is lost.
 func TestEtcdOperatorInCluster(t *testing.T) {
@@ -262,6 +263,42 @@ func TestEtcdOperatorInCluster(t *testing.T) {
 					t.Logf("history visualized in %s", out)
 				}
 				t.Errorf("the history is not linearizable: %s", summary.Result)
+			}
+			return ctx
+		}).
+		Assess("a TLS cluster (spec.tls.auto) becomes Ready and serves only clients with its certificate", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			const tlsName = "demo-tls"
+			c := &v1alpha1.EtcdCluster{
+				ObjectMeta: metav1.ObjectMeta{Name: tlsName, Namespace: ns},
+				Spec: v1alpha1.EtcdClusterSpec{Size: 3, Version: toVersion, Storage: v1alpha1.StorageSpec{Ephemeral: true},
+					TLS: &v1alpha1.TLSSpec{Auto: &v1alpha1.AutoTLSSpec{}}},
+			}
+			if err := cfg.Client().Resources().Create(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+			// Ready needs the kubelet's probe on the plain metrics port and
+			// the operator's calls over TLS to every member's DNS name.
+			waitEtcdReady(ctx, t, cfg, ns, tlsName)
+			const dir = "/etc/etcd/tls/server/" // the member's certificate allows client auth too
+			endpoint := fmt.Sprintf("--endpoints=https://%s-client.%s.svc:2379", tlsName, ns)
+			withCert := []string{endpoint, "--cacert=" + dir + "ca.crt", "--cert=" + dir + "tls.crt", "--key=" + dir + "tls.key"}
+			if got := etcdctl(ctx, t, cfg, tlsName+"-0", append(withCert, "put", "over-tls", "yes")...); got != "OK" {
+				t.Fatalf("put through the client Service over TLS: %q", got)
+			}
+			if got := etcdctl(ctx, t, cfg, tlsName+"-1", append(withCert, "get", "--print-value-only", "over-tls")...); got != "yes" {
+				t.Fatalf("get through the client Service over TLS: %q", got)
+			}
+			for what, args := range map[string][]string{
+				"without a client certificate": {endpoint, "--cacert=" + dir + "ca.crt"},
+				"over plain HTTP":              {fmt.Sprintf("--endpoints=http://%s-client.%s.svc:2379", tlsName, ns)},
+			} {
+				cmd := append([]string{"exec", "-n", ns, tlsName + "-0", "--", "etcdctl", "--command-timeout=5s", "--dial-timeout=3s"}, args...)
+				if out, err := harness.Kubectl(ctx, cfg, append(cmd, "get", "over-tls")...); err == nil {
+					t.Errorf("a client %s was served: %s", what, out)
+				}
+			}
+			if out, err := harness.Kubectl(ctx, cfg, "delete", "etcdcluster", tlsName, "-n", ns, "--wait=true", "--timeout=2m"); err != nil {
+				t.Fatalf("deleting %s: %v\n%s", tlsName, err, out)
 			}
 			return ctx
 		}).
