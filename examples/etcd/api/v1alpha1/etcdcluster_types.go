@@ -75,6 +75,11 @@ type EtcdClusterSpec struct {
 	// +optional
 	Restore *RestoreSpec `json:"restore,omitempty"`
 
+	// Recovery says what the operator does when the cluster has lost its
+	// quorum for good. Unset, it waits for a person (see RecoverySpec).
+	// +optional
+	Recovery *RecoverySpec `json:"recovery,omitempty"`
+
 	// TLS encrypts and authenticates the members' peer and client traffic.
 	// Unset, members speak plain HTTP. It can only be chosen when the
 	// cluster is created, and never changed.
@@ -107,6 +112,56 @@ type StorageSpec struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	StorageClassName *string `json:"storageClassName,omitempty"`
+}
+
+// The values of RecoverySpec.QuorumLoss.
+const (
+	// QuorumLossWait leaves a cluster that lost its quorum for good to a
+	// person: it is reported Degraded (reason MemberDataLost) and nothing
+	// is changed.
+	QuorumLossWait = "Wait"
+	// QuorumLossRebuild rebuilds it from its most up-to-date surviving
+	// member (see RecoverySpec).
+	QuorumLossRebuild = "Rebuild"
+)
+
+// RecoverySpec opts a cluster into rebuilding itself after losing its
+// quorum for good.
+//
+// A quorum is lost for good when, with persistent storage, fewer than a
+// quorum of the voting members last recorded in status.members still have
+// their data claim, and at least one does: the others' pods and claims are
+// both gone (a lost node with local volumes, claims deleted by hand), so
+// they can never come back. As long as a lost member's claim exists the
+// operator recreates its pod instead and never rebuilds: delete the claims
+// of members that are gone for good to let it. With QuorumLossRebuild the
+// operator then asks every surviving member for its raft index, restarts
+// the one with the highest (the lowest name among equals) with etcd's
+// --force-new-cluster, so that it forms a one-member cluster with its
+// data, restarts it once more without the flag, deletes the other
+// survivors' pods and claims (their data is older), and grows the cluster
+// back to spec.size one learner at a time. Writes the lost majority had
+// acknowledged and the survivor had not received are lost: that is what
+// opting in accepts. Each step is an event and a Progressing reason.
+type RecoverySpec struct {
+	// QuorumLoss is Wait (default: report it and do nothing) or Rebuild
+	// (rebuild from the most up-to-date surviving member).
+	// +kubebuilder:validation:Enum=Wait;Rebuild
+	// +kubebuilder:default=Wait
+	// +optional
+	QuorumLoss string `json:"quorumLoss,omitempty"`
+}
+
+// RecoveryStatus reports a rebuild after a lost quorum.
+type RecoveryStatus struct {
+	// Member is the surviving member the cluster is being rebuilt from.
+	Member string `json:"member"`
+	// RaftIndex is the raft index Member reported when it was chosen.
+	// +optional
+	RaftIndex uint64 `json:"raftIndex,omitempty"`
+	// StartTime is when the rebuild began.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
 }
 
 // TLSSpec chooses where a cluster's certificates come from: the operator
@@ -373,6 +428,12 @@ type EtcdClusterStatus struct {
 	// TLS reports the certificates of spec.tls.
 	// +optional
 	TLS *TLSStatus `json:"tls,omitempty"`
+
+	// Recovery is set while the cluster is rebuilt from a surviving
+	// member after losing its quorum (spec.recovery), until that member
+	// answers as a new one-member cluster.
+	// +optional
+	Recovery *RecoveryStatus `json:"recovery,omitempty"`
 
 	// Conditions: Ready, Available, Progressing, Degraded, Reconciling,
 	// Stalled.

@@ -212,6 +212,11 @@ func (h *ClusterHooks) Reconcile(ctx context.Context, c *v1alpha1.EtcdCluster) r
 	if err != nil {
 		return reconcile.Retry(err)
 	}
+	if obs.planned.Reached && c.Status.Recovery != nil {
+		// The member a rebuild began from answers as a one-member cluster:
+		// the planner restarts it without --force-new-cluster next.
+		c.Status.Recovery = nil
+	}
 	if err := h.holdChildren(ctx, c, obs, guard); err != nil {
 		return reconcile.Retry(err)
 	}

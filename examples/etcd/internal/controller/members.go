@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -106,6 +107,16 @@ func (h *ClusterHooks) execute(ctx context.Context, c *v1alpha1.EtcdCluster, obs
 		return h.deleteMember(ctx, c, step.Name, step.ID == 0)
 	case membership.ActionUpgrade:
 		return h.deleteMember(ctx, c, step.Name, false)
+	case membership.ActionForceNewCluster:
+		if c.Status.Recovery == nil {
+			c.Status.Recovery = &v1alpha1.RecoveryStatus{Member: step.Name, RaftIndex: obs.planned.RaftIndexes[step.Name],
+				StartTime: ptr.To(metav1.NewTime(h.now()))}
+		}
+		if _, ok := obs.pods[step.Name]; ok {
+			// Its pod runs without the flag: deleted first, its data kept.
+			return h.deleteMember(ctx, c, step.Name, false)
+		}
+		return h.createMember(ctx, c, obs.guard, step.Name, step.Version, recordedCluster(c), "existing", nil, forceNewCluster)
 	}
 	return nil
 }
@@ -153,7 +164,14 @@ func recordedCluster(c *v1alpha1.EtcdCluster) string {
 	return strings.Join(parts, ",")
 }
 
-func (h *ClusterHooks) createMember(ctx context.Context, c *v1alpha1.EtcdCluster, guard *corev1.ConfigMap, name, version, initial, state string, seed *seedRestore) error {
+// forceNewCluster makes createMember start the member with
+// --force-new-cluster (AnnotationForceNewCluster).
+const forceNewCluster = true
+
+// createMember creates member name's claim (persistent storage) and pod,
+// with seed's init containers when seed is not nil, and with
+// --force-new-cluster when force is given as true.
+func (h *ClusterHooks) createMember(ctx context.Context, c *v1alpha1.EtcdCluster, guard *corev1.ConfigMap, name, version, initial, state string, seed *seedRestore, force ...bool) error {
 	if persistent(c) {
 		// Applying to a claim being deleted would "succeed" and leave the
 		// pod waiting for a claim that is gone: wait for it to go first.
@@ -169,7 +187,12 @@ func (h *ClusterHooks) createMember(ctx context.Context, c *v1alpha1.EtcdCluster
 			return fmt.Errorf("creating claim of %s: %w", name, err)
 		}
 	}
-	if _, err := h.Children.EnsureChild(ctx, c, heldBy(memberPod(c, name, version, initial, state, seed), guard)); err != nil {
+	pod := memberPod(c, name, version, initial, state, seed)
+	if len(force) > 0 && force[0] {
+		pod.Annotations[AnnotationForceNewCluster] = "true"
+		pod.Spec.Containers[0].Args = append(pod.Spec.Containers[0].Args, "--force-new-cluster")
+	}
+	if _, err := h.Children.EnsureChild(ctx, c, heldBy(pod, guard)); err != nil {
 		return fmt.Errorf("creating pod %s: %w", name, err)
 	}
 	return nil

@@ -24,6 +24,11 @@ const (
 	// spec.podTemplate, see PodRevision): a pod of another revision is
 	// restarted, one member at a time.
 	AnnotationPodRevision = "etcd.opkit.dev/pod-revision"
+	// AnnotationForceNewCluster ("true") marks the pod of the member a
+	// cluster that lost its quorum is rebuilt from (spec.recovery): etcd
+	// runs with --force-new-cluster until the member answers as a
+	// one-member cluster, and is then restarted without it.
+	AnnotationForceNewCluster = "etcd.opkit.dev/force-new-cluster"
 )
 
 // The ports of a member.

@@ -71,7 +71,11 @@ func (h *ClusterHooks) observe(ctx context.Context, c *v1alpha1.EtcdCluster, gua
 	// the status, or its member list is read below. A seed pod alone is
 	// not enough; its member may still be starting.
 	*p = membership.Observed{Cluster: c.Name, Size: plannedSize(c), Version: c.Spec.Version, Revision: PodRevision(c), Persistent: persistent(c),
-		Bootstrapped: len(c.Status.Members) > 0, Timeouts: h.timeouts(), Claims: obs.claims, ClaimsDeleting: deleting}
+		Bootstrapped: len(c.Status.Members) > 0, Timeouts: h.timeouts(), Claims: obs.claims, ClaimsDeleting: deleting,
+		Rebuild: c.Spec.Recovery != nil && c.Spec.Recovery.QuorumLoss == v1alpha1.QuorumLossRebuild}
+	if r := c.Status.Recovery; r != nil {
+		p.RebuildingFrom = r.Member
+	}
 	for _, ms := range c.Status.Members {
 		id, _ := strconv.ParseUint(ms.ID, 16, 64) // 0 if unreadable: a failed pod is then not deleted
 		p.Recorded = append(p.Recorded, membership.Member{ID: id, Name: ms.Name, Learner: ms.Learner})
@@ -93,7 +97,8 @@ func (h *ClusterHooks) observe(ctx context.Context, c *v1alpha1.EtcdCluster, gua
 			phase = membership.PodFailed
 		}
 		p.Pods = append(p.Pods, membership.Pod{Name: pod.Name, Phase: phase, Ready: podReady(pod), Version: pod.Labels[LabelVersion],
-			Revision: pod.Annotations[AnnotationPodRevision], Age: max(now.Sub(pod.CreationTimestamp.Time), 0)})
+			Revision: pod.Annotations[AnnotationPodRevision], Age: max(now.Sub(pod.CreationTimestamp.Time), 0),
+			ForceNewCluster: pod.Annotations[AnnotationForceNewCluster] == "true"})
 	}
 	if len(endpoints) == 0 {
 		return obs, nil
@@ -111,6 +116,11 @@ func (h *ClusterHooks) observe(ctx context.Context, c *v1alpha1.EtcdCluster, gua
 	cancel()
 	if err != nil {
 		obs.unreachable = err
+		if p.Rebuild {
+			// Without a quorum there is no member list, but each member
+			// still reports its own raft index: what a rebuild chooses by.
+			p.RaftIndexes = h.raftIndexes(ctx, ec, c, obs)
+		}
 		return obs, nil //nolint:nilerr // as above
 	}
 	p.Reached = true
@@ -135,4 +145,22 @@ func (h *ClusterHooks) observe(ctx context.Context, c *v1alpha1.EtcdCluster, gua
 		p.Members = append(p.Members, m)
 	}
 	return obs, nil
+}
+
+// raftIndexes asks every running member pod for its raft index, by name;
+// members that do not answer are left out.
+func (h *ClusterHooks) raftIndexes(ctx context.Context, ec etcdclient.Client, c *v1alpha1.EtcdCluster, obs *observation) map[string]uint64 {
+	out := map[string]uint64{}
+	for name, pod := range obs.pods {
+		if pod.Status.Phase != corev1.PodRunning {
+			continue
+		}
+		sctx, cancel := context.WithTimeout(ctx, callTimeout)
+		st, err := ec.Status(sctx, h.Endpoints.clientURL(c, name))
+		cancel()
+		if err == nil {
+			out[name] = st.RaftIndex
+		}
+	}
+	return out
 }

@@ -101,6 +101,8 @@ func setConditions(c *v1alpha1.EtcdCluster, obs *observation, step membership.St
 			msg += fmt.Sprintf("; dialed %s: %v", strings.Join(obs.dialed, ", "), obs.unreachable)
 		}
 		statusutil.MarkTrue(c, v1alpha1.ConditionDegraded, step.Reason, msg)
+	case step.Reason == membership.ReasonQuorumLost || step.Reason == membership.ReasonRebuilding:
+		statusutil.MarkTrue(c, v1alpha1.ConditionDegraded, step.Reason, step.Message)
 	case !obs.planned.Bootstrapped:
 		// A new cluster whose seed is starting is not degraded, whether
 		// or not its pod runs yet.

@@ -35,6 +35,9 @@ type Fake struct {
 	data    map[string]string
 	fail    map[string]fakeFailure
 	calls   []string
+	// noQuorum makes MemberList fail and Status report no leader, as a
+	// cluster that lost its quorum (LoseQuorum).
+	noQuorum bool
 	// Version is reported by Status; "3.6.16" if empty.
 	Version string
 }
@@ -46,6 +49,8 @@ type fakeMember struct {
 	healthy   bool
 	// dbSize and dbInUse are the database's size and the part in use.
 	dbSize, dbInUse int64
+	// raftIndex is what Status reports (SetRaftIndex).
+	raftIndex uint64
 }
 
 type fakeFailure struct {
@@ -155,6 +160,41 @@ func (f *Fake) SetDBSize(peerURL string, size, inUse int64) {
 	}
 }
 
+// SetRaftIndex sets the raft index the member with peerURL reports in
+// Status.
+func (f *Fake) SetRaftIndex(peerURL string, index uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, m := range f.members {
+		if m.PeerURLs[0] == peerURL {
+			m.raftIndex = index
+		}
+	}
+}
+
+// LoseQuorum makes the cluster one that lost its quorum: MemberList fails
+// as etcd's does without one, and Status, which each member still
+// answers, reports no leader. ForceNewCluster ends it.
+func (f *Fake) LoseQuorum() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.noQuorum, f.leader = true, 0
+}
+
+// ForceNewCluster does what etcd started with --force-new-cluster on the
+// data of the member with peerURL does: the member list is that member
+// alone, healthy and leader.
+func (f *Fake) ForceNewCluster(peerURL string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.members = slices.DeleteFunc(f.members, func(m *fakeMember) bool { return m.PeerURLs[0] != peerURL })
+	for _, m := range f.members {
+		m.IsLearner, m.healthy = false, true
+		f.leader = m.ID
+	}
+	f.noQuorum = false
+}
+
 // Leader returns the leader's member ID, 0 if none.
 func (f *Fake) Leader() uint64 {
 	f.mu.Lock()
@@ -204,7 +244,9 @@ func (c *fakeClient) call(method, arg string, fn func() error) error {
 	if err := c.f.takeLocked(method, false); err != nil {
 		return err
 	}
-	if len(c.f.members) == 0 || c.f.leader == 0 {
+	// A member answers Status without a leader (reporting none), as
+	// etcd's does; the other calls need one.
+	if len(c.f.members) == 0 || (c.f.leader == 0 && method != "Status") {
 		return fmt.Errorf("%s: %w", method, ErrNoLeader)
 	}
 	if err := fn(); err != nil {
@@ -215,7 +257,13 @@ func (c *fakeClient) call(method, arg string, fn func() error) error {
 
 func (c *fakeClient) MemberList(context.Context) ([]Member, error) {
 	var out []Member
-	err := c.call("MemberList", "", func() error { out = c.f.listLocked(); return nil })
+	err := c.call("MemberList", "", func() error {
+		if c.f.noQuorum {
+			return errors.New("etcdserver: request timed out")
+		}
+		out = c.f.listLocked()
+		return nil
+	})
 	return out, err
 }
 
@@ -289,7 +337,7 @@ func (c *fakeClient) Status(_ context.Context, endpoint string) (Status, error) 
 					v = "3.6.16"
 				}
 				s = Status{ID: m.ID, Version: v, Leader: c.f.leader, IsLearner: m.IsLearner, Revision: int64(len(c.f.data)),
-					DBSize: m.dbSize, DBSizeInUse: m.dbInUse}
+					DBSize: m.dbSize, DBSizeInUse: m.dbInUse, RaftIndex: m.raftIndex}
 				return nil
 			}
 		}

@@ -50,6 +50,9 @@ type Member struct {
 	// certificates on both, and serve /readyz on MetricsURL.
 	Certs      *Certs
 	MetricsURL string
+	// ExtraArgs are passed to etcd after the others, for example
+	// --force-new-cluster; the next Start reads them again.
+	ExtraArgs []string
 
 	bin    string
 	cmd    *exec.Cmd
@@ -147,6 +150,7 @@ func (m *Member) Start(t testing.TB, initialCluster, state string) {
 		args = append(args, m.Certs.args()...)
 		args = append(args, "--listen-metrics-urls", m.MetricsURL)
 	}
+	args = append(args, m.ExtraArgs...)
 	cmd := exec.Command(m.bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {

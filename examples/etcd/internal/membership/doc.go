@@ -9,7 +9,8 @@
 // etcd.
 //
 // The rules, in order (one function each in plan.go: bootstrap,
-// finishHalfDone, replaceLost and unreached, settle, scale, rollOut):
+// finishHalfDone, finishRebuild, replaceLost and unreached, settle, scale,
+// rollOut; rule 7 in rebuild and rebuilding):
 //
 //  1. An unbootstrapped cluster (one that has never answered) gets one seed
 //     member, and nothing else happens until the seed answers. The wait has
@@ -57,4 +58,17 @@
 //     removed by 5 once the replacement votes, so the cluster never has
 //     fewer voting members than its size, and a single-member cluster
 //     upgrades too.
+//  7. A quorum lost for good (with persistent storage, no member
+//     answering, fewer than a quorum of the voting members in
+//     Observed.Recorded with their claim and at least one with it; rule 3
+//     recreates the pods of those with a claim first) is reported with
+//     reason QuorumLost. With Observed.Rebuild the survivor with the
+//     highest raft index (Observed.RaftIndexes; all survivors must have
+//     answered) is restarted with --force-new-cluster
+//     (ActionForceNewCluster, reason RebuildingFromSurvivor), waited for
+//     (Observed.RebuildingFrom) and, once it answers as a one-member
+//     cluster, restarted without the flag (reason QuorumRebuilt) before
+//     anything else: the other survivors' pods are then unknown members
+//     (rule 2 deletes them and their data) and rule 5 grows the cluster
+//     back. Nothing is rebuilt while a lost member's claim exists.
 package membership

@@ -52,6 +52,15 @@ type localCluster struct {
 	// certs, when set, make every member speak TLS, and the planner's
 	// client dial with the client certificate, as spec.tls does.
 	certs *etcdtest.Certs
+	// rebuild opts into rule 7 (spec.recovery.quorumLoss Rebuild);
+	// rebuildingFrom is the member a rebuild began from, as
+	// status.recovery records it; forced the processes started with
+	// --force-new-cluster; recorded the members of the last pass that
+	// reached the cluster (status.members).
+	rebuild        bool
+	rebuildingFrom string
+	forced         map[string]bool
+	recorded       []membership.Member
 }
 
 func newLocalCluster(t *testing.T, name string, initial int) *localCluster {
@@ -64,7 +73,7 @@ func newLocalCluster(t *testing.T, name string, initial int) *localCluster {
 func newTLSLocalCluster(t *testing.T, name string, initial int, certs *etcdtest.Certs) *localCluster {
 	t.Helper()
 	lc := &localCluster{t: t, name: name, size: initial, procs: map[string]*etcdtest.Member{}, hung: map[string]bool{}, names: map[string]string{},
-		revision: "r1", revisions: map[string]string{}, pending: map[string]bool{}, certs: certs}
+		revision: "r1", revisions: map[string]string{}, pending: map[string]bool{}, certs: certs, forced: map[string]bool{}}
 	for _, m := range etcdtest.StartTLSCluster(t, name, initial, certs) {
 		lc.procs[m.Name] = m
 		lc.names[m.PeerURL] = m.Name
@@ -108,7 +117,7 @@ func (lc *localCluster) byPeerURL(u string) *etcdtest.Member {
 // observe builds the planner's input from the processes and etcd.
 func (lc *localCluster) observe(ctx context.Context) membership.Observed {
 	o := membership.Observed{Cluster: lc.name, Size: lc.size, Version: version, Revision: lc.revision, Bootstrapped: true, Persistent: lc.persistent,
-		Claims: map[string]bool{}}
+		Claims: map[string]bool{}, Rebuild: lc.rebuild, RebuildingFrom: lc.rebuildingFrom, Recorded: lc.recorded}
 	for _, m := range lc.procs {
 		if lc.pending[m.Name] {
 			o.Pods = append(o.Pods, membership.Pod{Name: m.Name, Phase: membership.PodPending, Version: version, Revision: lc.revisions[m.Name]})
@@ -116,7 +125,7 @@ func (lc *localCluster) observe(ctx context.Context) membership.Observed {
 		if m.Running() {
 			// Ready as the kubelet's readiness probe says it.
 			o.Pods = append(o.Pods, membership.Pod{Name: m.Name, Phase: membership.PodRunning, Ready: readyz(ctx, m.ReadyURL()), Version: version,
-				Revision: lc.revisions[m.Name]})
+				Revision: lc.revisions[m.Name], ForceNewCluster: lc.forced[m.Name]})
 		}
 		// A data directory is a member's claim.
 		if _, err := os.Stat(m.DataDir); err == nil {
@@ -136,9 +145,25 @@ func (lc *localCluster) observe(ctx context.Context) membership.Observed {
 	list, err := c.MemberList(lctx)
 	cancel()
 	if err != nil {
+		if lc.rebuild {
+			// A member answers a status request without a quorum, as the
+			// controller asks the running pods.
+			o.RaftIndexes = map[string]uint64{}
+			for _, m := range run {
+				sctx, cancel := context.WithTimeout(ctx, time.Second)
+				s, err := c.Status(sctx, m.ClientURL)
+				cancel()
+				if err == nil {
+					o.RaftIndexes[m.Name] = s.RaftIndex
+				}
+			}
+		}
 		return o
 	}
 	o.Reached = true
+	// The cluster answers: a rebuild is over, as the controller clears
+	// status.recovery.
+	lc.rebuildingFrom = ""
 	for _, em := range list {
 		m := membership.Member{ID: em.ID, Started: em.Started(), Learner: em.IsLearner}
 		m.Name = lc.names[em.PeerURLs[0]]
@@ -155,6 +180,7 @@ func (lc *localCluster) observe(ctx context.Context) membership.Observed {
 		}
 		o.Members = append(o.Members, m)
 	}
+	lc.recorded = o.Members
 	return o
 }
 
@@ -193,6 +219,12 @@ func (lc *localCluster) do(ctx context.Context, s membership.Step) error {
 		return lc.start(m, list)
 	case membership.ActionCreatePod:
 		m := lc.procs[s.Name]
+		if len(lc.running()) == 0 {
+			// No member answers: the member's data directory holds its
+			// cluster, the initial cluster is not read.
+			m.Start(lc.t, etcdtest.InitialCluster(m), "existing")
+			return nil
+		}
 		c, err := lc.client(ctx, lc.running())
 		if err != nil {
 			return err
@@ -229,6 +261,29 @@ func (lc *localCluster) do(ctx context.Context, s membership.Step) error {
 		return nil
 	case membership.ActionDeletePod:
 		lc.deletePod(s.Name)
+		return nil
+	case membership.ActionUpgrade:
+		// Delete the pod, keeping its data: CreatePod starts it again,
+		// without --force-new-cluster.
+		m := lc.procs[s.Name]
+		m.Stop()
+		m.ExtraArgs = nil
+		delete(lc.forced, s.Name)
+		return nil
+	case membership.ActionForceNewCluster:
+		if lc.rebuildingFrom == "" {
+			lc.rebuildingFrom = s.Name
+		}
+		m := lc.procs[s.Name]
+		if m.Running() && !lc.forced[s.Name] {
+			m.Stop() // the pod is deleted first, its data kept
+			return nil
+		}
+		if !m.Running() {
+			m.ExtraArgs = []string{"--force-new-cluster"}
+			lc.forced[s.Name] = true
+			m.Start(lc.t, etcdtest.InitialCluster(m), "existing")
+		}
 		return nil
 	}
 	return nil

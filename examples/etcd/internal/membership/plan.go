@@ -31,7 +31,7 @@ func Plan(o Observed) Step {
 		return unreached(o)
 	}
 	v := newView(o)
-	for _, rule := range []func(view) (Step, bool){finishHalfDone, replaceLost, settle, scale, rollOut} {
+	for _, rule := range []func(view) (Step, bool){finishHalfDone, finishRebuild, replaceLost, settle, scale, rollOut} {
 		if s, ok := rule(v); ok {
 			return s
 		}
@@ -80,13 +80,22 @@ func bootstrap(o Observed) Step {
 }
 
 // unreached is rule 3 for a cluster no member answers: members with their
-// data get their pods back; otherwise the cluster waits.
+// data get their pods back; a quorum lost for good is rebuilt (rule 7) or
+// reported; otherwise the cluster waits.
 func unreached(o Observed) Step {
 	pods := make(map[string]Pod, len(o.Pods))
 	for _, p := range o.Pods {
 		pods[p.Name] = p
 	}
+	if o.RebuildingFrom != "" {
+		return rebuilding(o, pods)
+	}
 	if s, ok := recreateRecorded(o, pods); ok {
+		if s.Action == ActionWait && s.Reason == ReasonMemberDataLost {
+			if r, ok := rebuild(o); ok {
+				return r
+			}
+		}
 		return s
 	}
 	if len(o.Pods) == 0 {
@@ -428,4 +437,90 @@ func rollout(o Observed, p Pod) string {
 		return "RollingOut"
 	}
 	return "Upgrading"
+}
+
+// rebuild is rule 7: a quorum lost for good (see Observed.Rebuild) is
+// reported and, with Rebuild, rebuilt from the surviving member with the
+// highest raft index once every survivor has reported one. ok is false
+// when the quorum is not lost for good: no recorded voting member has its
+// data, or a quorum of them has.
+func rebuild(o Observed) (Step, bool) {
+	if !o.Persistent {
+		return Step{}, false
+	}
+	var voters, survivors, lost []string
+	for _, m := range o.Recorded {
+		if m.Learner {
+			continue
+		}
+		voters = append(voters, m.Name)
+		if hasData(o, m.Name) {
+			survivors = append(survivors, m.Name)
+		} else {
+			lost = append(lost, m.Name)
+		}
+	}
+	if len(survivors) == 0 || len(survivors) >= Quorum(len(voters)) {
+		return Step{}, false
+	}
+	slices.SortFunc(survivors, compareNames)
+	slices.SortFunc(lost, compareNames)
+	what := fmt.Sprintf("quorum lost for good: %d of %d voting members (%s) lost their pods and data claims", len(lost), len(voters), strings.Join(lost, ", "))
+	if !o.Rebuild {
+		return wait(ReasonQuorumLost, "%s; set spec.recovery.quorumLoss to Rebuild to rebuild the cluster from the most up-to-date of %s (writes only the lost members had are lost), or restore a backup into a new cluster",
+			what, strings.Join(survivors, ", ")), true
+	}
+	var best string
+	var bestIndex uint64
+	var silent []string
+	for _, name := range survivors {
+		index, ok := o.RaftIndexes[name]
+		switch {
+		case !ok:
+			silent = append(silent, name)
+		case best == "" || index > bestIndex:
+			best, bestIndex = name, index
+		}
+	}
+	if len(silent) > 0 {
+		return wait(ReasonQuorumLost, "%s; waiting for the surviving members %s to report their raft index, to rebuild from the most up-to-date",
+			what, strings.Join(silent, ", ")), true
+	}
+	return Step{Action: ActionForceNewCluster, Name: best, Version: o.Version, Reason: ReasonRebuilding,
+		Message: fmt.Sprintf("%s; rebuilding the cluster from %s (raft index %d), the most up-to-date of %s", what, best, bestIndex, strings.Join(survivors, ", "))}, true
+}
+
+// rebuilding is rule 7 while a rebuild from o.RebuildingFrom is under way
+// and the member does not answer yet: its pod is restarted with
+// --force-new-cluster (ActionForceNewCluster deletes a pod without the
+// flag, then creates one with it), and waited for.
+func rebuilding(o Observed, pods map[string]Pod) Step {
+	name := o.RebuildingFrom
+	if !hasData(o, name) {
+		return wait(ReasonQuorumLost, "member %s, which the cluster was being rebuilt from, lost its data claim too; restore a backup into a new cluster", name)
+	}
+	if p, ok := pods[name]; ok && p.ForceNewCluster && p.Phase != PodFailed {
+		return wait(ReasonRebuilding, "waiting for %s to start as a one-member cluster on its data", name)
+	}
+	return Step{Action: ActionForceNewCluster, Name: name, Version: o.Version, Reason: ReasonRebuilding,
+		Message: fmt.Sprintf("restarting %s with --force-new-cluster", name)}
+}
+
+// finishRebuild is rule 7 once the member a rebuild began from answers as
+// a one-member cluster: it is restarted without --force-new-cluster before
+// any member joins (a restart with the flag would remove them again). The
+// other survivors' pods, unknown to the new cluster, go by rule 2; the
+// cluster grows back by rule 5.
+func finishRebuild(v view) (Step, bool) {
+	for _, p := range sortedPods(v.o.Pods) {
+		if !p.ForceNewCluster {
+			continue
+		}
+		if m, ok := v.known[p.Name]; ok && m.Healthy {
+			return Step{Action: ActionUpgrade, Name: p.Name, ID: m.ID, Version: p.Version, Reason: ReasonRebuilt,
+				Message: fmt.Sprintf("%s answers as a one-member cluster with its data; restarting it without --force-new-cluster before the cluster grows back", p.Name)}, true
+		}
+		return wait(ReasonRebuilding, "waiting for %s to answer as a one-member cluster", p.Name), true
+	}
+	return Step{}, false
 }

@@ -31,6 +31,12 @@ const (
 	// ActionUpgrade: restart member Step.Name on Step.Version, keeping its
 	// data.
 	ActionUpgrade Action = "Upgrade"
+	// ActionForceNewCluster: rebuild a cluster that lost its quorum for
+	// good from member Step.Name (see Observed.Rebuild): record it as the
+	// member being rebuilt from, delete its pod (keeping its data) if it
+	// runs without --force-new-cluster, and create it with the flag once
+	// it is gone, so that it starts as a one-member cluster on its data.
+	ActionForceNewCluster Action = "ForceNewCluster"
 )
 
 // PodPhase is what the controller saw of a member pod.
@@ -62,6 +68,10 @@ type Pod struct {
 	// Observed.Timeouts to tell a member that is still starting from one
 	// that is stuck.
 	Age time.Duration
+	// ForceNewCluster is true for a pod made by ActionForceNewCluster
+	// (etcd runs with --force-new-cluster): it must be restarted without
+	// the flag before any member joins, or a restart would remove them.
+	ForceNewCluster bool
 }
 
 // Member is an observed etcd member.
@@ -122,6 +132,20 @@ type Observed struct {
 	// Timeouts bound how long Plan waits before it reports a wait as
 	// stuck.
 	Timeouts Timeouts
+	// Rebuild opts into rebuilding a cluster that lost its quorum for
+	// good (spec.recovery.quorumLoss Rebuild): with persistent storage,
+	// no member answering, fewer than a quorum of the recorded voting
+	// members with their data claim and at least one with it, the
+	// surviving member with the highest RaftIndexes entry is restarted
+	// with --force-new-cluster. Never while a lost member's claim exists.
+	Rebuild bool
+	// RebuildingFrom is the member a rebuild began from (status.recovery),
+	// "" when none is under way; it is kept until the cluster is reached.
+	RebuildingFrom string
+	// RaftIndexes are the raft indexes the running member pods reported
+	// while no member list could be read (a member answers a status
+	// request without a quorum), by member name.
+	RaftIndexes map[string]uint64
 }
 
 // Timeouts bound the waits of Plan. A wait that lasts longer is returned
@@ -178,6 +202,17 @@ const (
 	// or been promoted within Timeouts.MemberStart of its pod's creation (a
 	// Stuck step).
 	ReasonLearnerNotCaughtUp = "LearnerNotCaughtUp"
+	// ReasonQuorumLost: the cluster lost its quorum for good (see
+	// Observed.Rebuild) and waits for its surviving members to answer
+	// before choosing one, or, without Rebuild, for a person.
+	ReasonQuorumLost = "QuorumLost"
+	// ReasonRebuilding: a cluster that lost its quorum is being rebuilt
+	// from a surviving member (ActionForceNewCluster).
+	ReasonRebuilding = "RebuildingFromSurvivor"
+	// ReasonRebuilt: the surviving member answers as a one-member
+	// cluster; it is restarted without --force-new-cluster, then the
+	// cluster grows back.
+	ReasonRebuilt = "QuorumRebuilt"
 	// ReasonMemberDataLost: no member answers and members recorded in
 	// Observed.Recorded have neither a pod nor a data claim: they cannot
 	// be recreated.

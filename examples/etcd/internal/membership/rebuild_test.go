@@ -1,0 +1,115 @@
+package membership
+
+import "testing"
+
+// TestPlanRebuild: rule 7. A quorum lost for good (fewer than a quorum of
+// the recorded voting members have their data claim, at least one has) is
+// reported; with Rebuild it is rebuilt from the survivor with the highest
+// raft index, never while a lost member's claim exists.
+func TestPlanRebuild(t *testing.T) {
+	t.Parallel()
+	flagged := func(name string) Pod {
+		return Pod{Name: name, Phase: PodRunning, Version: v, ForceNewCluster: true}
+	}
+	tests := []struct {
+		name     string
+		o        Observed
+		want     Step
+		wantText []string
+	}{{
+		name: "two of three lost their claims, no opt-in: reported, nothing done",
+		o: Observed{Size: 3, Persistent: true, Pods: running("c-1"),
+			Recorded: recorded("c-0", "c-1", "c-2"), Claims: claims("c-1"), RaftIndexes: map[string]uint64{"c-1": 9}},
+		want:     Step{Action: ActionWait, Reason: ReasonQuorumLost},
+		wantText: []string{"c-0, c-2", "quorumLoss to Rebuild", "c-1"},
+	}, {
+		name: "opted in: rebuilt from the only survivor",
+		o: Observed{Size: 3, Persistent: true, Rebuild: true, Pods: running("c-1"),
+			Recorded: recorded("c-0", "c-1", "c-2"), Claims: claims("c-1"), RaftIndexes: map[string]uint64{"c-1": 9}},
+		want:     Step{Action: ActionForceNewCluster, Name: "c-1", Version: v, Reason: ReasonRebuilding},
+		wantText: []string{"raft index 9"},
+	}, {
+		name: "the most up-to-date of two survivors out of five",
+		o: Observed{Size: 5, Persistent: true, Rebuild: true, Pods: running("c-1", "c-3"),
+			Recorded: recorded("c-0", "c-1", "c-2", "c-3", "c-4"), Claims: claims("c-1", "c-3"),
+			RaftIndexes: map[string]uint64{"c-1": 40, "c-3": 41}},
+		want: Step{Action: ActionForceNewCluster, Name: "c-3", Version: v, Reason: ReasonRebuilding},
+	}, {
+		name: "equal raft indexes: the lowest name",
+		o: Observed{Size: 5, Persistent: true, Rebuild: true, Pods: running("c-1", "c-3"),
+			Recorded: recorded("c-0", "c-1", "c-2", "c-3", "c-4"), Claims: claims("c-1", "c-3"),
+			RaftIndexes: map[string]uint64{"c-1": 41, "c-3": 41}},
+		want: Step{Action: ActionForceNewCluster, Name: "c-1", Version: v, Reason: ReasonRebuilding},
+	}, {
+		name: "a survivor has not reported its raft index: wait for it",
+		o: Observed{Size: 5, Persistent: true, Rebuild: true, Pods: running("c-1", "c-3"),
+			Recorded: recorded("c-0", "c-1", "c-2", "c-3", "c-4"), Claims: claims("c-1", "c-3"),
+			RaftIndexes: map[string]uint64{"c-1": 40}},
+		want:     Step{Action: ActionWait, Reason: ReasonQuorumLost},
+		wantText: []string{"c-3 to report"},
+	}, {
+		name: "a lost member's claim exists: its pod is recreated, never a rebuild",
+		o: Observed{Size: 3, Persistent: true, Rebuild: true, Pods: running("c-1"),
+			Recorded: recorded("c-0", "c-1", "c-2"), Claims: claims("c-0", "c-1"), RaftIndexes: map[string]uint64{"c-1": 9}},
+		want: Step{Action: ActionCreatePod, Name: "c-0", ID: 1, Version: v, Reason: "MemberRecreated"},
+	}, {
+		name: "a quorum keeps its claims: not lost, no rebuild",
+		o: Observed{Size: 3, Persistent: true, Rebuild: true, Pods: running("c-1", "c-2"),
+			Recorded: recorded("c-0", "c-1", "c-2"), Claims: claims("c-1", "c-2"), RaftIndexes: map[string]uint64{"c-1": 9, "c-2": 9}},
+		want: Step{Action: ActionWait, Reason: ReasonMemberDataLost},
+	}, {
+		name: "no survivor: nothing to rebuild from",
+		o: Observed{Size: 3, Persistent: true, Rebuild: true,
+			Recorded: recorded("c-0", "c-1", "c-2")},
+		want: Step{Action: ActionWait, Reason: ReasonMemberDataLost},
+	}, {
+		name: "ephemeral storage: never",
+		o: Observed{Size: 3, Rebuild: true, Pods: running("c-1"),
+			Recorded: recorded("c-0", "c-1", "c-2"), RaftIndexes: map[string]uint64{"c-1": 9}},
+		want: Step{Action: ActionWait, Reason: "Unreachable"},
+	}, {
+		name: "rebuilding: the survivor's pod without the flag is restarted with it",
+		o: Observed{Size: 3, Persistent: true, Rebuild: true, RebuildingFrom: "c-1", Pods: running("c-1"),
+			Recorded: recorded("c-0", "c-1", "c-2"), Claims: claims("c-1")},
+		want: Step{Action: ActionForceNewCluster, Name: "c-1", Version: v, Reason: ReasonRebuilding},
+	}, {
+		name: "rebuilding: its pod is gone, created with the flag (not recreated as before)",
+		o: Observed{Size: 3, Persistent: true, Rebuild: true, RebuildingFrom: "c-1",
+			Recorded: recorded("c-0", "c-1", "c-2"), Claims: claims("c-1")},
+		want: Step{Action: ActionForceNewCluster, Name: "c-1", Version: v, Reason: ReasonRebuilding},
+	}, {
+		name: "rebuilding: flagged pod starting, wait",
+		o: Observed{Size: 3, Persistent: true, Rebuild: true, RebuildingFrom: "c-1", Pods: []Pod{flagged("c-1")},
+			Recorded: recorded("c-0", "c-1", "c-2"), Claims: claims("c-1")},
+		want: Step{Action: ActionWait, Reason: ReasonRebuilding},
+	}, {
+		name: "rebuilding: the survivor's claim is gone too",
+		o: Observed{Size: 3, Persistent: true, Rebuild: true, RebuildingFrom: "c-1",
+			Recorded: recorded("c-0", "c-1", "c-2")},
+		want:     Step{Action: ActionWait, Reason: ReasonQuorumLost},
+		wantText: []string{"restore a backup"},
+	}, {
+		name: "rebuilt: the one-member cluster answers; restarted without the flag before it grows",
+		o: Observed{Size: 3, Persistent: true, Reached: true, Pods: []Pod{flagged("c-1")},
+			Members: healthy("c-1"), Claims: claims("c-1")},
+		want: Step{Action: ActionUpgrade, Name: "c-1", ID: 1, Version: v, Reason: ReasonRebuilt},
+	}, {
+		name: "rebuilt: another survivor's pod, unknown to the new cluster, is deleted with its data",
+		o: Observed{Size: 3, Persistent: true, Reached: true, Pods: append([]Pod{flagged("c-1")}, running("c-3")...),
+			Members: healthy("c-1"), Claims: claims("c-1", "c-3")},
+		want: Step{Action: ActionDeletePod, Name: "c-3", Reason: "MemberRemoved"},
+	}, {
+		name: "rebuilt and restarted: grows back one learner at a time",
+		o: Observed{Size: 3, Persistent: true, Reached: true, Pods: running("c-1"),
+			Members: healthy("c-1"), Claims: claims("c-1")},
+		want: Step{Action: ActionAddLearner, Name: "c-0", Version: v, Reason: "ScalingUp"},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			o := tt.o
+			o.Cluster, o.Version, o.Bootstrapped = "c", v, true
+			checkStep(t, tt.want, tt.wantText, Plan(o))
+		})
+	}
+}
