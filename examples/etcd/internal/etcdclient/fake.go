@@ -124,52 +124,40 @@ func (f *Fake) Start(name, peerURL, clientURL string) {
 	}
 }
 
-// SetHealthy marks the member with peerURL healthy or not.
-func (f *Fake) SetHealthy(peerURL string, healthy bool) {
+// onMember calls fn, under the lock, for the member with peerURL, if
+// there is one.
+func (f *Fake) onMember(peerURL string, fn func(*fakeMember)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, m := range f.members {
 		if m.PeerURLs[0] == peerURL {
-			m.healthy = healthy
+			fn(m)
 		}
 	}
+}
+
+// SetHealthy marks the member with peerURL healthy or not.
+func (f *Fake) SetHealthy(peerURL string, healthy bool) {
+	f.onMember(peerURL, func(m *fakeMember) { m.healthy = healthy })
 }
 
 // SetLeader makes the member with peerURL the leader, as an election
 // would; it does nothing for an unknown peerURL.
 func (f *Fake) SetLeader(peerURL string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, m := range f.members {
-		if m.PeerURLs[0] == peerURL {
-			f.leader = m.ID
-		}
-	}
+	f.onMember(peerURL, func(m *fakeMember) { f.leader = m.ID })
 }
 
 // SetDBSize sets the database size, and the part of it in use, that the
 // member with peerURL reports in Status; Defragment shrinks size to
 // inUse.
 func (f *Fake) SetDBSize(peerURL string, size, inUse int64) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, m := range f.members {
-		if m.PeerURLs[0] == peerURL {
-			m.dbSize, m.dbInUse = size, inUse
-		}
-	}
+	f.onMember(peerURL, func(m *fakeMember) { m.dbSize, m.dbInUse = size, inUse })
 }
 
 // SetRaftIndex sets the raft index the member with peerURL reports in
 // Status.
 func (f *Fake) SetRaftIndex(peerURL string, index uint64) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, m := range f.members {
-		if m.PeerURLs[0] == peerURL {
-			m.raftIndex = index
-		}
-	}
+	f.onMember(peerURL, func(m *fakeMember) { m.raftIndex = index })
 }
 
 // LoseQuorum makes the cluster one that lost its quorum: MemberList fails

@@ -436,20 +436,7 @@ func TestIntegrationQuorumSafeRemoval(t *testing.T) {
 
 func TestIntegrationMemberReplacement(t *testing.T) {
 	t.Run("lost data: removed and replaced", func(t *testing.T) {
-		lc := newLocalCluster(t, "repl", 3)
-		before := lc.observe(t.Context())
-		lc.procs["repl-2"].Kill()
-		lc.deletePod("repl-2")
-		o := lc.converge(t.Context(), 60*time.Second)
-		if diff := cmpNames([]string{"repl-0", "repl-1", "repl-2"}, voting(o)); diff != "" {
-			t.Fatalf("voting members: %s", diff)
-		}
-		if id(before, "repl-2") == id(o, "repl-2") {
-			t.Errorf("repl-2 kept ID %x, want a new member", id(o, "repl-2"))
-		}
-		if diff := cmpNames([]string{"Remove repl-2", "AddLearner repl-2", "Promote repl-2"}, lc.steps); diff != "" {
-			t.Errorf("steps: %s", diff)
-		}
+		replacesLostMember(t, newLocalCluster(t, "repl", 3), "repl-2")
 	})
 	t.Run("persistent data: recreated with its identity", func(t *testing.T) {
 		lc := newLocalCluster(t, "keep", 3)
@@ -489,6 +476,26 @@ func TestIntegrationMemberReplacement(t *testing.T) {
 			t.Errorf("steps: %s", diff)
 		}
 	})
+}
+
+// replacesLostMember kills member name of the 3-member lc and deletes its
+// data, and fails t unless the planner removes it and adds a new member
+// of the same name in its place.
+func replacesLostMember(t *testing.T, lc *localCluster, name string) {
+	t.Helper()
+	before := lc.observe(t.Context())
+	lc.procs[name].Kill()
+	lc.deletePod(name)
+	o := lc.converge(t.Context(), 60*time.Second)
+	if diff := cmpNames([]string{lc.name + "-0", lc.name + "-1", lc.name + "-2"}, voting(o)); diff != "" {
+		t.Fatalf("voting members: %s", diff)
+	}
+	if id(before, name) == id(o, name) {
+		t.Errorf("%s kept ID %x, want a new member", name, id(o, name))
+	}
+	if diff := cmpNames([]string{"Remove " + name, "AddLearner " + name, "Promote " + name}, lc.steps); diff != "" {
+		t.Errorf("steps: %s", diff)
+	}
 }
 
 // TestIntegrationEphemeralSingleMemberRollout: a one-member cluster

@@ -25,20 +25,7 @@ func TestIntegrationTLS(t *testing.T) {
 	})
 
 	t.Run("a member lost with its data is replaced", func(t *testing.T) {
-		lc := newTLSLocalCluster(t, "tls-repl", 3, certs)
-		before := lc.observe(t.Context())
-		lc.procs["tls-repl-1"].Kill()
-		lc.deletePod("tls-repl-1")
-		o := lc.converge(t.Context(), 60*time.Second)
-		if diff := cmpNames([]string{"tls-repl-0", "tls-repl-1", "tls-repl-2"}, voting(o)); diff != "" {
-			t.Fatalf("voting members: %s", diff)
-		}
-		if id(before, "tls-repl-1") == id(o, "tls-repl-1") {
-			t.Errorf("tls-repl-1 kept ID %x, want a new member", id(o, "tls-repl-1"))
-		}
-		if diff := cmpNames([]string{"Remove tls-repl-1", "AddLearner tls-repl-1", "Promote tls-repl-1"}, lc.steps); diff != "" {
-			t.Errorf("steps: %s", diff)
-		}
+		replacesLostMember(t, newTLSLocalCluster(t, "tls-repl", 3, certs), "tls-repl-1")
 	})
 
 	t.Run("clients without a valid certificate are refused", func(t *testing.T) {

@@ -66,11 +66,7 @@ func selfSign(subject pkix.Name, key crypto.Signer, validity time.Duration, now 
 	if validity < MinValidity {
 		return nil, fmt.Errorf("%w: CA validity %s is shorter than %s", ErrInvalid, validity, MinValidity)
 	}
-	serial, err := serialNumber()
-	if err != nil {
-		return nil, err
-	}
-	skid, err := keyID(key.Public())
+	serial, skid, err := identify(key.Public())
 	if err != nil {
 		return nil, err
 	}
@@ -121,12 +117,18 @@ func ParseCA(certPEM, keyPEM []byte) (*CA, error) {
 	return &CA{Cert: cert, Key: key, CertPEM: certPEM, KeyPEM: keyPEM}, nil
 }
 
-func serialNumber() (*big.Int, error) {
+// identify returns a new certificate's random serial number and the key
+// identifier of its public key pub.
+func identify(pub crypto.PublicKey) (*big.Int, []byte, error) {
 	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
 	if err != nil {
-		return nil, fmt.Errorf("serial number: %w", err)
+		return nil, nil, fmt.Errorf("serial number: %w", err)
 	}
-	return n.Add(n, big.NewInt(1)), nil
+	id, err := keyID(pub)
+	if err != nil {
+		return nil, nil, err
+	}
+	return n.Add(n, big.NewInt(1)), id, nil
 }
 
 // keyID is the RFC 5280 (method 1) key identifier of pub.

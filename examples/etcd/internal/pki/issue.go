@@ -89,11 +89,7 @@ func (ca *CA) Issue(req Request, now time.Time) (*KeyPair, error) {
 	if err != nil {
 		return nil, fmt.Errorf("generating the key of %q: %w", req.CommonName, err)
 	}
-	serial, err := serialNumber()
-	if err != nil {
-		return nil, err
-	}
-	skid, err := keyID(key.Public())
+	serial, skid, err := identify(key.Public())
 	if err != nil {
 		return nil, err
 	}
