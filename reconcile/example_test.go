@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -100,6 +101,8 @@ func ExampleResult() {
 		reconcile.Waiting("PodsStarting", "2/3 pods ready", 0),
 		reconcile.Retry(fmt.Errorf("connecting to member: %w", context.DeadlineExceeded)),
 		reconcile.Terminal("SecretMissing", fmt.Errorf("secret %q not found", "s3-creds")),
+		// Fixed outside the object, which no watch reports: look again.
+		reconcile.Terminal("SecretInvalid", fmt.Errorf("secret %q has no tls.key", "peer")).RecheckAfter(time.Minute),
 	} {
 		fmt.Printf("%s after=%v message=%q\n", r.Kind(), r.After(), r.Message())
 	}
@@ -108,4 +111,5 @@ func ExampleResult() {
 	// waiting after=30s message="2/3 pods ready"
 	// retry after=0s message="connecting to member: context deadline exceeded"
 	// terminal after=0s message="secret \"s3-creds\" not found"
+	// terminal after=1m0s message="secret \"peer\" has no tls.key"
 }

@@ -170,6 +170,10 @@ func TestResultConstructors(t *testing.T) {
 		{"waiting default delay", reconcile.Waiting("R", "m", -1), reconcile.KindWaiting, reconcile.DefaultWaitingRequeue, "R", "m", false},
 		{"retry nil is still an error", reconcile.Retry(nil), reconcile.KindRetry, 0, "", "retry requested", true},
 		{"terminal nil is still an error", reconcile.Terminal("R", nil), reconcile.KindTerminal, 0, "R", "terminal failure", true},
+		{"terminal rechecked", reconcile.Terminal("R", nil).RecheckAfter(time.Minute), reconcile.KindTerminal, time.Minute, "R", "terminal failure", true},
+		{"recheck of a retry is the retry", reconcile.Retry(nil).RecheckAfter(time.Minute), reconcile.KindRetry, 0, "", "retry requested", true},
+		{"recheck of a wait keeps its delay", reconcile.Waiting("R", "m", time.Second).RecheckAfter(time.Minute), reconcile.KindWaiting, time.Second, "R", "m", false},
+		{"recheck after 0 stays terminal", reconcile.Terminal("R", nil).RecheckAfter(0), reconcile.KindTerminal, 0, "R", "terminal failure", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -291,11 +291,13 @@ func (r *Reconciler[T]) setConditions(obj T, res Result) {
 	case KindTerminal:
 		statusutil.MarkStalled(obj, res.reason, res.Message())
 	}
-	statusutil.SetSummary(obj, r.opts.summary...)
 	if res.kind == KindRetry {
-		// The error is the most useful thing Ready can say.
+		// The error is the most useful thing Ready can say. Set directly,
+		// not over the summary: Ready passing through Unknown would move
+		// its lastTransitionTime, and so write the status, on every retry.
 		statusutil.MarkFalse(obj, statusutil.ReadyCondition, ReasonReconcileFailed, res.Message())
 	} else {
+		statusutil.SetSummary(obj, r.opts.summary...)
 		// The pass acted on this generation; a retry has not, yet.
 		statusutil.SetObservedGeneration(obj)
 	}
@@ -341,6 +343,12 @@ func (r *Reconciler[T]) finish(ctx context.Context, before, obj T, res Result) (
 	case KindRetry:
 		return ctrl.Result{}, res.err
 	case KindTerminal:
+		if res.after > 0 {
+			// Stalled, but looked at again (RecheckAfter): controller-
+			// runtime drops a requeue returned with an error, and the
+			// failure is in status and an event already.
+			return ctrl.Result{RequeueAfter: res.after}, nil
+		}
 		if res.invalid {
 			// A user error, surfaced in status and an event: not a
 			// controller error to log on every change.

@@ -255,6 +255,17 @@ func TestOutcomes(t *testing.T) {
 			},
 			wantObsGen: 1,
 		},
+		{
+			name:       "terminal, rechecked",
+			result:     reconcile.Terminal("SecretInvalid", boom).RecheckAfter(time.Minute),
+			wantResult: crreconcile.Result{RequeueAfter: time.Minute},
+			wantErr:    func(err error) bool { return err == nil },
+			wantConds: []condition{
+				{"Ready", "False", "SecretInvalid", boom.Error(), 1},
+				{"Stalled", "True", "SecretInvalid", boom.Error(), 1},
+			},
+			wantObsGen: 1,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -394,4 +405,38 @@ func TestNotFoundIsNotAnError(t *testing.T) {
 	r := newReconciler(t, f, &widgetHooks{})
 	f.mustPass(r, "never-existed")
 	f.wantWrites(0)
+}
+
+// TestRetryKeepsReadyTransitionTime: a pass that fails again with the same
+// error leaves Ready=False as it was, its lastTransitionTime included, and
+// writes nothing. (Ready once passed through Unknown within the pass, so
+// every retry a second or more after the first moved lastTransitionTime to
+// now and rewrote the status.)
+func TestRetryKeepsReadyTransitionTime(t *testing.T) {
+	f := newFixture(t)
+	boom := errors.New("upstream timeout")
+	hooks := &widgetHooks{onReconc: func(context.Context, *testv1.Widget) (reconcile.Result, bool) { return reconcile.Retry(boom), true }}
+	r := newReconciler(t, f, hooks)
+	f.createWidget("w", testv1.WidgetSpec{})
+	if _, err := f.pass(r, "w"); !errors.Is(err, boom) {
+		t.Fatalf("first pass error = %v, want %v", err, boom)
+	}
+	// Ready became False an hour ago.
+	w := f.get("w")
+	since := metav1.NewTime(time.Now().Add(-time.Hour).Truncate(time.Second))
+	for i := range w.Status.Conditions {
+		w.Status.Conditions[i].LastTransitionTime = since
+	}
+	if err := env.Client.Status().Update(t.Context(), w); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := f.pass(r, "w"); !errors.Is(err, boom) {
+		t.Fatalf("second pass error = %v, want %v", err, boom)
+	}
+	f.wantWrites(0)
+	ready := statusutil.Get(f.get("w"), statusutil.ReadyCondition)
+	if ready == nil || !ready.LastTransitionTime.Equal(&since) {
+		t.Errorf("Ready = %+v, want lastTransitionTime %v (it has been False since)", ready, since)
+	}
 }

@@ -102,12 +102,31 @@ func Retry(err error) Result {
 // Terminal reports a failure that retrying cannot fix without a change to the
 // object, such as a reference to something that does not exist by design.
 // Stalled=True and Ready=False carry reason and err's message; the object is
-// not requeued. A new generation (a spec change) starts a fresh pass.
+// not requeued (see RecheckAfter for a failure fixed outside the object). A
+// new generation (a spec change) starts a fresh pass.
 func Terminal(reason string, err error) Result {
 	if err == nil {
 		err = errors.New("terminal failure")
 	}
 	return Result{kind: KindTerminal, reason: reason, err: err}
+}
+
+// RecheckAfter returns a Terminal result that is looked at again after d:
+// still Stalled=True with the reason and message, but requeued instead of
+// waiting for the object to change. Use it when the fix is outside the
+// object and no watch reports it, such as a Secret the spec names that the
+// controller may only get, not list or watch. A re-check finding the same
+// failure writes nothing and emits no event.
+//
+// On any other kind of Result, or with d <= 0, RecheckAfter returns r
+// unchanged: a Waiting or RequeueAfter result already has its delay, and a
+// Retry's backoff belongs to the controller.
+func (r Result) RecheckAfter(d time.Duration) Result {
+	if r.kind != KindTerminal || d <= 0 {
+		return r
+	}
+	r.after = d
+	return r
 }
 
 // Kind returns what the result asks for.
@@ -116,7 +135,8 @@ func (r Result) Kind() Kind { return r.kind }
 // Err returns the error of a Retry or Terminal result, otherwise nil.
 func (r Result) Err() error { return r.err }
 
-// After returns the requeue delay of a RequeueAfter or Waiting result.
+// After returns the requeue delay of a RequeueAfter or Waiting result, or
+// of a Terminal one made with RecheckAfter.
 func (r Result) After() time.Duration { return r.after }
 
 // Reason returns the reason of a Waiting or Terminal result.
