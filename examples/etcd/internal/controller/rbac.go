@@ -5,10 +5,12 @@ package controller
 // PodDisruptionBudgets) are server-side applied (patch; create for the
 // first apply), deleted, and read from the cache (list, watch); never
 // updated. Secrets (an S3 store's configuration, the certificates of
-// spec.tls) are read one at a time through the API reader (get); their
-// metadata alone is listed and watched, so that a renewed certificate
-// rolls the members; spec.tls.auto creates and renews (update) its own
-// certificates' Secrets. Leader election
+// spec.tls) are read one at a time through the API reader (get), never
+// listed or watched: list on Secrets, even for their metadata, would let
+// the operator read every Secret of the cluster. A converged TLS cluster
+// reads its certificates again on each health poll, so a renewal rolls
+// out within about 30 s. spec.tls.auto creates and renews (update) its
+// own certificates' Secrets. Leader election
 // (its Lease and the core/v1 "became leader" Event) is granted in the
 // operator's namespace only, by config/rbac/leader_election_role.yaml.
 // The TokenReview and SubjectAccessReview rights serve the metrics
@@ -22,7 +24,7 @@ package controller
 // +kubebuilder:rbac:groups=etcd.opkit.dev,resources=etcdclusters/status;etcdbackups/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=etcd.opkit.dev,resources=etcdclusters/finalizers;etcdbackups/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=pods;persistentvolumeclaims;services,verbs=get;list;watch;create;patch;delete
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;update
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch

@@ -10,10 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
@@ -115,8 +113,6 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		reconcile.WithConditions(v1alpha1.ConditionAvailable),
 		reconcile.WithNegativePolarityConditions(v1alpha1.ConditionDegraded),
 		reconcile.WithMaxConcurrentReconciles(concurrency),
-		// A certificate renewed or replaced (cert-manager) rolls out.
-		reconcile.WithWatches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(clustersUsingSecret(mgr.GetClient())), builder.OnlyMetadata),
 		reconcile.WithEventRecorder(rec))
 	if err != nil {
 		return fmt.Errorf("setting up the EtcdCluster controller: %w", err)

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -15,8 +14,6 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	ctrlreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/pki"
@@ -31,10 +28,16 @@ const (
 	ReasonTLSSecretMissing = "TLSSecretMissing"
 	// ReasonTLSSecretInvalid (Stalled=True): a Secret spec.tls names holds
 	// no usable certificate for the cluster; the message names the Secret,
-	// the field and what is wrong. Looked at again when the Secret
-	// changes.
+	// the field and what is wrong. Looked at again every secretRecheck.
 	ReasonTLSSecretInvalid = "TLSSecretInvalid"
 )
+
+// secretRecheck is how often a cluster stalled on an unusable Secret reads
+// it again. The operator gets Secrets by name and never lists or watches
+// them (that right would let it read every Secret of the cluster), so no
+// event reports a fix; a converged cluster re-reads its Secrets on every
+// health poll (healthRequeue) anyway, which is how a renewal is seen.
+const secretRecheck = 30 * time.Second
 
 // EventCertificatesIssued (Normal): spec.tls.auto made or renewed the
 // certificates the note names; the members restart one at a time with
@@ -227,7 +230,7 @@ func (h *ClusterHooks) certificates(ctx context.Context, c *v1alpha1.EtcdCluster
 		if p, ok := isTLSProblem(err); ok && p.reason == ReasonTLSSecretMissing {
 			res = reconcile.Waiting(p.reason, p.Error(), childConflictRequeue)
 		} else if ok {
-			res = reconcile.Terminal(p.reason, err)
+			res = reconcile.Terminal(p.reason, err).RecheckAfter(secretRecheck)
 		} else {
 			res = childError(err)
 		}
@@ -247,28 +250,4 @@ func (h *ClusterHooks) certificates(ctx context.Context, c *v1alpha1.EtcdCluster
 	}
 	c.Status.TLS = st
 	return certs.client, nil
-}
-
-// clustersUsingSecret maps a Secret to the TLS EtcdClusters of its
-// namespace whose spec.tls names it (or, for spec.tls.auto, made it).
-func clustersUsingSecret(r client.Reader) handler.MapFunc {
-	return func(ctx context.Context, obj client.Object) []ctrlreconcile.Request {
-		var list v1alpha1.EtcdClusterList
-		if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace())); err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "listing EtcdClusters for a Secret", "secret", klog.KObj(obj))
-			return nil
-		}
-		var out []ctrlreconcile.Request
-		for i := range list.Items {
-			c := &list.Items[i]
-			if !tlsEnabled(c) {
-				continue
-			}
-			names := tlsSecretNames(c)
-			if slices.Contains(names[:], obj.GetName()) || (c.Spec.TLS.Auto != nil && obj.GetName() == CASecretName(c.Name)) {
-				out = append(out, ctrlreconcile.Request{NamespacedName: client.ObjectKeyFromObject(c)})
-			}
-		}
-		return out
-	}
 }

@@ -30,9 +30,7 @@
   verbs:
   - create
   - get
-  - list
   - update
-  - watch
 - apiGroups:
   - authentication.k8s.io
   resources:
