@@ -210,6 +210,46 @@ func TestEtcdBackupsInCluster(t *testing.T) {
 			}
 			return ctx
 		}).
+		Assess("the sample cluster, every member lost with its claim, rebuilds itself from its newest backup (spec.recovery)", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			patch := `{"spec":{"recovery":{"quorumLoss":"Rebuild"}}}`
+			if out, err := harness.Kubectl(ctx, cfg, "patch", "etcdcluster", sampleCluster, "-n", ns, "--type=merge", "-p", patch); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			// The newest backup of the cluster in its store (S3) is the
+			// on-demand one: the scheduled ones are older.
+			newest := waitBackupSucceeded(ctx, t, cfg, ns, sampleBackup).Status.BackupID
+			selector := "etcd.opkit.dev/cluster=" + sampleCluster
+			for _, args := range [][]string{
+				{"delete", "pvc", "-n", ns, "-l", selector, "--wait=false"},
+				{"delete", "pod", "-n", ns, "-l", selector, "--wait=true", "--timeout=2m"},
+			} {
+				if out, err := harness.Kubectl(ctx, cfg, args...); err != nil {
+					t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+				}
+			}
+			harness.WaitFor(ctx, t, "a seed restored from backup "+newest, 3*time.Minute, time.Second, func(ctx context.Context) (bool, string) {
+				var seed corev1.Pod
+				if err := cfg.Client().Resources().Get(ctx, sampleCluster+"-0", ns, &seed); err != nil {
+					return false, err.Error()
+				}
+				got := seed.Annotations["etcd.opkit.dev/restore-backup"]
+				return got == newest, fmt.Sprintf("seed restored from %q; pods: %s", got, harness.DescribePods(ctx, cfg, ns))
+			})
+			waitEtcdReady(ctx, t, cfg, ns, sampleCluster)
+			rebuilt := clientTo(ctx, t, cfg, ns, sampleCluster)
+			defer func() { _ = rebuilt.Close() }()
+			if ms := memberList(ctx, t, rebuilt); len(voting(ms)) != 3 || len(ms) != 3 {
+				t.Errorf("members of the rebuilt cluster %v, want 3 voting", ms)
+			}
+			if diff := cmp.Diff(want, readKeyspace(ctx, t, rebuilt)); diff != "" {
+				t.Errorf("rebuilt keyspace (-backup +rebuilt):\n%s", diff)
+			}
+			out, err := harness.Kubectl(ctx, cfg, "get", "events", "-n", ns, "--field-selector", "reason=RebuildingFromBackup,involvedObject.name="+sampleCluster, "-o", "jsonpath={.items[*].message}")
+			if err != nil || !strings.Contains(out, newest) {
+				t.Errorf("RebuildingFromBackup event naming %s: %q, %v", newest, out, err)
+			}
+			return ctx
+		}).
 		// In the foreground, as Argo CD prunes: the garbage collector
 		// deletes every dependent that has no other owner, whatever its
 		// blockOwnerDeletion, and the members' guard is what keeps them

@@ -121,7 +121,8 @@ const (
 	// is changed.
 	QuorumLossWait = "Wait"
 	// QuorumLossRebuild rebuilds it from its most up-to-date surviving
-	// member (see RecoverySpec).
+	// member, or from its newest verified backup when none survived (see
+	// RecoverySpec).
 	QuorumLossRebuild = "Rebuild"
 )
 
@@ -143,22 +144,44 @@ const (
 // back to spec.size one learner at a time. Writes the lost majority had
 // acknowledged and the survivor had not received are lost: that is what
 // opting in accepts. Each step is an event and a Progressing reason.
+//
+// When no member survives (no member pod exists and no recorded member
+// has its data claim; with ephemeral storage, no member pod exists) and
+// spec.backup.storeRef is set, QuorumLossRebuild rebuilds the cluster
+// from the newest backup of it in that store whose data verifies against
+// its manifest's SHA-256 (a backup recording this cluster's UID, or, from
+// before UIDs were recorded, taken after the cluster was created): the
+// lost members are forgotten and the cluster is bootstrapped again from
+// the backup as with spec.restore, then grows back to spec.size. Writes
+// after that backup are lost.
 type RecoverySpec struct {
-	// QuorumLoss is Wait (default: report it and do nothing) or Rebuild
-	// (rebuild from the most up-to-date surviving member).
+	// QuorumLoss is Wait (default: report it and do nothing) or Rebuild:
+	// rebuild from the most up-to-date surviving member, or, when no
+	// member kept its data, from the newest verified backup of the cluster
+	// in spec.backup.storeRef.
 	// +kubebuilder:validation:Enum=Wait;Rebuild
 	// +kubebuilder:default=Wait
 	// +optional
 	QuorumLoss string `json:"quorumLoss,omitempty"`
 }
 
-// RecoveryStatus reports a rebuild after a lost quorum.
+// RecoveryStatus reports a rebuild after a lost quorum: from a surviving
+// member (Member), or, when none survived, from a backup (Backup).
 type RecoveryStatus struct {
 	// Member is the surviving member the cluster is being rebuilt from.
-	Member string `json:"member"`
+	// +optional
+	Member string `json:"member,omitempty"`
 	// RaftIndex is the raft index Member reported when it was chosen.
 	// +optional
 	RaftIndex uint64 `json:"raftIndex,omitempty"`
+	// Backup is the ID, in spec.backup.storeRef, of the backup the
+	// cluster is being rebuilt from: the newest verified backup of this
+	// cluster when no member kept its data.
+	// +optional
+	Backup string `json:"backup,omitempty"`
+	// Revision is the etcd revision Backup was taken at.
+	// +optional
+	Revision int64 `json:"revision,omitempty"`
 	// StartTime is when the rebuild began.
 	// +optional
 	StartTime *metav1.Time `json:"startTime,omitempty"`
@@ -429,9 +452,10 @@ type EtcdClusterStatus struct {
 	// +optional
 	TLS *TLSStatus `json:"tls,omitempty"`
 
-	// Recovery is set while the cluster is rebuilt from a surviving
-	// member after losing its quorum (spec.recovery), until that member
-	// answers as a new one-member cluster.
+	// Recovery is set while the cluster is rebuilt after losing its
+	// quorum (spec.recovery): from a surviving member, until that member
+	// answers as a new one-member cluster; from a backup, until the
+	// backup is restored into the new seed member.
 	// +optional
 	Recovery *RecoveryStatus `json:"recovery,omitempty"`
 

@@ -61,7 +61,7 @@ func (h *ClusterHooks) scheduledBackup(ctx context.Context, c *v1alpha1.EtcdClus
 	store, err := clusterStore(ctx, h.Stores, c.Namespace, c.Name, b.StoreRef)
 	var m backup.Manifest
 	if err == nil {
-		m, err = snapshotInto(ctx, h.Etcd, store, obs.healthy, map[string]string{ExtraTrigger: TriggerSchedule}, etcdclient.WithTLS(obs.tls))
+		m, err = snapshotInto(ctx, h.Etcd, store, obs.healthy, map[string]string{ExtraTrigger: TriggerSchedule, ExtraClusterUID: string(c.UID)}, etcdclient.WithTLS(obs.tls))
 	}
 	countBackup(c.Namespace, c.Name, TriggerSchedule, err)
 	if err != nil {

@@ -212,9 +212,10 @@ func (h *ClusterHooks) Reconcile(ctx context.Context, c *v1alpha1.EtcdCluster) r
 	if err != nil {
 		return reconcile.Retry(err)
 	}
-	if obs.planned.Reached && c.Status.Recovery != nil {
-		// The member a rebuild began from answers as a one-member cluster:
-		// the planner restarts it without --force-new-cluster next.
+	if r := c.Status.Recovery; r != nil && obs.planned.Reached && (r.Backup == "" || c.Status.Restored) {
+		// The member a rebuild began from answers as a one-member cluster
+		// (the planner restarts it without --force-new-cluster next), or
+		// the backup a rebuild chose is in the new seed: it grows next.
 		c.Status.Recovery = nil
 	}
 	if err := h.holdChildren(ctx, c, obs, guard); err != nil {
@@ -249,13 +250,16 @@ func (h *ClusterHooks) Reconcile(ctx context.Context, c *v1alpha1.EtcdCluster) r
 	if step.Action == membership.ActionWait {
 		return reconcile.Waiting(step.Reason, step.Message, stepRequeue)
 	}
+	if step.Action == membership.ActionRebuildFromBackup {
+		return h.rebuildFromBackup(ctx, c, step)
+	}
 	if step.Action != membership.ActionNone {
-		if step.Action == membership.ActionBootstrap && c.Spec.Restore != nil && !c.Status.Restored {
+		if step.Action == membership.ActionBootstrap && restorePending(c) {
 			path := "logical (through the client API, once the seed runs)"
 			if seed != nil {
 				path = "physical (init containers of the seed pod, before etcd starts)"
 			}
-			log.Info("creating the seed of a restored cluster", "etcdcluster", klog.KObj(c), "backup", c.Spec.Restore.BackupName, "restore", path)
+			log.Info("creating the seed of a restored cluster", "etcdcluster", klog.KObj(c), "backup", restoredWhat(c, ""), "restore", path)
 		}
 		if err := h.execute(ctx, c, obs, step, seed); err != nil {
 			return childError(fmt.Errorf("%s %s: %w", step.Action, step.Name, err))

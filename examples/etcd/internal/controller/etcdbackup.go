@@ -46,8 +46,10 @@ const ConditionComplete = "Complete"
 const ExtraBackupUID = "etcd.opkit.dev/etcdbackup-uid"
 
 // ExtraClusterUID is the key, in the manifest's Snapshot.Extra, of the UID
-// of the EtcdCluster whose deletion took a final backup: a deletion
-// recognises its final backup by it, whatever the clocks say.
+// of the EtcdCluster backed up: a deletion recognises its final backup by
+// it, and a rebuild after every member was lost the backups of this
+// cluster rather than of an earlier one of the same name, whatever the
+// clocks say.
 const ExtraClusterUID = "etcd.opkit.dev/etcdcluster-uid"
 
 // ExtraTrigger is the key, in the manifest's Snapshot.Extra, of what took
@@ -185,7 +187,7 @@ func (h *BackupHooks) Reconcile(ctx context.Context, b *v1alpha1.EtcdBackup) rec
 	start := metav1.NewTime(h.now())
 	b.Status.StartTime = &start
 	b.Status.Phase = v1alpha1.BackupRunning
-	m, err := snapshotInto(ctx, h.Etcd, store, healthy, map[string]string{ExtraBackupUID: string(b.UID), ExtraTrigger: TriggerOnDemand},
+	m, err := snapshotInto(ctx, h.Etcd, store, healthy, map[string]string{ExtraBackupUID: string(b.UID), ExtraTrigger: TriggerOnDemand, ExtraClusterUID: string(c.UID)},
 		etcdclient.WithTLS(tlsConfig))
 	countBackup(b.Namespace, b.Spec.ClusterName, TriggerOnDemand, err)
 	if errors.Is(err, etcdclient.ErrRefused) {

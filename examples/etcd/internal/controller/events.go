@@ -23,7 +23,8 @@ const (
 	// EventFinalBackupTaken (Normal): a deleted EtcdCluster's final backup
 	// is in its store; its members go next.
 	EventFinalBackupTaken = "FinalBackupTaken"
-	// EventRestored (Normal): spec.restore's backup is in the seed.
+	// EventRestored (Normal): spec.restore's backup, or the one a rebuild
+	// after every member was lost chose, is in the seed.
 	EventRestored = "Restored"
 	// EventDefragmented (Normal): a member was defragmented; the note says how much
 	// its file shrank.

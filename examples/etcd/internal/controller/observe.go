@@ -72,7 +72,8 @@ func (h *ClusterHooks) observe(ctx context.Context, c *v1alpha1.EtcdCluster, gua
 	// not enough; its member may still be starting.
 	*p = membership.Observed{Cluster: c.Name, Size: plannedSize(c), Version: c.Spec.Version, Revision: PodRevision(c), Persistent: persistent(c),
 		Bootstrapped: len(c.Status.Members) > 0, Timeouts: h.timeouts(), Claims: obs.claims, ClaimsDeleting: deleting,
-		Rebuild: c.Spec.Recovery != nil && c.Spec.Recovery.QuorumLoss == v1alpha1.QuorumLossRebuild}
+		Rebuild:     c.Spec.Recovery != nil && c.Spec.Recovery.QuorumLoss == v1alpha1.QuorumLossRebuild,
+		BackupStore: c.Spec.Backup != nil}
 	if r := c.Status.Recovery; r != nil {
 		p.RebuildingFrom = r.Member
 	}

@@ -57,8 +57,8 @@ const (
 type seedRestore struct {
 	// image is the operator's image.
 	image string
-	// backup is the Succeeded EtcdBackup to restore.
-	backup *v1alpha1.EtcdBackup
+	// source is the backup to restore.
+	source *restoreSource
 }
 
 // DefaultStorageSize is the claim size when spec.storage sets none.
@@ -72,7 +72,7 @@ func persistent(c *v1alpha1.EtcdCluster) bool { return !c.Spec.Storage.Ephemeral
 
 // serving reports whether clients may reach c's members: not while a
 // backup is being restored into its seed.
-func serving(c *v1alpha1.EtcdCluster) bool { return c.Spec.Restore == nil || c.Status.Restored }
+func serving(c *v1alpha1.EtcdCluster) bool { return !restorePending(c) }
 
 // headlessService gives every member a DNS name, ready or not.
 func headlessService(c *v1alpha1.EtcdCluster) *corev1.Service {
@@ -253,25 +253,25 @@ func addTLS(c *v1alpha1.EtcdCluster, pod *corev1.Pod) {
 // (see package internal/seedrestore). The operator's steps run as root,
 // as etcd does in its image, to write the data volume etcdutl writes.
 func addRestoreInitContainers(c *v1alpha1.EtcdCluster, pod *corev1.Pod, member, etcdImage, initialCluster string, r *seedRestore) {
-	b := r.backup
-	pod.Annotations[AnnotationRestoreBackup] = b.Name
-	pod.Annotations[AnnotationRestoreRevision] = strconv.FormatInt(b.Status.Revision, 10)
+	src := r.source
+	pod.Annotations[AnnotationRestoreBackup] = src.name
+	pod.Annotations[AnnotationRestoreRevision] = strconv.FormatInt(src.revision, 10)
 	dataMount := corev1.VolumeMount{Name: "data", MountPath: dataDir}
 	fetchArgs := []string{
 		seedrestore.CommandFetch,
 		"--" + seedrestore.FlagDataDir + "=" + dataDir,
-		"--" + seedrestore.FlagBackupID + "=" + b.Status.BackupID,
-		"--" + seedrestore.FlagPrefix + "=" + b.Namespace + "/" + b.Spec.ClusterName,
+		"--" + seedrestore.FlagBackupID + "=" + src.id,
+		"--" + seedrestore.FlagPrefix + "=" + src.prefix,
 	}
 	store := corev1.Volume{Name: backupStoreVolume}
 	var storeMount corev1.VolumeMount
-	if ref := b.Spec.StoreRef; ref.S3SecretName != "" {
+	if ref := src.ref; ref.S3SecretName != "" {
 		store.Secret = &corev1.SecretVolumeSource{SecretName: ref.S3SecretName}
 		storeMount = corev1.VolumeMount{Name: backupStoreVolume, MountPath: S3SecretMountPath, ReadOnly: true}
 		fetchArgs = append(fetchArgs, "--"+seedrestore.FlagS3SecretDir+"="+S3SecretMountPath)
 	} else {
 		store.PersistentVolumeClaim = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: ref.PVCName, ReadOnly: true}
-		mountPath := BackupStoreMountRoot + "/" + b.Namespace + "/" + ref.PVCName
+		mountPath := BackupStoreMountRoot + "/" + c.Namespace + "/" + ref.PVCName
 		storeMount = corev1.VolumeMount{Name: backupStoreVolume, MountPath: mountPath, ReadOnly: true}
 		fetchArgs = append(fetchArgs, "--"+seedrestore.FlagStoreDir+"="+mountPath)
 	}

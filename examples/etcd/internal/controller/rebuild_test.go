@@ -1,17 +1,23 @@
 package controller_test
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/opkit-dev/opkit/backup"
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/controller"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/membership"
 	"github.com/opkit-dev/opkit/statusutil"
 )
@@ -132,5 +138,136 @@ func TestQuorumLossRebuild(t *testing.T) {
 		if !strings.Contains(events, " "+reason+" ") {
 			t.Errorf("no %s event in:\n%s", reason, events)
 		}
+	}
+}
+
+// claimGone deletes member name's claim for good: envtest runs no
+// pvc-protection controller, so its finalizer is taken off as that
+// controller would once no pod uses the claim.
+func (g *rig) claimGone(name string) {
+	g.t.Helper()
+	var claim corev1.PersistentVolumeClaim
+	if err := g.c.Get(g.t.Context(), client.ObjectKey{Namespace: g.ns, Name: name + "-data"}, &claim); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			return
+		}
+		g.t.Fatal(err)
+	}
+	claim.Finalizers = nil
+	if err := g.c.Update(g.t.Context(), &claim); err != nil {
+		g.t.Fatal(err)
+	}
+}
+
+// backupOf takes the on-demand backup name of cluster into the PVC store
+// "backups" and returns its ID.
+func (g *rig) backupOf(cluster, name string) string {
+	g.t.Helper()
+	g.createBackup(name, v1alpha1.EtcdBackupSpec{ClusterName: cluster, StoreRef: v1alpha1.StoreReference{PVCName: "backups"}})
+	if err := g.backupPass(name); err != nil {
+		g.t.Fatal(err)
+	}
+	b := g.getBackup(name)
+	if b.Status.Phase != v1alpha1.BackupSucceeded {
+		g.t.Fatalf("backup %s: %+v", name, b.Status)
+	}
+	return b.Status.BackupID
+}
+
+// TestQuorumLossRebuildFromBackup: a 3-member cluster loses every member
+// with its pod and claim. Without spec.recovery it is reported Degraded
+// and nothing is created; with quorumLoss Rebuild it is rebuilt from the
+// newest backup of it whose data verifies (a newer, corrupt one is
+// skipped and named), recorded in status.recovery, loaded into a new seed
+// before the cluster grows back to 3, with the backup's data key by key.
+func TestQuorumLossRebuildFromBackup(t *testing.T) {
+	g := newRig(t)
+	g.mountPVCStore("backups")
+	c := cluster("r", 3)
+	c.Spec.Backup = &v1alpha1.BackupSpec{StoreRef: v1alpha1.StoreReference{PVCName: "backups"}}
+	g.create(c)
+	g.converge("r", 20)
+
+	want := map[string]string{}
+	for i := range 120 {
+		want[fmt.Sprintf("/app/key-%03d", i)] = fmt.Sprintf("value %d", i)
+	}
+	g.putKeys(want)
+	good := g.backupOf("r", "b1")
+	g.putKeys(map[string]string{"/app/later": "lost with the corrupt backup"})
+	g.clock.advance(time.Second) // backup IDs are by the second
+	corrupt := g.backupOf("r", "b2")
+	data := filepath.Join(g.pvcStoreDir("backups"), g.ns, "r", backup.DataKeyFor(corrupt))
+	b, err := os.ReadFile(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 0xff
+	if err := os.WriteFile(data, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, m := range []string{"r-0", "r-1", "r-2"} {
+		g.loseMember("r", m)
+		g.claimGone(m)
+	}
+	// Every member and its data is gone: a new, empty etcd.
+	g.fake = etcdclient.NewFake()
+	g.drain()
+
+	if err := g.pass("r"); err != nil {
+		t.Fatal(err)
+	}
+	c = g.get("r")
+	if cond := statusutil.Get(c, v1alpha1.ConditionDegraded); cond == nil || cond.Status != metav1.ConditionTrue ||
+		cond.Reason != membership.ReasonMemberDataLost || !strings.Contains(cond.Message, "quorumLoss Rebuild") {
+		t.Fatalf("Degraded = %+v, want True, reason %s, saying how to opt in; conditions %+v; pods %v", cond, membership.ReasonMemberDataLost, c.Status.Conditions, g.pods("r"))
+	}
+	if pods := g.pods("r"); len(pods) != 0 {
+		t.Fatalf("%d pods created without opting in", len(pods))
+	}
+
+	c.Spec.Recovery = &v1alpha1.RecoverySpec{QuorumLoss: v1alpha1.QuorumLossRebuild}
+	if err := g.c.Update(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	// Pass 1: the backup is chosen and recorded; nothing is created.
+	if err := g.pass("r"); err != nil {
+		t.Fatal(err)
+	}
+	c = g.get("r")
+	if r := c.Status.Recovery; r == nil || r.Backup != good || r.Revision == 0 || r.Member != "" || r.StartTime == nil {
+		t.Fatalf("status.recovery = %+v, want backup %s with its revision; conditions %+v", r, good, c.Status.Conditions)
+	}
+	if len(c.Status.Members) != 0 || c.Status.Restored {
+		t.Errorf("members %+v, restored %v: want the lost members forgotten, nothing restored yet", c.Status.Members, c.Status.Restored)
+	}
+	if cond := statusutil.Get(c, v1alpha1.ConditionDegraded); cond == nil || cond.Reason != membership.ReasonRebuildingFromBackup {
+		t.Errorf("Degraded = %+v, want reason %s", cond, membership.ReasonRebuildingFromBackup)
+	}
+	if pods := g.pods("r"); len(pods) != 0 {
+		t.Fatalf("%d pods created in the pass that chose the backup", len(pods))
+	}
+	events := strings.Join(g.drain(), "\n")
+	if !strings.Contains(events, membership.ReasonRebuildingFromBackup) || !strings.Contains(events, corrupt+": ") || !strings.Contains(events, "sha256") {
+		t.Errorf("events %q: want %s naming the corrupt backup %s it skipped", events, membership.ReasonRebuildingFromBackup, corrupt)
+	}
+
+	g.converge("r", 40)
+	c = g.get("r")
+	if c.Status.Recovery != nil || !c.Status.Restored {
+		t.Errorf("status.recovery = %+v, restored %v after the rebuild; want none, true", c.Status.Recovery, c.Status.Restored)
+	}
+	if diff := cmp.Diff(want, g.fake.Data()); diff != "" {
+		t.Errorf("data after the rebuild (-backup %s +got):\n%s", good, diff)
+	}
+	if diff := cmp.Diff(voters("r-0", "r-1", "r-2"), g.etcdMembers()); diff != "" {
+		t.Errorf("etcd members (-want +got):\n%s", diff)
+	}
+	if c.Status.ClusterToken == string(c.UID) {
+		t.Errorf("cluster token %q: want a new one for the rebuilt cluster", c.Status.ClusterToken)
+	}
+	if !strings.Contains(strings.Join(g.drain(), "\n"), controller.EventRestored) {
+		t.Error("no Restored event")
 	}
 }

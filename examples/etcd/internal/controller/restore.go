@@ -20,36 +20,70 @@ import (
 	"github.com/opkit-dev/opkit/statusutil"
 )
 
-// restoreSource returns spec.restore's EtcdBackup once it has Succeeded,
-// and the store holding it. Otherwise the backup is nil and the result says
-// why: a missing or failed backup, or a store that is missing or
-// misconfigured, stalls the cluster; one still running is waited for.
-func (h *ClusterHooks) restoreSource(ctx context.Context, c *v1alpha1.EtcdCluster) (*v1alpha1.EtcdBackup, backup.Store, reconcile.Result) {
+// restoreSource is a backup a new seed member is loaded from: spec.restore's
+// EtcdBackup, or the backup a rebuild chose (status.recovery.backup).
+type restoreSource struct {
+	// name is the EtcdBackup's name or the backup's ID, recorded on the
+	// seed pod (AnnotationRestoreBackup); what names it in messages.
+	name, what string
+	// id is the backup's ID in store, and revision the etcd revision it
+	// was taken at.
+	id       string
+	revision int64
+	// prefix is where the backup lives in the store ref names
+	// (<namespace>/<cluster>), and store that store under it.
+	prefix string
+	ref    v1alpha1.StoreReference
+	store  backup.Store
+}
+
+// restorePending reports whether c is to be loaded from a backup before
+// it serves or grows: spec.restore's, or the one a rebuild chose.
+func restorePending(c *v1alpha1.EtcdCluster) bool {
+	return !c.Status.Restored && (c.Spec.Restore != nil || rebuildingFromBackup(c))
+}
+
+// rebuildingFromBackup reports whether c is being rebuilt from a backup
+// after losing every member (status.recovery.backup).
+func rebuildingFromBackup(c *v1alpha1.EtcdCluster) bool {
+	return c.Status.Recovery != nil && c.Status.Recovery.Backup != ""
+}
+
+// restoreSource returns the backup c is to be loaded from: the one a
+// rebuild chose, else spec.restore's EtcdBackup once it has Succeeded.
+// Otherwise the source is nil and the result says why: a missing or failed
+// backup, or a store that is missing or misconfigured, stalls the cluster;
+// an EtcdBackup still running is waited for.
+func (h *ClusterHooks) restoreSource(ctx context.Context, c *v1alpha1.EtcdCluster) (*restoreSource, reconcile.Result) {
+	if rebuildingFromBackup(c) {
+		return h.recoverySource(ctx, c)
+	}
 	var b v1alpha1.EtcdBackup
 	if err := h.Client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Spec.Restore.BackupName}, &b); err != nil {
 		if client.IgnoreNotFound(err) == nil {
-			return nil, nil, reconcile.Terminal(ReasonRestoreFailed, fmt.Errorf("spec.restore.backupName: EtcdBackup %q not found", c.Spec.Restore.BackupName))
+			return nil, reconcile.Terminal(ReasonRestoreFailed, fmt.Errorf("spec.restore.backupName: EtcdBackup %q not found", c.Spec.Restore.BackupName))
 		}
-		return nil, nil, reconcile.Retry(err)
+		return nil, reconcile.Retry(err)
 	}
 	if b.Status.Phase == v1alpha1.BackupFailed {
 		msg := "no reason recorded"
 		if cc := statusutil.Get(&b, ConditionComplete); cc != nil {
 			msg = cc.Message
 		}
-		return nil, nil, reconcile.Terminal(ReasonRestoreFailed, fmt.Errorf("spec.restore.backupName: EtcdBackup %s failed: %s", b.Name, msg))
+		return nil, reconcile.Terminal(ReasonRestoreFailed, fmt.Errorf("spec.restore.backupName: EtcdBackup %s failed: %s", b.Name, msg))
 	}
 	if b.Status.Phase != v1alpha1.BackupSucceeded {
-		return nil, nil, reconcile.Waiting("WaitingForBackup", fmt.Sprintf("EtcdBackup %s is %q, not Succeeded", b.Name, b.Status.Phase), stepRequeue)
+		return nil, reconcile.Waiting("WaitingForBackup", fmt.Sprintf("EtcdBackup %s is %q, not Succeeded", b.Name, b.Status.Phase), stepRequeue)
 	}
 	store, err := clusterStore(ctx, h.Stores, b.Namespace, b.Spec.ClusterName, b.Spec.StoreRef)
 	if err != nil {
 		if errors.Is(err, ErrStoreNotFound) || errors.Is(err, ErrStoreMisconfigured) {
-			return nil, nil, reconcile.Terminal(ReasonRestoreFailed, err)
+			return nil, reconcile.Terminal(ReasonRestoreFailed, err)
 		}
-		return nil, nil, reconcile.Retry(err)
+		return nil, reconcile.Retry(err)
 	}
-	return &b, store, reconcile.Done()
+	return &restoreSource{name: b.Name, what: "EtcdBackup " + b.Name, id: b.Status.BackupID, revision: b.Status.Revision,
+		prefix: b.Namespace + "/" + b.Spec.ClusterName, ref: b.Spec.StoreRef, store: store}, reconcile.Done()
 }
 
 // checkPhysicalRestore sets status.restored once the seed restored by its
@@ -84,12 +118,13 @@ func (h *ClusterHooks) checkPhysicalRestore(ctx context.Context, c *v1alpha1.Etc
 	backupName := pod.Annotations[AnnotationRestoreBackup]
 	if st.Revision < want {
 		return reconcile.Terminal(ReasonRestoreFailed, fmt.Errorf(
-			"physical restore: member %s runs at revision %d, EtcdBackup %s was taken at revision %d: the init containers of pod %s did not restore it; see their logs",
-			name, st.Revision, backupName, want, name))
+			"physical restore: member %s runs at revision %d, %s was taken at revision %d: the init containers of pod %s did not restore it; see their logs",
+			name, st.Revision, restoredWhat(c, backupName), want, name))
 	}
 	c.Status.Restored = true
 	ctrl.LoggerFrom(ctx).Info("restored backup", "restore", "physical", "backup", backupName, "member", name, "revision", st.Revision)
-	emit(h.Recorder, c, normal, EventRestored, "Restore", fmt.Sprintf("EtcdBackup %s restored physically into %s (revision %d); the cluster grows next", backupName, name, st.Revision))
+	emit(h.Recorder, c, normal, EventRestored, "Restore", fmt.Sprintf("%s restored physically into %s (revision %d); the cluster grows next",
+		restoredWhat(c, backupName), name, st.Revision))
 	return reconcile.Done()
 }
 
@@ -117,8 +152,8 @@ func restoreInitFailed(obs *observation) *reconcile.Result {
 
 // restore loads spec.restore's backup into the single seed member.
 func (h *ClusterHooks) restore(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation) reconcile.Result {
-	b, store, res := h.restoreSource(ctx, c)
-	if b == nil {
+	src, res := h.restoreSource(ctx, c)
+	if src == nil {
 		return res
 	}
 	ec, err := h.clientOn(ctx, obs, "")
@@ -127,17 +162,17 @@ func (h *ClusterHooks) restore(ctx context.Context, c *v1alpha1.EtcdCluster, obs
 	}
 	defer func() { _ = ec.Close() }()
 	r := &snapshot.Restorer{Client: ec, Dir: h.ScratchDir}
-	if _, err := backup.Restore(ctx, store, b.Status.BackupID, r); err != nil {
+	if _, err := backup.Restore(ctx, src.store, src.id, r); err != nil {
 		var ve *backup.VerificationError
 		if errors.As(err, &ve) || errors.Is(err, backup.ErrNotFound) || errors.Is(err, snapshot.ErrWrongFormat) {
 			return reconcile.Terminal(ReasonRestoreFailed, err)
 		}
-		return reconcile.Retry(fmt.Errorf("restoring %s: %w", b.Status.BackupID, err))
+		return reconcile.Retry(fmt.Errorf("restoring %s: %w", src.id, err))
 	}
 	c.Status.Restored = true
-	ctrl.LoggerFrom(ctx).Info("restored backup", "restore", "logical", "backup", b.Name, "keys", r.Loaded.Keys, "skippedLeased", r.Loaded.SkippedLeased)
-	emit(h.Recorder, c, normal, EventRestored, "Restore", fmt.Sprintf("EtcdBackup %s restored logically: %d keys written, %d leased keys skipped; the cluster grows next",
-		b.Name, r.Loaded.Keys, r.Loaded.SkippedLeased))
+	ctrl.LoggerFrom(ctx).Info("restored backup", "restore", "logical", "backup", src.name, "keys", r.Loaded.Keys, "skippedLeased", r.Loaded.SkippedLeased)
+	emit(h.Recorder, c, normal, EventRestored, "Restore", fmt.Sprintf("%s restored logically: %d keys written, %d leased keys skipped; the cluster grows next",
+		restoredWhat(c, src.name), r.Loaded.Keys, r.Loaded.SkippedLeased))
 	return reconcile.Done()
 }
 
@@ -145,7 +180,7 @@ func (h *ClusterHooks) restore(ctx context.Context, c *v1alpha1.EtcdCluster, obs
 // cluster created from a backup is not restored yet (it grows afterwards),
 // spec.size otherwise.
 func plannedSize(c *v1alpha1.EtcdCluster) int {
-	if c.Spec.Restore != nil && !c.Status.Restored {
+	if restorePending(c) {
 		return 1
 	}
 	return int(c.Spec.Size)
@@ -159,7 +194,7 @@ func plannedSize(c *v1alpha1.EtcdCluster) int {
 // the result ending the pass, if any, and the physical restore the seed
 // pod is to be created with, if any.
 func (h *ClusterHooks) restoreStep(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation) (*seedRestore, *reconcile.Result) {
-	if c.Spec.Restore == nil || c.Status.Restored {
+	if !restorePending(c) {
 		return nil, nil
 	}
 	physical := slices.ContainsFunc(slices.Collect(maps.Values(obs.pods)), restoredPhysically)
@@ -177,17 +212,30 @@ func (h *ClusterHooks) restoreStep(ctx context.Context, c *v1alpha1.EtcdCluster,
 		// lost status write redoes the restore (checked, or loaded again
 		// into the lone seed no client reaches) rather than leaving a
 		// grown cluster that looks unrestored.
-		res := reconcile.Waiting(ReasonRestored, "backup "+c.Spec.Restore.BackupName+" restored into the seed; the cluster grows once that is recorded", stepRequeue)
+		res := reconcile.Waiting(ReasonRestored, restoredWhat(c, "")+" restored into the seed; the cluster grows once that is recorded", stepRequeue)
 		return nil, &res
 	case physical:
 		return nil, restoreInitFailed(obs)
 	case len(obs.pods) == 0 && !obs.planned.Bootstrapped && h.RestoreImage != "":
 		// The backup must be known before the seed pod is created.
-		b, _, res := h.restoreSource(ctx, c)
-		if b == nil {
+		src, res := h.restoreSource(ctx, c)
+		if src == nil {
 			return nil, &res
 		}
-		return &seedRestore{image: h.RestoreImage, backup: b}, nil
+		return &seedRestore{image: h.RestoreImage, source: src}, nil
 	}
 	return nil, nil
+}
+
+// restoredWhat names the backup c is loaded from in messages: the backup
+// a rebuild chose, or spec.restore's EtcdBackup (name, when known, is
+// what the seed pod records).
+func restoredWhat(c *v1alpha1.EtcdCluster, name string) string {
+	if rebuildingFromBackup(c) {
+		return "backup " + c.Status.Recovery.Backup
+	}
+	if name == "" {
+		name = c.Spec.Restore.BackupName
+	}
+	return "EtcdBackup " + name
 }

@@ -101,8 +101,15 @@ func setConditions(c *v1alpha1.EtcdCluster, obs *observation, step membership.St
 			msg += fmt.Sprintf("; dialed %s: %v", strings.Join(obs.dialed, ", "), obs.unreachable)
 		}
 		statusutil.MarkTrue(c, v1alpha1.ConditionDegraded, step.Reason, msg)
-	case step.Reason == membership.ReasonQuorumLost || step.Reason == membership.ReasonRebuilding:
+	case step.Reason == membership.ReasonQuorumLost || step.Reason == membership.ReasonRebuilding || step.Reason == membership.ReasonRebuildingFromBackup,
+		// Members gone with their data: no member to be unhealthy, and
+		// the cluster is lost.
+		step.Reason == membership.ReasonMemberDataLost || step.Reason == membership.ReasonClusterLost:
 		statusutil.MarkTrue(c, v1alpha1.ConditionDegraded, step.Reason, step.Message)
+	case rebuildingFromBackup(c):
+		// Not a new cluster starting: a lost one coming back from a backup.
+		statusutil.MarkTrue(c, v1alpha1.ConditionDegraded, membership.ReasonRebuildingFromBackup,
+			fmt.Sprintf("rebuilding from backup %s (revision %d): %s", c.Status.Recovery.Backup, c.Status.Recovery.Revision, step.Message))
 	case !obs.planned.Bootstrapped:
 		// A new cluster whose seed is starting is not degraded, whether
 		// or not its pod runs yet.

@@ -10,7 +10,7 @@
 //
 // The rules, in order (one function each in plan.go: bootstrap,
 // finishHalfDone, finishRebuild, replaceLost and unreached, settle, scale,
-// rollOut; rule 7 in rebuild and rebuilding):
+// rollOut; rule 7 in rebuild, rebuildFromBackup and rebuilding):
 //
 //  1. An unbootstrapped cluster (one that has never answered) gets one seed
 //     member, and nothing else happens until the seed answers. The wait has
@@ -70,5 +70,11 @@
 //     cluster, restarted without the flag (reason QuorumRebuilt) before
 //     anything else: the other survivors' pods are then unknown members
 //     (rule 2 deletes them and their data) and rule 5 grows the cluster
-//     back. Nothing is rebuilt while a lost member's claim exists.
+//     back. Nothing is rebuilt while a lost member's claim exists. When no
+//     member survives (no member pod, and no recorded member with its
+//     claim; with ephemeral storage no member pod), Observed.Rebuild and
+//     Observed.BackupStore rebuild the cluster from its newest verified
+//     backup (ActionRebuildFromBackup, reason RebuildingFromBackup): the
+//     controller forgets the members and bootstraps it again from that
+//     backup, like a cluster created with spec.restore.
 package membership

@@ -95,11 +95,17 @@ func unreached(o Observed) Step {
 			if r, ok := rebuild(o); ok {
 				return r
 			}
+			if r, ok := rebuildFromBackup(o); ok {
+				return r
+			}
 		}
 		return s
 	}
 	if len(o.Pods) == 0 {
-		return wait("ClusterLost", "no member pod exists and no member answers; restore from a backup")
+		if r, ok := rebuildFromBackup(o); ok {
+			return r
+		}
+		return wait(ReasonClusterLost, "no member pod exists and no member answers; restore from a backup (with spec.recovery.quorumLoss Rebuild and spec.backup.storeRef the cluster rebuilds itself from its newest backup)")
 	}
 	return wait("Unreachable", "no member answers")
 }
@@ -353,7 +359,7 @@ func recreateRecorded(o Observed, pods map[string]Pod) (Step, bool) {
 	case len(noClaim) == 0:
 		return Step{}, false
 	case len(o.Pods) == 0:
-		return wait(ReasonMemberDataLost, "no member pod exists and no member answers; the data claims of members %s are gone, so they cannot be recreated; restore from a backup",
+		return wait(ReasonMemberDataLost, "no member pod exists and no member answers; the data claims of members %s are gone, so they cannot be recreated; restore from a backup (with spec.recovery.quorumLoss Rebuild and spec.backup.storeRef the cluster rebuilds itself from its newest backup)",
 			strings.Join(noClaim, ", ")), true
 	default:
 		return wait(ReasonMemberDataLost, "no member answers; members %s have no pod and their data claims are gone, so they cannot be recreated",
@@ -488,6 +494,32 @@ func rebuild(o Observed) (Step, bool) {
 	}
 	return Step{Action: ActionForceNewCluster, Name: best, Version: o.Version, Reason: ReasonRebuilding,
 		Message: fmt.Sprintf("%s; rebuilding the cluster from %s (raft index %d), the most up-to-date of %s", what, best, bestIndex, strings.Join(survivors, ", "))}, true
+}
+
+// rebuildFromBackup is rule 7 when no member survives: no member pod
+// exists and no recorded member has its data (with ephemeral storage a
+// member's data went with its pod). With Rebuild and a backup store the
+// cluster is rebuilt from its newest verified backup; ok is false without
+// Rebuild, when some member still has a pod or its data, and for a cluster
+// that records no member.
+func rebuildFromBackup(o Observed) (Step, bool) {
+	if !o.Rebuild || len(o.Pods) > 0 || len(o.Recorded) == 0 {
+		return Step{}, false
+	}
+	names := make([]string, 0, len(o.Recorded))
+	for _, m := range o.Recorded {
+		if hasData(o, m.Name) {
+			return Step{}, false
+		}
+		names = append(names, m.Name)
+	}
+	slices.SortFunc(names, compareNames)
+	what := fmt.Sprintf("no member survives: %s lost their pods and data", strings.Join(names, ", "))
+	if !o.BackupStore {
+		return wait(ReasonMemberDataLost, "%s, and spec.backup names no store to rebuild from; restore a backup into a new cluster", what), true
+	}
+	return Step{Action: ActionRebuildFromBackup, Version: o.Version, Reason: ReasonRebuildingFromBackup,
+		Message: what + "; rebuilding the cluster from its newest verified backup"}, true
 }
 
 // rebuilding is rule 7 while a rebuild from o.RebuildingFrom is under way

@@ -63,6 +63,48 @@ func TestPlanRebuild(t *testing.T) {
 			Recorded: recorded("c-0", "c-1", "c-2")},
 		want: Step{Action: ActionWait, Reason: ReasonMemberDataLost},
 	}, {
+		name: "no survivor, opted in with a backup store: rebuilt from the newest backup",
+		o: Observed{Size: 3, Persistent: true, Rebuild: true, BackupStore: true, Version: v,
+			Recorded: recorded("c-0", "c-1", "c-2")},
+		want:     Step{Action: ActionRebuildFromBackup, Version: v, Reason: ReasonRebuildingFromBackup},
+		wantText: []string{"c-0, c-1, c-2 lost", "newest verified backup"},
+	}, {
+		name: "no survivor, a backup store, no opt-in: reported",
+		o: Observed{Size: 3, Persistent: true, BackupStore: true,
+			Recorded: recorded("c-0", "c-1", "c-2")},
+		want:     Step{Action: ActionWait, Reason: ReasonMemberDataLost},
+		wantText: []string{"restore from a backup", "quorumLoss Rebuild", "newest backup"},
+	}, {
+		name: "no survivor but a claim being deleted is gone already: rebuilt",
+		o: Observed{Size: 1, Persistent: true, Rebuild: true, BackupStore: true, Version: v,
+			Recorded: recorded("c-0"), ClaimsDeleting: map[string]bool{"c-0": true}},
+		want: Step{Action: ActionRebuildFromBackup, Version: v, Reason: ReasonRebuildingFromBackup},
+	}, {
+		name: "a member's claim exists: its pod is recreated, never a rebuild from a backup",
+		o: Observed{Size: 3, Persistent: true, Rebuild: true, BackupStore: true,
+			Recorded: recorded("c-0", "c-1", "c-2"), Claims: claims("c-2")},
+		want: Step{Action: ActionCreatePod, Name: "c-2", ID: 3, Version: v, Reason: "MemberRecreated"},
+	}, {
+		name: "ephemeral storage, every pod gone: rebuilt from the newest backup",
+		o: Observed{Size: 3, Rebuild: true, BackupStore: true, Version: v,
+			Recorded: recorded("c-0", "c-1", "c-2")},
+		want: Step{Action: ActionRebuildFromBackup, Version: v, Reason: ReasonRebuildingFromBackup},
+	}, {
+		name: "ephemeral storage, a pod left: no rebuild from a backup (it may answer again)",
+		o: Observed{Size: 3, Rebuild: true, BackupStore: true, Pods: []Pod{{Name: "c-1", Phase: PodPending, Version: v}},
+			Recorded: recorded("c-0", "c-1", "c-2")},
+		want: Step{Action: ActionWait, Reason: "Unreachable"},
+	}, {
+		name:     "ephemeral storage, every pod gone, no opt-in: reported",
+		o:        Observed{Size: 3, BackupStore: true, Recorded: recorded("c-0", "c-1", "c-2")},
+		want:     Step{Action: ActionWait, Reason: "ClusterLost"},
+		wantText: []string{"quorumLoss Rebuild"},
+	}, {
+		name:     "no survivor, opted in, no backup store: reported",
+		o:        Observed{Size: 3, Persistent: true, Rebuild: true, Recorded: recorded("c-0", "c-1", "c-2")},
+		want:     Step{Action: ActionWait, Reason: ReasonMemberDataLost},
+		wantText: []string{"names no store"},
+	}, {
 		name: "ephemeral storage: never",
 		o: Observed{Size: 3, Rebuild: true, Pods: running("c-1"),
 			Recorded: recorded("c-0", "c-1", "c-2"), RaftIndexes: map[string]uint64{"c-1": 9}},

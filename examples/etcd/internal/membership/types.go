@@ -37,6 +37,11 @@ const (
 	// runs without --force-new-cluster, and create it with the flag once
 	// it is gone, so that it starts as a one-member cluster on its data.
 	ActionForceNewCluster Action = "ForceNewCluster"
+	// ActionRebuildFromBackup: no member of a cluster that lost its
+	// quorum kept its data (see Observed.BackupStore): forget the lost
+	// members and bootstrap the cluster again from the newest verified
+	// backup of it in its backup store, which the controller chooses.
+	ActionRebuildFromBackup Action = "RebuildFromBackup"
 )
 
 // PodPhase is what the controller saw of a member pod.
@@ -139,6 +144,12 @@ type Observed struct {
 	// surviving member with the highest RaftIndexes entry is restarted
 	// with --force-new-cluster. Never while a lost member's claim exists.
 	Rebuild bool
+	// BackupStore is true when the cluster has a backup store
+	// (spec.backup.storeRef): with Rebuild, a cluster no member of which
+	// has a pod or its data (a data claim; with ephemeral storage, the pod
+	// is the data) is rebuilt from its newest verified backup
+	// (ActionRebuildFromBackup).
+	BackupStore bool
 	// RebuildingFrom is the member a rebuild began from (status.recovery),
 	// "" when none is under way; it is kept until the cluster is reached.
 	RebuildingFrom string
@@ -209,6 +220,10 @@ const (
 	// ReasonRebuilding: a cluster that lost its quorum is being rebuilt
 	// from a surviving member (ActionForceNewCluster).
 	ReasonRebuilding = "RebuildingFromSurvivor"
+	// ReasonRebuildingFromBackup: no member of a cluster that lost its
+	// quorum kept its data; it is rebuilt from its newest verified backup
+	// (ActionRebuildFromBackup).
+	ReasonRebuildingFromBackup = "RebuildingFromBackup"
 	// ReasonRebuilt: the surviving member answers as a one-member
 	// cluster; it is restarted without --force-new-cluster, then the
 	// cluster grows back.
@@ -217,6 +232,9 @@ const (
 	// Observed.Recorded have neither a pod nor a data claim: they cannot
 	// be recreated.
 	ReasonMemberDataLost = "MemberDataLost"
+	// ReasonClusterLost: a cluster with ephemeral storage has no member
+	// pod and no member answers: its data is gone with its pods.
+	ReasonClusterLost = "ClusterLost"
 	// ReasonMemberNotReady: etcd reports every member healthy, but a
 	// member's pod has not passed its readiness probe, so it receives no
 	// client traffic yet; nothing is changed until it does.
