@@ -359,6 +359,19 @@ func (g *rig) etcdMembers() []string {
 	return out
 }
 
+// createBackedUp creates cluster name of size members whose spec.backup
+// goes to the PVC store "backups" (mounted) with retention (0: the
+// default), and converges it within passes.
+func (g *rig) createBackedUp(name string, size, retention int32, passes int) *v1alpha1.EtcdCluster {
+	g.t.Helper()
+	g.mountPVCStore("backups")
+	c := cluster(name, size)
+	c.Spec.Backup = &v1alpha1.BackupSpec{StoreRef: v1alpha1.StoreReference{PVCName: "backups"}, Retention: retention}
+	g.create(c)
+	g.converge(name, passes)
+	return c
+}
+
 func cluster(name string, size int32) *v1alpha1.EtcdCluster {
 	return &v1alpha1.EtcdCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -611,11 +624,7 @@ func TestPodTemplateChangeRollsMembers(t *testing.T) {
 
 func TestBackupAndFinalBackup(t *testing.T) {
 	g := newRig(t)
-	g.mountPVCStore("backups")
-	c := cluster("b", 1)
-	c.Spec.Backup = &v1alpha1.BackupSpec{StoreRef: v1alpha1.StoreReference{PVCName: "backups"}, Retention: 3}
-	g.create(c)
-	g.converge("b", 10)
+	g.createBackedUp("b", 1, 3, 10)
 
 	eb := &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: "one", Namespace: g.ns},
 		Spec: v1alpha1.EtcdBackupSpec{ClusterName: "b", StoreRef: v1alpha1.StoreReference{PVCName: "backups"}}}

@@ -43,12 +43,8 @@ func TestFinalBackupUnderEveryPropagationPolicy(t *testing.T) {
 	for _, policy := range []metav1.DeletionPropagation{metav1.DeletePropagationBackground, metav1.DeletePropagationForeground, metav1.DeletePropagationOrphan} {
 		t.Run(string(policy), func(t *testing.T) {
 			g := newRig(t)
-			g.mountPVCStore("backups")
-			c := cluster("del", 3)
-			c.Spec.Backup = &v1alpha1.BackupSpec{StoreRef: v1alpha1.StoreReference{PVCName: "backups"}}
-			g.create(c)
-			g.converge("del", 30)
-			c = g.get("del")
+			g.createBackedUp("del", 3, 0, 30)
+			c := g.get("del")
 			if err := g.c.Delete(t.Context(), c, client.PropagationPolicy(policy)); err != nil {
 				t.Fatal(err)
 			}

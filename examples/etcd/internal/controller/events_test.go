@@ -30,11 +30,7 @@ func (g *rig) drain() []string {
 // emit none. Before, the operator emitted no event of its own.
 func TestEventsOnePerStep(t *testing.T) {
 	g := newRig(t)
-	g.mountPVCStore("backups")
-	c := cluster("ev", 3)
-	c.Spec.Backup = &v1alpha1.BackupSpec{StoreRef: v1alpha1.StoreReference{PVCName: "backups"}}
-	g.create(c)
-	g.converge("ev", 30)
+	g.createBackedUp("ev", 3, 0, 30)
 	for range 3 { // converged: nothing to report
 		if err := g.pass("ev"); err != nil {
 			t.Fatal(err)

@@ -71,12 +71,8 @@ func metricsOf(t *testing.T, ns, name string, members bool) map[string]float64 {
 // deletion.
 func TestClusterMetrics(t *testing.T) {
 	g := newRig(t)
-	g.mountPVCStore("backups")
-	c := cluster("m", 3)
-	c.Spec.Backup = &v1alpha1.BackupSpec{StoreRef: v1alpha1.StoreReference{PVCName: "backups"}, Retention: 3}
-	g.create(c)
-	g.converge("m", 20)
-	c = g.get("m")
+	g.createBackedUp("m", 3, 3, 20)
+	c := g.get("m")
 	peer := func(member string) string { return controller.PeerURL(c, member) }
 
 	const (

@@ -2,7 +2,6 @@ package controller_test
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/controller"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdtest"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/membership"
 	"github.com/opkit-dev/opkit/statusutil"
 )
@@ -182,11 +182,7 @@ func (g *rig) backupOf(cluster, name string) string {
 // before the cluster grows back to 3, with the backup's data key by key.
 func TestQuorumLossRebuildFromBackup(t *testing.T) {
 	g := newRig(t)
-	g.mountPVCStore("backups")
-	c := cluster("r", 3)
-	c.Spec.Backup = &v1alpha1.BackupSpec{StoreRef: v1alpha1.StoreReference{PVCName: "backups"}}
-	g.create(c)
-	g.converge("r", 20)
+	g.createBackedUp("r", 3, 0, 20)
 
 	want := map[string]string{}
 	for i := range 120 {
@@ -197,15 +193,7 @@ func TestQuorumLossRebuildFromBackup(t *testing.T) {
 	g.putKeys(map[string]string{"/app/later": "lost with the corrupt backup"})
 	g.clock.advance(time.Second) // backup IDs are by the second
 	corrupt := g.backupOf("r", "b2")
-	data := filepath.Join(g.pvcStoreDir("backups"), g.ns, "r", backup.DataKeyFor(corrupt))
-	b, err := os.ReadFile(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[len(b)/2] ^= 0xff
-	if err := os.WriteFile(data, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	etcdtest.Corrupt(t, filepath.Join(g.pvcStoreDir("backups"), g.ns, "r", backup.DataKeyFor(corrupt)))
 
 	for _, m := range []string{"r-0", "r-1", "r-2"} {
 		g.loseMember("r", m)
@@ -218,7 +206,7 @@ func TestQuorumLossRebuildFromBackup(t *testing.T) {
 	if err := g.pass("r"); err != nil {
 		t.Fatal(err)
 	}
-	c = g.get("r")
+	c := g.get("r")
 	if cond := statusutil.Get(c, v1alpha1.ConditionDegraded); cond == nil || cond.Status != metav1.ConditionTrue ||
 		cond.Reason != membership.ReasonMemberDataLost || !strings.Contains(cond.Message, "quorumLoss Rebuild") {
 		t.Fatalf("Degraded = %+v, want True, reason %s, saying how to opt in; conditions %+v; pods %v", cond, membership.ReasonMemberDataLost, c.Status.Conditions, g.pods("r"))

@@ -29,11 +29,7 @@ import (
 func sourceBackup(g *rig) map[string]string {
 	g.t.Helper()
 	t := g.t
-	g.mountPVCStore("backups")
-	src := cluster("src", 1)
-	src.Spec.Backup = &v1alpha1.BackupSpec{StoreRef: v1alpha1.StoreReference{PVCName: "backups"}}
-	g.create(src)
-	g.converge("src", 10)
+	g.createBackedUp("src", 1, 0, 10)
 
 	want := map[string]string{}
 	var kvs []etcdclient.KeyValue

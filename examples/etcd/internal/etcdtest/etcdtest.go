@@ -348,3 +348,20 @@ func RawClient(t testing.TB, ms ...*Member) *clientv3.Client {
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
+
+// Corrupt flips one byte in the middle of the file at path, as a bit rot
+// of a stored backup would: its size stays, its SHA-256 changes.
+func Corrupt(t testing.TB, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) == 0 {
+		t.Fatalf("%s is empty: nothing to corrupt", path)
+	}
+	b[len(b)/2] ^= 0xff
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -127,15 +127,7 @@ func TestFetchRefusesBadBackups(t *testing.T) {
 		wantMsg string
 	}{
 		{"corrupt data", func(t *testing.T, storeDir string, m backup.Manifest) string {
-			path := filepath.Join(storeDir, prefix, m.DataKey)
-			b, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b[len(b)/2] ^= 0xff
-			if err := os.WriteFile(path, b, 0o600); err != nil {
-				t.Fatal(err)
-			}
+			etcdtest.Corrupt(t, filepath.Join(storeDir, prefix, m.DataKey))
 			return m.ID
 		}, func(err error) bool { var ve *backup.VerificationError; return errors.As(err, &ve) }, "is corrupt"},
 		{"truncated data", func(t *testing.T, storeDir string, m backup.Manifest) string {

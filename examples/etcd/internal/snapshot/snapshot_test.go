@@ -217,15 +217,7 @@ func TestIntegrationCorruptBackupIsNotRestored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(dir, filepath.FromSlash(backup.DataKeyFor(m.ID)))
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[len(b)/2] ^= 0xff
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	etcdtest.Corrupt(t, filepath.Join(dir, filepath.FromSlash(backup.DataKeyFor(m.ID))))
 	dst := etcdtest.StartCluster(t, "cdst", 1)
 	rs := &snapshot.Restorer{Client: etcdtest.Client(t, dst[0]), Dir: t.TempDir()}
 	_, err = backup.Restore(ctx, fs, m.ID, rs)
