@@ -45,6 +45,7 @@ const (
 	conditionComplete = "Complete"
 	extraTrigger      = "etcd.opkit.dev/trigger"
 	extraBackupUID    = "etcd.opkit.dev/etcdbackup-uid"
+	extraClusterUID   = "etcd.opkit.dev/etcdcluster-uid"
 	triggerOnDemand   = "on-demand"
 	triggerFinal      = "final"
 	peerPort          = 2380
@@ -406,7 +407,9 @@ func readKeys(t *testing.T, ec *clientv3.Client) map[string]string {
 // revision rev, waits until it is Complete and checks it: Succeeded, the
 // only backup of the cluster in the PVC store, its status matching the
 // manifest and the member's revision and version, the manifest recording
-// the trigger and the EtcdBackup's UID, and the files intact on disk.
+// the trigger, the EtcdBackup's UID and the cluster's UID (by which a
+// cluster that lost every member finds its own backups), and the files
+// intact on disk.
 func backUp(ctx context.Context, t *testing.T, cfg *envconf.Config, ns, cluster, name string, rev int64) {
 	t.Helper()
 	r := cfg.Client().Resources()
@@ -431,7 +434,10 @@ func backUp(ctx context.Context, t *testing.T, cfg *envconf.Config, ns, cluster,
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("EtcdBackup status against its manifest and the member's revision (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(map[string]string{extraTrigger: triggerOnDemand, extraBackupUID: string(b.UID)}, m.Snapshot.Extra); diff != "" {
+	c := &v1alpha1.EtcdCluster{}
+	testkit.Must(t, r.Get(ctx, cluster, ns, c))
+	wantExtra := map[string]string{extraTrigger: triggerOnDemand, extraBackupUID: string(b.UID), extraClusterUID: string(c.UID)}
+	if diff := cmp.Diff(wantExtra, m.Snapshot.Extra); diff != "" {
 		t.Errorf("manifest snapshot extra (-want +got):\n%s", diff)
 	}
 	assertOnDisk(ctx, t, ns, cluster, m)

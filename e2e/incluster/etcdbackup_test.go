@@ -210,10 +210,9 @@ func TestEtcdBackupsInCluster(t *testing.T) {
 			}
 			return ctx
 		}).
-		Assess("the sample cluster, every member lost with its claim, rebuilds itself from its newest backup (spec.recovery)", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-			patch := `{"spec":{"recovery":{"quorumLoss":"Rebuild"}}}`
-			if out, err := harness.Kubectl(ctx, cfg, "patch", "etcdcluster", sampleCluster, "-n", ns, "--type=merge", "-p", patch); err != nil {
-				t.Fatalf("%v\n%s", err, out)
+		Assess("the sample cluster (spec.recovery.quorumLoss Rebuild), every member lost with its claim, rebuilds itself from its newest backup", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			if r := getEtcdCluster(ctx, t, cfg, ns, sampleCluster).Spec.Recovery; r == nil || r.QuorumLoss != v1alpha1.QuorumLossRebuild {
+				t.Fatalf("the sample's spec.recovery = %+v, want quorumLoss %s", r, v1alpha1.QuorumLossRebuild)
 			}
 			// The newest backup of the cluster in its store (S3) is the
 			// on-demand one: the scheduled ones are older.
