@@ -43,7 +43,9 @@
 //
 // It emits events (events.k8s.io) on transitions, not on every pass: when
 // Ready becomes True (for the first time or again) or False, when Stalled is
-// set, and when a failure's message changes. It counts outcomes and status
+// set, and when a failure's message changes. WithReadyEvents
+// (ReadyEventsOnRecovery) keeps the Ready event for recoveries from
+// Ready=False, saving one event per new object. It counts outcomes and status
 // writes in the metrics MetricOutcomes and MetricStatusWrites.
 //
 // WithProgressDelay trades an early Reconciling status for fewer writes: a

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -170,49 +171,66 @@ func metricValue(t *testing.T, name string, labels map[string]string) float64 {
 	return 0
 }
 
-// TestEvents checks that events follow transitions, not passes.
+// TestEvents checks that events follow transitions, not passes, and that
+// ReadyEventsOnRecovery drops only the first Ready.
 func TestEvents(t *testing.T) {
-	f := newFixture(t)
-	rec := events.NewFakeRecorder(100)
-	var fail error
-	hooks := &widgetHooks{children: f.children(), onReconc: func(context.Context, *testv1.Widget) (reconcile.Result, bool) {
-		if fail != nil {
-			return reconcile.Retry(fail), true
-		}
-		return reconcile.Result{}, false
-	}}
-	r := newReconciler(t, f, hooks, reconcile.WithEventRecorder(rec))
-	f.createWidget("w", testv1.WidgetSpec{})
-
-	steps := []struct {
+	type step struct {
 		name string
 		fail error
 		want []string // event prefixes "Type Reason"
-	}{
-		{"becomes ready for the first time", nil, []string{"Normal Ready"}},
-		{"steady state", nil, nil},
-		{"fails", errTest("disk full"), []string{"Warning ReconcileFailed"}},
-		{"fails the same way", errTest("disk full"), nil},
-		{"fails differently", errTest("disk on fire"), []string{"Warning ReconcileFailed"}},
-		{"recovers", nil, []string{"Normal Ready"}},
 	}
-	for _, s := range steps {
-		fail = s.fail
-		_, _ = f.pass(r, "w")
-		var got []string
-	drain:
-		for {
-			select {
-			case e := <-rec.Events:
-				parts := strings.SplitN(e, " ", 3)
-				got = append(got, parts[0]+" "+parts[1])
-			default:
-				break drain
+	tests := []struct {
+		name  string
+		opts  []reconcile.Option
+		steps []step
+	}{
+		{"default: every Ready", nil, []step{
+			{"becomes ready for the first time", nil, []string{"Normal Ready"}},
+			{"steady state", nil, nil},
+			{"fails", errTest("disk full"), []string{"Warning ReconcileFailed"}},
+			{"fails the same way", errTest("disk full"), nil},
+			{"fails differently", errTest("disk on fire"), []string{"Warning ReconcileFailed"}},
+			{"recovers", nil, []string{"Normal Ready"}},
+		}},
+		{"ReadyEventsOnRecovery", []reconcile.Option{reconcile.WithReadyEvents(reconcile.ReadyEventsOnRecovery)}, []step{
+			{"becomes ready for the first time", nil, nil},
+			{"steady state", nil, nil},
+			{"fails", errTest("disk full"), []string{"Warning ReconcileFailed"}},
+			{"recovers", nil, []string{"Normal Ready"}},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			rec := events.NewFakeRecorder(100)
+			var fail error
+			hooks := &widgetHooks{children: f.children(), onReconc: func(context.Context, *testv1.Widget) (reconcile.Result, bool) {
+				if fail != nil {
+					return reconcile.Retry(fail), true
+				}
+				return reconcile.Result{}, false
+			}}
+			r := newReconciler(t, f, hooks, append([]reconcile.Option{reconcile.WithEventRecorder(rec)}, tt.opts...)...)
+			f.createWidget("w", testv1.WidgetSpec{})
+			for _, s := range tt.steps {
+				fail = s.fail
+				_, _ = f.pass(r, "w")
+				var got []string
+			drain:
+				for {
+					select {
+					case e := <-rec.Events:
+						parts := strings.SplitN(e, " ", 3)
+						got = append(got, parts[0]+" "+parts[1])
+					default:
+						break drain
+					}
+				}
+				if diff := cmp.Diff(s.want, got); diff != "" {
+					t.Errorf("%s: events (-want +got):\n%s", s.name, diff)
+				}
 			}
-		}
-		if strings.Join(got, ",") != strings.Join(s.want, ",") {
-			t.Errorf("%s: events %v, want %v", s.name, got, s.want)
-		}
+		})
 	}
 }
 

@@ -60,6 +60,7 @@ type options struct {
 	summary    []statusutil.SummaryOption
 	// progressDelay defers the first Waiting status of a generation.
 	progressDelay time.Duration
+	readyEvents   ReadyEvents
 }
 
 // setupOptions are the settings of SetupWithManager: the Reconciler's, and
@@ -97,6 +98,9 @@ func (o *options) validate() error {
 	if o.fieldOwner == "" || len(o.fieldOwner) > 128 {
 		errs = append(errs, fmt.Errorf("WithFieldOwner(%q): the field owner must be 1 to 128 characters", o.fieldOwner))
 	}
+	if o.readyEvents != ReadyEventsAlways && o.readyEvents != ReadyEventsOnRecovery {
+		errs = append(errs, fmt.Errorf("WithReadyEvents(%d): use ReadyEventsAlways or ReadyEventsOnRecovery", o.readyEvents))
+	}
 	if o.progressDelay < 0 {
 		errs = append(errs, fmt.Errorf("WithProgressDelay(%s): must be 0 (the default) or more", o.progressDelay))
 	}
@@ -130,6 +134,29 @@ func (o *setupOptions) validate() error {
 // rather than keeping state in it.
 func WithProgressDelay(d time.Duration) Option {
 	return reconcilerOption(func(o *options) { o.progressDelay = d })
+}
+
+// ReadyEvents says when the Reconciler records its Normal "Ready" event.
+type ReadyEvents int
+
+const (
+	// ReadyEventsAlways, the default, records the event whenever Ready
+	// becomes True: a new object's first Ready, a change rolled out, and a
+	// recovery from Ready=False.
+	ReadyEventsAlways ReadyEvents = iota
+	// ReadyEventsOnRecovery records it only when Ready becomes True from
+	// False, that is when a failure, a stall or a degradation has ended. A
+	// new object becoming Ready (Ready absent or Unknown before) gets no
+	// event: its status says so, and an operator that creates objects in
+	// bursts saves one event write per object. Failures, stalls and Ready
+	// turning False keep their Warning events either way.
+	ReadyEventsOnRecovery
+)
+
+// WithReadyEvents sets when the Normal "Ready" event is recorded (default
+// ReadyEventsAlways).
+func WithReadyEvents(w ReadyEvents) Option {
+	return reconcilerOption(func(o *options) { o.readyEvents = w })
 }
 
 // WithName sets the controller name, used in metrics labels, as the events'

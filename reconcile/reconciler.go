@@ -362,7 +362,8 @@ func (r *Reconciler[T]) finish(ctx context.Context, before, obj T, res Result) (
 // recordEvents emits events for transitions of Ready and Stalled, and for a
 // failure whose message differs from the last one, so that a steady state or
 // a repeated error does not produce an event per pass. Becoming Ready (for
-// the first time, or again) is a transition and gets a Normal event.
+// the first time, or again) is a transition and gets a Normal event, unless
+// WithReadyEvents(ReadyEventsOnRecovery) keeps it for recoveries only.
 func (r *Reconciler[T]) recordEvents(before, after T, res Result) {
 	const action = "Reconcile"
 	oldReady, newReady := statusutil.Get(before, statusutil.ReadyCondition), statusutil.Get(after, statusutil.ReadyCondition)
@@ -373,7 +374,10 @@ func (r *Reconciler[T]) recordEvents(before, after T, res Result) {
 	case res.kind == KindRetry && conditionMessage(oldReady) != res.Message():
 		r.recorder.Eventf(after, nil, "Warning", ReasonReconcileFailed, action, "%s", res.Message())
 	case newReady != nil && newReady.Status == metav1.ConditionTrue && (oldReady == nil || oldReady.Status != metav1.ConditionTrue):
-		r.recorder.Eventf(after, nil, "Normal", "Ready", action, "%s", readyNote(newReady))
+		recovered := oldReady != nil && oldReady.Status == metav1.ConditionFalse
+		if recovered || r.opts.readyEvents == ReadyEventsAlways {
+			r.recorder.Eventf(after, nil, "Normal", "Ready", action, "%s", readyNote(newReady))
+		}
 	case newReady != nil && newReady.Status == metav1.ConditionFalse && oldReady != nil && oldReady.Status == metav1.ConditionTrue:
 		r.recorder.Eventf(after, nil, "Warning", newReady.Reason, action, "%s", readyNote(newReady))
 	}

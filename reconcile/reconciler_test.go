@@ -341,6 +341,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{"empty field owner", reconcile.WithFieldOwner(""), "WithFieldOwner"},
 		{"empty name", reconcile.WithName(""), "WithName"},
 		{"negative progress delay", reconcile.WithProgressDelay(-time.Second), "WithProgressDelay"},
+		{"unknown ready events", reconcile.WithReadyEvents(7), "WithReadyEvents"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

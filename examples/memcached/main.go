@@ -26,6 +26,7 @@ import (
 
 	"github.com/opkit-dev/opkit/examples/memcached/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/memcached/internal/controller"
+	"github.com/opkit-dev/opkit/reconcile"
 	"github.com/opkit-dev/opkit/securemetrics"
 )
 
@@ -54,10 +55,10 @@ func run() error {
 		debug.SetGCPercent(defaultGCPercent)
 	}
 	var (
-		metricsAddr, probeAddr, pprofAddr, namespaces, leaderNamespace string
-		leaderElect, metricsSecure                                     bool
-		concurrency                                                    int
-		syncPeriod, progressDelay                                      time.Duration
+		metricsAddr, probeAddr, pprofAddr, namespaces, leaderNamespace, readyEvents string
+		leaderElect, metricsSecure                                                  bool
+		concurrency                                                                 int
+		syncPeriod, progressDelay                                                   time.Duration
 	)
 	// --kubeconfig is registered on flag.CommandLine by controller-runtime
 	// (ctrl.GetConfig reads it).
@@ -70,11 +71,16 @@ func run() error {
 	flag.StringVar(&namespaces, "namespaces", "", "comma-separated namespaces to watch; empty watches all")
 	flag.IntVar(&concurrency, "max-concurrent-reconciles", 16, "Memcacheds reconciled at once (a pass mostly waits on API requests; different objects only)")
 	flag.DurationVar(&syncPeriod, "sync-period", 10*time.Hour, "how often the informers resync every cached object (each resync of a child runs a pass of its Memcached)")
+	flag.StringVar(&readyEvents, "ready-events", "on-recovery", "when a Memcached's Normal Ready event is recorded: on-recovery (only when Ready becomes True from False; a new Memcached's first Ready is in its status alone) or always")
 	flag.DurationVar(&progressDelay, "progress-delay", 30*time.Second, "a Memcached (or spec change) Ready within this delay gets one status write; a slower rollout shows Reconciling after it (0: at once)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	events, err := parseReadyEvents(readyEvents)
+	if err != nil {
+		return err
+	}
 	log := ctrl.Log.WithName("setup")
 
 	scheme := runtime.NewScheme()
@@ -113,7 +119,7 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
-	if _, err := controller.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: concurrency, ProgressDelay: progressDelay}); err != nil {
+	if _, err := controller.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: concurrency, ProgressDelay: progressDelay, ReadyEvents: events}); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
@@ -142,3 +148,14 @@ func run() error {
 //
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
+// parseReadyEvents reads --ready-events.
+func parseReadyEvents(v string) (reconcile.ReadyEvents, error) {
+	switch v {
+	case "on-recovery":
+		return reconcile.ReadyEventsOnRecovery, nil
+	case "always":
+		return reconcile.ReadyEventsAlways, nil
+	}
+	return 0, fmt.Errorf("--ready-events=%q: use on-recovery or always", v)
+}

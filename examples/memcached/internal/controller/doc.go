@@ -11,7 +11,8 @@
 //   - derives Available, Progressing and Degraded from the Deployment and
 //     returns Waiting while a rollout is under way.
 //
-// The Reconciler from package reconcile does the rest: fetching, the
-// finalizer, Ready/Reconciling/Stalled, observedGeneration and a single
-// status write per pass, none when nothing changed.
+// The Reconciler from package reconcile does the rest: fetching,
+// Ready/Reconciling/Stalled, observedGeneration and a single status write
+// per pass, none when nothing changed. A Memcached carries no finalizer:
+// the garbage collector deletes its children, which are all it has.
 package controller

@@ -2,13 +2,10 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -22,7 +19,6 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/opkit-dev/opkit/examples/memcached/api/v1alpha1"
 	"github.com/opkit-dev/opkit/ownership"
@@ -47,38 +43,18 @@ const (
 	ReasonChildConflict     = "ChildConflict"
 	EventReasonScaled       = "Scaled"
 	EventReasonRollingOut   = "RollingOut"
-	EventReasonCleanedUp    = "CleanedUp"
 	actionScale, actionRoll = "Scale", "RollOut"
 )
 
-// MetricCleanups counts finalizations of Memcached objects, registered on
-// controller-runtime's metrics registry (the manager's metrics endpoint).
-const MetricCleanups = "opkit_memcached_cleanups_total"
-
-var (
-	cleanups = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: MetricCleanups,
-		Help: "Memcached objects finalized (deleted after cleanup) by this process.",
-	})
-	registerOnce sync.Once
-	registerErr  error
-)
-
-// registerMetrics registers the package's metrics once per process.
-func registerMetrics() error {
-	registerOnce.Do(func() {
-		if err := crmetrics.Registry.Register(cleanups); err != nil {
-			var already prometheus.AlreadyRegisteredError
-			if !errors.As(err, &already) {
-				registerErr = fmt.Errorf("registering %s: %w", MetricCleanups, err)
-			}
-		}
-	})
-	return registerErr
-}
-
-// Hooks is the Memcached domain logic, implementing reconcile.Hooks,
-// reconcile.Finalizer and reconcile.Validator.
+// Hooks is the Memcached domain logic, implementing reconcile.Hooks and
+// reconcile.Validator.
+//
+// It implements no reconcile.Finalizer: a Memcached has nothing outside the
+// cluster to clean up, and its children carry controller references, so
+// the garbage collector removes them. A finalizer would cost a write per
+// new Memcached and hold every deletion until the operator runs. A
+// Memcached created by an earlier version, which added the finalizer, is
+// released by the Reconciler when it is deleted.
 type Hooks struct {
 	reader   client.Reader
 	children *reconcile.Children
@@ -90,7 +66,6 @@ type Hooks struct {
 
 var (
 	_ reconcile.Hooks[*v1alpha1.Memcached]     = &Hooks{}
-	_ reconcile.Finalizer[*v1alpha1.Memcached] = &Hooks{}
 	_ reconcile.Validator[*v1alpha1.Memcached] = &Hooks{}
 )
 
@@ -102,9 +77,6 @@ var (
 // does not hold does not exist before it is created: the cache sees only
 // objects with the operator's labels (CacheOptions). nil trusts c.
 func NewHooks(c client.Client, apiReader client.Reader, scheme *runtime.Scheme, recorder events.EventRecorder) (*Hooks, error) {
-	if err := registerMetrics(); err != nil {
-		return nil, err
-	}
 	var opts []reconcile.ChildrenOption
 	if apiReader != nil {
 		opts = append(opts, reconcile.WithUncachedReader(apiReader))
@@ -311,19 +283,6 @@ func observeDeployment(m *v1alpha1.Memcached, dep *appsv1.Deployment) reconcile.
 		return reconcile.Done()
 	}
 	return reconcile.Waiting(ReasonRollingOut, msg, 0)
-}
-
-// Finalize runs when a Memcached is deleted. Its children carry controller
-// references, so the garbage collector deletes them; the cleanup work here is
-// what that leaves out: telling the user (an event on the Memcached) and
-// counting it (MetricCleanups). It is idempotent, as Finalize must be.
-func (h *Hooks) Finalize(ctx context.Context, m *v1alpha1.Memcached) reconcile.Result {
-	cleanups.Inc()
-	h.recorder.Eventf(m, nil, corev1.EventTypeNormal, EventReasonCleanedUp, "Finalize",
-		"Memcached deleted after %d pods ran; the garbage collector removes its Deployment, Service and PodDisruptionBudget",
-		len(m.Status.Nodes))
-	ctrl.LoggerFrom(ctx).Info("finalized", "memcached", klog.KObj(m))
-	return reconcile.Done()
 }
 
 func deploymentCondition(d *appsv1.Deployment, t appsv1.DeploymentConditionType) *appsv1.DeploymentCondition {

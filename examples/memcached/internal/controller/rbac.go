@@ -7,7 +7,10 @@ package controller
 // deletes the rest); pods are only listed and watched, as metadata. A
 // child the label-filtered cache does not hold is read once through the API
 // reader (get) before it is created, so that an object of someone else with
-// the same name is never taken over.
+// the same name is never taken over. Memcacheds carry no finalizer: patch
+// on memcacheds only releases the finalizer an earlier version added, and
+// update on memcacheds/finalizers lets the children's controller references
+// block their owner's deletion (blockOwnerDeletion).
 
 // +kubebuilder:rbac:groups=cache.opkit.dev,resources=memcacheds,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=cache.opkit.dev,resources=memcacheds/status,verbs=patch

@@ -39,6 +39,12 @@ type Options struct {
 	// of two; a slower rollout shows its progress after it (default 0:
 	// at once).
 	ProgressDelay time.Duration
+	// ReadyEvents is reconcile.WithReadyEvents: whether a Memcached
+	// becoming Ready for the first time gets a Normal Ready event (default
+	// reconcile.ReadyEventsAlways), or only one recovering from
+	// Ready=False does (reconcile.ReadyEventsOnRecovery: one event write
+	// fewer per new Memcached).
+	ReadyEvents reconcile.ReadyEvents
 	// SkipNameValidation allows several controllers named Name in one
 	// process (tests).
 	SkipNameValidation bool
@@ -97,7 +103,8 @@ func SetupWithManager(mgr ctrl.Manager, o Options) (*reconcile.Reconciler[*v1alp
 		reconcile.WithWatches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podOwner),
 			builder.OnlyMetadata, builder.WithPredicates(podMembershipChanged())),
 		reconcile.WithMaxConcurrentReconciles(o.MaxConcurrentReconciles),
-		reconcile.WithProgressDelay(o.ProgressDelay))
+		reconcile.WithProgressDelay(o.ProgressDelay),
+		reconcile.WithReadyEvents(o.ReadyEvents))
 	if o.SkipNameValidation {
 		opts = append(opts, reconcile.WithSkipNameValidation())
 	}
