@@ -1,46 +1,33 @@
 package main
 
 import (
-	"fmt"
 	"maps"
 	"os"
-	"strconv"
-	"strings"
+
+	"github.com/prometheus/procfs"
 )
 
-// userHZ is the kernel's USER_HZ, the unit of utime and stime in
-// /proc/<pid>/stat: 100 on every Linux architecture Go supports.
-const userHZ = 100
-
-// cpuSeconds returns the user plus system CPU time pid has used.
+// cpuSeconds returns the user plus system CPU time pid has used (procfs).
 func cpuSeconds(pid int) (float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	p, err := procfs.NewProc(pid)
 	if err != nil {
 		return 0, err
 	}
-	// The command name (field 2) may contain spaces; the fields after its
-	// closing parenthesis start with the state (field 3).
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	st, err := p.Stat()
+	if err != nil {
+		return 0, err
 	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
-	}
-	utime, err1 := strconv.ParseFloat(f[11], 64)
-	stime, err2 := strconv.ParseFloat(f[12], 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: utime %q, stime %q", pid, f[11], f[12])
-	}
-	return (utime + stime) / userHZ, nil
+	return st.CPUTime(), nil
 }
 
-// cpuSnapshot is the CPU time used so far by the operator, by each of the
-// cluster's components and by this program, keyed by process name.
+// cpuSnapshot is the CPU time used so far by the contender's operator, by
+// each of the cluster's components and by this program, keyed by process
+// name.
 func (b *bench) cpuSnapshot() map[string]float64 {
 	pids := b.e.cluster.Processes()
-	pids["operator"] = b.e.op.cmd.Process.Pid
+	if b.cur.op != nil {
+		pids["operator"] = b.cur.op.pid()
+	}
 	pids["benchmark"] = os.Getpid()
 	out := map[string]float64{}
 	for name, pid := range pids {

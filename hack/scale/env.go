@@ -38,16 +38,12 @@ import (
 	"github.com/opkit-dev/opkit/internal/testkit"
 )
 
-// Namespaces of the two populations: the operator's Memcacheds and the
-// Deployments created directly.
-const (
-	nsOperator = "scale-operator"
-	nsDirect   = "scale-direct"
-)
+// namespace is the contender's namespace.
+func namespace(contender string) string { return "scale-" + contender }
 
 var memcachedGVK = schema.GroupVersionKind{Group: "cache.opkit.dev", Version: "v1alpha1", Kind: "Memcached"}
 
-// env is what setUp started: the cluster, the operator process, the
+// env is what setUp started: the cluster, the operator processes, the
 // benchmark's client and cache.
 type env struct {
 	root        string // repository root
@@ -59,12 +55,24 @@ type env struct {
 	client      client.Client
 	cache       cache.Cache
 	cancelCache context.CancelFunc
-	op          *operator
+	ops         []*operator
+	contenders  map[string]*contender
 	kubeVersion string
 }
 
-// operator is the memcached operator process.
+// alive returns an error when an operator has exited.
+func (e *env) alive() error {
+	for _, op := range e.ops {
+		if err := op.alive(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// operator is an operator process.
 type operator struct {
+	name       string
 	cmd        *exec.Cmd
 	metricsURL string
 	log        string
@@ -83,12 +91,17 @@ func setUp(ctx context.Context, cfg config) (*env, error) {
 		return e, err
 	}
 
-	progress("building the operator (go build in examples/memcached)")
-	opBin := filepath.Join(e.tmp, "memcached")
-	build := exec.CommandContext(ctx, "go", "build", "-o", opBin, ".")
-	build.Dir = filepath.Join(e.root, "examples", "memcached") // a module of its own
-	if out, err := build.CombinedOutput(); err != nil {
-		return e, fmt.Errorf("building the operator: %w: %s", err, out)
+	progress("building the operators (examples/memcached, hack/scale/tutorial)")
+	opBin, tutBin := filepath.Join(e.tmp, "memcached"), filepath.Join(e.tmp, "tutorial")
+	for _, b := range []struct{ out, dir, pkg string }{
+		{opBin, filepath.Join(e.root, "examples", "memcached"), "."}, // a module of its own
+		{tutBin, filepath.Join(e.root, "hack"), "./scale/tutorial"},
+	} {
+		build := exec.CommandContext(ctx, "go", "build", "-o", b.out, b.pkg)
+		build.Dir = b.dir
+		if out, err := build.CombinedOutput(); err != nil {
+			return e, fmt.Errorf("building %s: %w: %s", b.pkg, err, out)
+		}
 	}
 
 	e.cluster = &localcluster.Cluster{Name: fmt.Sprintf("opkit-scale-%d", os.Getpid()), BinDir: bin}
@@ -139,16 +152,34 @@ func setUp(ctx context.Context, cfg config) (*env, error) {
 	if err := e.installCRD(ctx); err != nil {
 		return e, err
 	}
-	for _, ns := range []string{nsOperator, nsDirect} {
+	e.contenders = map[string]*contender{}
+	for _, name := range contenderOrder {
+		ns := namespace(name)
 		if err := e.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			return e, fmt.Errorf("creating namespace %s: %w", ns, err)
 		}
+		e.contenders[name] = &contender{name: name, ns: ns}
 	}
 	if err := e.startCache(ctx, scheme); err != nil {
 		return e, err
 	}
-	if e.op, err = startOperator(ctx, opBin, e.kubeconfig, e.tmp, cfg); err != nil {
-		return e, err
+	// Both operators run with client-side rate limits off, like the
+	// benchmark and the cluster, and watch only their namespace.
+	for _, o := range []struct {
+		name, bin string
+		args      []string
+	}{
+		{contOpkit, opBin, append([]string{"--namespaces", namespace(contOpkit), "--metrics-secure=false"}, cfg.OperatorArgs...)},
+		{contTutorial, tutBin, append([]string{"--namespace", namespace(contTutorial)}, cfg.TutorialArgs...)},
+	} {
+		op, err := startOperator(ctx, o.name, o.bin, o.args, e.kubeconfig, e.tmp, cfg)
+		if op != nil {
+			e.ops = append(e.ops, op)
+		}
+		if err != nil {
+			return e, err
+		}
+		e.contenders[o.name].op = op
 	}
 	return e, nil
 }
@@ -216,10 +247,11 @@ func (e *env) installCRD(ctx context.Context) error {
 // startCache starts the benchmark's own informers: Memcacheds and
 // Deployments whole, the other kinds as metadata (only counted).
 func (e *env) startCache(ctx context.Context, scheme *runtime.Scheme) error {
-	c, err := cache.New(e.cfg, cache.Options{
-		Scheme:            scheme,
-		DefaultNamespaces: map[string]cache.Config{nsOperator: {}, nsDirect: {}},
-	})
+	namespaces := map[string]cache.Config{}
+	for _, name := range contenderOrder {
+		namespaces[namespace(name)] = cache.Config{}
+	}
+	c, err := cache.New(e.cfg, cache.Options{Scheme: scheme, DefaultNamespaces: namespaces})
 	if err != nil {
 		return err
 	}
@@ -263,7 +295,9 @@ func metadataObject(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
 	return o
 }
 
-func startOperator(ctx context.Context, bin, kubeconfig, tmp string, cfg config) (*operator, error) {
+// startOperator starts an operator process with extra args, serving
+// metrics over plain HTTP and probes on loopback, and waits for /readyz.
+func startOperator(ctx context.Context, name, bin string, extra []string, kubeconfig, tmp string, cfg config) (*operator, error) {
 	metricsPort, err := testkit.FreePort()
 	if err != nil {
 		return nil, err
@@ -274,11 +308,11 @@ func startOperator(ctx context.Context, bin, kubeconfig, tmp string, cfg config)
 	}
 	args := append([]string{
 		"--kubeconfig", kubeconfig,
-		"--metrics-bind-address", "127.0.0.1:" + strconv.Itoa(metricsPort), "--metrics-secure=false",
+		"--metrics-bind-address", "127.0.0.1:" + strconv.Itoa(metricsPort),
 		"--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(probePort),
 		"--sync-period", cfg.SyncPeriod.String(),
-	}, cfg.OperatorArgs...)
-	logPath := filepath.Join(tmp, "operator.log")
+	}, extra...)
+	logPath := filepath.Join(tmp, name+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
@@ -288,36 +322,39 @@ func startOperator(ctx context.Context, bin, kubeconfig, tmp string, cfg config)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()
-		return nil, fmt.Errorf("starting the operator: %w", err)
+		return nil, fmt.Errorf("starting the %s operator: %w", name, err)
 	}
-	op := &operator{cmd: cmd, metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort), log: logPath, exited: make(chan struct{})}
+	op := &operator{name: name, cmd: cmd, metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort), log: logPath, exited: make(chan struct{})}
 	go func() {
 		op.exitErr = cmd.Wait()
 		_ = logFile.Close()
 		close(op.exited)
 	}()
-	progress(fmt.Sprintf("operator pid %d %s", cmd.Process.Pid, strings.Join(args[2:], " ")))
+	progress(fmt.Sprintf("%s operator pid %d %s", name, cmd.Process.Pid, strings.Join(args[2:], " ")))
 	readyz := fmt.Sprintf("http://127.0.0.1:%d/readyz", probePort)
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		select {
 		case <-op.exited:
-			return false, fmt.Errorf("the operator exited: %w (log: %s)", op.exitErr, tail(logPath))
+			return false, fmt.Errorf("the %s operator exited: %w (log: %s)", name, op.exitErr, tail(logPath))
 		default:
 		}
 		resp, err := httpGet(ctx, readyz)
 		return err == nil && resp == http.StatusOK, nil
 	})
 	if err != nil {
-		return op, fmt.Errorf("waiting for the operator's /readyz: %w", err)
+		return op, fmt.Errorf("waiting for the %s operator's /readyz: %w", name, err)
 	}
 	return op, nil
 }
+
+// pid is the operator's process ID.
+func (op *operator) pid() int { return op.cmd.Process.Pid }
 
 // alive returns an error when the operator has exited.
 func (op *operator) alive() error {
 	select {
 	case <-op.exited:
-		return fmt.Errorf("the operator exited: %w (log: %s)", op.exitErr, tail(op.log))
+		return fmt.Errorf("the %s operator exited: %w (log: %s)", op.name, op.exitErr, tail(op.log))
 	default:
 		return nil
 	}
@@ -354,8 +391,8 @@ func (e *env) tearDown() error {
 	}
 	progress("tearing down")
 	var errs []error
-	if e.op != nil {
-		errs = append(errs, e.op.stop())
+	for _, op := range e.ops {
+		errs = append(errs, op.stop())
 	}
 	if e.cancelCache != nil {
 		e.cancelCache()

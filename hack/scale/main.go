@@ -1,31 +1,34 @@
 // Command scale measures the memcached operator (examples/memcached) at scale
-// against the control plane's own limit, in one run on a throwaway local
-// cluster (internal/localcluster: real etcd, kube-apiserver,
-// kube-controller-manager and kube-scheduler, kwok fake nodes, QPS limits
-// off):
+// against the control plane's own limit and against a peer, in one run on
+// throwaway local clusters (internal/localcluster: real etcd,
+// kube-apiserver, kube-controller-manager and kube-scheduler, kwok fake
+// nodes, QPS limits off). Three contenders, each in its namespace, one after
+// the other on the same cluster:
 //
-//  1. create N Memcacheds of size 1 and wait until all are Ready=True at their
-//     current generation (the operator marks Ready only when the pods are
-//     available);
-//  2. create N plain Deployments directly and wait until all are rolled out
-//     and available: what the control plane alone takes;
-//  3. leave everything untouched for a while, with the operator's informers
-//     resyncing often, and count the requests the operator sends;
-//  4. resize 100 Memcacheds from 1 to 2 pods, then 100 Deployments directly;
-//  5. delete every Memcached, then every Deployment, and wait until they and
-//     everything they own (Deployments, ReplicaSets, Pods, Services, PDBs) are
-//     gone.
+//   - direct: the benchmark itself creates, resizes and deletes exactly the
+//     children the operator would (a Deployment and a headless Service per
+//     object, a PodDisruptionBudget once it has two pods);
+//   - opkit: examples/memcached, run as a process;
+//   - tutorial: hack/scale/tutorial, the same operator written the way the
+//     operator-sdk/kubebuilder tutorial teaches, run as a process.
 //
-// The operator runs as a separate process, built from ./examples/memcached;
-// its API requests come from its metrics endpoint (client-go's
-// rest_client_requests_total) and its peak RSS from /proc/<pid>/status
-// (VmHWM). The cluster and the operator are removed at the end, also on
-// failure and on Ctrl-C. Everything listens on loopback.
+// For each: create N of size 1 until all are Ready (Memcacheds Ready=True at
+// their generation with their pods available; Deployments rolled out and
+// available), leave them for a while with the informers resyncing often
+// (operators), resize some from 1 to 2 pods, delete all until they and
+// everything they own are gone.
 //
-//	cd hack && go run ./scale -n 1000 -out ../.local/scale
+// The operators' API requests come from their metrics endpoints (client-go's
+// rest_client_requests_total, parsed with prometheus/common/expfmt), the
+// API server's work by request kind from its own metrics, CPU time and
+// resident sets from /proc (prometheus/procfs). Each N of -curve runs on a
+// fresh cluster with fresh operators. Clusters and operators are removed at
+// the end, also on failure and on Ctrl-C. Everything listens on loopback.
+//
+//	cd hack && go run ./scale -n 1000 -curve 250,500,2000 -out ../.local/scale
 //
 // writes scale.md (tables), scale.json (raw numbers) and scale.png (ready
-// count over time, operator vs direct) into -out.
+// count over time at -n, per contender) into -out.
 package main
 
 import (
@@ -36,6 +39,9 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -45,6 +51,7 @@ import (
 
 type config struct {
 	N            int
+	Curve        []int
 	Nodes        int
 	Resize       int
 	Workers      int
@@ -53,12 +60,15 @@ type config struct {
 	Timeout      time.Duration
 	Out          string
 	OperatorArgs []string
+	TutorialArgs []string
 }
 
 func main() {
 	var cfg config
-	var opArgs stringList
-	flag.IntVar(&cfg.N, "n", 1000, "number of Memcacheds, and of Deployments created directly")
+	var opArgs, tutArgs stringList
+	var curve string
+	flag.IntVar(&cfg.N, "n", 1000, "number of objects of each contender in the main run (its tables and plot)")
+	flag.StringVar(&curve, "curve", "", "comma-separated further N, each measured on a fresh cluster, for the scaling curve (e.g. 250,500,2000)")
 	flag.IntVar(&cfg.Nodes, "nodes", 10, "number of kwok fake nodes")
 	flag.IntVar(&cfg.Resize, "resize", 100, "number of Memcacheds (and Deployments) resized from 1 to 2 pods")
 	flag.IntVar(&cfg.Workers, "workers", 16, "concurrent create, patch and delete requests of the benchmark client")
@@ -66,11 +76,23 @@ func main() {
 	flag.DurationVar(&cfg.SyncPeriod, "sync-period", 15*time.Second, "the operator's informer resync period (--sync-period), to force resyncs in the steady phase")
 	flag.DurationVar(&cfg.Timeout, "phase-timeout", 15*time.Minute, "how long one phase may take before the run fails")
 	flag.StringVar(&cfg.Out, "out", ".local/scale", "directory for scale.md, scale.json and scale.png")
-	flag.Var(&opArgs, "operator-arg", "extra flag for the operator (repeatable), e.g. --operator-arg=--max-concurrent-reconciles=8")
+	flag.Var(&opArgs, "operator-arg", "extra flag for the opkit operator (repeatable), e.g. --operator-arg=--ready-events=always")
+	flag.Var(&tutArgs, "tutorial-arg", "extra flag for the tutorial operator (repeatable)")
 	flag.Parse()
-	cfg.OperatorArgs = opArgs
-	if cfg.N < 1 || cfg.Resize < 0 || cfg.Resize > cfg.N || cfg.Nodes < 1 || cfg.Workers < 1 {
-		fmt.Fprintln(os.Stderr, "scale: need -n >= 1, 0 <= -resize <= -n, -nodes >= 1, -workers >= 1")
+	cfg.OperatorArgs, cfg.TutorialArgs = opArgs, tutArgs
+	for f := range strings.SplitSeq(curve, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "scale: -curve %q: want comma-separated numbers >= 1\n", curve)
+			os.Exit(2)
+		}
+		cfg.Curve = append(cfg.Curve, n)
+	}
+	if cfg.N < 1 || cfg.Resize < 0 || cfg.Nodes < 1 || cfg.Workers < 1 {
+		fmt.Fprintln(os.Stderr, "scale: need -n >= 1, -resize >= 0 (at most N are resized), -nodes >= 1, -workers >= 1")
 		os.Exit(2)
 	}
 
@@ -85,7 +107,7 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, cfg config) (err error) {
+func run(ctx context.Context, cfg config) error {
 	out, err := filepath.Abs(cfg.Out)
 	if err != nil {
 		return err
@@ -93,25 +115,44 @@ func run(ctx context.Context, cfg config) (err error) {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
-	env, err := setUp(ctx, cfg)
-	// setUp returns what it started even on failure, so that it is torn down.
-	defer func() {
-		if terr := env.tearDown(); terr != nil {
-			err = errors.Join(err, terr)
+	res := &results{Started: time.Now().UTC(), Nodes: cfg.Nodes, Primary: cfg.N}
+	ns := slices.Sorted(slices.Values(append([]int{cfg.N}, cfg.Curve...)))
+	ns = slices.Compact(ns)
+	var m machine
+	for _, n := range ns {
+		fmt.Fprintf(os.Stderr, "\n== N=%d\n", n)
+		r, mm, err := runOnce(ctx, cfg, n)
+		if err != nil {
+			return err
 		}
-	}()
-	if err != nil {
-		return err
+		res.Runs = append(res.Runs, r)
+		if n == cfg.N {
+			m = mm
+		}
 	}
-	res, err := measure(ctx, env, cfg)
-	if err != nil {
-		return err
-	}
-	if err := writeResults(out, cfg, env, res); err != nil {
+	if err := writeResults(out, cfg, m, res); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "\nresults in %s\n", out)
 	return nil
+}
+
+// runOnce measures every contender at n on a cluster of its own.
+func runOnce(ctx context.Context, cfg config, n int) (res *runResult, m machine, err error) {
+	e, err := setUp(ctx, cfg)
+	// setUp returns what it started even on failure, so that it is torn down.
+	defer func() {
+		if terr := e.tearDown(); terr != nil {
+			err = errors.Join(err, terr)
+		}
+	}()
+	if err != nil {
+		return nil, m, err
+	}
+	if res, err = measure(ctx, e, cfg, n); err != nil {
+		return nil, m, err
+	}
+	return res, describe(e), nil
 }
 
 // stringList is a repeatable string flag.

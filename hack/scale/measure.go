@@ -10,12 +10,9 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -43,128 +40,162 @@ type phase struct {
 	// ClusterWrites is the write requests the API server served during the
 	// phase, from every client, by resource[/subresource].
 	ClusterWrites map[string]float64 `json:"clusterWrites,omitempty"`
+	// APIKinds is the API server's own account of the phase by request
+	// kind ("VERB resource[/subresource]"): requests served and the seconds
+	// its handlers took (watches excluded).
+	APIKinds map[string]apiKind `json:"apiKinds,omitempty"`
+	// WatchEvents is the watch events the API server sent during the
+	// phase, by resource: the fan-out of every write to every watcher.
+	WatchEvents map[string]float64 `json:"watchEvents,omitempty"`
+}
+
+// contenderResult is one contender's measurements at one N.
+type contenderResult struct {
+	Name   string `json:"name"`
+	Create phase  `json:"create"`
+	// Steady is measured for operators only.
+	Steady *phase `json:"steady,omitempty"`
+	Resize phase  `json:"resize"`
+	Delete phase  `json:"delete"`
+	// Operators: all their requests in the contender's phases, their
+	// resident set before and after the create step (VmRSS), their peak
+	// (VmHWM) and their Go heap in use at the end.
+	Whole           *requests `json:"whole,omitempty"`
+	RSSBeforeCreate int64     `json:"rssBeforeCreateBytes,omitempty"`
+	RSSAfterCreate  int64     `json:"rssAfterCreateBytes,omitempty"`
+	PeakRSSBytes    int64     `json:"peakRSSBytes,omitempty"`
+	GoHeapBytes     float64   `json:"goHeapInuseBytesAtEnd,omitempty"`
+}
+
+// rssPerCR is the operator's resident set growth over the create step per
+// object created, in bytes.
+func (c *contenderResult) rssPerCR(n int) float64 {
+	return float64(c.RSSAfterCreate-c.RSSBeforeCreate) / float64(max(n, 1))
+}
+
+// runResult is one N, every contender measured on a fresh cluster.
+type runResult struct {
+	N          int                         `json:"n"`
+	Resize     int                         `json:"resize"`
+	Started    time.Time                   `json:"started"`
+	Contenders map[string]*contenderResult `json:"contenders"`
 }
 
 type results struct {
-	Started        time.Time `json:"started"`
-	N              int       `json:"n"`
-	Nodes          int       `json:"nodes"`
-	Resize         int       `json:"resize"`
-	CreateOp       phase     `json:"createOperator"`
-	CreateDirect   phase     `json:"createDirect"`
-	Steady         phase     `json:"steady"`
-	ResizeOp       phase     `json:"resizeOperator"`
-	ResizeDirect   phase     `json:"resizeDirect"`
-	DeleteOp       phase     `json:"deleteOperator"`
-	DeleteDirect   phase     `json:"deleteDirect"`
-	Whole          requests  `json:"wholeRun"`
-	PeakRSSBytes   int64     `json:"peakRSSBytes"`
-	RSSAfterCreate int64     `json:"rssAfterCreateBytes"`
-	GoHeapBytes    float64   `json:"goHeapInuseBytesAtEnd"`
+	Started time.Time    `json:"started"`
+	Nodes   int          `json:"nodes"`
+	Primary int          `json:"primaryN"`
+	Runs    []*runResult `json:"runs"`
+}
+
+// run returns the result at n (nil if not measured).
+func (r *results) run(n int) *runResult {
+	for _, x := range r.Runs {
+		if x.N == n {
+			return x
+		}
+	}
+	return nil
 }
 
 type bench struct {
-	e       *env
-	cfg     config
+	e   *env
+	cfg config
+	// cur is the contender being measured, peakRSS its operator's.
+	cur     *contender
 	peakRSS int64
 }
 
-func measure(ctx context.Context, e *env, cfg config) (*results, error) {
-	b := &bench{e: e, cfg: cfg}
-	res := &results{Started: time.Now().UTC(), N: cfg.N, Nodes: cfg.Nodes, Resize: cfg.Resize}
-	first, err := scrape(ctx, e.op.metricsURL)
-	if err != nil {
-		return nil, err
+// measure runs every contender at n on e's cluster, one after the other:
+// create n, leave them (operators), resize, delete all.
+func measure(ctx context.Context, e *env, cfg config, n int) (*runResult, error) {
+	res := &runResult{N: n, Resize: min(cfg.Resize, n), Started: time.Now().UTC(), Contenders: map[string]*contenderResult{}}
+	for _, name := range contenderOrder {
+		c := e.contenders[name]
+		b := &bench{e: e, cfg: cfg, cur: c}
+		cr, err := b.contender(ctx, n, res.Resize)
+		if err != nil {
+			return nil, fmt.Errorf("%s at N=%d: %w", name, n, err)
+		}
+		res.Contenders[name] = cr
 	}
-	opNames := names("mc", cfg.N)
-	dirNames := names("deploy", cfg.N)
-	resizeOp, resizeDir := opNames[:cfg.Resize], dirNames[:cfg.Resize]
-
-	// 1. Memcacheds until Ready.
-	res.CreateOp, err = b.operatorPhase(ctx, "create Memcacheds", cfg.N, func(ctx context.Context) error {
-		return b.parallel(ctx, opNames, func(ctx context.Context, name string) error {
-			return b.e.client.Create(ctx, newMemcached(name))
-		})
-	}, func() (int, error) { return b.countMemcachedsReady(opNames, 1) })
-	if err != nil {
-		return nil, err
-	}
-	if res.RSSAfterCreate, err = memory(e.op.cmd.Process.Pid); err != nil {
-		return nil, err
-	}
-
-	// 2. The same number of Deployments, directly.
-	res.CreateDirect, err = b.timed(ctx, "create Deployments directly", cfg.N, func(ctx context.Context) error {
-		return b.parallel(ctx, dirNames, func(ctx context.Context, name string) error {
-			return b.e.client.Create(ctx, newDeployment(name))
-		})
-	}, func() (int, error) { return b.countDeploymentsReady(dirNames, 1) })
-	if err != nil {
-		return nil, err
-	}
-
-	// 3. Steady state, with the informers resyncing.
-	res.Steady, err = b.operatorPhase(ctx, "steady state", 0, func(ctx context.Context) error {
-		return nil
-	}, b.sleeper(cfg.Steady))
-	if err != nil {
-		return nil, err
-	}
-
-	// 4. Resize.
-	res.ResizeOp, err = b.operatorPhase(ctx, "resize Memcacheds 1->2", cfg.Resize, func(ctx context.Context) error {
-		return b.parallel(ctx, resizeOp, func(ctx context.Context, name string) error {
-			m := &unstructured.Unstructured{}
-			m.SetGroupVersionKind(memcachedGVK)
-			m.SetNamespace(nsOperator)
-			m.SetName(name)
-			return b.e.client.Patch(ctx, m, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"size":2}}`)))
-		})
-	}, func() (int, error) { return b.countMemcachedsReady(resizeOp, 2) })
-	if err != nil {
-		return nil, err
-	}
-	res.ResizeDirect, err = b.timed(ctx, "resize Deployments 1->2 directly", cfg.Resize, func(ctx context.Context) error {
-		return b.parallel(ctx, resizeDir, func(ctx context.Context, name string) error {
-			d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: nsDirect, Name: name}}
-			return b.e.client.Patch(ctx, d, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":2}}`)))
-		})
-	}, func() (int, error) { return b.countDeploymentsReady(resizeDir, 2) })
-	if err != nil {
-		return nil, err
-	}
-
-	// 5. Delete.
-	res.DeleteOp, err = b.deletePhase(ctx, true, opNames)
-	if err != nil {
-		return nil, err
-	}
-	res.DeleteDirect, err = b.deletePhase(ctx, false, dirNames)
-	if err != nil {
-		return nil, err
-	}
-
-	last, err := scrape(ctx, e.op.metricsURL)
-	if err != nil {
-		return nil, err
-	}
-	res.Whole = summarise(delta(first, last))
-	res.GoHeapBytes = last.sum("go_memstats_heap_inuse_bytes", nil)
-	if err := b.pollRSS(); err != nil {
-		return nil, err
-	}
-	res.PeakRSSBytes = b.peakRSS
 	return res, nil
 }
 
-// operatorPhase is timed with the operator's requests counted.
-func (b *bench) operatorPhase(ctx context.Context, name string, total int, act func(context.Context) error, done func() (int, error)) (phase, error) {
-	before, err := scrape(ctx, b.e.op.metricsURL)
+// contender measures b.cur.
+func (b *bench) contender(ctx context.Context, n, resize int) (*contenderResult, error) {
+	c := b.cur
+	res := &contenderResult{Name: c.name}
+	objNames := names("mc", n)
+	var first snapshot
+	if c.operated() {
+		var err error
+		if first, err = scrape(ctx, c.op.metricsURL); err != nil {
+			return nil, err
+		}
+		if res.RSSBeforeCreate, err = residentSet(c.op.pid()); err != nil {
+			return nil, err
+		}
+	}
+	var err error
+	res.Create, err = b.phase(ctx, fmt.Sprintf("%s: create %d %s", c.name, n, c.noun()), n, func(ctx context.Context) error {
+		return b.parallel(ctx, objNames, func(ctx context.Context, name string) error {
+			return c.create(ctx, b.e.client, name)
+		})
+	}, func() (int, error) { return b.countReady(objNames, 1) })
 	if err != nil {
-		return phase{}, err
+		return nil, err
+	}
+	if c.operated() {
+		if res.RSSAfterCreate, err = residentSet(c.op.pid()); err != nil {
+			return nil, err
+		}
+		steady, err := b.phase(ctx, c.name+": steady state", 0, func(context.Context) error { return nil }, b.sleeper(b.cfg.Steady))
+		if err != nil {
+			return nil, err
+		}
+		res.Steady = &steady
+	}
+	resized := objNames[:resize]
+	res.Resize, err = b.phase(ctx, fmt.Sprintf("%s: resize %d 1->2", c.name, resize), resize, func(ctx context.Context) error {
+		return b.parallel(ctx, resized, func(ctx context.Context, name string) error {
+			return c.resize(ctx, b.e.client, name)
+		})
+	}, func() (int, error) { return b.countReady(resized, 2) })
+	if err != nil {
+		return nil, err
+	}
+	if res.Delete, err = b.deletePhase(ctx, objNames); err != nil {
+		return nil, err
+	}
+	if c.operated() {
+		last, err := scrape(ctx, c.op.metricsURL)
+		if err != nil {
+			return nil, err
+		}
+		whole := summarise(delta(first, last))
+		res.Whole = &whole
+		res.GoHeapBytes = last.sum("go_memstats_heap_inuse_bytes", nil)
+		if err := b.pollRSS(); err != nil {
+			return nil, err
+		}
+		res.PeakRSSBytes = b.peakRSS
+	}
+	return res, nil
+}
+
+// phase is timed, with the operator's requests counted when there is one.
+func (b *bench) phase(ctx context.Context, name string, total int, act func(context.Context) error, done func() (int, error)) (phase, error) {
+	op := b.cur.op
+	var before snapshot
+	if op != nil {
+		var err error
+		if before, err = scrape(ctx, op.metricsURL); err != nil {
+			return phase{}, err
+		}
 	}
 	p, err := b.timed(ctx, name, total, act, done)
-	if err != nil {
+	if err != nil || op == nil {
 		return p, err
 	}
 	// Let the watch events of the last writes arrive, so that passes they
@@ -172,7 +203,7 @@ func (b *bench) operatorPhase(ctx context.Context, name string, total int, act f
 	if total > 0 {
 		time.Sleep(2 * time.Second)
 	}
-	after, err := scrape(ctx, b.e.op.metricsURL)
+	after, err := scrape(ctx, op.metricsURL)
 	if err != nil {
 		return p, err
 	}
@@ -212,7 +243,7 @@ func (b *bench) timed(ctx context.Context, name string, total int, act func(cont
 		}
 		if time.Since(lastPrint) >= time.Second {
 			_ = b.pollRSS()
-			progress(fmt.Sprintf("%-34s %6d/%-6d %7.1fs   operator peak RSS %s", name, max(n, 0), total, el.Seconds(), mb(b.peakRSS)))
+			progress(fmt.Sprintf("%-44s %6d/%-6d %7.1fs%s", name, max(n, 0), total, el.Seconds(), b.rssNote()))
 			lastPrint = time.Now()
 		}
 		if n >= total && !acting {
@@ -222,11 +253,14 @@ func (b *bench) timed(ctx context.Context, name string, total int, act func(cont
 			if err != nil {
 				return p, err
 			}
-			p.ClusterWrites = clusterWrites(delta(apiBefore, apiAfter))
-			progress(fmt.Sprintf("%-34s %6d/%-6d %7.1fs   operator peak RSS %s\n", name, n, total, el.Seconds(), mb(b.peakRSS)))
+			d := delta(apiBefore, apiAfter)
+			p.ClusterWrites = clusterWrites(d)
+			p.APIKinds = apiKinds(d)
+			p.WatchEvents = watchEvents(d)
+			progress(fmt.Sprintf("%-44s %6d/%-6d %7.1fs%s\n", name, n, total, el.Seconds(), b.rssNote()))
 			return p, nil
 		}
-		if err := b.e.op.alive(); err != nil {
+		if err := b.e.alive(); err != nil {
 			return p, err
 		}
 		select {
@@ -240,6 +274,13 @@ func (b *bench) timed(ctx context.Context, name string, total int, act func(cont
 		case <-tick.C:
 		}
 	}
+}
+
+func (b *bench) rssNote() string {
+	if b.cur.op == nil {
+		return ""
+	}
+	return "   operator peak RSS " + mb(b.peakRSS)
 }
 
 // apiserverMetrics scrapes the API server's own metrics.
@@ -263,30 +304,19 @@ func (b *bench) sleeper(d time.Duration) func() (int, error) {
 	}
 }
 
-// deletePhase deletes the named Memcacheds (operator) or Deployments and
-// waits until they, then everything in their namespace, are gone.
-func (b *bench) deletePhase(ctx context.Context, operator bool, objNames []string) (phase, error) {
-	ns, name := nsDirect, "delete Deployments directly"
-	if operator {
-		ns, name = nsOperator, "delete Memcacheds"
-	}
+// deletePhase deletes the named objects and waits until they, then
+// everything in the contender's namespace, are gone.
+func (b *bench) deletePhase(ctx context.Context, objNames []string) (phase, error) {
+	c := b.cur
 	var topGone float64
 	start := time.Now()
 	act := func(ctx context.Context) error {
 		return b.parallel(ctx, objNames, func(ctx context.Context, n string) error {
-			var obj client.Object = &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: n}}
-			if operator {
-				m := &unstructured.Unstructured{}
-				m.SetGroupVersionKind(memcachedGVK)
-				m.SetNamespace(ns)
-				m.SetName(n)
-				obj = m
-			}
-			return client.IgnoreNotFound(b.e.client.Delete(ctx, obj))
+			return c.remove(ctx, b.e.client, n)
 		})
 	}
 	done := func() (int, error) {
-		top, err := b.countTop(ns, operator)
+		top, err := b.countTop()
 		if err != nil {
 			return 0, err
 		}
@@ -296,7 +326,7 @@ func (b *bench) deletePhase(ctx context.Context, operator bool, objNames []strin
 		if topGone == 0 {
 			topGone = time.Since(start).Seconds()
 		}
-		left, err := b.countDescendants(ns)
+		left, err := b.countDescendants()
 		if err != nil {
 			return 0, err
 		}
@@ -306,11 +336,7 @@ func (b *bench) deletePhase(ctx context.Context, operator bool, objNames []strin
 		}
 		return len(objNames), nil
 	}
-	run := b.timed
-	if operator {
-		run = b.operatorPhase
-	}
-	p, err := run(ctx, name, len(objNames), act, done)
+	p, err := b.phase(ctx, fmt.Sprintf("%s: delete %d", c.name, len(objNames)), len(objNames), act, done)
 	if err != nil {
 		return p, err
 	}
@@ -318,33 +344,34 @@ func (b *bench) deletePhase(ctx context.Context, operator bool, objNames []strin
 	return p, nil
 }
 
-func (b *bench) countTop(ns string, operator bool) (int, error) {
-	if operator {
+// countTop counts what the contender deletes: Memcacheds, or Deployments.
+func (b *bench) countTop() (int, error) {
+	if b.cur.operated() {
 		l := memcachedList()
-		if err := b.e.cache.List(context.Background(), l, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+		if err := b.e.cache.List(context.Background(), l, client.InNamespace(b.cur.ns), client.UnsafeDisableDeepCopy); err != nil {
 			return 0, err
 		}
 		return len(l.Items), nil
 	}
 	var l appsv1.DeploymentList
-	if err := b.e.cache.List(context.Background(), &l, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+	if err := b.e.cache.List(context.Background(), &l, client.InNamespace(b.cur.ns), client.UnsafeDisableDeepCopy); err != nil {
 		return 0, err
 	}
 	return len(l.Items), nil
 }
 
 // countDescendants counts Deployments, ReplicaSets, Pods, Services and PDBs
-// left in ns.
-func (b *bench) countDescendants(ns string) (int, error) {
+// left in the contender's namespace.
+func (b *bench) countDescendants() (int, error) {
 	var deps appsv1.DeploymentList
-	if err := b.e.cache.List(context.Background(), &deps, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+	if err := b.e.cache.List(context.Background(), &deps, client.InNamespace(b.cur.ns), client.UnsafeDisableDeepCopy); err != nil {
 		return 0, err
 	}
 	n := len(deps.Items)
 	for _, gvk := range metadataKinds {
 		l := &metav1.PartialObjectMetadataList{}
 		l.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := b.e.cache.List(context.Background(), l, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+		if err := b.e.cache.List(context.Background(), l, client.InNamespace(b.cur.ns), client.UnsafeDisableDeepCopy); err != nil {
 			return 0, err
 		}
 		n += len(l.Items)
@@ -352,11 +379,21 @@ func (b *bench) countDescendants(ns string) (int, error) {
 	return n, nil
 }
 
+// countReady counts the named objects that are done with the given
+// number of pods: Memcacheds Ready=True at their generation, or
+// Deployments rolled out.
+func (b *bench) countReady(objNames []string, pods int) (int, error) {
+	if b.cur.operated() {
+		return b.countMemcachedsReady(objNames, int64(pods))
+	}
+	return b.countDeploymentsReady(objNames, int32(pods))
+}
+
 // countMemcachedsReady counts the named Memcacheds that are Ready=True at
 // their current generation with the given number of ready pods.
 func (b *bench) countMemcachedsReady(objNames []string, pods int64) (int, error) {
 	l := memcachedList()
-	if err := b.e.cache.List(context.Background(), l, client.InNamespace(nsOperator), client.UnsafeDisableDeepCopy); err != nil {
+	if err := b.e.cache.List(context.Background(), l, client.InNamespace(b.cur.ns), client.UnsafeDisableDeepCopy); err != nil {
 		return 0, err
 	}
 	want := nameSet(objNames)
@@ -389,11 +426,11 @@ func memcachedReady(m *unstructured.Unstructured, pods int64) bool {
 }
 
 // countDeploymentsReady counts the named Deployments rolled out with the
-// given number of available pods: the same test the operator applies before
-// it reports Ready.
+// given number of available pods: the same test the operators apply before
+// they report Ready.
 func (b *bench) countDeploymentsReady(objNames []string, pods int32) (int, error) {
 	var l appsv1.DeploymentList
-	if err := b.e.cache.List(context.Background(), &l, client.InNamespace(nsDirect), client.UnsafeDisableDeepCopy); err != nil {
+	if err := b.e.cache.List(context.Background(), &l, client.InNamespace(b.cur.ns), client.UnsafeDisableDeepCopy); err != nil {
 		return 0, err
 	}
 	want := nameSet(objNames)
@@ -458,11 +495,16 @@ func (b *bench) parallel(ctx context.Context, objNames []string, f func(context.
 	return ctx.Err()
 }
 
+// pollRSS records the peak resident set of the current contender's
+// operator.
 func (b *bench) pollRSS() error {
-	hwm, err := memory(b.e.op.cmd.Process.Pid)
+	if b.cur.op == nil {
+		return nil
+	}
+	hwm, err := memory(b.cur.op.pid())
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return b.e.op.alive()
+			return b.cur.op.alive()
 		}
 		return err
 	}
@@ -471,6 +513,8 @@ func (b *bench) pollRSS() error {
 	}
 	return nil
 }
+
+func isAlreadyExists(err error) bool { return apierrors.IsAlreadyExists(err) }
 
 func names(prefix string, n int) []string {
 	out := make([]string, n)
@@ -486,53 +530,6 @@ func nameSet(ns []string) map[string]bool {
 		m[n] = true
 	}
 	return m
-}
-
-func newMemcached(name string) *unstructured.Unstructured {
-	m := &unstructured.Unstructured{Object: map[string]any{
-		"spec": map[string]any{"size": int64(1)},
-	}}
-	m.SetGroupVersionKind(memcachedGVK)
-	m.SetNamespace(nsOperator)
-	m.SetName(name)
-	return m
-}
-
-// newDeployment is a plain Deployment with the pod template the operator
-// gives a size-1 Memcached (image, command, port, probes), without the
-// operator's labels.
-func newDeployment(name string) *appsv1.Deployment {
-	labels := map[string]string{"app.kubernetes.io/name": "memcached-direct", "app.kubernetes.io/instance": name}
-	probe := func(delay int32) *corev1.Probe {
-		return &corev1.Probe{
-			ProbeHandler:        corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("memcache")}},
-			InitialDelaySeconds: delay, TimeoutSeconds: 1, PeriodSeconds: 10, SuccessThreshold: 1, FailureThreshold: 3,
-		}
-	}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: nsDirect, Name: name, Labels: labels},
-		Spec: appsv1.DeploymentSpec{
-			Replicas:             ptr.To[int32](1),
-			Selector:             &metav1.LabelSelector{MatchLabels: labels},
-			RevisionHistoryLimit: ptr.To[int32](2),
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					AutomountServiceAccountToken: ptr.To(false),
-					EnableServiceLinks:           ptr.To(false),
-					Containers: []corev1.Container{{
-						Name:           "memcached",
-						Image:          "memcached:1.6",
-						Command:        []string{"memcached"},
-						Args:           []string{"-p", "11211", "-m", "64"},
-						Ports:          []corev1.ContainerPort{{Name: "memcache", ContainerPort: 11211, Protocol: corev1.ProtocolTCP}},
-						ReadinessProbe: probe(0),
-						LivenessProbe:  probe(10),
-					}},
-				},
-			},
-		},
-	}
 }
 
 func mb(b int64) string { return fmt.Sprintf("%.1f MB", float64(b)/(1<<20)) }

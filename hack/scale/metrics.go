@@ -1,26 +1,31 @@
 package main
 
 import (
-	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/procfs"
 )
 
-// series is one sample of the Prometheus text format: name, labels, value.
+// series is one sample of a scrape: name, labels, value.
 type series struct {
 	Name   string
 	Labels map[string]string
 	Value  float64
 }
 
-// snapshot is one scrape of the operator's metrics endpoint, keyed by the
-// series' text (name{labels}).
+// snapshot is one scrape of a metrics endpoint, keyed by the series' text
+// (name{labels}). Histograms and summaries appear as their _bucket, _sum
+// and _count series.
 type snapshot map[string]series
 
 func scrape(ctx context.Context, url string) (snapshot, error) {
@@ -28,6 +33,8 @@ func scrape(ctx context.Context, url string) (snapshot, error) {
 }
 
 // scrapeWith is scrape through hc (e.g. authenticated to the API server).
+// It parses what the endpoint serves (Prometheus text or protobuf) with
+// prometheus/common's expfmt.
 func scrapeWith(ctx context.Context, hc *http.Client, url string) (snapshot, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -35,7 +42,7 @@ func scrapeWith(ctx context.Context, hc *http.Client, url string) (snapshot, err
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Accept", "text/plain; version=0.0.4")
+	req.Header.Set("Accept", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
 	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("scraping %s: %w", url, err)
@@ -44,102 +51,29 @@ func scrapeWith(ctx context.Context, hc *http.Client, url string) (snapshot, err
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("scraping %s: %s", url, resp.Status)
 	}
+	dec := &expfmt.SampleDecoder{
+		Dec:  expfmt.NewDecoder(resp.Body, expfmt.ResponseFormat(resp.Header)),
+		Opts: &expfmt.DecodeOptions{Timestamp: model.Now()},
+	}
 	snap := snapshot{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
+	for {
+		var v model.Vector
+		if err := dec.Decode(&v); err != nil {
+			if errors.Is(err, io.EOF) {
+				return snap, nil
+			}
+			return nil, fmt.Errorf("reading %s: %w", url, err)
 		}
-		s, key, ok := parseLine(line)
-		if ok {
-			snap[key] = s
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("reading %s: %w", url, err)
-	}
-	return snap, nil
-}
-
-// parseLine parses `name{k="v",...} value [timestamp]`.
-func parseLine(line string) (series, string, bool) {
-	s := series{Labels: map[string]string{}}
-	i := strings.IndexAny(line, "{ ")
-	if i < 0 {
-		return s, "", false
-	}
-	s.Name = line[:i]
-	rest := line[i:]
-	key := s.Name
-	if rest[0] == '{' {
-		end := -1
-		inQuote := false
-		for j := 1; j < len(rest); j++ {
-			switch c := rest[j]; {
-			case c == '\\' && inQuote:
-				j++
-			case c == '"':
-				inQuote = !inQuote
-			case c == '}' && !inQuote:
-				end = j
+		for _, smp := range v {
+			labels := make(map[string]string, len(smp.Metric))
+			for k, lv := range smp.Metric {
+				if k != model.MetricNameLabel {
+					labels[string(k)] = string(lv)
+				}
 			}
-			if end >= 0 {
-				break
-			}
-		}
-		if end < 0 {
-			return s, "", false
-		}
-		key += rest[:end+1]
-		for _, kv := range splitLabels(rest[1:end]) {
-			k, v, ok := strings.Cut(kv, "=")
-			if !ok {
-				continue
-			}
-			if uq, err := strconv.Unquote(v); err == nil {
-				v = uq
-			}
-			s.Labels[k] = v
-		}
-		rest = rest[end+1:]
-	}
-	fields := strings.Fields(rest)
-	if len(fields) == 0 {
-		return s, "", false
-	}
-	v, err := strconv.ParseFloat(fields[0], 64)
-	if err != nil {
-		return s, "", false
-	}
-	s.Value = v
-	return s, key, true
-}
-
-// splitLabels splits `a="x",b="y"` at the commas outside quotes.
-func splitLabels(s string) []string {
-	var out []string
-	inQuote, start := false, 0
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '\\':
-			if inQuote {
-				i++
-			}
-		case '"':
-			inQuote = !inQuote
-		case ',':
-			if !inQuote {
-				out = append(out, s[start:i])
-				start = i + 1
-			}
+			snap[smp.Metric.String()] = series{Name: string(smp.Metric[model.MetricNameLabel]), Labels: labels, Value: float64(smp.Value)}
 		}
 	}
-	if start < len(s) {
-		out = append(out, s[start:])
-	}
-	return out
 }
 
 // delta returns after - before for every series of after (counters).
@@ -192,8 +126,8 @@ type requests struct {
 	Total     float64            `json:"total"`
 	Writes    float64            `json:"writes"`
 	Conflicts float64            `json:"conflicts"`
-	// Reconciles counts controller-runtime's passes of the memcached
-	// controller; Outcomes and StatusWrites are opkit's counters.
+	// Reconciles counts controller-runtime's passes (each operator runs
+	// one controller); Outcomes and StatusWrites are opkit's counters.
 	Reconciles   float64            `json:"reconciles"`
 	Outcomes     map[string]float64 `json:"outcomes"`
 	StatusWrites map[string]float64 `json:"statusWrites"`
@@ -205,7 +139,7 @@ func summarise(d snapshot) requests {
 		ByCode:       d.by(requestsMetric, "code"),
 		Total:        d.sum(requestsMetric, nil),
 		Conflicts:    d.sum(requestsMetric, map[string]string{"code": "409"}),
-		Reconciles:   d.sum("controller_runtime_reconcile_total", map[string]string{"controller": "memcached"}),
+		Reconciles:   d.sum("controller_runtime_reconcile_total", nil),
 		Outcomes:     d.by("opkit_reconcile_outcomes_total", "outcome"),
 		StatusWrites: d.by("opkit_status_writes_total", "result"),
 	}
@@ -233,6 +167,61 @@ func clusterWrites(d snapshot) map[string]float64 {
 		r := x.Labels["resource"]
 		if sub := x.Labels["subresource"]; sub != "" {
 			r += "/" + sub
+		}
+		out[r] += x.Value
+	}
+	return out
+}
+
+// apiKind is the API server's account of one kind of request.
+type apiKind struct {
+	Count float64 `json:"count"`
+	// Seconds is the sum of the request durations the API server
+	// measured (apiserver_request_duration_seconds): time in its handlers,
+	// which on a CPU-bound control plane is mostly CPU.
+	Seconds float64 `json:"seconds"`
+}
+
+// apiKinds is the requests the API server served between two snapshots
+// of its metrics, by "VERB resource[/subresource]". Watches are left out:
+// their duration is how long they stayed open.
+func apiKinds(d snapshot) map[string]apiKind {
+	out := map[string]apiKind{}
+	for _, x := range d {
+		verb := x.Labels["verb"]
+		if x.Value == 0 || verb == "WATCH" || verb == "WATCHLIST" || verb == "CONNECT" {
+			continue
+		}
+		key := verb + " " + x.Labels["resource"]
+		if sub := x.Labels["subresource"]; sub != "" {
+			key += "/" + sub
+		}
+		switch x.Name {
+		case apiserverRequestsMetric:
+			k := out[key]
+			k.Count += x.Value
+			out[key] = k
+		case "apiserver_request_duration_seconds_sum":
+			k := out[key]
+			k.Seconds += x.Value
+			out[key] = k
+		}
+	}
+	return out
+}
+
+// watchEvents is the watch events the API server sent between two
+// snapshots of its metrics, by resource (or kind, as older servers label
+// them).
+func watchEvents(d snapshot) map[string]float64 {
+	out := map[string]float64{}
+	for _, x := range d {
+		if x.Name != "apiserver_watch_events_total" || x.Value == 0 {
+			continue
+		}
+		r := x.Labels["resource"]
+		if r == "" {
+			r = x.Labels["kind"]
 		}
 		out[r] += x.Value
 	}
@@ -271,27 +260,28 @@ func num(v float64) string {
 	return strconv.FormatFloat(v, 'f', 2, 64)
 }
 
-// memory reads VmHWM, the peak resident set of pid, in bytes.
-func memory(pid int) (hwm int64, err error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+// residentSet reads VmRSS, the resident set of pid now, in bytes.
+func residentSet(pid int) (int64, error) {
+	p, err := procfs.NewProc(pid)
 	if err != nil {
 		return 0, err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
-		fields := strings.Fields(v)
-		if len(fields) < 1 {
-			continue
-		}
-		kb, _ := strconv.ParseInt(fields[0], 10, 64)
-		if k == "VmHWM" {
-			hwm = kb << 10
-		}
+	st, err := p.NewStatus()
+	if err != nil {
+		return 0, err
 	}
-	return hwm, sc.Err()
+	return int64(st.VmRSS), nil
+}
+
+// memory reads VmHWM, the peak resident set of pid, in bytes (procfs).
+func memory(pid int) (int64, error) {
+	p, err := procfs.NewProc(pid)
+	if err != nil {
+		return 0, err
+	}
+	st, err := p.NewStatus()
+	if err != nil {
+		return 0, err
+	}
+	return int64(st.VmHWM), nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -83,8 +84,8 @@ type report struct {
 	Results *results `json:"results"`
 }
 
-func writeResults(dir string, cfg config, e *env, res *results) error {
-	rep := report{Command: "cd hack && go run ./scale " + strings.Join(os.Args[1:], " "), Machine: describe(e), Results: res}
+func writeResults(dir string, cfg config, m machine, res *results) error {
+	rep := report{Command: "cd hack && go run ./scale " + strings.Join(os.Args[1:], " "), Machine: m, Results: res}
 	data, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return err
@@ -97,15 +98,15 @@ func writeResults(dir string, cfg config, e *env, res *results) error {
 		return err
 	}
 	fmt.Fprint(os.Stderr, "\n"+md)
-	f, err := os.Create(filepath.Join(dir, "scale.png"))
-	if err != nil {
-		return err
+	r := res.run(res.Primary)
+	if r == nil {
+		return nil
 	}
-	if err := plot(f, fmt.Sprintf("%d objects until ready", res.N), res.CreateOp, res.CreateDirect); err != nil {
-		_ = f.Close()
-		return err
+	var lines []plotLine
+	for _, name := range plotOrder {
+		lines = append(lines, plotLine{name: name, p: r.Contenders[name].Create})
 	}
-	return f.Close()
+	return plotReady(filepath.Join(dir, "scale.png"), fmt.Sprintf("%d objects of size 1 created, until ready", r.N), lines)
 }
 
 func ratio(a, b float64) string {
@@ -122,49 +123,144 @@ func verdict(ok bool) string {
 	return "**not met**"
 }
 
+// tableOrder is the order of the tables' columns; plotOrder is
+// contenderOrder, which lineColors follow.
+var (
+	tableOrder = []string{contOpkit, contTutorial, contDirect}
+	plotOrder  = contenderOrder
+)
+
+// Targets at the primary N (issue: scale).
+const (
+	targetCreateVsDirect   = 1.25
+	targetCreateVsTutorial = 0.65
+	targetDeleteVsDirect   = 1.2
+	targetResizeVsDirect   = 1.3
+	targetWritesPerCR      = 3
+	targetPeakRSS          = 72 << 20
+	targetCurveDrift       = 0.10
+)
+
 // markdown renders the results as tables.
 func markdown(rep report, cfg config) string {
-	r := rep.Results
+	res := rep.Results
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
-	perCR := func(v float64) string { return num(v / float64(r.N)) }
+	w("Command: `%s` (commit %s, %s UTC)\n\n", rep.Command, rep.Machine.Commit, res.Started.Format("2006-01-02 15:04"))
+	r := res.run(res.Primary)
+	if r == nil {
+		return b.String()
+	}
+	d, o, t := r.Contenders[contDirect], r.Contenders[contOpkit], r.Contenders[contTutorial]
+	n := float64(r.N)
 
-	w("Command: `%s` (commit %s, %s UTC)\n\n", rep.Command, rep.Machine.Commit, r.Started.Format("2006-01-02 15:04"))
-	w("| step | operator | direct | operator / direct | target |\n|---|---|---|---|---|\n")
-	createRatio := r.CreateOp.Seconds / r.CreateDirect.Seconds
-	w("| create %d, until all Ready / Available | %.1f s | %.1f s | %s | <= 1.10 (%s) |\n", r.N, r.CreateOp.Seconds, r.CreateDirect.Seconds, ratio(r.CreateOp.Seconds, r.CreateDirect.Seconds), verdict(createRatio <= 1.10))
-	resizeRatio := r.ResizeOp.Seconds / r.ResizeDirect.Seconds
-	w("| resize %d from 1 to 2 pods, until Ready / Available | %.1f s | %.1f s | %s | <= 1.2 (%s) |\n", r.Resize, r.ResizeOp.Seconds, r.ResizeDirect.Seconds, ratio(r.ResizeOp.Seconds, r.ResizeDirect.Seconds), verdict(resizeRatio <= 1.2))
-	deleteRatio := r.DeleteOp.Seconds / r.DeleteDirect.Seconds
-	w("| delete %d, until they and all they own (Deployments, ReplicaSets, Pods, Services, PDBs) are gone | %.1f s | %.1f s | %s | <= 1.5 (%s) |\n", r.N, r.DeleteOp.Seconds, r.DeleteDirect.Seconds, ratio(r.DeleteOp.Seconds, r.DeleteDirect.Seconds), verdict(deleteRatio <= 1.5))
-	w("| delete %d, until the deleted objects themselves are gone | %.1f s | %.1f s | %s | |\n\n", r.N, r.DeleteOp.Extra["objectsGoneSeconds"], r.DeleteDirect.Extra["objectsGoneSeconds"], ratio(r.DeleteOp.Extra["objectsGoneSeconds"], r.DeleteDirect.Extra["objectsGoneSeconds"]))
+	w("| step (N=%d) | opkit | tutorial | direct | opkit / direct | target | opkit / tutorial | target |\n|---|---:|---:|---:|---:|---|---:|---|\n", r.N)
+	w("| create %d of size 1, until all Ready / available | %.1f s | %.1f s | %.1f s | %s | <= %.2f (%s) | %s | <= %.2f (%s) |\n", r.N,
+		o.Create.Seconds, t.Create.Seconds, d.Create.Seconds, ratio(o.Create.Seconds, d.Create.Seconds), targetCreateVsDirect, verdict(o.Create.Seconds <= targetCreateVsDirect*d.Create.Seconds),
+		ratio(o.Create.Seconds, t.Create.Seconds), targetCreateVsTutorial, verdict(o.Create.Seconds <= targetCreateVsTutorial*t.Create.Seconds))
+	w("| resize %d from 1 to 2 pods, until Ready / available | %.1f s | %.1f s | %.1f s | %s | <= %.2f (%s) | %s | |\n", r.Resize,
+		o.Resize.Seconds, t.Resize.Seconds, d.Resize.Seconds, ratio(o.Resize.Seconds, d.Resize.Seconds), targetResizeVsDirect, verdict(o.Resize.Seconds <= targetResizeVsDirect*d.Resize.Seconds),
+		ratio(o.Resize.Seconds, t.Resize.Seconds))
+	w("| delete %d, until they and all they own (Deployments, ReplicaSets, Pods, Services, PDBs) are gone | %.1f s | %.1f s | %.1f s | %s | <= %.2f (%s) | %s | |\n", r.N,
+		o.Delete.Seconds, t.Delete.Seconds, d.Delete.Seconds, ratio(o.Delete.Seconds, d.Delete.Seconds), targetDeleteVsDirect, verdict(o.Delete.Seconds <= targetDeleteVsDirect*d.Delete.Seconds),
+		ratio(o.Delete.Seconds, t.Delete.Seconds))
+	og, tg, dg := o.Delete.Extra["objectsGoneSeconds"], t.Delete.Extra["objectsGoneSeconds"], d.Delete.Extra["objectsGoneSeconds"]
+	w("| delete %d, until the deleted objects themselves are gone | %.1f s | %.1f s | %.1f s | %s | | %s | |\n\n", r.N, og, tg, dg, ratio(og, dg), ratio(og, tg))
 
-	c, s, z, d := r.CreateOp.Requests, r.Steady.Requests, r.ResizeOp.Requests, r.DeleteOp.Requests
-	w("| operator cost | value | target |\n|---|---|---|\n")
-	w("| write requests per Memcached until Ready | %s (%s) | <= 3 (%s) |\n", perCR(c.Writes), methodsWrites(c.ByMethod, r.N), verdict(c.Writes/float64(r.N) <= 3))
-	w("| all requests per Memcached until Ready | %s (%s) | |\n", perCR(c.Total), methods(c.ByMethod, r.N))
-	w("| 409 conflicts, whole run | %s | 0 (%s) |\n", num(r.Whole.Conflicts), verdict(r.Whole.Conflicts == 0))
-	w("| reconciles until Ready (per Memcached) | %s (%s) | |\n", num(c.Reconciles), perCR(c.Reconciles))
-	w("| status writes until Ready (per Memcached) | %s (%s) | |\n", num(c.StatusWrites["written"]), perCR(c.StatusWrites["written"]))
-	w("| steady state, %s with a %s resync: reconciles | %s | |\n", cfg.Steady, cfg.SyncPeriod, num(s.Reconciles))
-	w("| steady state: write requests (all requests) | %s (%s) | 0 (%s) |\n", num(s.Writes), num(s.Total), verdict(s.Writes == 0))
-	w("| resize %d: write requests per Memcached | %s (%s) | |\n", r.Resize, num(z.Writes/float64(max(r.Resize, 1))), methodsWrites(z.ByMethod, max(r.Resize, 1)))
-	w("| delete %d: write requests per Memcached | %s (%s) | |\n", r.N, perCR(d.Writes), methodsWrites(d.ByMethod, r.N))
-	w("| peak RSS (VmHWM), whole run | %s | <= 77 MB (%s) |\n", mb(r.PeakRSSBytes), verdict(r.PeakRSSBytes <= 77<<20))
-	w("| peak RSS after the create step (Go heap in use then) | %s (%s) | |\n\n", mb(r.RSSAfterCreate), mb(int64(r.CreateOp.HeapInuseBytes)))
+	w("| operator cost (N=%d) | opkit | tutorial | target (opkit) |\n|---|---|---|---|\n", r.N)
+	row := func(what string, f func(c *contenderResult) string, target string) {
+		w("| %s | %s | %s | %s |\n", what, f(o), f(t), target)
+	}
+	oc := o.Create.Requests
+	row("write requests per Memcached until Ready", func(c *contenderResult) string {
+		return fmt.Sprintf("%s (%s)", num(c.Create.Requests.Writes/n), methodsWrites(c.Create.Requests.ByMethod, r.N))
+	}, fmt.Sprintf("<= %d (%s)", targetWritesPerCR, verdict(oc.Writes/n <= targetWritesPerCR)))
+	row("all requests per Memcached until Ready", func(c *contenderResult) string {
+		return fmt.Sprintf("%s (%s)", num(c.Create.Requests.Total/n), methods(c.Create.Requests.ByMethod, r.N))
+	}, "")
+	row("Memcached writes per Memcached until Ready (API server: memcacheds, memcacheds/status)", func(c *contenderResult) string {
+		return fmt.Sprintf("%s (status %s)", num(kindWrites(c.Create.APIKinds, "memcacheds", "memcacheds/status")/n), num(kindWrites(c.Create.APIKinds, "memcacheds/status")/n))
+	}, "")
+	row("reconciles until Ready, per Memcached", func(c *contenderResult) string { return num(c.Create.Requests.Reconciles / n) }, "")
+	row("409 conflicts, all phases", func(c *contenderResult) string { return num(c.Whole.Conflicts) }, fmt.Sprintf("0 (%s)", verdict(o.Whole.Conflicts == 0)))
+	row(fmt.Sprintf("steady state, %s with a %s resync: reconciles", cfg.Steady, cfg.SyncPeriod), func(c *contenderResult) string { return num(c.Steady.Requests.Reconciles) }, "")
+	row("steady state: write requests (all requests)", func(c *contenderResult) string {
+		return fmt.Sprintf("%s (%s)", num(c.Steady.Requests.Writes), num(c.Steady.Requests.Total))
+	}, fmt.Sprintf("0 (%s)", verdict(o.Steady.Requests.Writes == 0)))
+	row(fmt.Sprintf("resize %d: write requests per Memcached", r.Resize), func(c *contenderResult) string {
+		return fmt.Sprintf("%s (%s)", num(c.Resize.Requests.Writes/float64(max(r.Resize, 1))), methodsWrites(c.Resize.Requests.ByMethod, max(r.Resize, 1)))
+	}, "")
+	row(fmt.Sprintf("delete %d: write requests per Memcached", r.N), func(c *contenderResult) string {
+		return fmt.Sprintf("%s (%s)", num(c.Delete.Requests.Writes/n), methodsWrites(c.Delete.Requests.ByMethod, r.N))
+	}, "")
+	row("peak RSS (VmHWM)", func(c *contenderResult) string { return mb(c.PeakRSSBytes) }, fmt.Sprintf("<= %s (%s)", mb(targetPeakRSS), verdict(o.PeakRSSBytes <= targetPeakRSS)))
+	row("RSS growth over the create step, per Memcached (Go heap in use after it)", func(c *contenderResult) string {
+		return fmt.Sprintf("%.1f KB (%s)", c.rssPerCR(r.N)/1024, mb(int64(c.Create.HeapInuseBytes)))
+	}, "reported")
+	w("\n")
 
+	curveTable(w, res)
 	cpuTable(w, r)
+	apiKindsTable(w, r)
+	watchEventsTable(w, r)
 	clusterWritesTable(w, r)
 
-	w("Machine: %s, %d cores, %.0f GB RAM, Linux %s. Versions: %s, Kubernetes %s (kube-apiserver, kube-controller-manager, kube-scheduler), etcd %s, %s, controller-runtime %s, client-go %s. %d kwok nodes, QPS limits off (`kwokctl create cluster --disable-qps-limits`).\n",
-		rep.Machine.CPU, rep.Machine.Cores, rep.Machine.MemoryGB, rep.Machine.Kernel, rep.Machine.Go, rep.Machine.Kubernetes, rep.Machine.Etcd, firstLine(rep.Machine.Kwok), rep.Machine.ControllerRuntime, rep.Machine.ClientGo, r.Nodes)
+	w("Machine: %s, %d cores, %.0f GB RAM, Linux %s. Versions: %s, Kubernetes %s (kube-apiserver, kube-controller-manager, kube-scheduler), etcd %s, %s, controller-runtime %s, client-go %s. %d kwok nodes, QPS limits off (`kwokctl create cluster --disable-qps-limits`); every client's rate limits off.\n",
+		rep.Machine.CPU, rep.Machine.Cores, rep.Machine.MemoryGB, rep.Machine.Kernel, rep.Machine.Go, rep.Machine.Kubernetes, rep.Machine.Etcd, firstLine(rep.Machine.Kwok), rep.Machine.ControllerRuntime, rep.Machine.ClientGo, res.Nodes)
 	return b.String()
+}
+
+// kindWrites sums the write requests of the given resources in kinds.
+func kindWrites(kinds map[string]apiKind, resources ...string) float64 {
+	var t float64
+	for k, v := range kinds {
+		verb, res, _ := strings.Cut(k, " ")
+		if isWrite(verb) && slices.Contains(resources, res) {
+			t += v.Count
+		}
+	}
+	return t
+}
+
+// curveTable renders the ratios and the opkit operator's memory at every
+// N, against the primary N's.
+func curveTable(w func(string, ...any), res *results) {
+	if len(res.Runs) < 2 {
+		return
+	}
+	base := res.run(res.Primary)
+	baseRatio := base.Contenders[contOpkit].Create.Seconds / base.Contenders[contDirect].Create.Seconds
+	w("Scaling curve: each N on a fresh cluster with fresh operators. The create ratio should stay within %.0f%% of its N=%d value.\n\n", targetCurveDrift*100, res.Primary)
+	w("| N | create opkit / direct | vs N=%d | create opkit / tutorial | resize opkit / direct | delete opkit / direct | opkit peak RSS | opkit RSS growth per Memcached | tutorial peak RSS |\n|---:|---:|---|---:|---:|---:|---:|---:|---:|\n", res.Primary)
+	for _, r := range res.Runs {
+		d, o, t := r.Contenders[contDirect], r.Contenders[contOpkit], r.Contenders[contTutorial]
+		cr := o.Create.Seconds / d.Create.Seconds
+		drift := cr/baseRatio - 1
+		w("| %d | %.2f | %+.0f%% (%s) | %s | %s | %s | %s | %.1f KB | %s |\n", r.N, cr, drift*100, verdict(math.Abs(drift) <= targetCurveDrift),
+			ratio(o.Create.Seconds, t.Create.Seconds), ratio(o.Resize.Seconds, d.Resize.Seconds), ratio(o.Delete.Seconds, d.Delete.Seconds),
+			mb(o.PeakRSSBytes), o.rssPerCR(r.N)/1024, mb(t.PeakRSSBytes))
+	}
+	w("\n")
+}
+
+// contenderPhases lists the phases of r in order, named.
+func contenderPhases(r *runResult) []phase {
+	var out []phase
+	for _, name := range tableOrder {
+		c := r.Contenders[name]
+		out = append(out, c.Create)
+		if c.Steady != nil {
+			out = append(out, *c.Steady)
+		}
+		out = append(out, c.Resize, c.Delete)
+	}
+	return out
 }
 
 // cpuTable renders the CPU time each process used per phase: where the
 // machine's two cores went.
-func cpuTable(w func(string, ...any), r *results) {
-	phases := []phase{r.CreateOp, r.CreateDirect, r.Steady, r.ResizeOp, r.ResizeDirect, r.DeleteOp, r.DeleteDirect}
+func cpuTable(w func(string, ...any), r *runResult) {
+	phases := contenderPhases(r)
 	procs := []string{"operator", "kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kwok-controller", "benchmark"}
 	seen := map[string]bool{}
 	for _, p := range phases {
@@ -176,7 +272,7 @@ func cpuTable(w func(string, ...any), r *results) {
 		delete(seen, k)
 	}
 	procs = append(procs, slices.Sorted(maps.Keys(seen))...)
-	w("CPU seconds (user + system) per process and phase:\n\n| phase | wall |")
+	w("CPU seconds (user + system) per process and phase (N=%d; operator: the contender's):\n\n| phase | wall |", r.N)
 	for _, k := range procs {
 		w(" %s |", k)
 	}
@@ -205,43 +301,113 @@ func cpuTable(w func(string, ...any), r *results) {
 	w("\n")
 }
 
+// apiKindsTable renders the API server's own account of the create step
+// by request kind: requests per object and handler seconds, for each
+// contender. It attributes the control plane's extra work to what causes
+// it.
+func apiKindsTable(w func(string, ...any), r *runResult) {
+	n := float64(r.N)
+	keys := map[string]float64{}
+	for _, name := range tableOrder {
+		for k, v := range r.Contenders[name].Create.APIKinds {
+			keys[k] += v.Seconds
+		}
+	}
+	sorted := slices.SortedFunc(maps.Keys(keys), func(a, b string) int { return cmp.Compare(keys[b], keys[a]) })
+	w("The API server's work during the create step (N=%d), by request kind, from every client (its `apiserver_request_total` and `apiserver_request_duration_seconds`; watches left out): requests per object, and the seconds its handlers took in all:\n\n", r.N)
+	w("| request kind | opkit | tutorial | direct |\n|---|---:|---:|---:|\n")
+	totals := map[string]apiKind{}
+	for i, k := range sorted {
+		if i < 20 {
+			w("| %s |", k)
+		}
+		for _, name := range tableOrder {
+			v := r.Contenders[name].Create.APIKinds[k]
+			t := totals[name]
+			t.Count += v.Count
+			t.Seconds += v.Seconds
+			totals[name] = t
+			if i < 20 {
+				w(" %.2f, %.1f s |", v.Count/n, v.Seconds)
+			}
+		}
+		if i < 20 {
+			w("\n")
+		}
+	}
+	w("| **all** |")
+	for _, name := range tableOrder {
+		w(" **%.2f, %.1f s** |", totals[name].Count/n, totals[name].Seconds)
+	}
+	w("\n\n")
+}
+
+// watchEventsTable renders the watch events the API server sent during
+// the create step, per object, by resource: every write's fan-out.
+func watchEventsTable(w func(string, ...any), r *runResult) {
+	n := float64(r.N)
+	keys := map[string]float64{}
+	for _, name := range tableOrder {
+		for k, v := range r.Contenders[name].Create.WatchEvents {
+			keys[k] += v
+		}
+	}
+	if len(keys) == 0 {
+		return
+	}
+	sorted := slices.SortedFunc(maps.Keys(keys), func(a, b string) int { return cmp.Compare(keys[b], keys[a]) })
+	w("Watch events the API server sent during the create step (N=%d), per object, by resource:\n\n| resource | opkit | tutorial | direct |\n|---|---:|---:|---:|\n", r.N)
+	totals := map[string]float64{}
+	for _, k := range sorted {
+		w("| %s |", k)
+		for _, name := range tableOrder {
+			v := r.Contenders[name].Create.WatchEvents[k]
+			totals[name] += v
+			w(" %.2f |", v/n)
+		}
+		w("\n")
+	}
+	w("| **all** |")
+	for _, name := range tableOrder {
+		w(" **%.2f** |", totals[name]/n)
+	}
+	w("\n\n")
+}
+
 // clusterWritesTable renders the write requests the API server served in
 // the create, resize and delete steps, from every client, by resource: the
-// work the operator adds to the control plane's.
-func clusterWritesTable(w func(string, ...any), r *results) {
-	for _, step := range []struct {
-		what    string
-		n       int
-		op, dir map[string]float64
+// work each operator adds to the control plane's.
+func clusterWritesTable(w func(string, ...any), r *runResult) {
+	steps := []struct {
+		what string
+		n    int
+		get  func(c *contenderResult) map[string]float64
 	}{
-		{"create", r.N, r.CreateOp.ClusterWrites, r.CreateDirect.ClusterWrites},
-		{"resize", r.Resize, r.ResizeOp.ClusterWrites, r.ResizeDirect.ClusterWrites},
-		{"delete", r.N, r.DeleteOp.ClusterWrites, r.DeleteDirect.ClusterWrites},
-	} {
-		if step.op == nil || step.dir == nil {
-			continue
-		}
-		keys := map[string]bool{}
-		var opAll, dirAll float64
-		for k, v := range step.op {
-			keys[k] = true
-			opAll += v
-		}
-		for k, v := range step.dir {
-			keys[k] = true
-			dirAll += v
+		{"create", r.N, func(c *contenderResult) map[string]float64 { return c.Create.ClusterWrites }},
+		{"resize", r.Resize, func(c *contenderResult) map[string]float64 { return c.Resize.ClusterWrites }},
+		{"delete", r.N, func(c *contenderResult) map[string]float64 { return c.Delete.ClusterWrites }},
+	}
+	for _, step := range steps {
+		keys := map[string]float64{}
+		all := map[string]float64{}
+		for _, name := range tableOrder {
+			for k, v := range step.get(r.Contenders[name]) {
+				keys[k] += v
+				all[name] += v
+			}
 		}
 		n := float64(max(step.n, 1))
-		w("Write requests the API server served during the %s steps, from every client (benchmark, operator, controller-manager, scheduler, kwok), per object:\n\n", step.what)
-		w("| resource | operator (per Memcached) | direct (per Deployment) |\n|---|---:|---:|\n")
-		sorted := slices.Sorted(maps.Keys(keys))
-		slices.SortStableFunc(sorted, func(a, b string) int {
-			return cmp.Compare(step.op[b]+step.dir[b], step.op[a]+step.dir[a])
-		})
+		w("Write requests the API server served during the %s step (N=%d), from every client (benchmark, operator, controller-manager, scheduler, kwok), per object:\n\n", step.what, r.N)
+		w("| resource | opkit | tutorial | direct |\n|---|---:|---:|---:|\n")
+		sorted := slices.SortedFunc(maps.Keys(keys), func(a, b string) int { return cmp.Compare(keys[b], keys[a]) })
 		for _, k := range sorted {
-			w("| %s | %.2f | %.2f |\n", k, step.op[k]/n, step.dir[k]/n)
+			w("| %s |", k)
+			for _, name := range tableOrder {
+				w(" %.2f |", step.get(r.Contenders[name])[k]/n)
+			}
+			w("\n")
 		}
-		w("| **all** | **%.2f** | **%.2f** (operator / direct %s) |\n\n", opAll/n, dirAll/n, ratio(opAll, dirAll))
+		w("| **all** | **%.2f** | **%.2f** | **%.2f** (opkit / direct %s) |\n\n", all[contOpkit]/n, all[contTutorial]/n, all[contDirect]/n, ratio(all[contOpkit], all[contDirect]))
 	}
 }
 

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// The contenders, each in a namespace of its own, measured one after the
+// other on the same cluster in the same run:
+//   - direct: the benchmark creates, resizes and deletes exactly the
+//     children the operator would (Deployment and headless Service; the
+//     PodDisruptionBudget where size > 1): what the control plane alone
+//     takes for them;
+//   - opkit: examples/memcached, with --namespaces set to its namespace;
+//   - tutorial: hack/scale/tutorial, the same operator written the way the
+//     operator-sdk/kubebuilder tutorial teaches.
+const (
+	contDirect   = "direct"
+	contOpkit    = "opkit"
+	contTutorial = "tutorial"
+)
+
+// contenderOrder is the order of the measurements and of the tables.
+var contenderOrder = []string{contDirect, contOpkit, contTutorial}
+
+// contender is one way of running N Memcacheds' worth of objects.
+type contender struct {
+	name string
+	ns   string
+	// op is the operator process (nil for direct).
+	op *operator
+}
+
+// operated reports whether the contender is an operator (Memcacheds).
+func (c *contender) operated() bool { return c.op != nil }
+
+// noun is what the contender creates.
+func (c *contender) noun() string {
+	if c.operated() {
+		return "Memcacheds"
+	}
+	return "Deployments + Services"
+}
+
+// create creates one object of size 1: a Memcached, or the Deployment and
+// headless Service.
+func (c *contender) create(ctx context.Context, cl client.Client, name string) error {
+	if c.operated() {
+		return cl.Create(ctx, newMemcached(c.ns, name))
+	}
+	if err := createIfAbsent(ctx, cl, newDeployment(c.ns, name)); err != nil {
+		return err
+	}
+	return createIfAbsent(ctx, cl, newService(c.ns, name))
+}
+
+// resize takes one object from 1 to 2 pods: spec.size of a Memcached, or
+// the Deployment's replicas and a PodDisruptionBudget.
+func (c *contender) resize(ctx context.Context, cl client.Client, name string) error {
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":2}}`))
+	var obj client.Object = &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: name}}
+	if c.operated() {
+		patch = client.RawPatch(types.MergePatchType, []byte(`{"spec":{"size":2}}`))
+		obj = memcachedRef(c.ns, name)
+	}
+	if err := cl.Patch(ctx, obj, patch); err != nil {
+		return err
+	}
+	if c.operated() {
+		return nil
+	}
+	return createIfAbsent(ctx, cl, newPDB(c.ns, name))
+}
+
+// remove deletes one object: a Memcached (its children are garbage
+// collected), or the Deployment, Service and PodDisruptionBudget.
+func (c *contender) remove(ctx context.Context, cl client.Client, name string) error {
+	if c.operated() {
+		return client.IgnoreNotFound(cl.Delete(ctx, memcachedRef(c.ns, name)))
+	}
+	meta := metav1.ObjectMeta{Namespace: c.ns, Name: name}
+	for _, obj := range []client.Object{&appsv1.Deployment{ObjectMeta: meta}, &corev1.Service{ObjectMeta: meta}, &policyv1.PodDisruptionBudget{ObjectMeta: meta}} {
+		if err := cl.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting %T: %w", obj, err)
+		}
+	}
+	return nil
+}
+
+func createIfAbsent(ctx context.Context, cl client.Client, obj client.Object) error {
+	if err := cl.Create(ctx, obj); err != nil && !isAlreadyExists(err) {
+		return fmt.Errorf("creating %T: %w", obj, err)
+	}
+	return nil
+}
+
+func memcachedRef(ns, name string) *unstructured.Unstructured {
+	m := &unstructured.Unstructured{}
+	m.SetGroupVersionKind(memcachedGVK)
+	m.SetNamespace(ns)
+	m.SetName(name)
+	return m
+}
+
+func newMemcached(ns, name string) *unstructured.Unstructured {
+	m := memcachedRef(ns, name)
+	m.Object["spec"] = map[string]any{"size": int64(1)}
+	return m
+}
+
+// directLabels are the direct children's labels (not the operators', so
+// that neither operator's cache holds them).
+func directLabels(name string) map[string]string {
+	return map[string]string{"app.kubernetes.io/name": "memcached-direct", "app.kubernetes.io/instance": name}
+}
+
+// newDeployment is a plain Deployment with the pod template the operator
+// gives a size-1 Memcached (image, command, port, probes).
+func newDeployment(ns, name string) *appsv1.Deployment {
+	labels := directLabels(name)
+	probe := func(delay int32) *corev1.Probe {
+		return &corev1.Probe{
+			ProbeHandler:        corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("memcache")}},
+			InitialDelaySeconds: delay, TimeoutSeconds: 1, PeriodSeconds: 10, SuccessThreshold: 1, FailureThreshold: 3,
+		}
+	}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Replicas:             ptr.To[int32](1),
+			Selector:             &metav1.LabelSelector{MatchLabels: labels},
+			RevisionHistoryLimit: ptr.To[int32](2),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					AutomountServiceAccountToken: ptr.To(false),
+					EnableServiceLinks:           ptr.To(false),
+					Containers: []corev1.Container{{
+						Name:           "memcached",
+						Image:          "memcached:1.6",
+						Command:        []string{"memcached"},
+						Args:           []string{"-p", "11211", "-m", "64"},
+						Ports:          []corev1.ContainerPort{{Name: "memcache", ContainerPort: 11211, Protocol: corev1.ProtocolTCP}},
+						ReadinessProbe: probe(0),
+						LivenessProbe:  probe(10),
+					}},
+				},
+			},
+		},
+	}
+}
+
+// newService is the headless Service the operator gives a Memcached.
+func newService(ns, name string) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: directLabels(name)},
+		Spec: corev1.ServiceSpec{
+			ClusterIP: corev1.ClusterIPNone,
+			Selector:  directLabels(name),
+			Ports: []corev1.ServicePort{{
+				Name: "memcache", Port: 11211, TargetPort: intstr.FromString("memcache"), Protocol: corev1.ProtocolTCP,
+			}},
+		},
+	}
+}
+
+// newPDB is the PodDisruptionBudget the operator gives a Memcached of more
+// than one pod.
+func newPDB(ns, name string) *policyv1.PodDisruptionBudget {
+	return &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: directLabels(name)},
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			Selector:       &metav1.LabelSelector{MatchLabels: directLabels(name)},
+		},
+	}
+}

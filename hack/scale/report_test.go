@@ -1,0 +1,58 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fakeRun is a run at n whose opkit create takes ratio times direct's.
+func fakeRun(n int, ratio float64) *runResult {
+	ph := func(name string, secs float64) phase {
+		return phase{Name: name, Seconds: secs, Samples: []sample{{T: secs / 2, Done: n / 2}, {T: secs, Done: n}},
+			Extra:    map[string]float64{"objectsGoneSeconds": secs / 2},
+			APIKinds: map[string]apiKind{"POST deployments": {Count: float64(n), Seconds: 1}, "APPLY memcacheds/status": {Count: float64(n), Seconds: 2}},
+			Requests: &requests{ByMethod: map[string]float64{"PATCH": 2 * float64(n), "POST": float64(n)}, Writes: 3 * float64(n), Total: 3 * float64(n)}}
+	}
+	op := func(name string, create float64) *contenderResult {
+		steady := ph(name+": steady", 60)
+		steady.Requests = &requests{}
+		return &contenderResult{Name: name, Create: ph(name+": create", create), Steady: &steady, Resize: ph(name+": resize", 3), Delete: ph(name+": delete", 10),
+			Whole: &requests{}, RSSBeforeCreate: 30 << 20, RSSAfterCreate: 60 << 20, PeakRSSBytes: 64 << 20}
+	}
+	return &runResult{N: n, Resize: min(100, n), Started: time.Now(), Contenders: map[string]*contenderResult{
+		contDirect:   {Name: contDirect, Create: ph("direct: create", 30), Resize: ph("direct: resize", 3), Delete: ph("direct: delete", 10)},
+		contOpkit:    op(contOpkit, 30*ratio),
+		contTutorial: op(contTutorial, 60),
+	}}
+}
+
+// TestReport renders every table and the plot from a run of three N,
+// with the targets judged.
+func TestReport(t *testing.T) {
+	res := &results{Started: time.Now(), Nodes: 10, Primary: 1000, Runs: []*runResult{fakeRun(250, 1.2), fakeRun(1000, 1.2), fakeRun(2000, 1.5)}}
+	cfg := config{Steady: time.Minute, SyncPeriod: 15 * time.Second}
+	md := markdown(report{Command: "scale", Results: res}, cfg)
+	for _, want := range []string{
+		"| create 1000 of size 1, until all Ready / available | 36.0 s | 60.0 s | 30.0 s | 1.20 | <= 1.25 (met) | 0.60 | <= 0.65 (met) |",
+		"| write requests per Memcached until Ready | 3 (PATCH 2, POST 1) | 3 (PATCH 2, POST 1) | <= 3 (met) |",
+		"| 2000 | 1.50 | +25% (**not met**) |",
+		"| 250 | 1.20 | +0% (met) |",
+		"| APPLY memcacheds/status | 1.00, 2.0 s | 1.00, 2.0 s | 1.00, 2.0 s |",
+		"| RSS growth over the create step, per Memcached (Go heap in use after it) | 30.7 KB (0.0 MB) |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "scale.png")
+	r := res.run(1000)
+	if err := plotReady(path, "ready", []plotLine{{contDirect, r.Contenders[contDirect].Create}, {contOpkit, r.Contenders[contOpkit].Create}}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(path); err != nil || st.Size() == 0 {
+		t.Errorf("plot: %v, %v", st, err)
+	}
+}
