@@ -29,9 +29,11 @@ GO_TEST_FLAGS ?= -race -count=1
 UNIT_TIMEOUT ?= 20m
 E2E_TIMEOUT ?= 30m
 BENCH_COUNT ?= 6
-# Scale benchmark (hack/scale): Memcacheds (and Deployments) created, and where
-# scale.md, scale.json and scale.png go.
+# Scale benchmark (hack/scale): objects per contender in the main run, the
+# further N of the scaling curve, and where scale.md, scale.json and
+# scale.png go.
 SCALE_N ?= 1000
+SCALE_CURVE ?= 250,500,2000
 SCALE_OUT ?= $(ROOT)/.local/scale
 
 # The Go modules of this repository. The library is the root module; what
@@ -200,12 +202,12 @@ cover: envtest-assets versitygw controller-gen kustomize coredns ## Unit tests w
 		echo "total ($$m): $$(go tool cover -func=$$out | tail -1 | awk '{print $$NF}')"); done
 
 .PHONY: bench
-bench: envtest-assets cluster-tools benchstat ## Go micro-benchmarks (benchstat), then the memcached scale benchmark (hack/scale) on a throwaway local cluster.
+bench: envtest-assets cluster-tools benchstat ## Go micro-benchmarks (benchstat), then the memcached scale benchmark (hack/scale: opkit, the tutorial's way, the children created directly) on throwaway local clusters.
 	@mkdir -p .local
 	@: > .local/bench.txt
 	@for m in $(UNIT_MODULES); do (cd $$m && go test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./...) | tee -a .local/bench.txt; done
 	$(BIN)/benchstat .local/bench.txt
-	cd hack && go run ./scale -n $(SCALE_N) -out $(SCALE_OUT)
+	cd hack && go run ./scale -n $(SCALE_N) -curve $(SCALE_CURVE) -out $(SCALE_OUT)
 
 .PHONY: bench-backup
 bench-backup: versitygw ## Backup throughput and peak RSS: a 1 GiB snapshot into both stores against plain copies (docs/benchmarks/backup.md).
