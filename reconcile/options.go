@@ -140,7 +140,7 @@ func WithProgressDelay(d time.Duration) Option {
 type ReadyEvents int
 
 const (
-	// ReadyEventsAlways, the default, records the event whenever Ready
+	// ReadyEventsAlways (the default) records the event whenever Ready
 	// becomes True: a new object's first Ready, a change rolled out, and a
 	// recovery from Ready=False.
 	ReadyEventsAlways ReadyEvents = iota

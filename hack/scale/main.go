@@ -49,18 +49,19 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
+// config is the run's settings, recorded in scale.json.
 type config struct {
-	N            int
-	Curve        []int
-	Nodes        int
-	Resize       int
-	Workers      int
-	Steady       time.Duration
-	SyncPeriod   time.Duration
-	Timeout      time.Duration
-	Out          string
-	OperatorArgs []string
-	TutorialArgs []string
+	N            int           `json:"n"`
+	Curve        []int         `json:"curve,omitempty"`
+	Nodes        int           `json:"nodes"`
+	Resize       int           `json:"resize"`
+	Workers      int           `json:"workers"`
+	Steady       time.Duration `json:"steady"`
+	SyncPeriod   time.Duration `json:"syncPeriod"`
+	Timeout      time.Duration `json:"phaseTimeout"`
+	Out          string        `json:"-"`
+	OperatorArgs []string      `json:"operatorArgs,omitempty"`
+	TutorialArgs []string      `json:"tutorialArgs,omitempty"`
 }
 
 func main() {
@@ -78,7 +79,15 @@ func main() {
 	flag.StringVar(&cfg.Out, "out", ".local/scale", "directory for scale.md, scale.json and scale.png")
 	flag.Var(&opArgs, "operator-arg", "extra flag for the opkit operator (repeatable), e.g. --operator-arg=--ready-events=always")
 	flag.Var(&tutArgs, "tutorial-arg", "extra flag for the tutorial operator (repeatable)")
+	rerenderDir := flag.String("rerender", "", "write scale.md and scale.png again from the scale.json in this directory, measuring nothing")
 	flag.Parse()
+	if *rerenderDir != "" {
+		if err := rerender(*rerenderDir); err != nil {
+			fmt.Fprintln(os.Stderr, "scale:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	cfg.OperatorArgs, cfg.TutorialArgs = opArgs, tutArgs
 	for f := range strings.SplitSeq(curve, ",") {
 		if f = strings.TrimSpace(f); f == "" {

@@ -61,7 +61,7 @@ func (m *memcached) DeepCopyObject() runtime.Object {
 // DeepCopyObject implements runtime.Object.
 func (l *memcachedList) DeepCopyObject() runtime.Object {
 	out := &memcachedList{TypeMeta: l.TypeMeta}
-	l.ListMeta.DeepCopyInto(&out.ListMeta)
+	l.DeepCopyInto(&out.ListMeta)
 	if l.Items != nil {
 		out.Items = make([]memcached, len(l.Items))
 		for i := range l.Items {
