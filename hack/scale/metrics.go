@@ -262,26 +262,21 @@ func num(v float64) string {
 
 // residentSet reads VmRSS, the resident set of pid now, in bytes.
 func residentSet(pid int) (int64, error) {
-	p, err := procfs.NewProc(pid)
-	if err != nil {
-		return 0, err
-	}
-	st, err := p.NewStatus()
-	if err != nil {
-		return 0, err
-	}
-	return int64(st.VmRSS), nil
+	st, err := procStatus(pid)
+	return int64(st.VmRSS), err
 }
 
-// memory reads VmHWM, the peak resident set of pid, in bytes (procfs).
+// memory reads VmHWM, the peak resident set of pid, in bytes.
 func memory(pid int) (int64, error) {
+	st, err := procStatus(pid)
+	return int64(st.VmHWM), err
+}
+
+// procStatus reads /proc/<pid>/status with procfs.
+func procStatus(pid int) (procfs.ProcStatus, error) {
 	p, err := procfs.NewProc(pid)
 	if err != nil {
-		return 0, err
+		return procfs.ProcStatus{}, err
 	}
-	st, err := p.NewStatus()
-	if err != nil {
-		return 0, err
-	}
-	return int64(st.VmHWM), nil
+	return p.NewStatus()
 }
