@@ -20,7 +20,7 @@ type memcached struct {
 }
 
 type memcachedSpec struct {
-	Size  int32  `json:"size,omitempty"`
+	Size  int32  `json:"size"` // required by the CRD, and 0 is a size
 	Image string `json:"image,omitempty"`
 }
 
