@@ -7,6 +7,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -98,7 +99,7 @@ func (c *contender) remove(ctx context.Context, cl client.Client, name string) e
 }
 
 func createIfAbsent(ctx context.Context, cl client.Client, obj client.Object) error {
-	if err := cl.Create(ctx, obj); err != nil && !isAlreadyExists(err) {
+	if err := cl.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating %T: %w", obj, err)
 	}
 	return nil

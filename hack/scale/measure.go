@@ -514,8 +514,6 @@ func (b *bench) pollRSS() error {
 	return nil
 }
 
-func isAlreadyExists(err error) bool { return apierrors.IsAlreadyExists(err) }
-
 func names(prefix string, n int) []string {
 	out := make([]string, n)
 	for i := range out {

@@ -339,7 +339,7 @@ func apiKindsTable(w func(string, ...any), r *runResult) {
 			keys[k] += v.Seconds
 		}
 	}
-	sorted := slices.SortedFunc(maps.Keys(keys), func(a, b string) int { return cmp.Compare(keys[b], keys[a]) })
+	sorted := largestFirst(keys)
 	w("The API server's work during the create step (N=%d), by request kind, from every client (its `apiserver_request_total` and `apiserver_request_duration_seconds`; watches left out): requests per object, and the seconds its handlers took in all:\n\n", r.N)
 	w("| request kind | opkit | tutorial | direct |\n|---|---:|---:|---:|\n")
 	totals := map[string]apiKind{}
@@ -371,41 +371,13 @@ func apiKindsTable(w func(string, ...any), r *runResult) {
 // watchEventsTable renders the watch events the API server sent during
 // the create step, per object, by resource: every write's fan-out.
 func watchEventsTable(w func(string, ...any), r *runResult) {
-	n := float64(r.N)
-	keys := map[string]float64{}
-	for _, name := range tableOrder {
-		for k, v := range r.Contenders[name].Create.WatchEvents {
-			keys[k] += v
-		}
-	}
-	if len(keys) == 0 {
+	get := func(c *contenderResult) map[string]float64 { return c.Create.WatchEvents }
+	if !slices.ContainsFunc(tableOrder, func(name string) bool { return len(get(r.Contenders[name])) > 0 }) {
 		return
 	}
-	sorted := slices.SortedFunc(maps.Keys(keys), func(a, b string) int { return cmp.Compare(keys[b], keys[a]) })
-	w("Watch events the API server sent during the create step (N=%d), per object, by resource:\n\n| resource | opkit | tutorial | direct |\n|---|---:|---:|---:|\n", r.N)
-	totals := map[string]float64{}
-	for _, k := range sorted {
-		for _, name := range tableOrder {
-			totals[name] += r.Contenders[name].Create.WatchEvents[k]
-		}
-		shown := false
-		for _, name := range tableOrder {
-			shown = shown || r.Contenders[name].Create.WatchEvents[k]/n >= 0.005
-		}
-		if !shown {
-			continue // under 0.01 per object for all: counted in all only
-		}
-		w("| %s |", k)
-		for _, name := range tableOrder {
-			w(" %.2f |", r.Contenders[name].Create.WatchEvents[k]/n)
-		}
-		w("\n")
-	}
-	w("| **all** |")
-	for _, name := range tableOrder {
-		w(" **%.2f** |", totals[name]/n)
-	}
-	w("\n\n")
+	w("Watch events the API server sent during the create step (N=%d), per object, by resource:\n\n", r.N)
+	// Rows under 0.01 per object for every contender are counted in all only.
+	perObjectTable(w, r, "resource", float64(r.N), get, 0.005, func(map[string]float64) string { return "" })
 }
 
 // clusterWritesTable renders the write requests the API server served in
@@ -422,27 +394,46 @@ func clusterWritesTable(w func(string, ...any), r *runResult) {
 		{"delete", r.N, func(c *contenderResult) map[string]float64 { return c.Delete.ClusterWrites }},
 	}
 	for _, step := range steps {
-		keys := map[string]float64{}
-		all := map[string]float64{}
-		for _, name := range tableOrder {
-			for k, v := range step.get(r.Contenders[name]) {
-				keys[k] += v
-				all[name] += v
-			}
-		}
-		n := float64(max(step.n, 1))
 		w("Write requests the API server served during the %s step (N=%d), from every client (benchmark, operator, controller-manager, scheduler, kwok), per object:\n\n", step.what, r.N)
-		w("| resource | opkit | tutorial | direct |\n|---|---:|---:|---:|\n")
-		sorted := slices.SortedFunc(maps.Keys(keys), func(a, b string) int { return cmp.Compare(keys[b], keys[a]) })
-		for _, k := range sorted {
-			w("| %s |", k)
-			for _, name := range tableOrder {
-				w(" %.2f |", step.get(r.Contenders[name])[k]/n)
-			}
-			w("\n")
-		}
-		w("| **all** | **%.2f** | **%.2f** | **%.2f** (opkit / direct %s) |\n\n", all[contOpkit]/n, all[contTutorial]/n, all[contDirect]/n, ratio(all[contOpkit], all[contDirect]))
+		perObjectTable(w, r, "resource", float64(max(step.n, 1)), step.get, 0, func(all map[string]float64) string {
+			return " (opkit / direct " + ratio(all[contOpkit], all[contDirect]) + ")"
+		})
 	}
+}
+
+// perObjectTable renders the maps get returns for each contender as a
+// table of values per object (divided by n), one row per key, largest sum
+// first, and a row of totals followed by note(totals). A row whose values
+// are all under hide per object is left out (it still counts in the
+// totals).
+func perObjectTable(w func(string, ...any), r *runResult, keyName string, n float64, get func(*contenderResult) map[string]float64, hide float64, note func(map[string]float64) string) {
+	sums, totals := map[string]float64{}, map[string]float64{}
+	for _, name := range tableOrder {
+		for k, v := range get(r.Contenders[name]) {
+			sums[k] += v
+			totals[name] += v
+		}
+	}
+	w("| %s | opkit | tutorial | direct |\n|---|---:|---:|---:|\n", keyName)
+	for _, k := range largestFirst(sums) {
+		if !slices.ContainsFunc(tableOrder, func(name string) bool { return get(r.Contenders[name])[k]/n >= hide }) {
+			continue
+		}
+		w("| %s |", k)
+		for _, name := range tableOrder {
+			w(" %.2f |", get(r.Contenders[name])[k]/n)
+		}
+		w("\n")
+	}
+	w("| **all** | **%.2f** | **%.2f** | **%.2f**%s |\n\n", totals[tableOrder[0]]/n, totals[tableOrder[1]]/n, totals[tableOrder[2]]/n, note(totals))
+}
+
+// largestFirst sorts the keys of sums by their value, largest first, and
+// equal values by key, so that a report rendered twice reads the same.
+func largestFirst(sums map[string]float64) []string {
+	return slices.SortedFunc(maps.Keys(sums), func(a, b string) int {
+		return cmp.Or(cmp.Compare(sums[b], sums[a]), cmp.Compare(a, b))
+	})
 }
 
 // methodsWrites is methods restricted to write verbs.

@@ -14,7 +14,10 @@ func fakeRun(n int, ratio float64) *runResult {
 		return phase{Name: name, Seconds: secs, Samples: []sample{{T: secs / 2, Done: n / 2}, {T: secs, Done: n}},
 			Extra:    map[string]float64{"objectsGoneSeconds": secs / 2},
 			APIKinds: map[string]apiKind{"POST deployments": {Count: float64(n), Seconds: 1}, "APPLY memcacheds/status": {Count: float64(n), Seconds: 2}},
-			Requests: &requests{ByMethod: map[string]float64{"PATCH": 2 * float64(n), "POST": float64(n)}, Writes: 3 * float64(n), Total: 3 * float64(n)}}
+			// A tie (sorted by name), and a row under 0.005 per object.
+			WatchEvents:   map[string]float64{"pods": 14 * float64(n), "deployments": 6 * float64(n), "services": 6 * float64(n), "nodes": 1},
+			ClusterWrites: map[string]float64{"deployments": float64(n), "services": float64(n)},
+			Requests:      &requests{ByMethod: map[string]float64{"PATCH": 2 * float64(n), "POST": float64(n)}, Writes: 3 * float64(n), Total: 3 * float64(n)}}
 	}
 	op := func(name string, create float64) *contenderResult {
 		steady := ph(name+": steady", 60)
@@ -42,6 +45,8 @@ func TestReport(t *testing.T) {
 		"| 250 | 1.20 | +0% (met) |",
 		"| APPLY memcacheds/status | 1.00, 2.0 s | 1.00, 2.0 s | 1.00, 2.0 s |",
 		"| RSS growth over the create step, per Memcached (Go heap in use after it) | 30.7 KB (0.0 MB) |",
+		"| resource | opkit | tutorial | direct |\n|---|---:|---:|---:|\n| pods | 14.00 | 14.00 | 14.00 |\n| deployments | 6.00 | 6.00 | 6.00 |\n| services | 6.00 | 6.00 | 6.00 |\n| **all** | **26.00** | **26.00** | **26.00** |",
+		"| **all** | **2.00** | **2.00** | **2.00** (opkit / direct 1.00) |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
