@@ -41,7 +41,7 @@ func (h *ClusterHooks) rebuildFromBackup(ctx context.Context, c *v1alpha1.EtcdCl
 	ref := c.Spec.Backup.StoreRef
 	store, err := clusterStore(ctx, h.Stores, c.Namespace, c.Name, ref)
 	if err != nil {
-		if errors.Is(err, ErrStoreNotFound) || errors.Is(err, ErrStoreMisconfigured) {
+		if storeUnusable(err) {
 			return reconcile.Terminal(ReasonNoBackupToRebuildFrom, fmt.Errorf("%s; spec.backup.storeRef: %w", step.Message, err)).RecheckAfter(childConflictRequeue)
 		}
 		return reconcile.Retry(err)
@@ -83,7 +83,7 @@ func (h *ClusterHooks) recoverySource(ctx context.Context, c *v1alpha1.EtcdClust
 	ref := c.Spec.Backup.StoreRef
 	store, err := clusterStore(ctx, h.Stores, c.Namespace, c.Name, ref)
 	if err != nil {
-		if errors.Is(err, ErrStoreNotFound) || errors.Is(err, ErrStoreMisconfigured) {
+		if storeUnusable(err) {
 			return nil, reconcile.Terminal(ReasonRestoreFailed, fmt.Errorf("spec.backup.storeRef: %w", err))
 		}
 		return nil, reconcile.Retry(err)

@@ -77,7 +77,7 @@ func (h *ClusterHooks) restoreSource(ctx context.Context, c *v1alpha1.EtcdCluste
 	}
 	store, err := clusterStore(ctx, h.Stores, b.Namespace, b.Spec.ClusterName, b.Spec.StoreRef)
 	if err != nil {
-		if errors.Is(err, ErrStoreNotFound) || errors.Is(err, ErrStoreMisconfigured) {
+		if storeUnusable(err) {
 			return nil, reconcile.Terminal(ReasonRestoreFailed, err)
 		}
 		return nil, reconcile.Retry(err)

@@ -32,6 +32,13 @@ var (
 	ErrStoreMisconfigured = errors.New("backup store misconfigured")
 )
 
+// storeUnusable reports whether err, from a StoreResolver, says the store
+// cannot be used until someone creates or fixes it (ErrStoreNotFound,
+// ErrStoreMisconfigured): a pass reports it rather than retrying at once.
+func storeUnusable(err error) bool {
+	return errors.Is(err, ErrStoreNotFound) || errors.Is(err, ErrStoreMisconfigured)
+}
+
 // DefaultStores resolves S3 references through their Secret (read with c)
 // and PVC references of namespace to directories <fsRoot>/<namespace>/<pvcName>,
 // where a claim is expected to be mounted into the operator: the mount
