@@ -132,6 +132,62 @@ func TestWithManager(t *testing.T) {
 	}
 }
 
+// TestResyncCostsNoPass checks that the informers' periodic resyncs, which
+// replay every cached object as an update that changes nothing, cost no
+// pass: neither the reconciled kind's nor its owned children's. With N
+// objects a resync period of P costs N passes every P otherwise, which is
+// most of an operator's passes under a create burst.
+func TestResyncCostsNoPass(t *testing.T) {
+	f := newFixture(t)
+	syncPeriod := time.Second
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 env.Scheme,
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{f.ns: {}}, SyncPeriod: &syncPeriod},
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	testkit.Must(t, err)
+	ch, err := reconcile.NewChildren(mgr.GetClient(), mgr.GetScheme())
+	testkit.Must(t, err)
+	hooks := &widgetHooks{children: ch}
+	_, err = reconcile.SetupWithManager[*testv1.Widget](mgr, hooks,
+		reconcile.WithName("resync-"+f.ns),
+		reconcile.WithOwns(&corev1.ConfigMap{}),
+		reconcile.WithConditions("Available"),
+		reconcile.WithSkipNameValidation())
+	testkit.Must(t, err)
+	testkit.Run(t, mgr)
+
+	for _, name := range []string{"a", "b"} {
+		f.createWidget(name, testv1.WidgetSpec{Replicas: 1, Message: "m"})
+		waitFor(t, f, name, func(w *testv1.Widget) bool {
+			return w.Status.ObservedGeneration == 1 && statusutil.IsTrue(w, statusutil.ReadyCondition)
+		})
+	}
+	time.Sleep(time.Second) // the last writes' watch events
+	passes := hooks.reconcils.Load()
+	time.Sleep(4 * syncPeriod)
+	if got := hooks.reconcils.Load() - passes; got != 0 {
+		t.Errorf("%d passes in %s of resyncs (period %s) with nothing changed, want 0", got, 4*syncPeriod, syncPeriod)
+	}
+
+	// A real change of a child still brings its owner back.
+	cm := &corev1.ConfigMap{}
+	testkit.Must(t, env.Client.Get(t.Context(), client.ObjectKey{Namespace: f.ns, Name: "a-child"}, cm))
+	cm.Data = map[string]string{"replicas": "changed by hand"}
+	testkit.Must(t, env.Client.Update(t.Context(), cm))
+	err = wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		got := &corev1.ConfigMap{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cm), got); err != nil {
+			return false, err
+		}
+		return got.Data["replicas"] != "changed by hand", nil
+	})
+	if err != nil {
+		t.Errorf("a child changed by hand was not put back: %v", err)
+	}
+}
+
 func waitFor(t *testing.T, f *fixture, name string, cond func(*testv1.Widget) bool) {
 	t.Helper()
 	var last *testv1.Widget

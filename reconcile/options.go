@@ -209,7 +209,9 @@ func WithNegativePolarityConditions(types ...string) Option {
 }
 
 // WithOwns makes SetupWithManager watch these child types and reconcile
-// their controller when they change.
+// their controller when they change. Resyncs of a child (updates that
+// change nothing) are dropped: they would cost a pass per child every
+// resync period.
 func WithOwns(objs ...client.Object) SetupOption {
 	return setupOnlyOption(func(o *setupOptions) { o.owns = append(o.owns, objs...) })
 }

@@ -25,7 +25,12 @@ import (
 // annotations, of finalizers, the start of deletion, creations and
 // deletions. Status-only updates, including the Reconciler's own status
 // writes, and periodic resyncs are dropped, so they cost no pass. Owned
-// children's events are not filtered.
+// children's events pass unless they are resyncs (an update that changes
+// nothing, not even the resourceVersion): a child's resync would cost its
+// owner a pass that finds what the last one found, N passes every resync
+// period for N objects. WithWatches registrations keep their own
+// predicates; add predicate.ResourceVersionChangedPredicate to drop their
+// resyncs too.
 //
 // SetupWithManager also reads the OpenAPI schema the API server publishes
 // for T (one discovery request, allowed to every authenticated user by the
@@ -82,7 +87,7 @@ func SetupWithManager[T Object](mgr ctrl.Manager, hooks Hooks[T], opts ...SetupO
 			SkipNameValidation:      &so.skipNameCheck,
 		})
 	for _, o := range so.owns {
-		b = b.Owns(o)
+		b = b.Owns(o, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{}))
 	}
 	for _, w := range so.watches {
 		b = b.Watches(w.obj, w.handler, w.opts...)
