@@ -6,6 +6,7 @@ require (
 	github.com/go-logr/logr v1.4.4
 	github.com/google/go-cmp v0.7.0
 	github.com/google/go-containerregistry v0.22.1
+	github.com/google/pprof v0.0.0-20250403155104-27863c87afa6
 	github.com/opkit-dev/opkit v0.0.0-00010101000000-000000000000
 	github.com/opkit-dev/opkit/internal/localcluster v0.0.0-00010101000000-000000000000
 	github.com/prometheus/common v0.71.0

@@ -75,6 +75,7 @@ type operator struct {
 	name       string
 	cmd        *exec.Cmd
 	metricsURL string
+	pprofURL   string // empty unless -profile
 	log        string
 	exited     chan struct{}
 	exitErr    error
@@ -312,6 +313,15 @@ func startOperator(ctx context.Context, name, bin string, extra []string, kubeco
 		"--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(probePort),
 		"--sync-period", cfg.SyncPeriod.String(),
 	}, extra...)
+	var pprofURL string
+	if cfg.Profile != "" {
+		pprofPort, err := testkit.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		pprofURL = fmt.Sprintf("http://127.0.0.1:%d", pprofPort)
+		args = append(args, "--pprof-bind-address", strings.TrimPrefix(pprofURL, "http://"))
+	}
 	logPath := filepath.Join(tmp, name+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -324,7 +334,7 @@ func startOperator(ctx context.Context, name, bin string, extra []string, kubeco
 		_ = logFile.Close()
 		return nil, fmt.Errorf("starting the %s operator: %w", name, err)
 	}
-	op := &operator{name: name, cmd: cmd, metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort), log: logPath, exited: make(chan struct{})}
+	op := &operator{name: name, cmd: cmd, metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort), pprofURL: pprofURL, log: logPath, exited: make(chan struct{})}
 	go func() {
 		op.exitErr = cmd.Wait()
 		_ = logFile.Close()

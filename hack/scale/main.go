@@ -62,6 +62,7 @@ type config struct {
 	Out          string        `json:"-"`
 	OperatorArgs []string      `json:"operatorArgs,omitempty"`
 	TutorialArgs []string      `json:"tutorialArgs,omitempty"`
+	Profile      string        `json:"-"`
 }
 
 func main() {
@@ -79,6 +80,7 @@ func main() {
 	flag.StringVar(&cfg.Out, "out", ".local/scale", "directory for scale.md, scale.json and scale.png")
 	flag.Var(&opArgs, "operator-arg", "extra flag for the opkit operator (repeatable), e.g. --operator-arg=--ready-events=always")
 	flag.Var(&tutArgs, "tutorial-arg", "extra flag for the tutorial operator (repeatable)")
+	flag.StringVar(&cfg.Profile, "profile", "", "directory for CPU profiles of the API server and the operators, one per phase (<phase>-<process>.pprof); empty takes none")
 	rerenderDir := flag.String("rerender", "", "write scale.md and scale.png again from the scale.json in this directory, measuring nothing")
 	flag.Parse()
 	if *rerenderDir != "" {

@@ -224,6 +224,11 @@ func (b *bench) timed(ctx context.Context, name string, total int, act func(cont
 	if err != nil {
 		return p, err
 	}
+	prof, err := b.startProfiling(ctx, name)
+	if err != nil {
+		return p, err
+	}
+	defer func() { _ = prof.stop() }()
 	start := time.Now()
 	actErr := make(chan error, 1)
 	go func() { actErr <- act(ctx) }()
@@ -249,6 +254,9 @@ func (b *bench) timed(ctx context.Context, name string, total int, act func(cont
 		if n >= total && !acting {
 			p.Seconds = el.Seconds()
 			p.CPUSeconds = cpuDelta(cpuBefore, b.cpuSnapshot())
+			if err := prof.stop(); err != nil {
+				return p, err
+			}
 			apiAfter, err := b.apiserverMetrics(ctx)
 			if err != nil {
 				return p, err

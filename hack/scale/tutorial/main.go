@@ -41,13 +41,14 @@ func main() {
 
 func run() error {
 	var (
-		metricsAddr, probeAddr, namespace string
-		workers                           int
-		syncPeriod                        time.Duration
+		metricsAddr, probeAddr, pprofAddr, namespace string
+		workers                                      int
+		syncPeriod                                   time.Duration
 	)
 	// --kubeconfig is registered by controller-runtime.
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "address of the plain-HTTP metrics endpoint; 0 disables it")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", "0", "address of /healthz and /readyz; 0 disables them")
+	flag.StringVar(&pprofAddr, "pprof-bind-address", "0", "address of the net/http/pprof endpoints (keep it on loopback); 0 disables them")
 	flag.StringVar(&namespace, "namespace", "", "the only namespace to watch; empty watches all")
 	flag.IntVar(&workers, "max-concurrent-reconciles", 16, "Memcacheds reconciled at once")
 	flag.DurationVar(&syncPeriod, "sync-period", 10*time.Hour, "informer resync period")
@@ -78,6 +79,7 @@ func run() error {
 		Cache:                  cacheOpts,
 		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress: probeAddr,
+		PprofBindAddress:       pprofAddr,
 	})
 	if err != nil {
 		return err

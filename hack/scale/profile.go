@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/google/pprof/profile"
+	"k8s.io/client-go/rest"
+)
+
+// profileChunk is the length of one CPU profile request. A phase's profile
+// is the merge of back-to-back chunks, so it covers the phase and at most
+// one chunk beyond its end.
+const profileChunkSeconds = 5
+
+// profiling is the CPU profiling of one phase: the API server's and, when
+// there is one, the operator's, each written to -profile as
+// <phase>-<process>.pprof when stopped.
+type profiling struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	errs   []error
+}
+
+// startProfiling profiles the API server (through its /debug/pprof, with
+// the benchmark's admin credentials) and the operator (through its
+// --pprof-bind-address) until stop. It returns nil when -profile is unset.
+func (b *bench) startProfiling(ctx context.Context, phase string) (*profiling, error) {
+	if b.cfg.Profile == "" {
+		return nil, nil
+	}
+	if err := os.MkdirAll(b.cfg.Profile, 0o755); err != nil {
+		return nil, err
+	}
+	hc, err := rest.HTTPClientFor(b.e.cfg)
+	if err != nil {
+		return nil, fmt.Errorf("API server profile: %w", err)
+	}
+	targets := map[string]struct {
+		client *http.Client
+		url    string
+	}{"kube-apiserver": {hc, strings.TrimSuffix(b.e.cfg.Host, "/") + "/debug/pprof/profile"}}
+	if op := b.cur.op; op != nil && op.pprofURL != "" {
+		targets[op.name+"-operator"] = struct {
+			client *http.Client
+			url    string
+		}{http.DefaultClient, op.pprofURL + "/debug/pprof/profile"}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	p := &profiling{cancel: cancel}
+	for proc, t := range targets {
+		path := filepath.Join(b.cfg.Profile, fileSafe(phase)+"-"+proc+".pprof")
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			if err := profileUntilDone(ctx, t.client, t.url, path); err != nil {
+				p.mu.Lock()
+				p.errs = append(p.errs, fmt.Errorf("profiling %s: %w", proc, err))
+				p.mu.Unlock()
+			}
+		}()
+	}
+	return p, nil
+}
+
+// stop ends the profiling after the chunk under way and writes the
+// profiles.
+func (p *profiling) stop() error {
+	if p == nil {
+		return nil
+	}
+	p.cancel()
+	p.wg.Wait()
+	return errors.Join(p.errs...)
+}
+
+// profileUntilDone takes CPU profiles of profileChunkSeconds from url one
+// after the other until ctx is done, then writes their merge to path.
+func profileUntilDone(ctx context.Context, hc *http.Client, url, path string) error {
+	var chunks []*profile.Profile
+	for ctx.Err() == nil {
+		// The request itself must not be cancelled mid-chunk: the
+		// profile is only written at its end.
+		req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodGet, fmt.Sprintf("%s?seconds=%d", url, profileChunkSeconds), nil)
+		if err != nil {
+			return err
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		body, err := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: %s: %s", url, resp.Status, body)
+		}
+		prof, err := profile.ParseData(body)
+		if err != nil {
+			return fmt.Errorf("%s: %w", url, err)
+		}
+		chunks = append(chunks, prof)
+	}
+	if len(chunks) == 0 {
+		return nil
+	}
+	merged, err := profile.Merge(chunks)
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := merged.Write(f); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// fileSafe turns a phase name into a file name: letters and digits, the
+// rest as single dashes.
+func fileSafe(s string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(s) {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
+			b.WriteRune(r)
+			dash = false
+			continue
+		}
+		if !dash && b.Len() > 0 {
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	return strings.TrimSuffix(b.String(), "-")
+}
