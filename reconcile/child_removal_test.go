@@ -50,40 +50,69 @@ func TestEnsureChildRemovesWhatIsNoLongerSet(t *testing.T) {
 		{"label", func(d *appsv1.Deployment) { delete(d.Labels, "tier") },
 			func(d *appsv1.Deployment) any { _, ok := d.Labels["tier"]; return ok }, false},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t)
-			ch := f.children()
-			owner := f.createWidget("owner", testv1.WidgetSpec{})
-			ctx := t.Context()
+	// How the child was created: applied (a Children without an uncached
+	// reader), or POSTed (with one) and then read, as an operator's cache
+	// does, without managedFields. A POSTed child's first update also
+	// moves its fields to the field owner's apply: one write more, once.
+	creations := []struct {
+		name        string
+		children    func(f *fixture) *reconcile.Children
+		firstWrites int
+	}{
+		{"applied", func(f *fixture) *reconcile.Children { return f.children() }, 1},
+		{"posted", func(f *fixture) *reconcile.Children {
+			ch, err := reconcile.NewChildren(strippingReader{f.c}, env.Scheme,
+				reconcile.WithChildrenFieldOwner("opkit-widget"), reconcile.WithUncachedReader(f.c))
+			testkit.Must(f.t, err)
+			return ch
+		}, 2},
+	}
+	for _, cr := range creations {
+		for _, tt := range tests {
+			t.Run(cr.name+"/"+tt.name, func(t *testing.T) {
+				removeFromChild(t, cr.children, cr.firstWrites, full, tt.remove, tt.got, tt.want)
+			})
+		}
+	}
+}
 
-			d := desiredDeployment(f.ns, "web:1")
-			full(d)
-			if _, err := ch.EnsureChild(ctx, owner, d); err != nil {
-				t.Fatal(err)
-			}
-			for _, step := range []struct {
-				want       reconcile.Operation
-				wantWrites int
-			}{{reconcile.OperationUpdated, 1}, {reconcile.OperationNone, 0}} {
-				d := desiredDeployment(f.ns, "web:1")
-				full(d)
-				tt.remove(d)
-				f.counter.Reset()
-				op, err := ch.EnsureChild(ctx, owner, d)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if op != step.want {
-					t.Errorf("EnsureChild = %s, want %s", op, step.want)
-				}
-				f.wantWrites(step.wantWrites)
-			}
-			live := &appsv1.Deployment{}
-			testkit.Must(t, env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "web"}, live))
-			if diff := cmp.Diff(tt.want, tt.got(live)); diff != "" {
-				t.Errorf("live Deployment after the removal (-want +got):\n%s", diff)
-			}
-		})
+// removeFromChild creates the Deployment with full set, then ensures it
+// without what remove unsets, twice: the first call updates it with
+// firstWrites writes, the second sends none; got of the live Deployment
+// must then be want.
+func removeFromChild(t *testing.T, children func(*fixture) *reconcile.Children, firstWrites int,
+	full, remove func(*appsv1.Deployment), got func(*appsv1.Deployment) any, want any) {
+	t.Helper()
+	f := newFixture(t)
+	ch := children(f)
+	owner := f.createWidget("owner", testv1.WidgetSpec{})
+	ctx := t.Context()
+
+	d := desiredDeployment(f.ns, "web:1")
+	full(d)
+	if _, err := ch.EnsureChild(ctx, owner, d); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		want       reconcile.Operation
+		wantWrites int
+	}{{reconcile.OperationUpdated, firstWrites}, {reconcile.OperationNone, 0}} {
+		d := desiredDeployment(f.ns, "web:1")
+		full(d)
+		remove(d)
+		f.counter.Reset()
+		op, err := ch.EnsureChild(ctx, owner, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if op != step.want {
+			t.Errorf("EnsureChild = %s, want %s", op, step.want)
+		}
+		f.wantWrites(step.wantWrites)
+	}
+	live := &appsv1.Deployment{}
+	testkit.Must(t, env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "web"}, live))
+	if diff := cmp.Diff(want, got(live)); diff != "" {
+		t.Errorf("live Deployment after the removal (-want +got):\n%s", diff)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -281,8 +282,9 @@ func (blindReader) Get(_ context.Context, key client.ObjectKey, obj client.Objec
 
 // TestEnsureChildConfirmsAbsenceUncached: when the cache does not see the
 // child (a label-filtered cache and an object without the label), the
-// uncached reader is asked before anything is written: an object that
-// exists there is refused, not taken over by a forced apply.
+// child is created with a POST, which fails on an existing object, and the
+// uncached reader is asked what it is: an object that exists there is
+// refused, not taken over by a forced apply.
 func TestEnsureChildConfirmsAbsenceUncached(t *testing.T) {
 	f := newFixture(t)
 	owner := f.createWidget("owner", testv1.WidgetSpec{})
@@ -300,7 +302,11 @@ func TestEnsureChildConfirmsAbsenceUncached(t *testing.T) {
 	if !errors.As(err, &nce) {
 		t.Fatalf("EnsureChild over an object the cache cannot see: err = %v, want *ownership.NotControlledError", err)
 	}
-	f.wantWrites(0)
+	// The create is a POST, which the API server refuses for an existing
+	// object: nothing is written.
+	if got := f.counter.Counts(); got[http.MethodPost] != 1 || f.counter.Writes() != 1 {
+		t.Errorf("write requests: %s; want one POST", f.counter)
+	}
 	testkit.Must(t, env.Client.Get(ctx, client.ObjectKeyFromObject(someones), someones))
 	if diff := cmp.Diff(map[string]string{"theirs": "data"}, someones.Data); diff != "" || len(someones.OwnerReferences) != 0 {
 		t.Errorf("the object was changed: data (-want +got):\n%s owners %v", diff, someones.OwnerReferences)
@@ -309,6 +315,51 @@ func TestEnsureChildConfirmsAbsenceUncached(t *testing.T) {
 	// A child that really does not exist is created.
 	if op, err := ch.EnsureChild(ctx, owner, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "new", Namespace: f.ns}}); err != nil || op != reconcile.OperationCreated {
 		t.Errorf("creating a new child: %s, %v", op, err)
+	}
+}
+
+// strippingReader reads like an operator's cache that drops managedFields
+// (cache.TransformStripManagedFields).
+type strippingReader struct{ client.Client }
+
+func (r strippingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	err := r.Client.Get(ctx, key, obj, opts...)
+	obj.SetManagedFields(nil)
+	return err
+}
+
+// TestEnsureChildCreatesWithOnePost: with an uncached reader, a child the
+// cache does not hold is created with one POST (protobuf for built-in
+// kinds), not an uncached GET and a server-side apply, which costs the API
+// server about twice the CPU. Its fields belong to the field owner's apply
+// before the first update (TestEnsureChildRemovesWhatIsNoLongerSet).
+func TestEnsureChildCreatesWithOnePost(t *testing.T) {
+	f := newFixture(t)
+	owner := f.createWidget("owner", testv1.WidgetSpec{})
+	ch, err := reconcile.NewChildren(blindReader{f.c}, env.Scheme, reconcile.WithChildrenFieldOwner("opkit-widget"), reconcile.WithUncachedReader(f.c))
+	testkit.Must(t, err)
+
+	// The client's first request of a kind discovers its API group.
+	err = f.c.Get(t.Context(), client.ObjectKey{Namespace: f.ns, Name: "none"}, &appsv1.Deployment{})
+	if !apierrors.IsNotFound(err) {
+		t.Fatalf("reading a Deployment that does not exist: %v", err)
+	}
+	f.counter.Reset()
+	d := desiredDeployment(f.ns, "web:1")
+	op, err := ch.EnsureChild(t.Context(), owner, d)
+	if err != nil || op != reconcile.OperationCreated {
+		t.Fatalf("EnsureChild = %s, %v; want %s", op, err, reconcile.OperationCreated)
+	}
+	if diff := cmp.Diff(map[string]int{"POST": 1}, f.counter.Counts()); diff != "" {
+		t.Errorf("requests to create a child (-want +got):\n%s", diff)
+	}
+	live := &appsv1.Deployment{}
+	testkit.Must(t, env.Client.Get(t.Context(), client.ObjectKeyFromObject(d), live))
+	if d.UID == "" || d.UID != live.UID || d.ResourceVersion != live.ResourceVersion {
+		t.Errorf("desired after the create: uid %q rv %q, want the live object's %q %q", d.UID, d.ResourceVersion, live.UID, live.ResourceVersion)
+	}
+	if !metav1.IsControlledBy(live, owner) || live.Labels[reconcile.AppliedDigestLabel] == "" {
+		t.Errorf("created child: owners %v, labels %v; want controlled by the owner, with the digest label", live.OwnerReferences, live.Labels)
 	}
 }
 
