@@ -276,14 +276,21 @@ func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object
 	var stale []string
 	err = c.client.Get(ctx, key, current)
 	if apierrors.IsNotFound(err) && c.uncached != nil {
-		// Not in the cache. Create it with a POST, which the API server
-		// refuses for an existing object instead of merging into it; an
-		// object that is merely invisible to the cache is read below.
-		created, cerr := c.create(ctx, desired, ck, digest, fieldOwner)
-		if !apierrors.IsAlreadyExists(cerr) {
-			return created, cerr
+		if c.applied.wasCreated(ck) {
+			// An earlier pass created it and the cache has not seen it
+			// yet: read it rather than POST it again (409).
+			err = c.uncached.Get(ctx, key, current)
 		}
-		err = c.uncached.Get(ctx, key, current)
+		if apierrors.IsNotFound(err) {
+			// Create it with a POST, which the API server refuses for an
+			// existing object instead of merging into it; an object
+			// merely invisible to the cache is read below.
+			created, cerr := c.create(ctx, desired, ck, digest, fieldOwner)
+			if !apierrors.IsAlreadyExists(cerr) {
+				return created, cerr
+			}
+			err = c.uncached.Get(ctx, key, current)
+		}
 	}
 	switch {
 	case apierrors.IsNotFound(err):
@@ -359,7 +366,7 @@ func (c *Children) create(ctx context.Context, desired client.Object, ck childKe
 	if err := copyInto(obj, desired); err != nil {
 		return OperationCreated, err
 	}
-	c.applied.forget(ck)
+	c.applied.recordCreate(ck, obj)
 	return OperationCreated, nil
 }
 

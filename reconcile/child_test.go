@@ -363,6 +363,42 @@ func TestEnsureChildCreatesWithOnePost(t *testing.T) {
 	}
 }
 
+// TestEnsureChildAfterItsCreateOnAStaleCache: a pass that runs before the
+// cache has seen the child an earlier pass created must not POST it again
+// (a 409 AlreadyExists, counted as a conflict): it reads the child instead.
+// A child deleted since is created again.
+func TestEnsureChildAfterItsCreateOnAStaleCache(t *testing.T) {
+	f := newFixture(t)
+	owner := f.createWidget("owner", testv1.WidgetSpec{})
+	ctx := t.Context()
+	ch, err := reconcile.NewChildren(blindReader{f.c}, env.Scheme, reconcile.WithChildrenFieldOwner("opkit-widget"), reconcile.WithUncachedReader(f.c))
+	testkit.Must(t, err)
+	if op, err := ch.EnsureChild(ctx, owner, desiredDeployment(f.ns, "web:1")); err != nil || op != reconcile.OperationCreated {
+		t.Fatalf("EnsureChild = %s, %v; want %s", op, err, reconcile.OperationCreated)
+	}
+
+	f.counter.Reset()
+	d := desiredDeployment(f.ns, "web:1")
+	if op, err := ch.EnsureChild(ctx, owner, d); err != nil || op != reconcile.OperationNone {
+		t.Errorf("EnsureChild again before the cache saw the create = %s, %v; want %s", op, err, reconcile.OperationNone)
+	}
+	if got := f.counter.Writes(); got != 0 {
+		t.Errorf("write requests = %d, want 0 (%s)", got, f.counter)
+	}
+	if d.UID == "" {
+		t.Error("desired does not hold the live child")
+	}
+
+	testkit.Must(t, env.Client.Delete(ctx, d))
+	f.counter.Reset()
+	if op, err := ch.EnsureChild(ctx, owner, desiredDeployment(f.ns, "web:1")); err != nil || op != reconcile.OperationCreated {
+		t.Errorf("EnsureChild after the child was deleted = %s, %v; want %s", op, err, reconcile.OperationCreated)
+	}
+	if got := f.counter.Counts()[http.MethodPost]; got != 1 || f.counter.Writes() != 1 {
+		t.Errorf("write requests: %s; want one POST", f.counter)
+	}
+}
+
 // TestEnsureChildOnAStaleCache: a cache that still serves a child's
 // version from before the last apply (its watch event has not arrived)
 // must not make EnsureChild apply the same content again. Seen in CI as a

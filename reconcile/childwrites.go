@@ -23,6 +23,11 @@ import (
 // (or the child is deleted through DeleteChild), and records not looked at
 // for appliedChildTTL are dropped too, so that children never visited again
 // are not remembered forever.
+//
+// Children created by POST are remembered too (recordCreate): until the
+// cache shows them, EnsureChild reads them through the uncached reader
+// instead of POSTing again, which the API server would refuse with 409
+// AlreadyExists.
 type appliedChildren struct {
 	mu        sync.Mutex
 	m         map[childKey]appliedChild
@@ -39,6 +44,7 @@ type appliedChild struct {
 	digest   string
 	staleRVs []string      // versions the cache may still serve that predate the apply
 	applied  client.Object // the apply's response
+	created  bool          // a record of a POST (recordCreate): no staleRVs, no applied
 	at       time.Time
 }
 
@@ -96,6 +102,27 @@ func (a *appliedChildren) record(k childKey, applied client.Object, digest strin
 		a.m = map[childKey]appliedChild{}
 	}
 	a.m[k] = appliedChild{uid: applied.GetUID(), digest: digest, staleRVs: rvs, applied: copied, at: now}
+}
+
+// recordCreate remembers that k was created as created (the POST's
+// response), so that a pass reading the cache before it has seen the
+// create reads the child instead of POSTing it again.
+func (a *appliedChildren) recordCreate(k childKey, created client.Object) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.m == nil {
+		a.m = map[childKey]appliedChild{}
+	}
+	a.m[k] = appliedChild{uid: created.GetUID(), created: true, at: time.Now()}
+}
+
+// wasCreated reports whether k was created by EnsureChild and not looked
+// up since (a lookup, made once the child is read, drops the record).
+func (a *appliedChildren) wasCreated(k childKey) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	rec, ok := a.m[k]
+	return ok && rec.created && time.Since(rec.at) <= appliedChildTTL
 }
 
 // forget drops the record of k.
