@@ -64,7 +64,16 @@ type contenderResult struct {
 	RSSBeforeCreate int64     `json:"rssBeforeCreateBytes,omitempty"`
 	RSSAfterCreate  int64     `json:"rssAfterCreateBytes,omitempty"`
 	PeakRSSBytes    int64     `json:"peakRSSBytes,omitempty"`
-	GoHeapBytes     float64   `json:"goHeapInuseBytesAtEnd,omitempty"`
+	// PeakAnonBytes is the largest RssAnon seen (polled about once a
+	// second): the operator's own memory, without the pages of its
+	// executable that VmHWM also counts.
+	PeakAnonBytes int64 `json:"peakAnonRSSBytes,omitempty"`
+	// FileRSSBeforeCreate is RssFile before the create step: the pages of
+	// the executable mapped in. How many depends on the page cache (a
+	// freshly built binary is all in it, and faults map its pages in
+	// batches), not on the operator's work.
+	FileRSSBeforeCreate int64   `json:"fileRSSBeforeCreateBytes,omitempty"`
+	GoHeapBytes         float64 `json:"goHeapInuseBytesAtEnd,omitempty"`
 }
 
 // rssPerCR is the operator's resident set growth over the create step per
@@ -101,9 +110,11 @@ func (r *results) run(n int) *runResult {
 type bench struct {
 	e   *env
 	cfg config
-	// cur is the contender being measured, peakRSS its operator's.
-	cur     *contender
-	peakRSS int64
+	// cur is the contender being measured, peakRSS and peakAnon its
+	// operator's peak VmHWM and RssAnon.
+	cur      *contender
+	peakRSS  int64
+	peakAnon int64
 }
 
 // measure runs every contender at n on e's cluster, one after the other:
@@ -133,9 +144,11 @@ func (b *bench) contender(ctx context.Context, n, resize int) (*contenderResult,
 		if first, err = scrape(ctx, c.op.metricsURL); err != nil {
 			return nil, err
 		}
-		if res.RSSBeforeCreate, err = residentSet(c.op.pid()); err != nil {
+		st, err := procStatus(c.op.pid())
+		if err != nil {
 			return nil, err
 		}
+		res.RSSBeforeCreate, res.FileRSSBeforeCreate = int64(st.VmRSS), int64(st.RssFile)
 	}
 	var err error
 	res.Create, err = b.phase(ctx, fmt.Sprintf("%s: create %d %s", c.name, n, c.noun()), n, func(ctx context.Context) error {
@@ -180,6 +193,7 @@ func (b *bench) contender(ctx context.Context, n, resize int) (*contenderResult,
 			return nil, err
 		}
 		res.PeakRSSBytes = b.peakRSS
+		res.PeakAnonBytes = b.peakAnon
 	}
 	return res, nil
 }
@@ -509,14 +523,15 @@ func (b *bench) pollRSS() error {
 	if b.cur.op == nil {
 		return nil
 	}
-	hwm, err := memory(b.cur.op.pid())
+	st, err := procStatus(b.cur.op.pid())
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return b.cur.op.alive()
 		}
 		return err
 	}
-	if hwm > b.peakRSS {
+	b.peakAnon = max(b.peakAnon, int64(st.RssAnon))
+	if hwm := int64(st.VmHWM); hwm > b.peakRSS {
 		b.peakRSS = hwm
 	}
 	return nil

@@ -266,12 +266,6 @@ func residentSet(pid int) (int64, error) {
 	return int64(st.VmRSS), err
 }
 
-// memory reads VmHWM, the peak resident set of pid, in bytes.
-func memory(pid int) (int64, error) {
-	st, err := procStatus(pid)
-	return int64(st.VmHWM), err
-}
-
 // procStatus reads /proc/<pid>/status with procfs.
 func procStatus(pid int) (procfs.ProcStatus, error) {
 	p, err := procfs.NewProc(pid)

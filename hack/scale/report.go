@@ -220,6 +220,9 @@ func markdown(rep report, cfg config) string {
 		return fmt.Sprintf("%s (%s)", num(c.Delete.Requests.Writes/n), methodsWrites(c.Delete.Requests.ByMethod, r.N))
 	}, "")
 	row("peak RSS (VmHWM)", func(c *contenderResult) string { return mb(c.PeakRSSBytes) }, fmt.Sprintf("<= %s (%s)", mb(targetPeakRSS), verdict(o.PeakRSSBytes <= targetPeakRSS)))
+	row("of which the executable's pages before the create step (RssFile); the operator's own peak (RssAnon)", func(c *contenderResult) string {
+		return fmt.Sprintf("%s; %s", mb(c.FileRSSBeforeCreate), mb(c.PeakAnonBytes))
+	}, "reported")
 	row("RSS growth over the create step, per Memcached (Go heap in use after it)", func(c *contenderResult) string {
 		return fmt.Sprintf("%.1f KB (%s)", c.rssPerCR(r.N)/1024, mb(int64(c.Create.HeapInuseBytes)))
 	}, "reported")
@@ -257,14 +260,14 @@ func curveTable(w func(string, ...any), res *results) {
 	base := res.run(res.Primary)
 	baseRatio := base.Contenders[contOpkit].Create.Seconds / base.Contenders[contDirect].Create.Seconds
 	w("Scaling curve: each N on a fresh cluster with fresh operators. The create ratio should stay within %.0f%% of its N=%d value.\n\n", targetCurveDrift*100, res.Primary)
-	w("| N | create opkit / direct | vs N=%d | create opkit / tutorial | resize opkit / direct | delete opkit / direct | opkit peak RSS | opkit RSS growth per Memcached | tutorial peak RSS |\n|---:|---:|---|---:|---:|---:|---:|---:|---:|\n", res.Primary)
+	w("| N | create opkit / direct | vs N=%d | create opkit / tutorial | resize opkit / direct | delete opkit / direct | opkit peak RSS (RssAnon) | opkit RSS growth per Memcached | tutorial peak RSS (RssAnon) |\n|---:|---:|---|---:|---:|---:|---:|---:|---:|\n", res.Primary)
 	for _, r := range res.Runs {
 		d, o, t := r.Contenders[contDirect], r.Contenders[contOpkit], r.Contenders[contTutorial]
 		cr := o.Create.Seconds / d.Create.Seconds
 		drift := cr/baseRatio - 1
 		w("| %d | %.2f | %+.0f%% (%s) | %s | %s | %s | %s | %.1f KB | %s |\n", r.N, cr, drift*100, verdict(math.Abs(drift) <= targetCurveDrift),
 			ratio(o.Create.Seconds, t.Create.Seconds), ratio(o.Resize.Seconds, d.Resize.Seconds), ratio(o.Delete.Seconds, d.Delete.Seconds),
-			mb(o.PeakRSSBytes), o.rssPerCR(r.N)/1024, mb(t.PeakRSSBytes))
+			withAnon(o), o.rssPerCR(r.N)/1024, withAnon(t))
 	}
 	w("\n")
 }
@@ -450,4 +453,12 @@ func methodsWrites(m map[string]float64, n int) string {
 func firstLine(s string) string {
 	l, _, _ := strings.Cut(s, "\n")
 	return l
+}
+
+// withAnon is c's peak resident set with its peak anonymous part.
+func withAnon(c *contenderResult) string {
+	if c.PeakAnonBytes == 0 {
+		return mb(c.PeakRSSBytes) // recorded before RssAnon was
+	}
+	return fmt.Sprintf("%s (%s)", mb(c.PeakRSSBytes), mb(c.PeakAnonBytes))
 }

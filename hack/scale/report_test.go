@@ -23,7 +23,8 @@ func fakeRun(n int, ratio float64) *runResult {
 		steady := ph(name+": steady", 60)
 		steady.Requests = &requests{}
 		return &contenderResult{Name: name, Create: ph(name+": create", create), Steady: &steady, Resize: ph(name+": resize", 3), Delete: ph(name+": delete", 10),
-			Whole: &requests{}, RSSBeforeCreate: 30 << 20, RSSAfterCreate: 60 << 20, PeakRSSBytes: 64 << 20}
+			Whole: &requests{}, RSSBeforeCreate: 30 << 20, RSSAfterCreate: 60 << 20, PeakRSSBytes: 64 << 20,
+			PeakAnonBytes: 40 << 20, FileRSSBeforeCreate: 20 << 20}
 	}
 	return &runResult{N: n, Resize: min(100, n), Started: time.Now(), Contenders: map[string]*contenderResult{
 		contDirect:   {Name: contDirect, Create: ph("direct: create", 30), Resize: ph("direct: resize", 3), Delete: ph("direct: delete", 10)},
@@ -44,6 +45,8 @@ func TestReport(t *testing.T) {
 		"| 2000 | 1.50 | +25% (**not met**) |",
 		"| 250 | 1.20 | +0% (met) |",
 		"| APPLY memcacheds/status | 1.00, 2.0 s | 1.00, 2.0 s | 1.00, 2.0 s |",
+		"| of which the executable's pages before the create step (RssFile); the operator's own peak (RssAnon) | 20.0 MB; 40.0 MB | 20.0 MB; 40.0 MB | reported |",
+		"| 1000 | 1.20 | +0% (met) | 0.60 | 1.00 | 1.00 | 64.0 MB (40.0 MB) | 30.7 KB | 64.0 MB (40.0 MB) |",
 		"| RSS growth over the create step, per Memcached (Go heap in use after it) | 30.7 KB (0.0 MB) |",
 		"| resource | opkit | tutorial | direct |\n|---|---:|---:|---:|\n| pods | 14.00 | 14.00 | 14.00 |\n| deployments | 6.00 | 6.00 | 6.00 |\n| services | 6.00 | 6.00 | 6.00 |\n| **all** | **26.00** | **26.00** | **26.00** |",
 		"| **all** | **2.00** | **2.00** | **2.00** (opkit / direct 1.00) |",
