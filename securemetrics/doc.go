@@ -27,9 +27,18 @@
 //	- nonResourceURLs: ["/metrics"]
 //	  verbs: ["get"]
 //
-// bound to its ServiceAccount. Any other valid token gets 403, no token 401,
-// and a token the API server cannot read 500 ("Authentication failed"):
-// alert on scrape failures, not on 401s only.
+// bound to its ServiceAccount. Any other valid token gets 403; no token, or
+// one the API server does not authenticate, 401; a review the API server
+// could not answer, after retries, 500: alert on scrape failures, not on
+// 401s only. The answers are cached (AuthFilter has the times), so a scrape
+// costs the two reviews once every few minutes, not every time.
+//
+// AuthFilter is the filter itself, for an operator that builds its own
+// metricsserver.Options. It does the work of controller-runtime's
+// filters.WithAuthenticationAndAuthorization with client-go's review
+// clients only; that filter links k8s.io/apiserver, which made the memcached
+// example's executable 78 MB instead of 49 MB and its resident memory 18 MB
+// larger before it had read a single object.
 //
 // # Footguns
 //
@@ -42,4 +51,7 @@
 //     filter would not stop them.
 //   - secure=false is for an operator run on a workstation against a test
 //     cluster: plain HTTP, to anyone who can reach the address.
+//   - A revoked token or RoleBinding keeps its access for as long as the
+//     cached answer lives: up to a minute for the token, five for the
+//     permission.
 package securemetrics

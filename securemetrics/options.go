@@ -3,7 +3,6 @@ package securemetrics
 import (
 	"crypto/tls"
 
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
@@ -19,7 +18,7 @@ func ServerOptions(addr string, secure bool) metricsserver.Options {
 	return metricsserver.Options{
 		BindAddress:    addr,
 		SecureServing:  true,
-		FilterProvider: filters.WithAuthenticationAndAuthorization,
+		FilterProvider: AuthFilter,
 		TLSOpts:        []func(*tls.Config){DisableHTTP2},
 	}
 }

@@ -97,9 +97,8 @@ func TestServerOptionsSecure(t *testing.T) {
 	}{
 		{"token allowed to get /metrics", allowed, http.StatusOK},
 		{"token of another ServiceAccount", denied, http.StatusForbidden},
-		// controller-runtime's filter answers 500 when the TokenReview
-		// reports an error, as it does for a token it cannot parse.
-		{"invalid token", "not-a-token", http.StatusInternalServerError},
+		// The API server does not authenticate it: 401, like no token.
+		{"invalid token", "not-a-token", http.StatusUnauthorized},
 		{"no token", "", http.StatusUnauthorized},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
