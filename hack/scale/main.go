@@ -53,6 +53,7 @@ import (
 type config struct {
 	N            int           `json:"n"`
 	Curve        []int         `json:"curve,omitempty"`
+	Rounds       int           `json:"rounds,omitempty"`
 	Nodes        int           `json:"nodes"`
 	Resize       int           `json:"resize"`
 	Workers      int           `json:"workers"`
@@ -71,6 +72,7 @@ func main() {
 	var curve string
 	flag.IntVar(&cfg.N, "n", 1000, "number of objects of each contender in the main run (its tables and plot)")
 	flag.StringVar(&curve, "curve", "", "comma-separated further N, each measured on a fresh cluster, for the scaling curve (e.g. 250,500,2000)")
+	flag.IntVar(&cfg.Rounds, "rounds", 1, "times the contenders' steps are measured at -n, on one cluster, in reversed order every other round; the targets are judged on the median ratio")
 	flag.IntVar(&cfg.Nodes, "nodes", 10, "number of kwok fake nodes")
 	flag.IntVar(&cfg.Resize, "resize", 100, "number of Memcacheds (and Deployments) resized from 1 to 2 pods")
 	flag.IntVar(&cfg.Workers, "workers", 16, "concurrent create, patch and delete requests of the benchmark client")
@@ -102,8 +104,8 @@ func main() {
 		}
 		cfg.Curve = append(cfg.Curve, n)
 	}
-	if cfg.N < 1 || cfg.Resize < 0 || cfg.Nodes < 1 || cfg.Workers < 1 {
-		fmt.Fprintln(os.Stderr, "scale: need -n >= 1, -resize >= 0 (at most N are resized), -nodes >= 1, -workers >= 1")
+	if cfg.N < 1 || cfg.Resize < 0 || cfg.Nodes < 1 || cfg.Workers < 1 || cfg.Rounds < 1 {
+		fmt.Fprintln(os.Stderr, "scale: need -n >= 1, -rounds >= 1, -resize >= 0 (at most N are resized), -nodes >= 1, -workers >= 1")
 		os.Exit(2)
 	}
 
@@ -160,8 +162,20 @@ func runOnce(ctx context.Context, cfg config, n int) (res *runResult, m machine,
 	if err != nil {
 		return nil, m, err
 	}
-	if res, err = measure(ctx, e, cfg, n); err != nil {
+	if res, err = measure(ctx, e, cfg, n, contenderOrder, false); err != nil {
 		return nil, m, err
+	}
+	if n == cfg.N && cfg.Rounds > 1 {
+		res.addRound(contenderOrder, res)
+		for i := 1; i < cfg.Rounds; i++ {
+			order := roundOrder(i)
+			fmt.Fprintf(os.Stderr, "\n== N=%d, round %d of %d: %s\n", n, i+1, cfg.Rounds, strings.Join(order, ", "))
+			again, err := measure(ctx, e, cfg, n, order, true)
+			if err != nil {
+				return nil, m, fmt.Errorf("round %d: %w", i+1, err)
+			}
+			res.addRound(order, again)
+		}
 	}
 	return res, describe(e), nil
 }

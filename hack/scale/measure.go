@@ -88,6 +88,9 @@ type runResult struct {
 	Resize     int                         `json:"resize"`
 	Started    time.Time                   `json:"started"`
 	Contenders map[string]*contenderResult `json:"contenders"`
+	// Rounds holds every round's step times, the first being Contenders'
+	// (-rounds > 1, at the primary N only).
+	Rounds []round `json:"rounds,omitempty"`
 }
 
 type results struct {
@@ -110,6 +113,9 @@ func (r *results) run(n int) *runResult {
 type bench struct {
 	e   *env
 	cfg config
+	// timesOnly measures the steps' times and nothing an earlier round on
+	// the same cluster already did (no steady-state phase): -rounds.
+	timesOnly bool
 	// cur is the contender being measured, peakRSS and peakAnon its
 	// operator's peak VmHWM and RssAnon.
 	cur      *contender
@@ -117,13 +123,14 @@ type bench struct {
 	peakAnon int64
 }
 
-// measure runs every contender at n on e's cluster, one after the other:
-// create n, leave them (operators), resize, delete all.
-func measure(ctx context.Context, e *env, cfg config, n int) (*runResult, error) {
+// measure runs every contender at n on e's cluster, one after the other in
+// order: create n, leave them (operators; not with timesOnly), resize,
+// delete all.
+func measure(ctx context.Context, e *env, cfg config, n int, order []string, timesOnly bool) (*runResult, error) {
 	res := &runResult{N: n, Resize: min(cfg.Resize, n), Started: time.Now().UTC(), Contenders: map[string]*contenderResult{}}
-	for _, name := range contenderOrder {
+	for _, name := range order {
 		c := e.contenders[name]
-		b := &bench{e: e, cfg: cfg, cur: c}
+		b := &bench{e: e, cfg: cfg, cur: c, timesOnly: timesOnly}
 		cr, err := b.contender(ctx, n, res.Resize)
 		if err != nil {
 			return nil, fmt.Errorf("%s at N=%d: %w", name, n, err)
@@ -159,7 +166,7 @@ func (b *bench) contender(ctx context.Context, n, resize int) (*contenderResult,
 	if err != nil {
 		return nil, err
 	}
-	if c.operated() {
+	if c.operated() && !b.timesOnly {
 		if res.RSSAfterCreate, err = residentSet(c.op.pid()); err != nil {
 			return nil, err
 		}

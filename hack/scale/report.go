@@ -192,6 +192,7 @@ func markdown(rep report, cfg config) string {
 		ratio(o.Delete.Seconds, t.Delete.Seconds))
 	og, tg, dg := o.Delete.Extra["objectsGoneSeconds"], t.Delete.Extra["objectsGoneSeconds"], d.Delete.Extra["objectsGoneSeconds"]
 	w("| delete %d, until the deleted objects themselves are gone | %.1f s | %.1f s | %.1f s | %s | | %s | |\n\n", r.N, og, tg, dg, ratio(og, dg), ratio(og, tg))
+	roundsTable(w, r)
 
 	w("| operator cost (N=%d) | opkit | tutorial | target (opkit) |\n|---|---|---|---|\n", r.N)
 	row := func(what string, f func(c *contenderResult) string, target string) {
