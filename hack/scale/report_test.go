@@ -51,9 +51,7 @@ func TestReport(t *testing.T) {
 		"| resource | opkit | tutorial | direct |\n|---|---:|---:|---:|\n| pods | 14.00 | 14.00 | 14.00 |\n| deployments | 6.00 | 6.00 | 6.00 |\n| services | 6.00 | 6.00 | 6.00 |\n| **all** | **26.00** | **26.00** | **26.00** |",
 		"| **all** | **2.00** | **2.00** | **2.00** (opkit / direct 1.00) |",
 	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("report lacks %q:\n%s", want, md)
-		}
+		wantInReport(t, md, want)
 	}
 	path := filepath.Join(t.TempDir(), "scale.png")
 	r := res.run(1000)
@@ -62,5 +60,13 @@ func TestReport(t *testing.T) {
 	}
 	if st, err := os.Stat(path); err != nil || st.Size() == 0 {
 		t.Errorf("plot: %v, %v", st, err)
+	}
+}
+
+// wantInReport fails t if the rendered report md lacks want.
+func wantInReport(t *testing.T, md, want string) {
+	t.Helper()
+	if !strings.Contains(md, want) {
+		t.Errorf("report lacks %q:\n%s", want, md)
 	}
 }

@@ -61,9 +61,7 @@ func TestRoundsReport(t *testing.T) {
 		"| delete, opkit / direct | 1.00 | 1.00 | 1.00 | **1.00** | 1.00-1.00 | <= 1.20 (met) |",
 		"| opkit: create | 42.0 | 36.0 | 33.0 |",
 	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("report lacks %q:\n%s", want, md)
-		}
+		wantInReport(t, md, want)
 	}
 	// One round: no rounds table.
 	one := fakeRun(1000, 1.2)
