@@ -51,8 +51,10 @@ func AuthFilter(c *rest.Config, httpClient *http.Client) (metricsserver.Filter, 
 	}, nil
 }
 
-// filter wraps next with the reviews. log gets the reviews that failed, the
-// only answers an operator's owner must act on; denials are the client's.
+// filter wraps next with the reviews. A handler has no caller to return an
+// error to, so the reviews that failed go to log (the metrics server's
+// logger): they are the only answers an operator's owner must act on;
+// denials are the client's business and are not logged.
 func (r *reviewer) filter(log logr.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		ctx := req.Context()
