@@ -49,8 +49,7 @@
 // writes in the metrics MetricOutcomes and MetricStatusWrites.
 //
 // WithProgressDelay trades an early Reconciling status for fewer writes: a
-// generation that becomes Ready without pausing for the delay gets one
-// status write; the delay restarts whenever the Waiting message changes.
+// generation that becomes Ready within the delay gets one status write.
 //
 // # Children
 //

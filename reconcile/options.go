@@ -60,9 +60,7 @@ type options struct {
 	summary    []statusutil.SummaryOption
 	// progressDelay defers the first Waiting status of a generation.
 	progressDelay time.Duration
-	// progressMax caps progressDelay's deferral of one generation.
-	progressMax time.Duration
-	readyEvents ReadyEvents
+	readyEvents   ReadyEvents
 }
 
 // setupOptions are the settings of SetupWithManager: the Reconciler's, and
@@ -106,14 +104,6 @@ func (o *options) validate() error {
 	if o.progressDelay < 0 {
 		errs = append(errs, fmt.Errorf("WithProgressDelay(%s): must be 0 (the default) or more", o.progressDelay))
 	}
-	switch {
-	case o.progressMax < 0:
-		errs = append(errs, fmt.Errorf("WithMaxProgressDelay(%s): must be 0 (five times WithProgressDelay) or more", o.progressMax))
-	case o.progressMax > 0 && o.progressDelay == 0:
-		errs = append(errs, fmt.Errorf("WithMaxProgressDelay(%s): set WithProgressDelay too; without it no status write is deferred", o.progressMax))
-	case o.progressMax > 0 && o.progressMax < o.progressDelay:
-		errs = append(errs, fmt.Errorf("WithMaxProgressDelay(%s): must be at least WithProgressDelay's %s", o.progressMax, o.progressDelay))
-	}
 	if len(errs) > 0 {
 		return fmt.Errorf("reconcile: invalid options: %w", errors.Join(errs...))
 	}
@@ -127,49 +117,23 @@ func (o *setupOptions) validate() error {
 	return nil
 }
 
-// WithProgressDelay defers the status write of a pass that ends Waiting on
-// a generation the status has not reported yet (status.observedGeneration
-// behind metadata.generation): a new object, or a spec change. The write
-// waits while the rollout keeps moving, and is sent once it stops:
-//
-//   - If a pass reaches Done first, the generation costs one status write
-//     (Ready) instead of two or more (Reconciling, then Ready).
-//   - Progress is a Waiting result whose reason or message differs from the
-//     previous pass's, so put the rollout's counts in the message (for
-//     example "1 of 3 pods updated, 0 available"). Each progress restarts
-//     the delay, much as a Deployment's progressDeadlineSeconds counts from
-//     its last progress.
-//   - A generation with no progress for d is written then (the pass is
-//     requeued for it), and so is one that keeps moving for longer than
-//     WithMaxProgressDelay (default 5*d).
-//
-// Until the write, readers see status.observedGeneration behind
-// metadata.generation, which kstatus and `kubectl wait` read as in progress;
-// what they miss is the Reconciling reason and message. Retry and Terminal
-// results are always written at once, and so is any status once the
-// generation has been reported. The default, 0, writes every changed status
-// at once.
-//
-// Why progress and not age: when many objects are created at once, every
-// rollout queues behind the others. Counted from the first pass, a delay
-// shorter than the burst would cost almost every object a second write in
-// the burst's busiest seconds, slowing all of them; counted from the last
-// progress, it costs them only when they stop moving.
+// WithProgressDelay defers, by up to d, the status write of a pass that
+// ends Waiting on a generation the status has not reported yet
+// (status.observedGeneration behind metadata.generation): a new object, or
+// a spec change. If a pass within d reaches Done, the generation costs one
+// status write (Ready) instead of two (Reconciling, then Ready). If the
+// object is still waiting after d, its status is written then: the pass is
+// requeued for it. Until then readers see status.observedGeneration behind
+// metadata.generation, which kstatus and `kubectl wait` read as in
+// progress. Retry and Terminal results are always written at once, and so
+// is any status once the generation has been reported. The default, 0,
+// writes every changed status at once.
 //
 // Footgun: the status a deferred pass computed is dropped, not kept, so use
 // it only when Reconcile derives the status from the world on every pass
-// rather than keeping state in it. A message that changes on every pass
-// (a timestamp, an elapsed time) defers the write until the cap.
+// rather than keeping state in it.
 func WithProgressDelay(d time.Duration) Option {
 	return reconcilerOption(func(o *options) { o.progressDelay = d })
-}
-
-// WithMaxProgressDelay caps how long WithProgressDelay defers the status of
-// one generation that keeps making progress, counted from its first
-// deferred pass. It must be at least the progress delay; the default, 0,
-// is five times it.
-func WithMaxProgressDelay(limit time.Duration) Option {
-	return reconcilerOption(func(o *options) { o.progressMax = limit })
 }
 
 // ReadyEvents says when the Reconciler records its Normal "Ready" event.

@@ -7,12 +7,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// defaultMaxProgressDelays is how many progress delays one generation's
-// status is deferred for at most, unless WithMaxProgressDelay says.
-const defaultMaxProgressDelays = 5
-
-// progressDeferrals remembers, per object, the generation whose status
-// write is deferred (WithProgressDelay): since when, and its last progress.
+// progressDeferrals remembers, per object, since when a generation has been
+// waiting with its status write deferred (WithProgressDelay).
 type progressDeferrals struct {
 	mu sync.Mutex
 	m  map[types.NamespacedName]deferral
@@ -21,20 +17,12 @@ type progressDeferrals struct {
 type deferral struct {
 	uid   types.UID
 	gen   int64
-	since time.Time // the first deferred pass of the generation
-	// The last progress: when a pass's Waiting reason or message last
-	// differed from the pass before, and what it said.
-	moved  time.Time
-	reason string
-	msg    string
+	since time.Time
 }
 
-// remaining returns how long the status write of generation gen of the
-// object (uid) at key may still be deferred: the delay left since its last
-// progress (res's reason or message differing from the last pass's), or
-// the time left before limit, whichever is less. The first call for a
-// generation starts both clocks.
-func (p *progressDeferrals) remaining(key types.NamespacedName, uid types.UID, gen int64, res Result, delay, limit time.Duration, now time.Time) time.Duration {
+// remaining returns how much of delay is left for generation gen of the
+// object (uid) at key, starting the clock on the first call for it.
+func (p *progressDeferrals) remaining(key types.NamespacedName, uid types.UID, gen int64, delay time.Duration, now time.Time) time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.m == nil {
@@ -42,13 +30,10 @@ func (p *progressDeferrals) remaining(key types.NamespacedName, uid types.UID, g
 	}
 	d, ok := p.m[key]
 	if !ok || d.uid != uid || d.gen != gen {
-		d = deferral{uid: uid, gen: gen, since: now, moved: now}
+		d = deferral{uid: uid, gen: gen, since: now}
+		p.m[key] = d
 	}
-	if d.reason != res.reason || d.msg != res.message {
-		d.moved, d.reason, d.msg = now, res.reason, res.message
-	}
-	p.m[key] = d
-	return min(delay-now.Sub(d.moved), limit-now.Sub(d.since))
+	return delay - now.Sub(d.since)
 }
 
 // forget drops the record of key.
@@ -62,8 +47,7 @@ func (p *progressDeferrals) forget(key types.NamespacedName) {
 // (see WithProgressDelay), and the requeue delay that brings the write
 // back if nothing else does.
 func (r *Reconciler[T]) deferProgress(key types.NamespacedName, before, after T, res Result) (time.Duration, bool) {
-	delay := r.opts.progressDelay
-	if delay <= 0 {
+	if r.opts.progressDelay <= 0 {
 		return 0, false
 	}
 	gen := after.GetGeneration()
@@ -71,11 +55,7 @@ func (r *Reconciler[T]) deferProgress(key types.NamespacedName, before, after T,
 		r.progress.forget(key)
 		return 0, false
 	}
-	limit := r.opts.progressMax
-	if limit <= 0 {
-		limit = defaultMaxProgressDelays * delay
-	}
-	left := r.progress.remaining(key, after.GetUID(), gen, res, delay, limit, r.clock.Now())
+	left := r.progress.remaining(key, after.GetUID(), gen, r.opts.progressDelay, time.Now())
 	if left <= 0 {
 		r.progress.forget(key)
 		return 0, false

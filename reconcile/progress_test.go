@@ -5,11 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
-
-	clocktesting "k8s.io/utils/clock/testing"
 
 	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
 	"github.com/opkit-dev/opkit/internal/testkit"
@@ -141,120 +138,5 @@ func TestProgressDelayWithStaleReads(t *testing.T) {
 	}
 	if c := statusutil.Get(f.get("w"), statusutil.ReconcilingCondition); c == nil || c.Reason != "PodsStarting" {
 		t.Errorf("Reconciling = %+v, want the deferred PodsStarting status written", c)
-	}
-}
-
-// The delay counts from the last progress: a pass whose Waiting reason or
-// message differs from the previous pass's restarts it, so a rollout that
-// keeps moving is reported when it is done, or when it stops moving for the
-// delay, or when the generation has waited for WithMaxProgressDelay.
-func TestProgressDelayCountsFromProgress(t *testing.T) {
-	type step struct {
-		advance time.Duration // before the pass
-		reason  string
-		message string
-		writes  int // status writes the pass sends
-	}
-	tests := []struct {
-		name  string
-		max   time.Duration // 0: the default
-		steps []step
-	}{
-		{"no progress: written after the delay", 0, []step{
-			{0, "RollingOut", "0 of 1", 0},
-			{59 * time.Second, "RollingOut", "0 of 1", 0},
-			{time.Second, "RollingOut", "0 of 1", 1},
-		}},
-		{"a new message restarts the delay", 0, []step{
-			{0, "RollingOut", "0 of 1", 0},
-			{50 * time.Second, "RollingOut", "1 of 1", 0},
-			{50 * time.Second, "RollingOut", "1 of 1", 0},
-			{10 * time.Second, "RollingOut", "1 of 1", 1},
-		}},
-		{"a new reason restarts the delay", 0, []step{
-			{0, "DeploymentPending", "0 of 1", 0},
-			{50 * time.Second, "RollingOut", "0 of 1", 0},
-			{50 * time.Second, "RollingOut", "0 of 1", 0},
-			{10 * time.Second, "RollingOut", "0 of 1", 1},
-		}},
-		{"the default cap is five delays", 0, []step{
-			{0, "RollingOut", "1", 0},
-			{55 * time.Second, "RollingOut", "2", 0},
-			{55 * time.Second, "RollingOut", "3", 0},
-			{55 * time.Second, "RollingOut", "4", 0},
-			{55 * time.Second, "RollingOut", "5", 0},
-			{55 * time.Second, "RollingOut", "6", 0},
-			{25 * time.Second, "RollingOut", "7", 1},
-		}},
-		{"WithMaxProgressDelay caps it", 90 * time.Second, []step{
-			{0, "RollingOut", "1", 0},
-			{50 * time.Second, "RollingOut", "2", 0},
-			{40 * time.Second, "RollingOut", "3", 1},
-		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t)
-			var next reconcile.Result
-			hooks := &widgetHooks{onReconc: func(context.Context, *testv1.Widget) (reconcile.Result, bool) { return next, true }}
-			opts := []reconcile.Option{reconcile.WithProgressDelay(time.Minute)}
-			if tt.max > 0 {
-				opts = append(opts, reconcile.WithMaxProgressDelay(tt.max))
-			}
-			r := newReconciler(t, f, hooks, opts...)
-			clk := clocktesting.NewFakePassiveClock(time.Now())
-			reconcile.SetClock(r, clk)
-			f.createWidget("w", testv1.WidgetSpec{})
-			var elapsed time.Duration
-			for i, s := range tt.steps {
-				elapsed += s.advance
-				clk.SetTime(clk.Now().Add(s.advance))
-				next = reconcile.Waiting(s.reason, s.message, 0)
-				out, _ := f.pass(r, "w")
-				f.wantWrites(s.writes)
-				if s.writes == 0 && (out.RequeueAfter <= 0 || out.RequeueAfter > time.Minute) {
-					t.Errorf("pass %d at %v: deferred with requeue %v, want (0, 1m]", i, elapsed, out.RequeueAfter)
-				}
-			}
-			last := tt.steps[len(tt.steps)-1]
-			c := statusutil.Get(f.get("w"), statusutil.ReconcilingCondition)
-			if c == nil {
-				t.Fatalf("no Reconciling condition written")
-			}
-			if diff := cmp.Diff([]string{last.reason, last.message}, []string{c.Reason, c.Message}); diff != "" {
-				t.Errorf("Reconciling reason and message (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
-// The requeue of a deferred pass brings the write back when it is due:
-// the delay left since the last progress, or the cap, whichever is sooner.
-func TestProgressDelayRequeue(t *testing.T) {
-	f := newFixture(t)
-	var next reconcile.Result
-	hooks := &widgetHooks{onReconc: func(context.Context, *testv1.Widget) (reconcile.Result, bool) { return next, true }}
-	r := newReconciler(t, f, hooks, reconcile.WithProgressDelay(time.Minute), reconcile.WithMaxProgressDelay(100*time.Second))
-	clk := clocktesting.NewFakePassiveClock(time.Now())
-	reconcile.SetClock(r, clk)
-	f.createWidget("w", testv1.WidgetSpec{})
-	steps := []struct {
-		advance time.Duration
-		message string
-		want    time.Duration
-	}{
-		{0, "a", time.Minute},
-		{20 * time.Second, "a", 40 * time.Second},
-		{10 * time.Second, "b", time.Minute},      // progress at 30 s
-		{50 * time.Second, "c", 20 * time.Second}, // progress at 80 s; the cap is at 100 s
-	}
-	for i, s := range steps {
-		clk.SetTime(clk.Now().Add(s.advance))
-		next = reconcile.Waiting("RollingOut", s.message, time.Hour)
-		out, _ := f.pass(r, "w")
-		f.wantWrites(0)
-		if out.RequeueAfter != s.want {
-			t.Errorf("pass %d: requeue after %v, want %v", i, out.RequeueAfter, s.want)
-		}
 	}
 }

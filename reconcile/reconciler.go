@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -102,7 +101,6 @@ type Reconciler[T Object] struct {
 	metrics  *metrics
 	writes   ownWrites
 	progress progressDeferrals
-	clock    clock.PassiveClock // WithProgressDelay measures by it
 }
 
 var _ crreconcile.Reconciler = &Reconciler[Object]{}
@@ -152,7 +150,7 @@ func build[T Object](c client.Client, scheme *runtime.Scheme, hooks Hooks[T], de
 	case defaultRecorder != nil:
 		rec = defaultRecorder(o.name)
 	}
-	return &Reconciler[T]{client: c, hooks: hooks, gvk: gvk, newObj: newObj, opts: o, recorder: rec, metrics: m, clock: clock.RealClock{}}, nil
+	return &Reconciler[T]{client: c, hooks: hooks, gvk: gvk, newObj: newObj, opts: o, recorder: rec, metrics: m}, nil
 }
 
 // constructor returns a func allocating a new T, which must be a pointer to a

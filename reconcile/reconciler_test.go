@@ -334,20 +334,18 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	f := newFixture(t)
 	tests := []struct {
 		name string
-		opts []reconcile.Option
+		opt  reconcile.Option
 		want string
 	}{
-		{"finalizer without domain", []reconcile.Option{reconcile.WithFinalizer("cleanup")}, "WithFinalizer"},
-		{"empty field owner", []reconcile.Option{reconcile.WithFieldOwner("")}, "WithFieldOwner"},
-		{"empty name", []reconcile.Option{reconcile.WithName("")}, "WithName"},
-		{"negative progress delay", []reconcile.Option{reconcile.WithProgressDelay(-time.Second)}, "WithProgressDelay"},
-		{"max progress delay without a delay", []reconcile.Option{reconcile.WithMaxProgressDelay(time.Minute)}, "WithMaxProgressDelay(1m0s): set WithProgressDelay too"},
-		{"max progress delay below the delay", []reconcile.Option{reconcile.WithProgressDelay(time.Minute), reconcile.WithMaxProgressDelay(time.Second)}, "WithMaxProgressDelay(1s): must be at least WithProgressDelay's 1m0s"},
-		{"unknown ready events", []reconcile.Option{reconcile.WithReadyEvents(7)}, "WithReadyEvents"},
+		{"finalizer without domain", reconcile.WithFinalizer("cleanup"), "WithFinalizer"},
+		{"empty field owner", reconcile.WithFieldOwner(""), "WithFieldOwner"},
+		{"empty name", reconcile.WithName(""), "WithName"},
+		{"negative progress delay", reconcile.WithProgressDelay(-time.Second), "WithProgressDelay"},
+		{"unknown ready events", reconcile.WithReadyEvents(7), "WithReadyEvents"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := reconcile.New[*testv1.Widget](f.c, env.Scheme, &widgetHooks{}, tt.opts...)
+			_, err := reconcile.New[*testv1.Widget](f.c, env.Scheme, &widgetHooks{}, tt.opt)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("New = %v, want an error naming %s", err, tt.want)
 			}

@@ -72,7 +72,7 @@ func run() error {
 	flag.IntVar(&concurrency, "max-concurrent-reconciles", 16, "Memcacheds reconciled at once (a pass mostly waits on API requests; different objects only)")
 	flag.DurationVar(&syncPeriod, "sync-period", 10*time.Hour, "how often the informers resync every cached object (each resync of a child runs a pass of its Memcached)")
 	flag.StringVar(&readyEvents, "ready-events", "on-recovery", "when a Memcached's Normal Ready event is recorded: on-recovery (only when Ready becomes True from False; a new Memcached's first Ready is in its status alone) or always")
-	flag.DurationVar(&progressDelay, "progress-delay", time.Minute, "a Memcached (or spec change) whose rollout never pauses this long gets one status write when Ready; one whose Deployment shows no progress for this delay, or still rolls out after five of them, shows Reconciling then (0: at once). Until then status.observedGeneration is behind, which kstatus reads as in progress")
+	flag.DurationVar(&progressDelay, "progress-delay", time.Minute, "a Memcached (or spec change) Ready within this delay gets one status write; a slower rollout shows Reconciling after it (0: at once). Until then status.observedGeneration is behind, which kstatus reads as in progress")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()

@@ -276,13 +276,7 @@ func observeDeployment(m *v1alpha1.Memcached, dep *appsv1.Deployment) reconcile.
 		statusutil.MarkFalse(m, v1alpha1.ConditionProgressing, ReasonRolloutComplete, "")
 		return reconcile.Done()
 	}
-	// Every step the Deployment's status shows gets its own message: the
-	// progress delay (reconcile.WithProgressDelay) restarts on each, so a
-	// rollout that keeps moving is not reported as slow.
-	msg := fmt.Sprintf("%d of %d pods updated, %d ready, %d available", st.UpdatedReplicas, size, st.ReadyReplicas, st.AvailableReplicas)
-	if !current {
-		msg = fmt.Sprintf("the Deployment has not observed generation %d yet", dep.Generation)
-	}
+	msg := fmt.Sprintf("%d of %d pods updated, %d available", st.UpdatedReplicas, size, st.AvailableReplicas)
 	statusutil.MarkTrue(m, v1alpha1.ConditionProgressing, ReasonRollingOut, msg)
 	if statusutil.IsTrue(m, v1alpha1.ConditionDegraded) {
 		// Stuck: Ready=False says why; a Deployment change brings us back.

@@ -35,10 +35,9 @@ type Options struct {
 	// (default 1).
 	MaxConcurrentReconciles int
 	// ProgressDelay is reconcile.WithProgressDelay: a new Memcached (or a
-	// spec change) whose Deployment keeps making progress gets one status
-	// write, when Ready, instead of two; a rollout that shows no progress
-	// for the delay, or still rolls out after five delays, shows its
-	// progress then (default 0: at once).
+	// spec change) that is Ready within it gets one status write instead
+	// of two; a slower rollout shows its progress after it (default 0:
+	// at once).
 	ProgressDelay time.Duration
 	// ReadyEvents is reconcile.WithReadyEvents: whether a Memcached
 	// becoming Ready for the first time gets a Normal Ready event (default
