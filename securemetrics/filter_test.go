@@ -47,68 +47,77 @@ type fakeReviews struct {
 func (f *fakeReviews) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	fail := func(err *apierrors.StatusError) {
+	write := func(code int, v any) {
 		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(int(err.ErrStatus.Code))
-		_ = json.NewEncoder(w).Encode(err.ErrStatus)
-	}
-	reply := func(v any) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusCreated)
+		w.WriteHeader(code)
 		_ = json.NewEncoder(w).Encode(v)
 	}
+	fail := func(err *apierrors.StatusError) { write(int(err.ErrStatus.Code), err.ErrStatus) }
+	var (
+		review runtime.Object
+		answer func() *apierrors.StatusError
+	)
 	switch req.URL.Path {
 	case "/apis/authentication.k8s.io/v1/tokenreviews":
 		f.tokens++
-		var tr authenticationv1.TokenReview
-		if err := decode(req, &tr); err != nil {
-			fail(apierrors.NewBadRequest(err.Error()))
-			return
-		}
-		switch tr.Spec.Token {
-		case "reader-token":
-			tr.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: reader}
-		case "other-token":
-			tr.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: "alice"}}
-		case "broken-sar-token":
-			tr.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: "broken"}}
-		case "flaky-token":
-			if f.flaky > 0 {
-				f.flaky--
-				fail(apierrors.NewTooManyRequests("slow down", 0))
-				return
-			}
-			tr.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: reader}
-		case "broken-token":
-			fail(apierrors.NewInternalError(http.ErrHandlerTimeout))
-			return
-		case "forbidden-token": // the operator may not create TokenReviews
-			fail(apierrors.NewForbidden(schema.GroupResource{Group: "authentication.k8s.io", Resource: "tokenreviews"}, "", nil))
-			return
-		default:
-			tr.Status = authenticationv1.TokenReviewStatus{Error: "invalid bearer token"}
-		}
-		tr.APIVersion, tr.Kind = "authentication.k8s.io/v1", "TokenReview"
-		reply(&tr)
+		tr := &authenticationv1.TokenReview{}
+		review, answer = tr, func() *apierrors.StatusError { return f.reviewToken(tr) }
 	case "/apis/authorization.k8s.io/v1/subjectaccessreviews":
 		f.access++
-		var sar authorizationv1.SubjectAccessReview
-		if err := decode(req, &sar); err != nil {
-			fail(apierrors.NewBadRequest(err.Error()))
-			return
-		}
-		f.specs = append(f.specs, sar.Spec)
-		if sar.Spec.User == "broken" {
-			fail(apierrors.NewInternalError(http.ErrHandlerTimeout))
-			return
-		}
-		na := sar.Spec.NonResourceAttributes
-		sar.Status.Allowed = sar.Spec.User == reader.Username && na != nil && na.Path == "/metrics" && na.Verb == "get"
-		sar.APIVersion, sar.Kind = "authorization.k8s.io/v1", "SubjectAccessReview"
-		reply(&sar)
+		sar := &authorizationv1.SubjectAccessReview{}
+		review, answer = sar, func() *apierrors.StatusError { return f.reviewAccess(sar) }
 	default:
 		fail(apierrors.NewNotFound(schema.GroupResource{}, req.URL.Path))
+		return
 	}
+	if err := decode(req, review); err != nil {
+		fail(apierrors.NewBadRequest(err.Error()))
+		return
+	}
+	if err := answer(); err != nil {
+		fail(err)
+		return
+	}
+	write(http.StatusCreated, review)
+}
+
+// reviewToken answers tr, or fails as the API server would.
+func (f *fakeReviews) reviewToken(tr *authenticationv1.TokenReview) *apierrors.StatusError {
+	switch tr.Spec.Token {
+	case "reader-token":
+		tr.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: reader}
+	case "other-token":
+		tr.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: "alice"}}
+	case "broken-sar-token":
+		tr.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: "broken"}}
+	case "flaky-token":
+		if f.flaky > 0 {
+			f.flaky--
+			return apierrors.NewTooManyRequests("slow down", 0)
+		}
+		tr.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: reader}
+	case "broken-token":
+		return apierrors.NewInternalError(http.ErrHandlerTimeout)
+	case "forbidden-token": // the operator may not create TokenReviews
+		return apierrors.NewForbidden(schema.GroupResource{Group: "authentication.k8s.io", Resource: "tokenreviews"}, "", nil)
+	default:
+		tr.Status = authenticationv1.TokenReviewStatus{Error: "invalid bearer token"}
+	}
+	tr.APIVersion, tr.Kind = "authentication.k8s.io/v1", "TokenReview"
+	return nil
+}
+
+// reviewAccess answers sar, recording its spec: only reader may get
+// /metrics, and the user "broken" makes the review fail.
+func (f *fakeReviews) reviewAccess(sar *authorizationv1.SubjectAccessReview) *apierrors.StatusError {
+	f.specs = append(f.specs, sar.Spec)
+	if sar.Spec.User == "broken" {
+		return apierrors.NewInternalError(http.ErrHandlerTimeout)
+	}
+	na := sar.Spec.NonResourceAttributes
+	sar.Status.Allowed = sar.Spec.User == reader.Username && na != nil && na.Path == "/metrics" && na.Verb == "get"
+	sar.APIVersion, sar.Kind = "authorization.k8s.io/v1", "SubjectAccessReview"
+	return nil
 }
 
 // decode reads a request body the way the API server does: protobuf, as

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 )
@@ -122,7 +121,7 @@ func roundsTable(w func(string, ...any), r *runResult) {
 		for _, step := range []string{stepCreate, stepResize, stepDelete} {
 			w("| %s: %s |", name, step)
 			for _, rd := range r.Rounds {
-				w(" %s |", fmt.Sprintf("%.1f", rd.Seconds[name][step]))
+				w(" %.1f |", rd.Seconds[name][step])
 			}
 			w("\n")
 		}
