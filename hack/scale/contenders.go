@@ -24,11 +24,18 @@ import (
 //     takes for them;
 //   - opkit: examples/memcached, with --namespaces set to its namespace;
 //   - tutorial: hack/scale/tutorial, the same operator written the way the
-//     operator-sdk/kubebuilder tutorial teaches.
+//     operator-sdk/kubebuilder tutorial teaches;
+//   - floor (with -floor): the benchmark itself does what the cluster needs
+//     of any operator of this kind, and nothing else: it creates the
+//     Memcached and its children owned by it, and writes the Memcached's
+//     status once when the Deployment has rolled out (floorStatus). What
+//     the custom resource costs without an operator: opkit / floor is the
+//     operator's own overhead.
 const (
 	contDirect   = "direct"
 	contOpkit    = "opkit"
 	contTutorial = "tutorial"
+	contFloor    = "floor"
 )
 
 // contenderOrder is the order of the measurements and of the tables.
@@ -38,16 +45,22 @@ var contenderOrder = []string{contDirect, contOpkit, contTutorial}
 type contender struct {
 	name string
 	ns   string
-	// op is the operator process (nil for direct).
+	// op is the operator process (nil for direct and floor).
 	op *operator
+	// floor: the benchmark plays the operator (see contFloor).
+	floor bool
 }
 
-// operated reports whether the contender is an operator (Memcacheds).
+// operated reports whether the contender is an operator process.
 func (c *contender) operated() bool { return c.op != nil }
+
+// memcacheds reports whether the contender's objects are Memcacheds: an
+// operator's, or the floor's.
+func (c *contender) memcacheds() bool { return c.op != nil || c.floor }
 
 // noun is what the contender creates.
 func (c *contender) noun() string {
-	if c.operated() {
+	if c.memcacheds() {
 		return "Memcacheds"
 	}
 	return "Deployments + Services"
@@ -59,10 +72,33 @@ func (c *contender) create(ctx context.Context, cl client.Client, name string) e
 	if c.operated() {
 		return cl.Create(ctx, newMemcached(c.ns, name))
 	}
-	if err := createIfAbsent(ctx, cl, newDeployment(c.ns, name)); err != nil {
-		return err
+	var owner *metav1.OwnerReference
+	if c.floor {
+		m := newMemcached(c.ns, name)
+		if err := createIfAbsent(ctx, cl, m); err != nil {
+			return err
+		}
+		if m.GetUID() == "" { // created by an earlier, retried attempt
+			if err := cl.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
+				return err
+			}
+		}
+		owner = controllerRef(m)
 	}
-	return createIfAbsent(ctx, cl, newService(c.ns, name))
+	for _, obj := range []client.Object{newDeployment(c.ns, name), newService(c.ns, name)} {
+		if owner != nil {
+			obj.SetOwnerReferences([]metav1.OwnerReference{*owner})
+		}
+		if err := createIfAbsent(ctx, cl, obj); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// controllerRef is the owner reference an operator gives m's children.
+func controllerRef(m *unstructured.Unstructured) *metav1.OwnerReference {
+	return metav1.NewControllerRef(m, memcachedGVK)
 }
 
 // resize takes one object from 1 to 2 pods: spec.size of a Memcached, or
@@ -70,15 +106,23 @@ func (c *contender) create(ctx context.Context, cl client.Client, name string) e
 func (c *contender) resize(ctx context.Context, cl client.Client, name string) error {
 	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":2}}`))
 	var obj client.Object = &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: name}}
-	if c.operated() {
-		patch = client.RawPatch(types.MergePatchType, []byte(`{"spec":{"size":2}}`))
-		obj = memcachedRef(c.ns, name)
+	if c.memcacheds() {
+		m := memcachedRef(c.ns, name)
+		if err := cl.Patch(ctx, m, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"size":2}}`))); err != nil {
+			return err
+		}
+		if c.operated() {
+			return nil
+		}
+		pdb := newPDB(c.ns, name)
+		pdb.SetOwnerReferences([]metav1.OwnerReference{*controllerRef(m)})
+		if err := cl.Patch(ctx, obj, patch); err != nil {
+			return err
+		}
+		return createIfAbsent(ctx, cl, pdb)
 	}
 	if err := cl.Patch(ctx, obj, patch); err != nil {
 		return err
-	}
-	if c.operated() {
-		return nil
 	}
 	return createIfAbsent(ctx, cl, newPDB(c.ns, name))
 }
@@ -86,7 +130,7 @@ func (c *contender) resize(ctx context.Context, cl client.Client, name string) e
 // remove deletes one object: a Memcached (its children are garbage
 // collected), or the Deployment, Service and PodDisruptionBudget.
 func (c *contender) remove(ctx context.Context, cl client.Client, name string) error {
-	if c.operated() {
+	if c.memcacheds() {
 		return client.IgnoreNotFound(cl.Delete(ctx, memcachedRef(c.ns, name)))
 	}
 	meta := metav1.ObjectMeta{Namespace: c.ns, Name: name}

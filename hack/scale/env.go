@@ -159,7 +159,7 @@ func setUp(ctx context.Context, cfg config) (*env, error) {
 		if err := e.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			return e, fmt.Errorf("creating namespace %s: %w", ns, err)
 		}
-		e.contenders[name] = &contender{name: name, ns: ns}
+		e.contenders[name] = &contender{name: name, ns: ns, floor: name == contFloor}
 	}
 	if err := e.startCache(ctx, scheme); err != nil {
 		return e, err

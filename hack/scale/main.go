@@ -54,6 +54,7 @@ type config struct {
 	N            int           `json:"n"`
 	Curve        []int         `json:"curve,omitempty"`
 	Rounds       int           `json:"rounds,omitempty"`
+	Floor        bool          `json:"floor,omitempty"`
 	Nodes        int           `json:"nodes"`
 	Resize       int           `json:"resize"`
 	Workers      int           `json:"workers"`
@@ -72,6 +73,7 @@ func main() {
 	var curve string
 	flag.IntVar(&cfg.N, "n", 1000, "number of objects of each contender in the main run (its tables and plot)")
 	flag.StringVar(&curve, "curve", "", "comma-separated further N, each measured on a fresh cluster, for the scaling curve (e.g. 250,500,2000)")
+	flag.BoolVar(&cfg.Floor, "floor", false, "also measure the floor: the benchmark creates each Memcached with its owned children and writes its status once, with no operator (what the custom resource itself costs; opkit / floor is the operator's own overhead)")
 	flag.IntVar(&cfg.Rounds, "rounds", 1, "times the contenders' steps are measured at -n, on one cluster, in reversed order every other round; the targets are judged on the median ratio")
 	flag.IntVar(&cfg.Nodes, "nodes", 10, "number of kwok fake nodes")
 	flag.IntVar(&cfg.Resize, "resize", 100, "number of Memcacheds (and Deployments) resized from 1 to 2 pods")
@@ -93,6 +95,9 @@ func main() {
 		return
 	}
 	cfg.OperatorArgs, cfg.TutorialArgs = opArgs, tutArgs
+	if cfg.Floor {
+		contenderOrder = append(contenderOrder, contFloor)
+	}
 	for f := range strings.SplitSeq(curve, ",") {
 		if f = strings.TrimSpace(f); f == "" {
 			continue

@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -141,7 +140,7 @@ func measure(ctx context.Context, e *env, cfg config, n int, order []string, tim
 }
 
 // contender measures b.cur.
-func (b *bench) contender(ctx context.Context, n, resize int) (*contenderResult, error) {
+func (b *bench) contender(ctx context.Context, n, resize int) (out *contenderResult, err error) {
 	c := b.cur
 	res := &contenderResult{Name: c.name}
 	objNames := names("mc", n)
@@ -157,7 +156,18 @@ func (b *bench) contender(ctx context.Context, n, resize int) (*contenderResult,
 		}
 		res.RSSBeforeCreate, res.FileRSSBeforeCreate = int64(st.VmRSS), int64(st.RssFile)
 	}
-	var err error
+	if c.floor {
+		f, stop, err := b.startFloorStatus(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+		defer func() {
+			if ferr := f.err(); ferr != nil && err == nil {
+				out, err = nil, ferr
+			}
+		}()
+	}
 	res.Create, err = b.phase(ctx, fmt.Sprintf("%s: create %d %s", c.name, n, c.noun()), n, func(ctx context.Context) error {
 		return b.parallel(ctx, objNames, func(ctx context.Context, name string) error {
 			return c.create(ctx, b.e.client, name)
@@ -375,7 +385,7 @@ func (b *bench) deletePhase(ctx context.Context, objNames []string) (phase, erro
 
 // countTop counts what the contender deletes: Memcacheds, or Deployments.
 func (b *bench) countTop() (int, error) {
-	if b.cur.operated() {
+	if b.cur.memcacheds() {
 		l := memcachedList()
 		if err := b.e.cache.List(context.Background(), l, client.InNamespace(b.cur.ns), client.UnsafeDisableDeepCopy); err != nil {
 			return 0, err
@@ -412,7 +422,7 @@ func (b *bench) countDescendants() (int, error) {
 // number of pods: Memcacheds Ready=True at their generation, or
 // Deployments rolled out.
 func (b *bench) countReady(objNames []string, pods int) (int, error) {
-	if b.cur.operated() {
+	if b.cur.memcacheds() {
 		return b.countMemcachedsReady(objNames, int64(pods))
 	}
 	return b.countDeploymentsReady(objNames, int32(pods))
@@ -465,10 +475,7 @@ func (b *bench) countDeploymentsReady(objNames []string, pods int32) (int, error
 	want := nameSet(objNames)
 	n := 0
 	for i := range l.Items {
-		d := &l.Items[i]
-		st := d.Status
-		if want[d.Name] && st.ObservedGeneration >= d.Generation && ptr.Deref(d.Spec.Replicas, 1) == pods &&
-			st.UpdatedReplicas == pods && st.Replicas == pods && st.AvailableReplicas == pods {
+		if d := &l.Items[i]; want[d.Name] && rolledOut(d, pods) {
 			n++
 		}
 	}

@@ -11,15 +11,17 @@ import (
 
 // plotLine is one contender's ready count over a phase.
 type plotLine struct {
-	name string
-	p    phase
+	name  string
+	p     phase
+	color color.Color
 }
 
-// lineColors are the contenders' colours, in contenderOrder.
+// lineColors are the contenders' colours, in plotOrder.
 var lineColors = []color.Color{
-	color.RGBA{R: 230, G: 110, B: 0, A: 255},  // direct
-	color.RGBA{R: 31, G: 119, B: 180, A: 255}, // opkit
-	color.RGBA{R: 44, G: 160, B: 44, A: 255},  // tutorial
+	color.RGBA{R: 230, G: 110, B: 0, A: 255},   // direct
+	color.RGBA{R: 31, G: 119, B: 180, A: 255},  // opkit
+	color.RGBA{R: 44, G: 160, B: 44, A: 255},   // tutorial
+	color.RGBA{R: 128, G: 128, B: 128, A: 255}, // floor
 }
 
 // plotReady draws the ready count over time of each line as a step line
@@ -32,7 +34,7 @@ func plotReady(path, title string, lines []plotLine) error {
 	p.X.Min, p.Y.Min = 0, 0
 	p.Add(plotter.NewGrid())
 	p.Legend.Top, p.Legend.Left = false, false
-	for i, l := range lines {
+	for _, l := range lines {
 		pts := plotter.XYs{{X: 0, Y: 0}}
 		for _, s := range l.p.Samples {
 			pts = append(pts, plotter.XY{X: s.T, Y: float64(max(s.Done, 0))})
@@ -43,7 +45,7 @@ func plotReady(path, title string, lines []plotLine) error {
 			return fmt.Errorf("plotting %s: %w", l.name, err)
 		}
 		ln.StepStyle = plotter.PreStep
-		ln.Color = lineColors[i%len(lineColors)]
+		ln.Color = l.color
 		ln.Width = vg.Points(2)
 		p.Add(ln)
 		p.Legend.Add(fmt.Sprintf("%s: %.1f s", l.name, l.p.Seconds), ln)

@@ -129,8 +129,10 @@ func render(dir string, rep report) error {
 		return nil
 	}
 	var lines []plotLine
-	for _, name := range plotOrder {
-		lines = append(lines, plotLine{name: name, p: r.Contenders[name].Create})
+	for i, name := range plotOrder {
+		if c := r.Contenders[name]; c != nil {
+			lines = append(lines, plotLine{name: name, p: c.Create, color: lineColors[i]})
+		}
 	}
 	return plotReady(filepath.Join(dir, "scale.png"), fmt.Sprintf("%d objects of size 1 created, until ready", r.N), lines)
 }
@@ -149,12 +151,31 @@ func verdict(ok bool) string {
 	return "**not met**"
 }
 
-// tableOrder is the order of the tables' columns; plotOrder is
-// contenderOrder, which lineColors follow.
+// tableOrder is the order of the tables' columns, of the contenders a run
+// measured (columns); plotOrder is that of the plot's lines, which
+// lineColors follow.
 var (
-	tableOrder = []string{contOpkit, contTutorial, contDirect}
-	plotOrder  = contenderOrder
+	tableOrder = []string{contOpkit, contTutorial, contDirect, contFloor}
+	plotOrder  = []string{contDirect, contOpkit, contTutorial, contFloor}
 )
+
+// columns returns the contenders r measured, in tableOrder.
+func columns(r *runResult) []string {
+	var out []string
+	for _, name := range tableOrder {
+		if r.Contenders[name] != nil {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// header renders a table header: first, then a right-aligned column per
+// contender of r.
+func header(r *runResult, first string) string {
+	cols := columns(r)
+	return fmt.Sprintf("| %s | %s |\n|---|%s\n", first, strings.Join(cols, " | "), strings.Repeat("---:|", len(cols)))
+}
 
 // Targets at the primary N (issue: scale).
 const (
@@ -192,6 +213,7 @@ func markdown(rep report, cfg config) string {
 		ratio(o.Delete.Seconds, t.Delete.Seconds))
 	og, tg, dg := o.Delete.Extra["objectsGoneSeconds"], t.Delete.Extra["objectsGoneSeconds"], d.Delete.Extra["objectsGoneSeconds"]
 	w("| delete %d, until the deleted objects themselves are gone | %.1f s | %.1f s | %.1f s | %s | | %s | |\n\n", r.N, og, tg, dg, ratio(og, dg), ratio(og, tg))
+	floorTable(w, r)
 	roundsTable(w, r)
 
 	w("| operator cost (N=%d) | opkit | tutorial | target (opkit) |\n|---|---|---|---|\n", r.N)
@@ -273,10 +295,31 @@ func curveTable(w func(string, ...any), res *results) {
 	w("\n")
 }
 
+// floorTable renders the floor's steps (with -floor): what the custom
+// resource itself costs, and the operator's overhead over it.
+func floorTable(w func(string, ...any), r *runResult) {
+	f, o, d := r.Contenders[contFloor], r.Contenders[contOpkit], r.Contenders[contDirect]
+	if f == nil {
+		return
+	}
+	w("| step (N=%d) | floor | opkit / floor: the operator's own overhead | floor / direct: the custom resource's |\n|---|---:|---:|---:|\n", r.N)
+	for _, s := range []struct {
+		what    string
+		f, o, d float64
+	}{
+		{"create", f.Create.Seconds, o.Create.Seconds, d.Create.Seconds},
+		{"resize", f.Resize.Seconds, o.Resize.Seconds, d.Resize.Seconds},
+		{"delete", f.Delete.Seconds, o.Delete.Seconds, d.Delete.Seconds},
+	} {
+		w("| %s | %.1f s | %s | %s |\n", s.what, s.f, ratio(s.o, s.f), ratio(s.f, s.d))
+	}
+	w("\n")
+}
+
 // contenderPhases lists the phases of r in order, named.
 func contenderPhases(r *runResult) []phase {
 	var out []phase
-	for _, name := range tableOrder {
+	for _, name := range columns(r) {
 		c := r.Contenders[name]
 		out = append(out, c.Create)
 		if c.Steady != nil {
@@ -338,20 +381,20 @@ func cpuTable(w func(string, ...any), r *runResult) {
 func apiKindsTable(w func(string, ...any), r *runResult) {
 	n := float64(r.N)
 	keys := map[string]float64{}
-	for _, name := range tableOrder {
+	for _, name := range columns(r) {
 		for k, v := range r.Contenders[name].Create.APIKinds {
 			keys[k] += v.Seconds
 		}
 	}
 	sorted := largestFirst(keys)
 	w("The API server's work during the create step (N=%d), by request kind, from every client (its `apiserver_request_total` and `apiserver_request_duration_seconds`; watches left out): requests per object, and the seconds its handlers took in all:\n\n", r.N)
-	w("| request kind | opkit | tutorial | direct |\n|---|---:|---:|---:|\n")
+	w("%s", header(r, "request kind"))
 	totals := map[string]apiKind{}
 	for i, k := range sorted {
 		if i < 20 {
 			w("| %s |", k)
 		}
-		for _, name := range tableOrder {
+		for _, name := range columns(r) {
 			v := r.Contenders[name].Create.APIKinds[k]
 			t := totals[name]
 			t.Count += v.Count
@@ -366,7 +409,7 @@ func apiKindsTable(w func(string, ...any), r *runResult) {
 		}
 	}
 	w("| **all** |")
-	for _, name := range tableOrder {
+	for _, name := range columns(r) {
 		w(" **%.2f, %.1f s** |", totals[name].Count/n, totals[name].Seconds)
 	}
 	w("\n\n")
@@ -376,7 +419,7 @@ func apiKindsTable(w func(string, ...any), r *runResult) {
 // the create step, per object, by resource: every write's fan-out.
 func watchEventsTable(w func(string, ...any), r *runResult) {
 	get := func(c *contenderResult) map[string]float64 { return c.Create.WatchEvents }
-	if !slices.ContainsFunc(tableOrder, func(name string) bool { return len(get(r.Contenders[name])) > 0 }) {
+	if !slices.ContainsFunc(columns(r), func(name string) bool { return len(get(r.Contenders[name])) > 0 }) {
 		return
 	}
 	w("Watch events the API server sent during the create step (N=%d), per object, by resource:\n\n", r.N)
@@ -412,24 +455,33 @@ func clusterWritesTable(w func(string, ...any), r *runResult) {
 // totals).
 func perObjectTable(w func(string, ...any), r *runResult, keyName string, n float64, get func(*contenderResult) map[string]float64, hide float64, note func(map[string]float64) string) {
 	sums, totals := map[string]float64{}, map[string]float64{}
-	for _, name := range tableOrder {
+	for _, name := range columns(r) {
 		for k, v := range get(r.Contenders[name]) {
 			sums[k] += v
 			totals[name] += v
 		}
 	}
-	w("| %s | opkit | tutorial | direct |\n|---|---:|---:|---:|\n", keyName)
+	w("%s", header(r, keyName))
 	for _, k := range largestFirst(sums) {
-		if !slices.ContainsFunc(tableOrder, func(name string) bool { return get(r.Contenders[name])[k]/n >= hide }) {
+		if !slices.ContainsFunc(columns(r), func(name string) bool { return get(r.Contenders[name])[k]/n >= hide }) {
 			continue
 		}
 		w("| %s |", k)
-		for _, name := range tableOrder {
+		for _, name := range columns(r) {
 			w(" %.2f |", get(r.Contenders[name])[k]/n)
 		}
 		w("\n")
 	}
-	w("| **all** | **%.2f** | **%.2f** | **%.2f**%s |\n\n", totals[tableOrder[0]]/n, totals[tableOrder[1]]/n, totals[tableOrder[2]]/n, note(totals))
+	w("| **all** |")
+	cols := columns(r)
+	for i, name := range cols {
+		end := ""
+		if i == len(cols)-1 {
+			end = note(totals)
+		}
+		w(" **%.2f**%s |", totals[name]/n, end)
+	}
+	w("\n\n")
 }
 
 // largestFirst sorts the keys of sums by their value, largest first, and

@@ -55,11 +55,33 @@ func TestReport(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "scale.png")
 	r := res.run(1000)
-	if err := plotReady(path, "ready", []plotLine{{contDirect, r.Contenders[contDirect].Create}, {contOpkit, r.Contenders[contOpkit].Create}}); err != nil {
+	if err := plotReady(path, "ready", []plotLine{{contDirect, r.Contenders[contDirect].Create, lineColors[0]}, {contOpkit, r.Contenders[contOpkit].Create, lineColors[1]}}); err != nil {
 		t.Fatal(err)
 	}
 	if st, err := os.Stat(path); err != nil || st.Size() == 0 {
 		t.Errorf("plot: %v, %v", st, err)
+	}
+}
+
+// TestReportWithFloor: with -floor, the floor has its table, a column in
+// the per-object tables, and its ratios in the rounds table.
+func TestReportWithFloor(t *testing.T) {
+	r := fakeRun(1000, 1.5)
+	f := *r.Contenders[contDirect]
+	f.Name = contFloor
+	f.Create.Seconds = 40
+	r.Contenders[contFloor] = &f
+	r.addRound(contenderOrder, r)
+	r.addRound(contenderOrder, r)
+	res := &results{Started: time.Now(), Nodes: 10, Primary: 1000, Runs: []*runResult{r}}
+	md := markdown(report{Command: "scale", Results: res}, config{Steady: time.Minute, SyncPeriod: 15 * time.Second})
+	for _, want := range []string{
+		"| create | 40.0 s | 1.12 | 1.33 |",
+		"| resource | opkit | tutorial | direct | floor |\n|---|---:|---:|---:|---:|\n| pods | 14.00 | 14.00 | 14.00 | 14.00 |",
+		"| create, opkit / floor | 1.12 | 1.12 | **1.12** | 1.12-1.12 | |\n",
+		"| create, floor / direct | 1.33 | 1.33 | **1.33** | 1.33-1.33 | |\n",
+	} {
+		wantInReport(t, md, want)
 	}
 }
 

@@ -63,14 +63,18 @@ var roundRatios = []roundRatio{
 	{"create, opkit / tutorial", contOpkit, contTutorial, stepCreate, targetCreateVsTutorial},
 	{"resize, opkit / direct", contOpkit, contDirect, stepResize, targetResizeVsDirect},
 	{"delete, opkit / direct", contOpkit, contDirect, stepDelete, targetDeleteVsDirect},
+	{"create, opkit / floor", contOpkit, contFloor, stepCreate, 0},
+	{"create, floor / direct", contFloor, contDirect, stepCreate, 0},
+	{"resize, opkit / floor", contOpkit, contFloor, stepResize, 0},
+	{"delete, opkit / floor", contOpkit, contFloor, stepDelete, 0},
 }
 
 // of returns the ratio in every round, in round order.
 func (q roundRatio) of(rounds []round) []float64 {
 	out := make([]float64, 0, len(rounds))
 	for _, rd := range rounds {
-		if b := rd.Seconds[q.b][q.step]; b > 0 {
-			out = append(out, rd.Seconds[q.a][q.step]/b)
+		if a, b := rd.Seconds[q.a][q.step], rd.Seconds[q.b][q.step]; a > 0 && b > 0 {
+			out = append(out, a/b)
 		}
 	}
 	return out
@@ -110,14 +114,19 @@ func roundsTable(w func(string, ...any), r *runResult) {
 			w(" %.2f |", x)
 		}
 		med := median(xs)
-		w(" **%.2f** | %.2f-%.2f | <= %.2f (%s) |\n", med, slices.Min(xs), slices.Max(xs), q.target, verdict(med <= q.target))
+		w(" **%.2f** | %.2f-%.2f |", med, slices.Min(xs), slices.Max(xs))
+		if q.target > 0 {
+			w(" <= %.2f (%s) |\n", q.target, verdict(med <= q.target))
+		} else {
+			w(" |\n")
+		}
 	}
 	w("\n| seconds |")
 	for i := range r.Rounds {
 		w(" round %d |", i+1)
 	}
 	w("\n|---|%s\n", strings.Repeat("---:|", len(r.Rounds)))
-	for _, name := range tableOrder {
+	for _, name := range columns(r) {
 		for _, step := range []string{stepCreate, stepResize, stepDelete} {
 			w("| %s: %s |", name, step)
 			for _, rd := range r.Rounds {
