@@ -73,14 +73,21 @@ func TestReportWithFloor(t *testing.T) {
 	r.Contenders[contFloor] = &f
 	r.addRound(contenderOrder, r)
 	r.addRound(contenderOrder, r)
-	res := &results{Started: time.Now(), Nodes: 10, Primary: 1000, Runs: []*runResult{r}}
-	md := markdown(report{Command: "scale", Results: res}, config{Steady: time.Minute, SyncPeriod: 15 * time.Second})
-	for _, want := range []string{
+	renderAndWant(t, r,
 		"| create | 40.0 s | 1.12 | 1.33 |",
 		"| resource | opkit | tutorial | direct | floor |\n|---|---:|---:|---:|---:|\n| pods | 14.00 | 14.00 | 14.00 | 14.00 |",
 		"| create, opkit / floor | 1.12 | 1.12 | **1.12** | 1.12-1.12 | |\n",
 		"| create, floor / direct | 1.33 | 1.33 | **1.33** | 1.33-1.33 | |\n",
-	} {
+	)
+}
+
+// renderAndWant renders the report of run r as the primary run and fails t
+// for each of wants it lacks.
+func renderAndWant(t *testing.T, r *runResult, wants ...string) {
+	t.Helper()
+	res := &results{Started: time.Now(), Nodes: 10, Primary: r.N, Runs: []*runResult{r}}
+	md := markdown(report{Command: "scale", Results: res}, config{Steady: time.Minute, SyncPeriod: 15 * time.Second})
+	for _, want := range wants {
 		wantInReport(t, md, want)
 	}
 }

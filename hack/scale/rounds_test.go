@@ -3,7 +3,6 @@ package main
 import (
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -51,18 +50,14 @@ func TestRoundsReport(t *testing.T) {
 	if got := r.Rounds[1].Order; got[0] != contTutorial {
 		t.Errorf("round 2's order %v, want the reverse of %v", got, contenderOrder)
 	}
-	res := &results{Started: time.Now(), Nodes: 10, Primary: 1000, Runs: []*runResult{r}}
-	md := markdown(report{Command: "scale", Results: res}, config{Steady: time.Minute, SyncPeriod: 15 * time.Second})
-	for _, want := range []string{
+	renderAndWant(t, r,
 		"| create 1000 of size 1, until all Ready / available | 42.0 s | 60.0 s | 30.0 s | 1.40 | <= 1.25 (**not met**) |",
 		"| ratio | round 1 (direct, opkit, tutorial) | round 2 (tutorial, opkit, direct) | round 3 (direct, opkit, tutorial) | median | spread | target |",
 		"| create, opkit / direct | 1.40 | 1.20 | 1.10 | **1.20** | 1.10-1.40 | <= 1.25 (met) |",
 		"| create, opkit / tutorial | 0.70 | 0.60 | 0.55 | **0.60** | 0.55-0.70 | <= 0.65 (met) |",
 		"| delete, opkit / direct | 1.00 | 1.00 | 1.00 | **1.00** | 1.00-1.00 | <= 1.20 (met) |",
 		"| opkit: create | 42.0 | 36.0 | 33.0 |",
-	} {
-		wantInReport(t, md, want)
-	}
+	)
 	// One round: no rounds table.
 	one := fakeRun(1000, 1.2)
 	if md := markdown(report{Command: "scale", Results: &results{Primary: 1000, Runs: []*runResult{one}}}, config{}); strings.Contains(md, "median") {
