@@ -106,6 +106,7 @@ func controllerRef(m *unstructured.Unstructured) *metav1.OwnerReference {
 func (c *contender) resize(ctx context.Context, cl client.Client, name string) error {
 	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":2}}`))
 	var obj client.Object = &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: name}}
+	pdb := newPDB(c.ns, name)
 	if c.memcacheds() {
 		m := memcachedRef(c.ns, name)
 		if err := cl.Patch(ctx, m, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"size":2}}`))); err != nil {
@@ -114,17 +115,12 @@ func (c *contender) resize(ctx context.Context, cl client.Client, name string) e
 		if c.operated() {
 			return nil
 		}
-		pdb := newPDB(c.ns, name)
 		pdb.SetOwnerReferences([]metav1.OwnerReference{*controllerRef(m)})
-		if err := cl.Patch(ctx, obj, patch); err != nil {
-			return err
-		}
-		return createIfAbsent(ctx, cl, pdb)
 	}
 	if err := cl.Patch(ctx, obj, patch); err != nil {
 		return err
 	}
-	return createIfAbsent(ctx, cl, newPDB(c.ns, name))
+	return createIfAbsent(ctx, cl, pdb)
 }
 
 // remove deletes one object: a Memcached (its children are garbage

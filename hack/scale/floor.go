@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -32,7 +33,7 @@ type floorStatus struct {
 
 	mu      sync.Mutex
 	written map[string]int32 // name: the size last written
-	errs    []error
+	failed  error            // the first write that failed
 	wg      sync.WaitGroup
 }
 
@@ -71,7 +72,9 @@ func (f *floorStatus) observe(ctx context.Context, d *appsv1.Deployment) {
 		defer func() { <-f.sem }()
 		if err := f.write(ctx, d.Name, size); err != nil {
 			f.mu.Lock()
-			f.errs = append(f.errs, err)
+			if f.failed == nil {
+				f.failed = err
+			}
 			f.mu.Unlock()
 		}
 	}()
@@ -96,15 +99,13 @@ func (f *floorStatus) write(ctx context.Context, name string, size int32) error 
 	return nil
 }
 
-// err waits for the writes in flight and returns the first failure.
+// err waits for the writes in flight and returns the first failure. Call
+// it once the handler is removed, so that no write starts meanwhile.
 func (f *floorStatus) err() error {
 	f.wg.Wait()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if len(f.errs) > 0 {
-		return f.errs[0]
-	}
-	return nil
+	return f.failed
 }
 
 // rolledOut is the test the operators apply before they report Ready, and
@@ -116,16 +117,20 @@ func rolledOut(d *appsv1.Deployment, pods int32) bool {
 }
 
 // startFloorStatus starts writing the floor's statuses from the benchmark's
-// Deployment informer; stop removes the handler.
-func (b *bench) startFloorStatus(ctx context.Context) (f *floorStatus, stop func(), err error) {
+// Deployment informer; stop removes the handler, waits for the writes in
+// flight and returns the first that failed.
+func (b *bench) startFloorStatus(ctx context.Context) (stop func() error, err error) {
 	inf, err := b.e.cache.GetInformer(ctx, &appsv1.Deployment{})
 	if err != nil {
-		return nil, nil, fmt.Errorf("the Deployment informer: %w", err)
+		return nil, fmt.Errorf("the Deployment informer: %w", err)
 	}
-	f = newFloorStatus(b.e.client, b.cur.ns, b.cfg.Workers)
+	f := newFloorStatus(b.e.client, b.cur.ns, b.cfg.Workers)
 	reg, err := inf.AddEventHandler(f.handler(ctx))
 	if err != nil {
-		return nil, nil, fmt.Errorf("watching the floor's Deployments: %w", err)
+		return nil, fmt.Errorf("watching the floor's Deployments: %w", err)
 	}
-	return f, func() { _ = inf.RemoveEventHandler(reg) }, nil
+	return func() error {
+		rerr := inf.RemoveEventHandler(reg)
+		return errors.Join(f.err(), rerr)
+	}, nil
 }

@@ -157,13 +157,12 @@ func (b *bench) contender(ctx context.Context, n, resize int) (out *contenderRes
 		res.RSSBeforeCreate, res.FileRSSBeforeCreate = int64(st.VmRSS), int64(st.RssFile)
 	}
 	if c.floor {
-		f, stop, err := b.startFloorStatus(ctx)
+		stop, err := b.startFloorStatus(ctx)
 		if err != nil {
 			return nil, err
 		}
-		defer stop()
 		defer func() {
-			if ferr := f.err(); ferr != nil && err == nil {
+			if ferr := stop(); ferr != nil && err == nil {
 				out, err = nil, ferr
 			}
 		}()

@@ -16,12 +16,12 @@ type plotLine struct {
 	color color.Color
 }
 
-// lineColors are the contenders' colours, in plotOrder.
-var lineColors = []color.Color{
-	color.RGBA{R: 230, G: 110, B: 0, A: 255},   // direct
-	color.RGBA{R: 31, G: 119, B: 180, A: 255},  // opkit
-	color.RGBA{R: 44, G: 160, B: 44, A: 255},   // tutorial
-	color.RGBA{R: 128, G: 128, B: 128, A: 255}, // floor
+// lineColors are the contenders' colours.
+var lineColors = map[string]color.Color{
+	contDirect:   color.RGBA{R: 230, G: 110, B: 0, A: 255},
+	contOpkit:    color.RGBA{R: 31, G: 119, B: 180, A: 255},
+	contTutorial: color.RGBA{R: 44, G: 160, B: 44, A: 255},
+	contFloor:    color.RGBA{R: 128, G: 128, B: 128, A: 255},
 }
 
 // plotReady draws the ready count over time of each line as a step line

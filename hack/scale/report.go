@@ -129,9 +129,9 @@ func render(dir string, rep report) error {
 		return nil
 	}
 	var lines []plotLine
-	for i, name := range plotOrder {
+	for _, name := range plotOrder {
 		if c := r.Contenders[name]; c != nil {
-			lines = append(lines, plotLine{name: name, p: c.Create, color: lineColors[i]})
+			lines = append(lines, plotLine{name: name, p: c.Create, color: lineColors[name]})
 		}
 	}
 	return plotReady(filepath.Join(dir, "scale.png"), fmt.Sprintf("%d objects of size 1 created, until ready", r.N), lines)
@@ -152,8 +152,7 @@ func verdict(ok bool) string {
 }
 
 // tableOrder is the order of the tables' columns, of the contenders a run
-// measured (columns); plotOrder is that of the plot's lines, which
-// lineColors follow.
+// measured (columns); plotOrder is that of the plot's lines.
 var (
 	tableOrder = []string{contOpkit, contTutorial, contDirect, contFloor}
 	plotOrder  = []string{contDirect, contOpkit, contTutorial, contFloor}
@@ -380,8 +379,9 @@ func cpuTable(w func(string, ...any), r *runResult) {
 // it.
 func apiKindsTable(w func(string, ...any), r *runResult) {
 	n := float64(r.N)
+	cols := columns(r)
 	keys := map[string]float64{}
-	for _, name := range columns(r) {
+	for _, name := range cols {
 		for k, v := range r.Contenders[name].Create.APIKinds {
 			keys[k] += v.Seconds
 		}
@@ -394,7 +394,7 @@ func apiKindsTable(w func(string, ...any), r *runResult) {
 		if i < 20 {
 			w("| %s |", k)
 		}
-		for _, name := range columns(r) {
+		for _, name := range cols {
 			v := r.Contenders[name].Create.APIKinds[k]
 			t := totals[name]
 			t.Count += v.Count
@@ -409,7 +409,7 @@ func apiKindsTable(w func(string, ...any), r *runResult) {
 		}
 	}
 	w("| **all** |")
-	for _, name := range columns(r) {
+	for _, name := range cols {
 		w(" **%.2f, %.1f s** |", totals[name].Count/n, totals[name].Seconds)
 	}
 	w("\n\n")
@@ -454,8 +454,9 @@ func clusterWritesTable(w func(string, ...any), r *runResult) {
 // are all under hide per object is left out (it still counts in the
 // totals).
 func perObjectTable(w func(string, ...any), r *runResult, keyName string, n float64, get func(*contenderResult) map[string]float64, hide float64, note func(map[string]float64) string) {
+	cols := columns(r)
 	sums, totals := map[string]float64{}, map[string]float64{}
-	for _, name := range columns(r) {
+	for _, name := range cols {
 		for k, v := range get(r.Contenders[name]) {
 			sums[k] += v
 			totals[name] += v
@@ -463,17 +464,16 @@ func perObjectTable(w func(string, ...any), r *runResult, keyName string, n floa
 	}
 	w("%s", header(r, keyName))
 	for _, k := range largestFirst(sums) {
-		if !slices.ContainsFunc(columns(r), func(name string) bool { return get(r.Contenders[name])[k]/n >= hide }) {
+		if !slices.ContainsFunc(cols, func(name string) bool { return get(r.Contenders[name])[k]/n >= hide }) {
 			continue
 		}
 		w("| %s |", k)
-		for _, name := range columns(r) {
+		for _, name := range cols {
 			w(" %.2f |", get(r.Contenders[name])[k]/n)
 		}
 		w("\n")
 	}
 	w("| **all** |")
-	cols := columns(r)
 	for i, name := range cols {
 		end := ""
 		if i == len(cols)-1 {

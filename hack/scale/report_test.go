@@ -55,7 +55,7 @@ func TestReport(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "scale.png")
 	r := res.run(1000)
-	if err := plotReady(path, "ready", []plotLine{{contDirect, r.Contenders[contDirect].Create, lineColors[0]}, {contOpkit, r.Contenders[contOpkit].Create, lineColors[1]}}); err != nil {
+	if err := plotReady(path, "ready", []plotLine{{contDirect, r.Contenders[contDirect].Create, lineColors[contDirect]}, {contOpkit, r.Contenders[contOpkit].Create, lineColors[contOpkit]}}); err != nil {
 		t.Fatal(err)
 	}
 	if st, err := os.Stat(path); err != nil || st.Size() == 0 {
