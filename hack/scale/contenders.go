@@ -159,14 +159,24 @@ func newMemcached(ns, name string) *unstructured.Unstructured {
 	return m
 }
 
-// directLabels are the direct children's labels (not the operators', so
-// that neither operator's cache holds them).
-func directLabels(name string) map[string]string {
+// directSelector is what selects the direct and floor children's pods:
+// the operator's two selector labels, with values that are not the
+// operators' (so that neither operator's cache holds them).
+func directSelector(name string) map[string]string {
 	return map[string]string{"app.kubernetes.io/name": "memcached-direct", "app.kubernetes.io/instance": name}
 }
 
+// directLabels are the direct and floor children's labels: as many as the
+// operator gives its children (its selector labels and managed-by).
+func directLabels(name string) map[string]string {
+	l := directSelector(name)
+	l["app.kubernetes.io/managed-by"] = "scale-direct"
+	return l
+}
+
 // newDeployment is a plain Deployment with the pod template the operator
-// gives a size-1 Memcached (image, command, port, probes).
+// gives a size-1 Memcached (image, command, port, probes, security
+// contexts). sameChildren checks it against the operator's in every run.
 func newDeployment(ns, name string) *appsv1.Deployment {
 	labels := directLabels(name)
 	probe := func(delay int32) *corev1.Probe {
@@ -179,25 +189,49 @@ func newDeployment(ns, name string) *appsv1.Deployment {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
 		Spec: appsv1.DeploymentSpec{
 			Replicas:             ptr.To[int32](1),
-			Selector:             &metav1.LabelSelector{MatchLabels: labels},
+			Selector:             &metav1.LabelSelector{MatchLabels: directSelector(name)},
 			RevisionHistoryLimit: ptr.To[int32](2),
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{
 					AutomountServiceAccountToken: ptr.To(false),
 					EnableServiceLinks:           ptr.To(false),
+					SecurityContext:              memcachedPodSecurity(),
 					Containers: []corev1.Container{{
-						Name:           "memcached",
-						Image:          "memcached:1.6",
-						Command:        []string{"memcached"},
-						Args:           []string{"-p", "11211", "-m", "64"},
-						Ports:          []corev1.ContainerPort{{Name: "memcache", ContainerPort: 11211, Protocol: corev1.ProtocolTCP}},
-						ReadinessProbe: probe(0),
-						LivenessProbe:  probe(10),
+						Name:            "memcached",
+						Image:           "memcached:1.6",
+						Command:         []string{"memcached"},
+						Args:            []string{"-p", "11211", "-m", "64"},
+						Ports:           []corev1.ContainerPort{{Name: "memcache", ContainerPort: 11211, Protocol: corev1.ProtocolTCP}},
+						ReadinessProbe:  probe(0),
+						LivenessProbe:   probe(10),
+						SecurityContext: memcachedContainerSecurity(),
 					}},
 				},
 			},
 		},
+	}
+}
+
+// memcachedPodSecurity is the pod security context the operator gives
+// memcached: not root, as memcached's user, the runtime's seccomp profile.
+func memcachedPodSecurity() *corev1.PodSecurityContext {
+	return &corev1.PodSecurityContext{
+		RunAsNonRoot:   ptr.To(true),
+		RunAsUser:      ptr.To[int64](11211),
+		RunAsGroup:     ptr.To[int64](11211),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+// memcachedContainerSecurity is the operator's memcached container
+// security context.
+func memcachedContainerSecurity() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		RunAsNonRoot:             ptr.To(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 	}
 }
 
@@ -207,7 +241,7 @@ func newService(ns, name string) *corev1.Service {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: directLabels(name)},
 		Spec: corev1.ServiceSpec{
 			ClusterIP: corev1.ClusterIPNone,
-			Selector:  directLabels(name),
+			Selector:  directSelector(name),
 			Ports: []corev1.ServicePort{{
 				Name: "memcache", Port: 11211, TargetPort: intstr.FromString("memcache"), Protocol: corev1.ProtocolTCP,
 			}},
@@ -222,7 +256,7 @@ func newPDB(ns, name string) *policyv1.PodDisruptionBudget {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: directLabels(name)},
 		Spec: policyv1.PodDisruptionBudgetSpec{
 			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-			Selector:       &metav1.LabelSelector{MatchLabels: directLabels(name)},
+			Selector:       &metav1.LabelSelector{MatchLabels: directSelector(name)},
 		},
 	}
 }

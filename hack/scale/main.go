@@ -85,10 +85,10 @@ func main() {
 	flag.Var(&opArgs, "operator-arg", "extra flag for the opkit operator (repeatable), e.g. --operator-arg=--ready-events=always")
 	flag.Var(&tutArgs, "tutorial-arg", "extra flag for the tutorial operator (repeatable)")
 	flag.StringVar(&cfg.Profile, "profile", "", "directory for CPU profiles of the API server and the operators, one per phase (<phase>-<process>.pprof); empty takes none")
-	rerenderDir := flag.String("rerender", "", "write scale.md and scale.png again from the scale.json in this directory, measuring nothing")
+	rerenderDir := flag.String("rerender", "", "write scale.md and scale.png again from the scale.json in this directory, measuring nothing; with -profile, first split the CPU profiles found there into the results (and write scale.json again)")
 	flag.Parse()
 	if *rerenderDir != "" {
-		if err := rerender(*rerenderDir); err != nil {
+		if err := rerender(*rerenderDir, cfg.Profile); err != nil {
 			fmt.Fprintln(os.Stderr, "scale:", err)
 			os.Exit(1)
 		}

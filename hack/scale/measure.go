@@ -46,6 +46,11 @@ type phase struct {
 	// WatchEvents is the watch events the API server sent during the
 	// phase, by resource: the fan-out of every write to every watcher.
 	WatchEvents map[string]float64 `json:"watchEvents,omitempty"`
+	// APIServerCPU and OperatorCPU are the CPU seconds of the API
+	// server's and the operator's profiles of the phase, by what they
+	// were doing (splitCPU; -profile only).
+	APIServerCPU map[string]float64 `json:"apiServerCPUByActivity,omitempty"`
+	OperatorCPU  map[string]float64 `json:"operatorCPUByActivity,omitempty"`
 }
 
 // contenderResult is one contender's measurements at one N.
@@ -73,6 +78,9 @@ type contenderResult struct {
 	// batches), not on the operator's work.
 	FileRSSBeforeCreate int64   `json:"fileRSSBeforeCreateBytes,omitempty"`
 	GoHeapBytes         float64 `json:"goHeapInuseBytesAtEnd,omitempty"`
+	// deployment is the first object's Deployment after the create step,
+	// for sameChildren (not recorded).
+	deployment *appsv1.Deployment
 }
 
 // rssPerCR is the operator's resident set growth over the create step per
@@ -135,6 +143,18 @@ func measure(ctx context.Context, e *env, cfg config, n int, order []string, tim
 			return nil, fmt.Errorf("%s at N=%d: %w", name, n, err)
 		}
 		res.Contenders[name] = cr
+		// As soon as opkit's Deployments and another's are known, so that
+		// a run comparing different objects stops early.
+		if o := res.Contenders[contOpkit]; o != nil {
+			for other, oc := range res.Contenders {
+				if other == contOpkit || (name != contOpkit && other != name) {
+					continue
+				}
+				if err := sameChildren(other, o.deployment, oc.deployment); err != nil {
+					return nil, err
+				}
+			}
+		}
 	}
 	return res, nil
 }
@@ -173,6 +193,9 @@ func (b *bench) contender(ctx context.Context, n, resize int) (out *contenderRes
 		})
 	}, func() (int, error) { return b.countReady(objNames, 1) })
 	if err != nil {
+		return nil, err
+	}
+	if res.deployment, err = sampleDeployment(ctx, b.e.client, c.ns, objNames[0]); err != nil {
 		return nil, err
 	}
 	if c.operated() && !b.timesOnly {
@@ -285,6 +308,9 @@ func (b *bench) timed(ctx context.Context, name string, total int, act func(cont
 			p.Seconds = el.Seconds()
 			p.CPUSeconds = cpuDelta(cpuBefore, b.cpuSnapshot())
 			if err := prof.stop(); err != nil {
+				return p, err
+			}
+			if p.APIServerCPU, p.OperatorCPU, err = prof.split(); err != nil {
 				return p, err
 			}
 			apiAfter, err := b.apiserverMetrics(ctx)

@@ -28,6 +28,12 @@ type profiling struct {
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	errs   []error
+	// paths are the profiles' files by process ("kube-apiserver",
+	// "<contender>-operator").
+	paths map[string]string
+	// operator is the key of the operator's profile in paths ("" for
+	// none).
+	operator string
 }
 
 // startProfiling profiles the API server (through its /debug/pprof, with
@@ -55,9 +61,13 @@ func (b *bench) startProfiling(ctx context.Context, phase string) (*profiling, e
 		}{http.DefaultClient, op.pprofURL + "/debug/pprof/profile"}
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	p := &profiling{cancel: cancel}
+	p := &profiling{cancel: cancel, paths: map[string]string{}}
+	if op := b.cur.op; op != nil && op.pprofURL != "" {
+		p.operator = op.name + "-operator"
+	}
 	for proc, t := range targets {
 		path := filepath.Join(b.cfg.Profile, fileSafe(phase)+"-"+proc+".pprof")
+		p.paths[proc] = path
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
@@ -80,6 +90,34 @@ func (p *profiling) stop() error {
 	p.cancel()
 	p.wg.Wait()
 	return errors.Join(p.errs...)
+}
+
+// split reads the profiles stop wrote and splits the API server's and the
+// operator's CPU time by activity (splitCPU); nil for a process whose
+// profile was not written (a phase shorter than a chunk still has one).
+func (p *profiling) split() (apiServer, operator map[string]float64, err error) {
+	if p == nil {
+		return nil, nil, nil
+	}
+	read := func(proc string, activities []cpuActivity) (map[string]float64, error) {
+		path, ok := p.paths[proc]
+		if !ok {
+			return nil, nil
+		}
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		return splitCPUFile(path, activities)
+	}
+	if apiServer, err = read("kube-apiserver", apiServerActivities); err != nil {
+		return nil, nil, err
+	}
+	if p.operator != "" {
+		if operator, err = read(p.operator, operatorActivities); err != nil {
+			return nil, nil, err
+		}
+	}
+	return apiServer, operator, nil
 }
 
 // profileUntilDone takes CPU profiles of profileChunkSeconds from url one

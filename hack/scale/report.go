@@ -87,7 +87,11 @@ type report struct {
 }
 
 func writeResults(dir string, cfg config, m machine, res *results) error {
-	rep := report{Command: "cd hack && go run ./scale " + strings.Join(os.Args[1:], " "), Machine: m, Config: cfg, Results: res}
+	return writeReport(dir, report{Command: "cd hack && go run ./scale " + strings.Join(os.Args[1:], " "), Machine: m, Config: cfg, Results: res})
+}
+
+// writeReport writes rep to scale.json in dir and renders it.
+func writeReport(dir string, rep report) error {
 	data, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return err
@@ -99,8 +103,11 @@ func writeResults(dir string, cfg config, m machine, res *results) error {
 }
 
 // rerender writes scale.md and scale.png again from the scale.json in dir
-// (-rerender): for a change of the tables, without measuring again.
-func rerender(dir string) error {
+// (-rerender): for a change of the tables, without measuring again. With
+// profiles (the -profile directory of the run), it first splits the CPU
+// profiles of the primary N's phases found there (splitPhases) and writes
+// scale.json again with them.
+func rerender(dir, profiles string) error {
 	data, err := os.ReadFile(filepath.Join(dir, "scale.json"))
 	if err != nil {
 		return err
@@ -112,6 +119,12 @@ func rerender(dir string) error {
 	if rep.Config.Steady == 0 {
 		// Written before the configuration was recorded: the defaults.
 		rep.Config.Steady, rep.Config.SyncPeriod = time.Minute, 15*time.Second
+	}
+	if profiles != "" {
+		if err := splitPhases(rep.Results, profiles); err != nil {
+			return err
+		}
+		return writeReport(dir, rep)
 	}
 	return render(dir, rep)
 }
@@ -252,6 +265,7 @@ func markdown(rep report, cfg config) string {
 
 	curveTable(w, res)
 	cpuTable(w, r)
+	cpuActivityTables(w, r)
 	apiKindsTable(w, r)
 	watchEventsTable(w, r)
 	clusterWritesTable(w, r)

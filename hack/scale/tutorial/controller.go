@@ -85,7 +85,7 @@ func (r *memcachedReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace}}
 	if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, svc, func() error {
 		svc.Spec.ClusterIP = corev1.ClusterIPNone
-		svc.Spec.Selector = labelsFor(m.Name)
+		svc.Spec.Selector = selectorFor(m.Name)
 		svc.Spec.Ports = []corev1.ServicePort{{Name: "memcache", Port: 11211, TargetPort: intstr.FromString("memcache"), Protocol: corev1.ProtocolTCP}}
 		return ctrl.SetControllerReference(m, svc, r.Scheme)
 	}); err != nil {
@@ -95,7 +95,7 @@ func (r *memcachedReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if m.Spec.Size > 1 {
 		if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, pdb, func() error {
 			pdb.Spec.MaxUnavailable = ptr.To(intstr.FromInt32(1))
-			pdb.Spec.Selector = &metav1.LabelSelector{MatchLabels: labelsFor(m.Name)}
+			pdb.Spec.Selector = &metav1.LabelSelector{MatchLabels: selectorFor(m.Name)}
 			return ctrl.SetControllerReference(m, pdb, r.Scheme)
 		}); err != nil {
 			return ctrl.Result{}, fmt.Errorf("pdb: %w", err)
@@ -143,13 +143,20 @@ func (r *memcachedReconciler) mutateDeployment(m *memcached, dep *appsv1.Deploym
 			InitialDelaySeconds: delay, TimeoutSeconds: 1, PeriodSeconds: 10, SuccessThreshold: 1, FailureThreshold: 3,
 		}
 	}
+	dep.Labels = labels
 	dep.Spec.Replicas = ptr.To(m.Spec.Size)
 	dep.Spec.RevisionHistoryLimit = ptr.To[int32](2)
-	dep.Spec.Selector = &metav1.LabelSelector{MatchLabels: labels}
+	dep.Spec.Selector = &metav1.LabelSelector{MatchLabels: selectorFor(m.Name)}
 	dep.Spec.Template.Labels = labels
 	spec := &dep.Spec.Template.Spec
 	spec.AutomountServiceAccountToken = ptr.To(false)
 	spec.EnableServiceLinks = ptr.To(false)
+	spec.SecurityContext = &corev1.PodSecurityContext{
+		RunAsNonRoot:   ptr.To(true),
+		RunAsUser:      ptr.To[int64](11211),
+		RunAsGroup:     ptr.To[int64](11211),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
 	if len(spec.Containers) != 1 {
 		spec.Containers = []corev1.Container{{}}
 	}
@@ -161,10 +168,26 @@ func (r *memcachedReconciler) mutateDeployment(m *memcached, dep *appsv1.Deploym
 	c.Ports = []corev1.ContainerPort{{Name: "memcache", ContainerPort: 11211, Protocol: corev1.ProtocolTCP}}
 	c.ReadinessProbe = probe(0)
 	c.LivenessProbe = probe(10)
+	c.SecurityContext = &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		RunAsNonRoot:             ptr.To(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
 }
 
-func labelsFor(name string) map[string]string {
+// selectorFor selects the pods of the Memcached name.
+func selectorFor(name string) map[string]string {
 	return map[string]string{"app.kubernetes.io/name": "memcached-tutorial", "app.kubernetes.io/instance": name}
+}
+
+// labelsFor are the labels of the Memcached name's Deployment and pods: as
+// many as examples/memcached gives its children, so that both operators'
+// pods are the same size (the benchmark checks it).
+func labelsFor(name string) map[string]string {
+	l := selectorFor(name)
+	l["app.kubernetes.io/managed-by"] = "scale-tutorial"
+	return l
 }
 
 // setupWithManager registers the controller: Memcacheds and the children
