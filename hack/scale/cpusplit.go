@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -27,13 +28,17 @@ const activityRest = "everything else"
 var apiServerActivities = []cpuActivity{
 	{"Go garbage collection (background)", []string{"runtime.gcBgMarkWorker", "runtime.bgsweep", "runtime.bgscavenge"}},
 	{"custom resources: status writes", []string{"customresource.(*StatusREST).Update"}},
-	{"custom resources: other requests", []string{"k8s.io/apiextensions-apiserver/"}},
-	{"built-in kinds: writes", []string{"handlers/finisher.finishRequest"}},
+	// Before the custom resources' other requests: their watches are
+	// served under the CRD handler too. Only frames of watching: the
+	// watch cache's read and write paths are in every GET, LIST and write.
 	{"watches: serving, watch cache, etcd watch", []string{
 		"handlers.(*WatchServer)", "handlers.serveWatch", "cacher.(*cacheWatcher)", "cacher.(*watchEncoder)",
-		"storage/cacher.", "etcd3.(*watchChan)", "etcd3.(*watcher)",
+		"cacher.(*Cacher).dispatchEvent", "processEvent", "etcd3.(*watchChan)", "etcd3.(*watcher)",
+		"clientv3.(*watchGrpcStream)", "client/v3.(*watchGrpcStream)",
 	}},
-	{"HTTP serving and filters (authn, authz, admission, decoding)", []string{"net/http.", "golang.org/x/net/http2."}},
+	{"custom resources: other requests", []string{"k8s.io/apiextensions-apiserver/"}},
+	{"built-in kinds: writes", []string{"handlers/finisher.finishRequest"}},
+	{"HTTP serving and filters (authn, authz, admission, decoding, reads)", []string{"net/http.", "golang.org/x/net/http2."}},
 }
 
 // operatorActivities split an operator's CPU profile of a phase.
@@ -54,9 +59,9 @@ func splitCPU(p *profile.Profile, activities []cpuActivity) (map[string]float64,
 		}
 	}
 	if idx < 0 {
-		return nil, fmt.Errorf("not a CPU profile: no cpu/nanoseconds sample type")
+		return nil, errors.New("not a CPU profile: no cpu/nanoseconds sample type")
 	}
-	out := map[string]float64{}
+	nanos := map[string]int64{}
 	for _, s := range p.Sample {
 		name := activityRest
 		for _, a := range activities {
@@ -65,7 +70,11 @@ func splitCPU(p *profile.Profile, activities []cpuActivity) (map[string]float64,
 				break
 			}
 		}
-		out[name] += float64(s.Value[idx]) / 1e9
+		nanos[name] += s.Value[idx]
+	}
+	out := make(map[string]float64, len(nanos))
+	for k, v := range nanos {
+		out[k] = float64(v) / 1e9
 	}
 	return out, nil
 }

@@ -78,9 +78,6 @@ type contenderResult struct {
 	// batches), not on the operator's work.
 	FileRSSBeforeCreate int64   `json:"fileRSSBeforeCreateBytes,omitempty"`
 	GoHeapBytes         float64 `json:"goHeapInuseBytesAtEnd,omitempty"`
-	// deployment is the first object's Deployment after the create step,
-	// for sameChildren (not recorded).
-	deployment *appsv1.Deployment
 }
 
 // rssPerCR is the operator's resident set growth over the create step per
@@ -128,6 +125,9 @@ type bench struct {
 	cur      *contender
 	peakRSS  int64
 	peakAnon int64
+	// deployments are the contenders' sample Deployments measured so far
+	// at this N, shared by the run's benches (checkChildren).
+	deployments map[string]*appsv1.Deployment
 }
 
 // measure runs every contender at n on e's cluster, one after the other in
@@ -135,26 +135,15 @@ type bench struct {
 // delete all.
 func measure(ctx context.Context, e *env, cfg config, n int, order []string, timesOnly bool) (*runResult, error) {
 	res := &runResult{N: n, Resize: min(cfg.Resize, n), Started: time.Now().UTC(), Contenders: map[string]*contenderResult{}}
+	deployments := map[string]*appsv1.Deployment{}
 	for _, name := range order {
 		c := e.contenders[name]
-		b := &bench{e: e, cfg: cfg, cur: c, timesOnly: timesOnly}
+		b := &bench{e: e, cfg: cfg, cur: c, timesOnly: timesOnly, deployments: deployments}
 		cr, err := b.contender(ctx, n, res.Resize)
 		if err != nil {
 			return nil, fmt.Errorf("%s at N=%d: %w", name, n, err)
 		}
 		res.Contenders[name] = cr
-		// As soon as opkit's Deployments and another's are known, so that
-		// a run comparing different objects stops early.
-		if o := res.Contenders[contOpkit]; o != nil {
-			for other, oc := range res.Contenders {
-				if other == contOpkit || (name != contOpkit && other != name) {
-					continue
-				}
-				if err := sameChildren(other, o.deployment, oc.deployment); err != nil {
-					return nil, err
-				}
-			}
-		}
 	}
 	return res, nil
 }
@@ -195,7 +184,13 @@ func (b *bench) contender(ctx context.Context, n, resize int) (out *contenderRes
 	if err != nil {
 		return nil, err
 	}
-	if res.deployment, err = sampleDeployment(ctx, b.e.client, c.ns, objNames[0]); err != nil {
+	// Before anything else is measured: a run comparing different objects
+	// stops here.
+	d, err := sampleDeployment(ctx, b.e.client, c.ns, objNames[0])
+	if err != nil {
+		return nil, err
+	}
+	if err := b.checkChildren(d); err != nil {
 		return nil, err
 	}
 	if c.operated() && !b.timesOnly {

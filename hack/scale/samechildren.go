@@ -22,13 +22,14 @@ import (
 
 // deploymentShape is what of a Deployment must be the same for every
 // contender: its spec and its pod template's spec as the API server holds
-// them (defaults included), and the keys of its labels. Label values and
-// the selector name the contender; opkit's applied-digest label is the
-// library's own cost and stays out.
+// them (defaults included), and the keys of its labels and selector. The
+// values name the contender; opkit's applied-digest label is the library's
+// own cost and stays out.
 type deploymentShape struct {
 	Spec           appsv1.DeploymentSpec
 	Labels         []string
 	TemplateLabels []string
+	SelectorKeys   []string
 }
 
 // shapeOf is d's shape.
@@ -45,7 +46,11 @@ func shapeOf(d *appsv1.Deployment) deploymentShape {
 			}
 		})
 	}
-	return deploymentShape{Spec: spec, Labels: keys(d.Labels), TemplateLabels: keys(d.Spec.Template.Labels)}
+	var selector []string
+	if d.Spec.Selector != nil {
+		selector = keys(d.Spec.Selector.MatchLabels)
+	}
+	return deploymentShape{Spec: spec, Labels: keys(d.Labels), TemplateLabels: keys(d.Spec.Template.Labels), SelectorKeys: selector}
 }
 
 // sameChildren fails when the contender's Deployment differs in shape from
@@ -54,6 +59,26 @@ func sameChildren(contender string, opkit, other *appsv1.Deployment) error {
 	if diff := cmp.Diff(shapeOf(opkit), shapeOf(other)); diff != "" {
 		return fmt.Errorf("the %s contender's Deployments are not the ones examples/memcached creates, so its ratios would not compare the same objects; "+
 			"make hack/scale build them as the operator does (newDeployment in contenders.go, mutateDeployment in tutorial/controller.go) (-opkit +%s):\n%s", contender, contender, diff)
+	}
+	return nil
+}
+
+// checkChildren records the contender's sample Deployment d and compares
+// it with opkit's as soon as both are known: opkit's with every contender
+// measured before it, another's with opkit's.
+func (b *bench) checkChildren(d *appsv1.Deployment) error {
+	b.deployments[b.cur.name] = d
+	o := b.deployments[contOpkit]
+	if o == nil {
+		return nil
+	}
+	for _, name := range slices.Sorted(maps.Keys(b.deployments)) {
+		if name == contOpkit || (b.cur.name != contOpkit && name != b.cur.name) {
+			continue
+		}
+		if err := sameChildren(name, o, b.deployments[name]); err != nil {
+			return err
+		}
 	}
 	return nil
 }

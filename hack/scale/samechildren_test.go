@@ -88,6 +88,9 @@ func TestSameChildren(t *testing.T) {
 		{name: "a label fewer on the pods", change: func(d *appsv1.Deployment) {
 			delete(d.Spec.Template.Labels, "app.kubernetes.io/managed-by")
 		}, want: "TemplateLabels"},
+		{name: "a selector key more", change: func(d *appsv1.Deployment) {
+			d.Spec.Selector.MatchLabels["app.kubernetes.io/managed-by"] = "x"
+		}, want: "SelectorKeys"},
 		{name: "other probe", change: func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].ReadinessProbe.PeriodSeconds = 5 }, want: "PeriodSeconds"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
