@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/google/pprof/profile"
@@ -157,7 +156,8 @@ func activityTable(w func(string, ...any), r *runResult, title string, get func(
 		w(" %s |", name)
 	}
 	w("\n|---|%s\n", strings.Repeat("---:|", len(cols)))
-	for _, k := range largestFirst(sums) {
+	rows := largestFirst(sums)
+	for _, k := range rows {
 		w("| %s |", k)
 		for _, name := range cols {
 			w(" %.1f s |", get(r.Contenders[name])[k])
@@ -166,9 +166,10 @@ func activityTable(w func(string, ...any), r *runResult, title string, get func(
 	}
 	w("| **all** |")
 	for _, name := range cols {
+		// In the rows' order: a sum in map order can round either way.
 		var all float64
-		for _, v := range get(r.Contenders[name]) {
-			all += v
+		for _, k := range rows {
+			all += get(r.Contenders[name])[k]
 		}
 		w(" **%.1f s** |", all)
 	}
@@ -189,14 +190,11 @@ func splitPhases(res *results, dir string) error {
 			if p == nil {
 				continue
 			}
-			prof := &profiling{paths: map[string]string{}}
-			prefix := filepath.Join(dir, fileSafe(p.Name))
-			prof.paths["kube-apiserver"] = prefix + "-kube-apiserver.pprof"
+			operator := ""
 			if c.Whole != nil { // an operator
-				prof.operator = name + "-operator"
-				prof.paths[prof.operator] = prefix + "-" + prof.operator + ".pprof"
+				operator = operatorProcess(name)
 			}
-			api, op, err := prof.split()
+			api, op, err := splitProfiles(dir, p.Name, operator)
 			if err != nil {
 				return err
 			}

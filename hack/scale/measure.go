@@ -305,8 +305,14 @@ func (b *bench) timed(ctx context.Context, name string, total int, act func(cont
 			if err := prof.stop(); err != nil {
 				return p, err
 			}
-			if p.APIServerCPU, p.OperatorCPU, err = prof.split(); err != nil {
-				return p, err
+			if prof != nil {
+				operator := ""
+				if b.cur.op != nil {
+					operator = operatorProcess(b.cur.op.name)
+				}
+				if p.APIServerCPU, p.OperatorCPU, err = splitProfiles(b.cfg.Profile, name, operator); err != nil {
+					return p, err
+				}
 			}
 			apiAfter, err := b.apiserverMetrics(ctx)
 			if err != nil {

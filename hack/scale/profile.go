@@ -28,12 +28,6 @@ type profiling struct {
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	errs   []error
-	// paths are the profiles' files by process ("kube-apiserver",
-	// "<contender>-operator").
-	paths map[string]string
-	// operator is the key of the operator's profile in paths ("" for
-	// none).
-	operator string
 }
 
 // startProfiling profiles the API server (through its /debug/pprof, with
@@ -55,19 +49,15 @@ func (b *bench) startProfiling(ctx context.Context, phase string) (*profiling, e
 		url    string
 	}{"kube-apiserver": {hc, strings.TrimSuffix(b.e.cfg.Host, "/") + "/debug/pprof/profile"}}
 	if op := b.cur.op; op != nil && op.pprofURL != "" {
-		targets[op.name+"-operator"] = struct {
+		targets[operatorProcess(op.name)] = struct {
 			client *http.Client
 			url    string
 		}{http.DefaultClient, op.pprofURL + "/debug/pprof/profile"}
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	p := &profiling{cancel: cancel, paths: map[string]string{}}
-	if op := b.cur.op; op != nil && op.pprofURL != "" {
-		p.operator = op.name + "-operator"
-	}
+	p := &profiling{cancel: cancel}
 	for proc, t := range targets {
-		path := filepath.Join(b.cfg.Profile, fileSafe(phase)+"-"+proc+".pprof")
-		p.paths[proc] = path
+		path := profilePath(b.cfg.Profile, phase, proc)
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
@@ -92,18 +82,22 @@ func (p *profiling) stop() error {
 	return errors.Join(p.errs...)
 }
 
-// split reads the profiles stop wrote and splits the API server's and the
-// operator's CPU time by activity (splitCPU); nil for a process whose
-// profile was not written (a phase shorter than a chunk still has one).
-func (p *profiling) split() (apiServer, operator map[string]float64, err error) {
-	if p == nil {
-		return nil, nil, nil
-	}
+// profilePath is the file the profile of process proc in phase is written
+// to, in dir.
+func profilePath(dir, phase, proc string) string {
+	return filepath.Join(dir, fileSafe(phase)+"-"+proc+".pprof")
+}
+
+// operatorProcess is the process name of contender's operator in profile
+// file names.
+func operatorProcess(contender string) string { return contender + "-operator" }
+
+// splitProfiles reads the profiles of phase in dir and splits the API
+// server's and the operator's (process operator, "" for none) CPU time by
+// activity (splitCPU); nil for a profile that was not written.
+func splitProfiles(dir, phase, operator string) (apiServer, op map[string]float64, err error) {
 	read := func(proc string, activities []cpuActivity) (map[string]float64, error) {
-		path, ok := p.paths[proc]
-		if !ok {
-			return nil, nil
-		}
+		path := profilePath(dir, phase, proc)
 		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 			return nil, nil
 		}
@@ -112,12 +106,12 @@ func (p *profiling) split() (apiServer, operator map[string]float64, err error) 
 	if apiServer, err = read("kube-apiserver", apiServerActivities); err != nil {
 		return nil, nil, err
 	}
-	if p.operator != "" {
-		if operator, err = read(p.operator, operatorActivities); err != nil {
+	if operator != "" {
+		if op, err = read(operator, operatorActivities); err != nil {
 			return nil, nil, err
 		}
 	}
-	return apiServer, operator, nil
+	return apiServer, op, nil
 }
 
 // profileUntilDone takes CPU profiles of profileChunkSeconds from url one

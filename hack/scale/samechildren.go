@@ -38,13 +38,7 @@ func shapeOf(d *appsv1.Deployment) deploymentShape {
 	spec.Selector = nil
 	spec.Template.Labels, spec.Template.Annotations = nil, nil
 	keys := func(m map[string]string) []string {
-		return slices.Sorted(func(yield func(string) bool) {
-			for k := range maps.Keys(m) {
-				if k != reconcile.AppliedDigestLabel && !yield(k) {
-					return
-				}
-			}
-		})
+		return slices.DeleteFunc(slices.Sorted(maps.Keys(m)), func(k string) bool { return k == reconcile.AppliedDigestLabel })
 	}
 	var selector []string
 	if d.Spec.Selector != nil {
