@@ -50,6 +50,18 @@ func main() {
 // Memcacheds).
 const defaultGCPercent = 50
 
+// defaultProgressDelay is how long a new Memcached or a spec change may roll
+// out before its status is written with Reconciling=True. A rollout done
+// within it costs one status write (Ready). At 1 minute, a burst of 1000
+// Memcacheds on a 2-core control plane crossed the delay half-way through,
+// and every Memcached then cost a second status write, which made the burst
+// 20% slower still (docs/benchmarks/scale.md, "the progress delay's
+// cliff"); 5 minutes keeps a burst of 2000 within it there and stays half
+// the Deployment's own progress deadline (10 minutes by default). A failing
+// rollout is not hidden by it: ReplicaFailure and ProgressDeadlineExceeded
+// are written at once (Degraded=True, Ready=False).
+const defaultProgressDelay = 5 * time.Minute
+
 func run() error {
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(defaultGCPercent)
@@ -72,7 +84,7 @@ func run() error {
 	flag.IntVar(&concurrency, "max-concurrent-reconciles", 16, "Memcacheds reconciled at once (a pass mostly waits on API requests; different objects only)")
 	flag.DurationVar(&syncPeriod, "sync-period", 10*time.Hour, "how often the informers resync every cached object (each resync of a child runs a pass of its Memcached)")
 	flag.StringVar(&readyEvents, "ready-events", "on-recovery", "when a Memcached's Normal Ready event is recorded: on-recovery (only when Ready becomes True from False; a new Memcached's first Ready is in its status alone) or always")
-	flag.DurationVar(&progressDelay, "progress-delay", time.Minute, "a Memcached (or spec change) Ready within this delay gets one status write; a slower rollout shows Reconciling after it (0: at once). Until then status.observedGeneration is behind, which kstatus reads as in progress")
+	flag.DurationVar(&progressDelay, "progress-delay", defaultProgressDelay, "a Memcached (or spec change) Ready within this delay gets one status write; a slower rollout shows Reconciling after it (0: at once). Until then status.observedGeneration is behind, which kstatus reads as in progress; a Deployment that fails (ReplicaFailure, ProgressDeadlineExceeded) is reported at once")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
