@@ -264,9 +264,10 @@ func markdown(rep report, cfg config) string {
 	w("\n")
 
 	curveTable(w, res)
+	reportLagTable(w, r)
 	cpuTable(w, r)
 	cpuActivityTables(w, r)
-	apiKindsTable(w, r)
+	apiKindsTables(w, r)
 	watchEventsTable(w, r)
 	clusterWritesTable(w, r)
 
@@ -387,21 +388,34 @@ func cpuTable(w func(string, ...any), r *runResult) {
 	w("\n")
 }
 
-// apiKindsTable renders the API server's own account of the create step
-// by request kind: requests per object and handler seconds, for each
-// contender. It attributes the control plane's extra work to what causes
-// it.
-func apiKindsTable(w func(string, ...any), r *runResult) {
-	n := float64(r.N)
+// apiKindsTables renders apiKindsTable for the create, resize and delete
+// steps: reads too, since the garbage collector's cascade through an owner
+// is mostly GETs.
+func apiKindsTables(w func(string, ...any), r *runResult) {
+	apiKindsTable(w, r, "create", "object", r.N, func(c *contenderResult) map[string]apiKind { return c.Create.APIKinds })
+	apiKindsTable(w, r, "resize", "resized object", r.Resize, func(c *contenderResult) map[string]apiKind { return c.Resize.APIKinds })
+	apiKindsTable(w, r, "delete", "object", r.N, func(c *contenderResult) map[string]apiKind { return c.Delete.APIKinds })
+}
+
+// apiKindsTable renders the API server's own account of one step by
+// request kind: requests per unit (n of them) and handler seconds, for
+// each contender, the 20 kinds of most handler seconds and a total. It
+// attributes the control plane's extra work to what causes it. A step no
+// contender has the account of is left out.
+func apiKindsTable(w func(string, ...any), r *runResult, step, unit string, n int, get func(*contenderResult) map[string]apiKind) {
 	cols := columns(r)
 	keys := map[string]float64{}
 	for _, name := range cols {
-		for k, v := range r.Contenders[name].Create.APIKinds {
+		for k, v := range get(r.Contenders[name]) {
 			keys[k] += v.Seconds
 		}
 	}
+	if len(keys) == 0 {
+		return
+	}
+	per := float64(max(n, 1))
 	sorted := largestFirst(keys)
-	w("The API server's work during the create step (N=%d), by request kind, from every client (its `apiserver_request_total` and `apiserver_request_duration_seconds`; watches left out): requests per object, and the seconds its handlers took in all:\n\n", r.N)
+	w("The API server's work during the %s step (N=%d), by request kind, from every client (its `apiserver_request_total` and `apiserver_request_duration_seconds`; watches left out): requests per %s, and the seconds its handlers took in all:\n\n", step, r.N, unit)
 	w("%s", header(r, "request kind"))
 	totals := map[string]apiKind{}
 	for i, k := range sorted {
@@ -409,13 +423,13 @@ func apiKindsTable(w func(string, ...any), r *runResult) {
 			w("| %s |", k)
 		}
 		for _, name := range cols {
-			v := r.Contenders[name].Create.APIKinds[k]
+			v := get(r.Contenders[name])[k]
 			t := totals[name]
 			t.Count += v.Count
 			t.Seconds += v.Seconds
 			totals[name] = t
 			if i < 20 {
-				w(" %.2f, %.1f s |", v.Count/n, v.Seconds)
+				w(" %.2f, %.1f s |", v.Count/per, v.Seconds)
 			}
 		}
 		if i < 20 {
@@ -424,7 +438,7 @@ func apiKindsTable(w func(string, ...any), r *runResult) {
 	}
 	w("| **all** |")
 	for _, name := range cols {
-		w(" **%.2f, %.1f s** |", totals[name].Count/n, totals[name].Seconds)
+		w(" **%.2f, %.1f s** |", totals[name].Count/per, totals[name].Seconds)
 	}
 	w("\n\n")
 }

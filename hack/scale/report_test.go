@@ -81,6 +81,33 @@ func TestReportWithFloor(t *testing.T) {
 	)
 }
 
+// TestReportRequestsByStep: the API server's requests by kind, reads
+// included, have a table for each step that has them (the delete step's
+// extra work is the garbage collector's GETs), per resized object for the
+// resize step; a step without them has none.
+func TestReportRequestsByStep(t *testing.T) {
+	r := fakeRun(1000, 1.2)
+	for _, c := range r.Contenders {
+		c.Create.APIKinds = nil
+	}
+	r.Contenders[contOpkit].Delete.APIKinds = map[string]apiKind{"GET deployments": {Count: 2000, Seconds: 30}, "DELETE memcacheds": {Count: 1000, Seconds: 60}}
+	r.Contenders[contDirect].Delete.APIKinds = map[string]apiKind{"GET deployments": {Count: 700, Seconds: 12}}
+	r.Contenders[contOpkit].Resize.APIKinds = map[string]apiKind{"GET deployments": {Count: 100, Seconds: 6}}
+	md := markdown(report{Command: "scale", Results: &results{Started: time.Now(), Nodes: 10, Primary: r.N, Runs: []*runResult{r}}}, config{Steady: time.Minute, SyncPeriod: 15 * time.Second})
+	for _, want := range []string{
+		"The API server's work during the delete step (N=1000), by request kind, from every client",
+		"| request kind | opkit | tutorial | direct |\n|---|---:|---:|---:|\n| DELETE memcacheds | 1.00, 60.0 s | 0.00, 0.0 s | 0.00, 0.0 s |\n| GET deployments | 2.00, 30.0 s | 0.00, 0.0 s | 0.70, 12.0 s |\n",
+		"| **all** | **3.00, 90.0 s** | **2.00, 3.0 s** | **0.70, 12.0 s** |",
+		"The API server's work during the resize step (N=1000), by request kind, from every client (its `apiserver_request_total` and `apiserver_request_duration_seconds`; watches left out): requests per resized object",
+		"| GET deployments | 1.00, 6.0 s | 0.00, 0.0 s | 0.00, 0.0 s |",
+	} {
+		wantInReport(t, md, want)
+	}
+	if strings.Contains(md, "during the create step (N=1000), by request kind") {
+		t.Errorf("report has a create table of request kinds without any:\n%s", md)
+	}
+}
+
 // renderAndWant renders the report of run r as the primary run and fails t
 // for each of wants it lacks.
 func renderAndWant(t *testing.T, r *runResult, wants ...string) {
