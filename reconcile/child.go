@@ -37,6 +37,10 @@ import (
 // ReplicaSet write per change. Children written by an opkit version that
 // used an annotation of the same name are applied once more, which removes
 // the annotation.
+//
+// A child created with a POST (WithUncachedReader) carries the digest
+// followed by a dash and a digest of which fields the POST set, until an
+// update sets other fields; read it as opaque.
 const AppliedDigestLabel = "opkit.dev/applied-digest"
 
 // Operation tells what EnsureChild or DeleteChild did.
@@ -77,9 +81,13 @@ const (
 // With WithUncachedReader, a child the cache does not hold is created with
 // a plain POST instead (as the field owner): it costs the API server about
 // half the CPU of an apply, and it fails on an existing object rather than
-// merging into it. Before such a child's first update, its fields are moved
-// from the POST's managedFields entry to the field owner's apply entry
-// (one JSON patch, client-go's csaupgrade), so that removal keeps working.
+// merging into it. Its fields then belong to the POST's managedFields
+// entry, where an apply that stops setting one would not remove it. So the
+// digest label also records which fields the POST set: an update that sets
+// the same fields with other values (a Deployment's replicas) is one apply,
+// and before the first update that sets other fields, the POST's fields are
+// moved to the field owner's apply entry (one JSON patch, client-go's
+// csaupgrade), so that removal keeps working.
 //
 // Trade-offs and footguns:
 //   - A non-pointer number or bool in the desired object is always compared,
@@ -114,11 +122,12 @@ type ChildrenOption func(*Children)
 // With it, a child the cache does not hold is created with a POST, which
 // fails on an existing object; that object is then read through r and
 // refused unless it is the owner's (or adoptable). Without it, creates
-// are server-side applies. An update reads the child through r when the
-// cache strips managedFields (cache.TransformStripManagedFields), one GET
-// per update, to move a POSTed child's fields to the field owner's apply
-// once. It needs the get verb, and patch for that move, on the children's
-// kinds.
+// are server-side applies. When the cache strips managedFields
+// (cache.TransformStripManagedFields), an update reads the child through r
+// (one GET) to move fields a POST set to the field owner's apply, unless
+// the child's digest label shows a POST of the very fields the update sets
+// (see Children). It needs the get verb, and patch for that move, on the
+// children's kinds.
 func WithUncachedReader(r client.Reader) ChildrenOption {
 	return func(c *Children) { c.uncached = r }
 }
@@ -274,6 +283,8 @@ func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object
 	key := client.ObjectKeyFromObject(desired)
 	ck := childKey{gvk: gvk, key: key}
 	var stale []string
+	// postShape is the shape of a POSTed child's fields (childshape.go).
+	var postShape string
 	err = c.client.Get(ctx, key, current)
 	if apierrors.IsNotFound(err) && c.uncached != nil {
 		if c.applied.wasCreated(ck) {
@@ -304,7 +315,9 @@ func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object
 		case ctl == nil && !o.adopt:
 			return OperationNone, &ownership.NotControlledError{Object: current}
 		}
-		if ownership.IsControlledBy(current, owner) && current.GetLabels()[AppliedDigestLabel] == digest && matches(desired, current) {
+		var liveDigest string
+		liveDigest, postShape = parseDigestLabel(current.GetLabels()[AppliedDigestLabel])
+		if ownership.IsControlledBy(current, owner) && liveDigest == digest && matches(desired, current) {
 			return OperationNone, copyInto(current, desired)
 		}
 		if rec, ok := c.applied.lookup(ck, current); ok {
@@ -316,20 +329,31 @@ func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object
 		}
 		stale = append(stale, current.GetResourceVersion())
 		op = OperationUpdated
-		if err := c.upgradeManagedFields(ctx, current, fieldOwner); err != nil {
-			return OperationNone, &ChildWriteError{Operation: op, Kind: gvk.Kind, Key: key, Err: err}
-		}
 	}
 
 	u, err := applyContent(desired, gvk.GroupVersion().String(), gvk.Kind)
 	if err != nil {
 		return OperationNone, err
 	}
+	if op == OperationUpdated {
+		// A POSTed child whose fields are all set again keeps them in
+		// the POST's entry (childshape.go); any other moves them first.
+		if postShape != "" {
+			if shape, err := fieldsShape(u.Object); err != nil || shape != postShape {
+				postShape = ""
+			}
+		}
+		if postShape == "" {
+			if err := c.upgradeManagedFields(ctx, current, fieldOwner); err != nil {
+				return OperationNone, &ChildWriteError{Operation: op, Kind: gvk.Kind, Key: key, Err: err}
+			}
+		}
+	}
 	labels := u.GetLabels()
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	labels[AppliedDigestLabel] = digest
+	labels[AppliedDigestLabel] = digestLabel(digest, postShape)
 	u.SetLabels(labels)
 	if err := c.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
 		client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
@@ -351,11 +375,19 @@ func (c *Children) create(ctx context.Context, desired client.Object, ck childKe
 	if !ok {
 		return OperationNone, fmt.Errorf("copying %T: not a client.Object", desired)
 	}
+	content, err := applyContent(desired, ck.gvk.GroupVersion().String(), ck.gvk.Kind)
+	if err != nil {
+		return OperationNone, err
+	}
+	shape, err := fieldsShape(content.Object)
+	if err != nil {
+		return OperationNone, err
+	}
 	labels := maps.Clone(obj.GetLabels())
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	labels[AppliedDigestLabel] = digest
+	labels[AppliedDigestLabel] = digestLabel(digest, shape)
 	obj.SetLabels(labels)
 	if err := c.client.Create(ctx, obj, client.FieldOwner(fieldOwner)); err != nil {
 		if apierrors.IsAlreadyExists(err) {

@@ -116,3 +116,51 @@ func removeFromChild(t *testing.T, children func(*fixture) *reconcile.Children, 
 		t.Errorf("live Deployment after the removal (-want +got):\n%s", diff)
 	}
 }
+
+// TestEnsureChildUpdatesAPostedChildWithOneApply: a POSTed child updated
+// with the same fields and other values (a Deployment's replicas) gets one
+// apply, without the uncached read and the JSON patch that move the POST's
+// fields to the apply; a later update that stops setting a field the POST
+// set still removes it, moving them first.
+func TestEnsureChildUpdatesAPostedChildWithOneApply(t *testing.T) {
+	f := newFixture(t)
+	owner := f.createWidget("owner", testv1.WidgetSpec{})
+	ctx := t.Context()
+	// strippingReader stands in for the cache: each of its reads is one
+	// GET here, which an operator's cache would serve from memory.
+	ch, err := reconcile.NewChildren(strippingReader{f.c}, env.Scheme,
+		reconcile.WithChildrenFieldOwner("opkit-widget"), reconcile.WithUncachedReader(f.c))
+	testkit.Must(t, err)
+	desired := func(replicas int32, args ...string) *appsv1.Deployment {
+		d := desiredDeployment(f.ns, "web:1")
+		d.Spec.Replicas = &replicas
+		d.Spec.Template.Spec.Containers[0].Args = args
+		return d
+	}
+	if op, err := ch.EnsureChild(ctx, owner, desired(1, "-a", "-b")); err != nil || op != reconcile.OperationCreated {
+		t.Fatalf("creating the child: %s, %v", op, err)
+	}
+
+	for _, step := range []struct {
+		name     string
+		desired  *appsv1.Deployment
+		requests map[string]int
+	}{
+		{"replicas 1 -> 2: the cache read and one apply", desired(2, "-a", "-b"), map[string]int{"GET": 1, "PATCH": 1}},
+		{"replicas 2 -> 3: the same", desired(3, "-a", "-b"), map[string]int{"GET": 1, "PATCH": 1}},
+		{"-b removed: the cache read, the uncached read, the move and the apply", desired(3, "-a"), map[string]int{"GET": 2, "PATCH": 2}},
+	} {
+		f.counter.Reset()
+		if op, err := ch.EnsureChild(ctx, owner, step.desired); err != nil || op != reconcile.OperationUpdated {
+			t.Fatalf("%s: EnsureChild = %s, %v; want %s", step.name, op, err, reconcile.OperationUpdated)
+		}
+		if diff := cmp.Diff(step.requests, f.counter.Counts()); diff != "" {
+			t.Errorf("%s: requests (-want +got):\n%s", step.name, diff)
+		}
+	}
+	live := &appsv1.Deployment{}
+	testkit.Must(t, env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "web"}, live))
+	if diff := cmp.Diff([]string{"-a"}, live.Spec.Template.Spec.Containers[0].Args); diff != "" || *live.Spec.Replicas != 3 {
+		t.Errorf("live Deployment: replicas %d, args (-want +got):\n%s", *live.Spec.Replicas, diff)
+	}
+}

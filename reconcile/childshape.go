@@ -1,0 +1,103 @@
+package reconcile
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"strings"
+)
+
+// A child EnsureChild created with a POST carries, in its digest label,
+// the shape of what the POST set: "<digest>-<shape>". Its fields then
+// belong to the field owner's POST (an Update entry of managedFields), and
+// an apply that stops setting one of them would not remove it. Before an
+// update that sets a different shape, EnsureChild therefore moves them to
+// the field owner's apply (upgradeManagedFields: an uncached GET and a
+// JSON patch). An update that sets the same shape sets every one of those
+// fields again, so it is sent alone and the label keeps the POST's shape
+// for the next update. A child applied, or upgraded, carries the digest
+// alone.
+
+// digestLabel returns the label value that records digest, and shape when
+// the POST's fields have not been moved to the apply.
+func digestLabel(digest, shape string) string {
+	if shape == "" {
+		return digest
+	}
+	return digest + "-" + shape
+}
+
+// parseDigestLabel splits the digest label's value into the digest and the
+// shape of a POSTed child not upgraded since ("" for any other child).
+func parseDigestLabel(v string) (digest, shape string) {
+	digest, shape, _ = strings.Cut(v, "-")
+	return digest, shape
+}
+
+// fieldsShape returns a digest of the fields content sets (apply content,
+// as applyContent builds it), without the values of the fields outside
+// lists and without the digest label: two contents of equal shape set the
+// same fields. Server-side apply tells list items apart by their values
+// (the keys of a list map, the items of a set), so a list counts whole,
+// values and all. 12 hex digits.
+func fieldsShape(content map[string]any) (string, error) {
+	b, err := json.Marshal(shapeOf(withoutDigestLabel(content)))
+	if err != nil {
+		return "", fmt.Errorf("the shape of the child's fields: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:6]), nil
+}
+
+// shapeOf replaces every value of v outside lists with its JSON type,
+// keeping map keys.
+func shapeOf(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, e := range t {
+			out[k] = shapeOf(e)
+		}
+		return out
+	case []any:
+		return t
+	case string:
+		return "string"
+	case bool:
+		return "bool"
+	case nil:
+		return "null"
+	default:
+		return "number"
+	}
+}
+
+// withoutDigestLabel returns content without the digest label (a desired
+// object EnsureChild returned carries it), copying only the maps on the
+// way to it.
+func withoutDigestLabel(content map[string]any) map[string]any {
+	meta, ok := content["metadata"].(map[string]any)
+	if !ok {
+		return content
+	}
+	labels, ok := meta["labels"].(map[string]any)
+	if !ok {
+		return content
+	}
+	if _, ok := labels[AppliedDigestLabel]; !ok {
+		return content
+	}
+	l := maps.Clone(labels)
+	delete(l, AppliedDigestLabel)
+	m := maps.Clone(meta)
+	if len(l) == 0 {
+		delete(m, "labels")
+	} else {
+		m["labels"] = l
+	}
+	c := maps.Clone(content)
+	c["metadata"] = m
+	return c
+}

@@ -1,0 +1,89 @@
+package reconcile
+
+import (
+	"testing"
+)
+
+// TestFieldsShape: contents set the same fields, and have one shape, when
+// only values outside lists differ; a field added or removed anywhere, a
+// list changed in any way, or a value of another JSON type gives another
+// shape. The digest label is not a field of the shape.
+func TestFieldsShape(t *testing.T) {
+	base := func() map[string]any {
+		return map[string]any{
+			"apiVersion": "apps/v1", "kind": "Deployment",
+			"metadata": map[string]any{"name": "web", "namespace": "ns", "labels": map[string]any{"app": "web"}},
+			"spec": map[string]any{
+				"replicas": int64(1),
+				"selector": map[string]any{"matchLabels": map[string]any{"app": "web"}},
+				"template": map[string]any{"spec": map[string]any{"containers": []any{
+					map[string]any{"name": "web", "image": "web:1", "args": []any{"-a"}},
+				}}},
+			},
+		}
+	}
+	spec := func(m map[string]any) map[string]any { return m["spec"].(map[string]any) }
+	labels := func(m map[string]any) map[string]any {
+		return m["metadata"].(map[string]any)["labels"].(map[string]any)
+	}
+	tests := []struct {
+		name   string
+		change func(map[string]any)
+		same   bool
+	}{
+		{"unchanged", func(map[string]any) {}, true},
+		{"another number", func(m map[string]any) { spec(m)["replicas"] = int64(2) }, true},
+		{"another label value", func(m map[string]any) { labels(m)["app"] = "db" }, true},
+		{"with the digest label", func(m map[string]any) { labels(m)[AppliedDigestLabel] = "0123" }, true},
+		{"a label added", func(m map[string]any) { labels(m)["tier"] = "cache" }, false},
+		{"a field removed", func(m map[string]any) { delete(spec(m), "replicas") }, false},
+		{"a value of another type", func(m map[string]any) { spec(m)["replicas"] = "1" }, false},
+		{"a list item's value", func(m map[string]any) {
+			spec(m)["template"] = map[string]any{"spec": map[string]any{"containers": []any{
+				map[string]any{"name": "web", "image": "web:2", "args": []any{"-a"}},
+			}}}
+		}, false},
+	}
+	want, err := fieldsShape(base())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want) != 12 {
+		t.Errorf("fieldsShape = %q, want 12 hex digits", want)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := base()
+			tt.change(m)
+			got, err := fieldsShape(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (got == want) != tt.same {
+				t.Errorf("fieldsShape = %q, base %q: same = %v, want %v", got, want, got == want, tt.same)
+			}
+		})
+	}
+	// Only the digest label: the content without labels has the same shape.
+	m := base()
+	m["metadata"].(map[string]any)["labels"] = map[string]any{AppliedDigestLabel: "0123"}
+	withLabel, err := fieldsShape(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(m["metadata"].(map[string]any), "labels")
+	if without, err := fieldsShape(m); err != nil || without != withLabel {
+		t.Errorf("the digest label alone changed the shape: %q against %q (%v)", withLabel, without, err)
+	}
+}
+
+// TestDigestLabel: the label value carries the digest, and the shape of a
+// POSTed child's fields when there is one.
+func TestDigestLabel(t *testing.T) {
+	for _, tt := range []struct{ digest, shape string }{{"0123abcd", ""}, {"0123abcd", "feed01234567"}} {
+		v := digestLabel(tt.digest, tt.shape)
+		if d, s := parseDigestLabel(v); d != tt.digest || s != tt.shape {
+			t.Errorf("parseDigestLabel(%q) = %q, %q; want %q, %q", v, d, s, tt.digest, tt.shape)
+		}
+	}
+}
