@@ -176,13 +176,16 @@ func (b *bench) contender(ctx context.Context, n, resize int) (out *contenderRes
 			}
 		}()
 	}
-	created, createDone := b.readiness(objNames, 1)
+	created, createDone, stopCreated, err := b.readiness(ctx, objNames, 1)
+	if err != nil {
+		return nil, err
+	}
 	res.Create, err = b.phase(ctx, fmt.Sprintf("%s: create %d %s", c.name, n, c.noun()), n, func(ctx context.Context) error {
 		return b.parallel(ctx, objNames, func(ctx context.Context, name string) error {
 			return c.create(ctx, b.e.client, name)
 		})
 	}, createDone)
-	if err != nil {
+	if err := errors.Join(err, stopCreated()); err != nil {
 		return nil, err
 	}
 	if created != nil {
@@ -208,13 +211,16 @@ func (b *bench) contender(ctx context.Context, n, resize int) (out *contenderRes
 		res.Steady = &steady
 	}
 	resized := objNames[:resize]
-	resizedTracker, resizeDone := b.readiness(resized, 2)
+	resizedTracker, resizeDone, stopResized, err := b.readiness(ctx, resized, 2)
+	if err != nil {
+		return nil, err
+	}
 	res.Resize, err = b.phase(ctx, fmt.Sprintf("%s: resize %d 1->2", c.name, resize), resize, func(ctx context.Context) error {
 		return b.parallel(ctx, resized, func(ctx context.Context, name string) error {
 			return c.resize(ctx, b.e.client, name)
 		})
 	}, resizeDone)
-	if err != nil {
+	if err := errors.Join(err, stopResized()); err != nil {
 		return nil, err
 	}
 	if resizedTracker != nil {
@@ -454,14 +460,17 @@ func (b *bench) countDescendants() (int, error) {
 
 // readiness returns the done count of a create or resize step: the named
 // objects done with the given number of pods. For Memcacheds (Ready=True
-// at their generation) it is a readyTracker's, returned too; for
-// Deployments (rolled out) the tracker is nil.
-func (b *bench) readiness(objNames []string, pods int) (*readyTracker, func() (int, error)) {
+// at their generation) it is a readyTracker's, returned too, with the
+// tracker's stop; for Deployments (rolled out) the tracker is nil.
+func (b *bench) readiness(ctx context.Context, objNames []string, pods int) (*readyTracker, func() (int, error), func() error, error) {
 	if b.cur.memcacheds() {
-		t := b.trackReady(objNames, pods)
-		return t, t.count
+		t, stop, err := b.trackReady(ctx, objNames, pods)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return t, t.count, stop, nil
 	}
-	return nil, func() (int, error) { return b.countDeploymentsReady(objNames, int32(pods)) }
+	return nil, func() (int, error) { return b.countDeploymentsReady(objNames, int32(pods)) }, func() error { return nil }, nil
 }
 
 // memcachedReady reports whether m is Ready=True at its generation with

@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -28,34 +31,73 @@ const (
 // resize step (Memcacheds Ready with pods ready pods) that also records,
 // per object, when its Deployment was first seen rolled out and when the
 // Memcached was first seen Ready. The difference tells the control plane's
-// part of a step from the operator's reporting of it. Its times are as
-// fine as the step's polling (100 ms).
+// part of a step from the operator's reporting of it. Rollouts come from
+// the benchmark's Deployment informer's events, as they arrive, so that
+// the tracker lists nothing more than the step's count did before it;
+// Ready times are as fine as the step's polling (100 ms).
 type readyTracker struct {
-	b      *bench
-	want   map[string]bool
-	pods   int
+	b    *bench
+	want map[string]bool
+	pods int
+
+	mu     sync.Mutex
 	start  time.Time
 	rolled map[string]float64
 	ready  map[string]float64
 }
 
-func (b *bench) trackReady(objNames []string, pods int) *readyTracker {
-	return &readyTracker{b: b, want: nameSet(objNames), pods: pods, rolled: map[string]float64{}, ready: map[string]float64{}}
+// trackReady starts tracking the named objects' step; stop removes its
+// handler from the Deployment informer.
+func (b *bench) trackReady(ctx context.Context, objNames []string, pods int) (t *readyTracker, stop func() error, err error) {
+	t = &readyTracker{b: b, want: nameSet(objNames), pods: pods, rolled: map[string]float64{}, ready: map[string]float64{}}
+	inf, err := b.e.cache.GetInformer(ctx, &appsv1.Deployment{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("the Deployment informer: %w", err)
+	}
+	on := func(obj any) {
+		if d, ok := obj.(*appsv1.Deployment); ok {
+			t.observe(d)
+		}
+	}
+	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: on, UpdateFunc: func(_, obj any) { on(obj) }})
+	if err != nil {
+		return nil, nil, fmt.Errorf("watching the step's Deployments: %w", err)
+	}
+	return t, func() error { return inf.RemoveEventHandler(reg) }, nil
 }
 
-// count returns how many of the named Memcacheds are Ready now,
-// recording the first time each, and each one's Deployment, was seen done.
-// The step's clock starts at the first call.
-func (t *readyTracker) count() (int, error) {
+// elapsed is the time since the step's first count, starting the clock if
+// the step has not counted yet.
+func (t *readyTracker) elapsed() float64 {
 	if t.start.IsZero() {
 		t.start = time.Now()
 	}
-	el := time.Since(t.start).Seconds()
-	ns := t.b.cur.ns
+	return time.Since(t.start).Seconds()
+}
+
+// observe records when d, one of the step's Deployments, is first seen
+// rolled out.
+func (t *readyTracker) observe(d *appsv1.Deployment) {
+	if d.Namespace != t.b.cur.ns || !t.want[d.Name] || !rolledOut(d, int32(t.pods)) {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, seen := t.rolled[d.Name]; !seen {
+		t.rolled[d.Name] = t.elapsed()
+	}
+}
+
+// count returns how many of the named Memcacheds are Ready now, recording
+// the first time each was. The step's clock starts at the first call.
+func (t *readyTracker) count() (int, error) {
 	l := memcachedList()
-	if err := t.b.e.cache.List(context.Background(), l, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+	if err := t.b.e.cache.List(context.Background(), l, client.InNamespace(t.b.cur.ns), client.UnsafeDisableDeepCopy); err != nil {
 		return 0, err
 	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	el := t.elapsed()
 	n := 0
 	for i := range l.Items {
 		name := l.Items[i].GetName()
@@ -67,17 +109,6 @@ func (t *readyTracker) count() (int, error) {
 			t.ready[name] = el
 		}
 	}
-	var deps appsv1.DeploymentList
-	if err := t.b.e.cache.List(context.Background(), &deps, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
-		return 0, err
-	}
-	for i := range deps.Items {
-		d := &deps.Items[i]
-		if _, seen := t.rolled[d.Name]; seen || !t.want[d.Name] || !rolledOut(d, int32(t.pods)) {
-			continue
-		}
-		t.rolled[d.Name] = el
-	}
 	return n, nil
 }
 
@@ -86,6 +117,8 @@ func (t *readyTracker) count() (int, error) {
 // largest time from an object's rollout to its Ready. Objects not seen
 // both ways count in neither.
 func (t *readyTracker) extra() map[string]float64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	var lags []float64
 	var last float64
 	for name, r := range t.rolled {
@@ -129,7 +162,7 @@ func reportLagTable(w func(string, ...any), r *runResult) {
 	if !slices.ContainsFunc(cols, func(name string) bool { return r.Contenders[name].Create.Extra[extraRolledOut] > 0 }) {
 		return
 	}
-	w("Rolled out, then reported (N=%d, round 1): when the step's last Deployment had rolled out, when its last object was done (a Memcached Ready, or for direct the Deployment itself), and how long after its own Deployment had rolled out each Memcached was first seen Ready, the operator's part (polled every 100 ms):\n\n", r.N)
+	w("Rolled out, then reported (N=%d, round 1): when the step's last Deployment had rolled out, when its last object was done (a Memcached Ready, or for direct the Deployment itself), and how long after its own Deployment had rolled out each Memcached was first seen Ready, the operator's part (rollouts from the benchmark's Deployment informer as they arrive, Ready polled every 100 ms):\n\n", r.N)
 	w("| step | last Deployment rolled out | last done | Ready after its Deployment: median | 90th percentile | max |\n|---|---:|---:|---:|---:|---:|\n")
 	for _, step := range steps {
 		for _, name := range cols {
