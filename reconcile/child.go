@@ -406,8 +406,9 @@ func (c *Children) create(ctx context.Context, desired client.Object, ck childKe
 // Update entry of managedFields) part of its apply entry before current is
 // applied: fields owned by an update entry are kept when an apply stops
 // setting them, so a field the desired child no longer sets would stay.
-// It sends a JSON patch of managedFields once per child created by POST
-// (client-go's csaupgrade), nothing afterwards. Without an uncached reader
+// It sends a JSON patch of managedFields once per child created by POST,
+// before the first update that sets other fields than the POST
+// (childshape.go; client-go's csaupgrade), nothing afterwards. Without an uncached reader
 // EnsureChild never POSTs, and there is nothing to upgrade. A current
 // without managedFields (a cache that strips them) is read again through
 // the uncached reader.

@@ -52,8 +52,9 @@ func TestEnsureChildRemovesWhatIsNoLongerSet(t *testing.T) {
 	}
 	// How the child was created: applied (a Children without an uncached
 	// reader), or POSTed (with one) and then read, as an operator's cache
-	// does, without managedFields. A POSTed child's first update also
-	// moves its fields to the field owner's apply: one write more, once.
+	// does, without managedFields. A POSTed child's first update that sets
+	// other fields (every removal here) also moves its fields to the field
+	// owner's apply: one write more, once.
 	creations := []struct {
 		name        string
 		children    func(f *fixture) *reconcile.Children
