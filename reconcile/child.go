@@ -83,11 +83,14 @@ const (
 // half the CPU of an apply, and it fails on an existing object rather than
 // merging into it. Its fields then belong to the POST's managedFields
 // entry, where an apply that stops setting one would not remove it. So the
-// digest label also records which fields the POST set: an update that sets
-// the same fields with other values (a Deployment's replicas) is one apply,
-// and before the first update that sets other fields, the POST's fields are
-// moved to the field owner's apply entry (one JSON patch, client-go's
-// csaupgrade), so that removal keeps working.
+// digest label also records which fields the POST set, with their strings
+// and booleans: an update that sets the same fields and changes only
+// numbers outside lists (a Deployment's replicas) is one apply. Before any
+// other update, the POST's fields are moved to the field owner's apply
+// entry (one JSON patch, client-go's csaupgrade), so that removal keeps
+// working, also of what the server defaulted from a value the update
+// changes (a RollingUpdate Deployment's rollingUpdate, refused next to
+// Recreate).
 //
 // Trade-offs and footguns:
 //   - A non-pointer number or bool in the desired object is always compared,

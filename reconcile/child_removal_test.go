@@ -165,3 +165,32 @@ func TestEnsureChildUpdatesAPostedChildWithOneApply(t *testing.T) {
 		t.Errorf("live Deployment: replicas %d, args (-want +got):\n%s", *live.Spec.Replicas, diff)
 	}
 }
+
+// TestEnsureChildChangesAPostedDeploymentsStrategy: the API server
+// defaults a RollingUpdate Deployment's rollingUpdate, and the POST owns
+// what it defaulted. An update to Recreate must take that over and remove
+// it (the server refuses rollingUpdate with Recreate), although it sets no
+// field the POST did not.
+func TestEnsureChildChangesAPostedDeploymentsStrategy(t *testing.T) {
+	f := newFixture(t)
+	owner := f.createWidget("owner", testv1.WidgetSpec{})
+	ch, err := reconcile.NewChildren(strippingReader{f.c}, env.Scheme,
+		reconcile.WithChildrenFieldOwner("opkit-widget"), reconcile.WithUncachedReader(f.c))
+	testkit.Must(t, err)
+	desired := func(strategy appsv1.DeploymentStrategyType) *appsv1.Deployment {
+		d := desiredDeployment(f.ns, "web:1")
+		d.Spec.Strategy = appsv1.DeploymentStrategy{Type: strategy}
+		return d
+	}
+	if op, err := ch.EnsureChild(t.Context(), owner, desired(appsv1.RollingUpdateDeploymentStrategyType)); err != nil || op != reconcile.OperationCreated {
+		t.Fatalf("creating the child: %s, %v", op, err)
+	}
+	if op, err := ch.EnsureChild(t.Context(), owner, desired(appsv1.RecreateDeploymentStrategyType)); err != nil || op != reconcile.OperationUpdated {
+		t.Fatalf("EnsureChild with Recreate = %s, %v; want %s", op, err, reconcile.OperationUpdated)
+	}
+	live := &appsv1.Deployment{}
+	testkit.Must(t, env.Client.Get(t.Context(), client.ObjectKey{Namespace: f.ns, Name: "web"}, live))
+	if live.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType || live.Spec.Strategy.RollingUpdate != nil {
+		t.Errorf("live strategy %+v, want Recreate without rollingUpdate", live.Spec.Strategy)
+	}
+}

@@ -19,6 +19,14 @@ import (
 // fields again, so it is sent alone and the label keeps the POST's shape
 // for the next update. A child applied, or upgraded, carries the digest
 // alone.
+//
+// The POST also owns what the API server defaulted, and some defaults
+// depend on a value: a RollingUpdate Deployment gets rollingUpdate, which
+// the server refuses next to Recreate; a pod on the host network gets
+// host ports. An apply that changes such a value must take those fields
+// over and drop them, which only the move allows. Such values are strings
+// and booleans (types, modes, switches), so the shape keeps them, and
+// counts only numbers by their type: a Deployment's replicas.
 
 // digestLabel returns the label value that records digest, and shape when
 // the POST's fields have not been moved to the apply.
@@ -37,11 +45,12 @@ func parseDigestLabel(v string) (digest, shape string) {
 }
 
 // fieldsShape returns a digest of the fields content sets (apply content,
-// as applyContent builds it), without the values of the fields outside
-// lists and without the digest label: two contents of equal shape set the
-// same fields. Server-side apply tells list items apart by their values
-// (the keys of a list map, the items of a set), so a list counts whole,
-// values and all. 12 hex digits.
+// as applyContent builds it) and of the values that may choose server
+// defaults, without the digest label: two contents of equal shape set the
+// same fields, and differ at most in numbers outside lists. Server-side
+// apply tells list items apart by their values (the keys of a list map,
+// the items of a set), so a list counts whole, values and all. 12 hex
+// digits.
 func fieldsShape(content map[string]any) (string, error) {
 	b, err := json.Marshal(shapeOf(withoutDigestLabel(content)))
 	if err != nil {
@@ -51,8 +60,9 @@ func fieldsShape(content map[string]any) (string, error) {
 	return hex.EncodeToString(sum[:6]), nil
 }
 
-// shapeOf replaces every value of v outside lists with its JSON type,
-// keeping map keys.
+// shapeOf replaces every number of v outside lists with a marker, keeping
+// map keys, strings, booleans and lists. Each value is tagged with its
+// kind, so that no two kinds encode alike.
 func shapeOf(v any) any {
 	switch t := v.(type) {
 	case map[string]any:
@@ -62,15 +72,15 @@ func shapeOf(v any) any {
 		}
 		return out
 	case []any:
-		return t
+		return []any{"list", t}
 	case string:
-		return "string"
+		return []any{"string", t}
 	case bool:
-		return "bool"
+		return []any{"bool", t}
 	case nil:
-		return "null"
+		return []any{"null"}
 	default:
-		return "number"
+		return []any{"number"}
 	}
 }
 

@@ -4,10 +4,11 @@ import (
 	"testing"
 )
 
-// TestFieldsShape: contents set the same fields, and have one shape, when
-// only values outside lists differ; a field added or removed anywhere, a
-// list changed in any way, or a value of another JSON type gives another
-// shape. The digest label is not a field of the shape.
+// TestFieldsShape: contents have one shape when they differ only in
+// numbers outside lists; a field added or removed anywhere, a list changed
+// in any way, a value of another JSON type, or another string or boolean
+// (which choose server defaults: a Deployment's strategy type, a pod's
+// hostNetwork) gives another shape. The digest label is not part of it.
 func TestFieldsShape(t *testing.T) {
 	base := func() map[string]any {
 		return map[string]any{
@@ -15,8 +16,9 @@ func TestFieldsShape(t *testing.T) {
 			"metadata": map[string]any{"name": "web", "namespace": "ns", "labels": map[string]any{"app": "web"}},
 			"spec": map[string]any{
 				"replicas": int64(1),
+				"strategy": map[string]any{"type": "RollingUpdate"},
 				"selector": map[string]any{"matchLabels": map[string]any{"app": "web"}},
-				"template": map[string]any{"spec": map[string]any{"containers": []any{
+				"template": map[string]any{"spec": map[string]any{"hostNetwork": false, "containers": []any{
 					map[string]any{"name": "web", "image": "web:1", "args": []any{"-a"}},
 				}}},
 			},
@@ -33,13 +35,22 @@ func TestFieldsShape(t *testing.T) {
 	}{
 		{"unchanged", func(map[string]any) {}, true},
 		{"another number", func(m map[string]any) { spec(m)["replicas"] = int64(2) }, true},
-		{"another label value", func(m map[string]any) { labels(m)["app"] = "db" }, true},
+		{"another label value", func(m map[string]any) { labels(m)["app"] = "db" }, false},
+		// RollingUpdate's defaulted rollingUpdate would stay owned by the
+		// POST, and a Recreate apply is refused while it is there.
+		{"another string: a strategy type", func(m map[string]any) {
+			spec(m)["strategy"] = map[string]any{"type": "Recreate"}
+		}, false},
+		{"another boolean", func(m map[string]any) {
+			spec(m)["template"].(map[string]any)["spec"].(map[string]any)["hostNetwork"] = true
+		}, false},
 		{"with the digest label", func(m map[string]any) { labels(m)[AppliedDigestLabel] = "0123" }, true},
 		{"a label added", func(m map[string]any) { labels(m)["tier"] = "cache" }, false},
 		{"a field removed", func(m map[string]any) { delete(spec(m), "replicas") }, false},
 		{"a value of another type", func(m map[string]any) { spec(m)["replicas"] = "1" }, false},
+		{"an empty map for a number", func(m map[string]any) { spec(m)["replicas"] = map[string]any{} }, false},
 		{"a list item's value", func(m map[string]any) {
-			spec(m)["template"] = map[string]any{"spec": map[string]any{"containers": []any{
+			spec(m)["template"] = map[string]any{"spec": map[string]any{"hostNetwork": false, "containers": []any{
 				map[string]any{"name": "web", "image": "web:2", "args": []any{"-a"}},
 			}}}
 		}, false},
