@@ -339,8 +339,9 @@ func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object
 		return OperationNone, err
 	}
 	if op == OperationUpdated {
-		// A POSTed child whose fields are all set again keeps them in
-		// the POST's entry (childshape.go); any other moves them first.
+		// A POSTed child updated with the shape it was POSTed with
+		// keeps its fields in the POST's entry (childshape.go); any
+		// other update moves them first.
 		if postShape != "" {
 			if shape, err := fieldsShape(u.Object); err != nil || shape != postShape {
 				postShape = ""
@@ -410,11 +411,11 @@ func (c *Children) create(ctx context.Context, desired client.Object, ck childKe
 // applied: fields owned by an update entry are kept when an apply stops
 // setting them, so a field the desired child no longer sets would stay.
 // It sends a JSON patch of managedFields once per child created by POST,
-// before the first update that sets other fields than the POST
-// (childshape.go; client-go's csaupgrade), nothing afterwards. Without an uncached reader
-// EnsureChild never POSTs, and there is nothing to upgrade. A current
-// without managedFields (a cache that strips them) is read again through
-// the uncached reader.
+// before the first update whose shape differs from the POST's
+// (childshape.go; client-go's csaupgrade), nothing afterwards. Without an
+// uncached reader EnsureChild never POSTs, and there is nothing to
+// upgrade. A current without managedFields (a cache that strips them) is
+// read again through the uncached reader.
 func (c *Children) upgradeManagedFields(ctx context.Context, current client.Object, fieldOwner string) error {
 	if c.uncached == nil {
 		return nil

@@ -13,9 +13,9 @@ import (
 // the shape of what the POST set: "<digest>-<shape>". Its fields then
 // belong to the field owner's POST (an Update entry of managedFields), and
 // an apply that stops setting one of them would not remove it. Before an
-// update that sets a different shape, EnsureChild therefore moves them to
-// the field owner's apply (upgradeManagedFields: an uncached GET and a
-// JSON patch). An update that sets the same shape sets every one of those
+// update of a different shape (fieldsShape), EnsureChild therefore moves
+// them to the field owner's apply (upgradeManagedFields: an uncached GET
+// and a JSON patch). An update of the same shape sets every one of those
 // fields again, so it is sent alone and the label keeps the POST's shape
 // for the next update. A child applied, or upgraded, carries the digest
 // alone.
