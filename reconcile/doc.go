@@ -11,6 +11,7 @@
 //	Done()                         the desired state is reached
 //	RequeueAfter(d)                reached; look again after d
 //	Waiting(reason, message, d)    applied, not reached yet (pods starting)
+//	WaitingForChange(reason, msg)  the same, ended by a watch event: no poll
 //	Retry(err)                     transient failure: rate-limited backoff
 //	Terminal(reason, err)          retrying cannot help: Stalled, no retry
 //

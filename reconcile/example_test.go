@@ -99,6 +99,9 @@ func ExampleResult() {
 	for _, r := range []reconcile.Result{
 		reconcile.Done(),
 		reconcile.Waiting("PodsStarting", "2/3 pods ready", 0),
+		// An owned Deployment's status is watched: its change is the next
+		// pass, so there is nothing to poll.
+		reconcile.WaitingForChange("RollingOut", "1 of 3 pods updated"),
 		reconcile.Retry(fmt.Errorf("connecting to member: %w", context.DeadlineExceeded)),
 		reconcile.Terminal("SecretMissing", fmt.Errorf("secret %q not found", "s3-creds")),
 		// Fixed outside the object, which no watch reports: look again.
@@ -109,6 +112,7 @@ func ExampleResult() {
 	// Output:
 	// done after=0s message=""
 	// waiting after=30s message="2/3 pods ready"
+	// waiting after=0s message="1 of 3 pods updated"
 	// retry after=0s message="connecting to member: context deadline exceeded"
 	// terminal after=0s message="secret \"s3-creds\" not found"
 	// terminal after=1m0s message="secret \"peer\" has no tls.key"

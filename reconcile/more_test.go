@@ -168,6 +168,8 @@ func TestResultConstructors(t *testing.T) {
 		{"requeue after 0 is done", reconcile.RequeueAfter(0), reconcile.KindDone, 0, "", "", false},
 		{"requeue after", reconcile.RequeueAfter(time.Minute), reconcile.KindRequeueAfter, time.Minute, "", "", false},
 		{"waiting default delay", reconcile.Waiting("R", "m", -1), reconcile.KindWaiting, reconcile.DefaultWaitingRequeue, "R", "m", false},
+		{"waiting for a change has no delay", reconcile.WaitingForChange("R", "m"), reconcile.KindWaiting, 0, "R", "m", false},
+		{"recheck of a wait for a change adds none", reconcile.WaitingForChange("R", "m").RecheckAfter(time.Minute), reconcile.KindWaiting, 0, "R", "m", false},
 		{"retry nil is still an error", reconcile.Retry(nil), reconcile.KindRetry, 0, "", "retry requested", true},
 		{"terminal nil is still an error", reconcile.Terminal("R", nil), reconcile.KindTerminal, 0, "R", "terminal failure", true},
 		{"terminal rechecked", reconcile.Terminal("R", nil).RecheckAfter(time.Minute), reconcile.KindTerminal, time.Minute, "R", "terminal failure", true},

@@ -64,6 +64,46 @@ func TestProgressDelay(t *testing.T) {
 	}
 }
 
+// WaitingForChange: a pass that waits for a watch event is not requeued,
+// unless its status is deferred, whose write must come back when the
+// delay runs out even if no event does.
+func TestWaitingForChange(t *testing.T) {
+	tests := []struct {
+		name  string
+		delay time.Duration
+		// the requeue the pass asks for is in [min, max]
+		min, max time.Duration
+		writes   int
+	}{
+		{"no delay: written, not requeued", 0, 0, 0, 1},
+		{"deferred: requeued when the delay runs out", time.Hour, 59 * time.Minute, time.Hour, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			hooks := &widgetHooks{onReconc: func(context.Context, *testv1.Widget) (reconcile.Result, bool) {
+				return reconcile.WaitingForChange("PodsStarting", "0 of 1 pods ready"), true
+			}}
+			r := newReconciler(t, f, hooks, reconcile.WithProgressDelay(tt.delay))
+			f.createWidget("w", testv1.WidgetSpec{})
+			out, err := f.pass(r, "w")
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.wantWrites(tt.writes)
+			if out.RequeueAfter < tt.min || out.RequeueAfter > tt.max {
+				t.Errorf("RequeueAfter = %v, want within [%v, %v]", out.RequeueAfter, tt.min, tt.max)
+			}
+			if tt.writes == 0 {
+				return
+			}
+			if c := statusutil.Get(f.get("w"), statusutil.ReconcilingCondition); c == nil || c.Reason != "PodsStarting" {
+				t.Errorf("Reconciling = %+v, want True with reason PodsStarting", c)
+			}
+		})
+	}
+}
+
 // A spec change is deferred like a new object; once a generation is
 // reported, a Waiting pass is written at once.
 func TestProgressDelayAfterSpecChange(t *testing.T) {

@@ -48,8 +48,8 @@ func (k Kind) String() string {
 // if any, so that a requeue request can never be returned alongside an error
 // (controller-runtime ignores a Result returned with a non-nil error).
 //
-// Build one with Done, RequeueAfter, Waiting, Retry or Terminal. The zero
-// Result is Done.
+// Build one with Done, RequeueAfter, Waiting, WaitingForChange, Retry or
+// Terminal. The zero Result is Done.
 type Result struct {
 	kind    Kind
 	after   time.Duration
@@ -88,6 +88,31 @@ func Waiting(reason, message string, d time.Duration) Result {
 
 // DefaultWaitingRequeue is the requeue delay of Waiting results given d <= 0.
 const DefaultWaitingRequeue = 30 * time.Second
+
+// WaitingForChange is Waiting without the safety net: Reconciling=True with
+// reason and message, Ready=Unknown, and no requeue. The next pass comes
+// from a watch event: the object, one of its children (WithOwns) or another
+// watched object changes.
+//
+// Use it when every change that ends the wait reaches the controller as a
+// watch event, such as a rollout of an owned Deployment: the deployment
+// controller writes the Deployment's status as pods become available, and
+// again when the rollout fails or exceeds its progress deadline. Waiting's
+// requeue would only find what the watch already delivered, and it costs a
+// pass per waiting object per delay: N objects rolling out for two minutes
+// are 4N passes at DefaultWaitingRequeue.
+//
+// Footgun: a wait on something no watch reports (an external system, a
+// member's health, an object the cache does not hold) must use Waiting with
+// a delay. With WaitingForChange it would stall until an unrelated event or
+// the manager's sync period (10 hours by default).
+//
+// With WithProgressDelay, a pass whose status write is deferred is still
+// requeued when the delay runs out, so the deferred status is written even
+// if no event comes.
+func WaitingForChange(reason, message string) Result {
+	return Result{kind: KindWaiting, reason: reason, message: message}
+}
 
 // Retry reports a transient failure. The pass is retried with the
 // controller's rate-limited exponential backoff; Ready=False shows the error.
@@ -136,7 +161,7 @@ func (r Result) Kind() Kind { return r.kind }
 func (r Result) Err() error { return r.err }
 
 // After returns the requeue delay of a RequeueAfter or Waiting result, or
-// of a Terminal one made with RecheckAfter.
+// of a Terminal one made with RecheckAfter; 0 for WaitingForChange.
 func (r Result) After() time.Duration { return r.after }
 
 // Reason returns the reason of a Waiting or Terminal result.

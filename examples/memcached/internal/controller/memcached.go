@@ -282,7 +282,9 @@ func observeDeployment(m *v1alpha1.Memcached, dep *appsv1.Deployment) reconcile.
 		// Stuck: Ready=False says why; a Deployment change brings us back.
 		return reconcile.Done()
 	}
-	return reconcile.Waiting(ReasonRollingOut, msg, 0)
+	// The Deployment is owned, so every step of its rollout (and its
+	// failure) is a watch event and a pass: no poll while waiting.
+	return reconcile.WaitingForChange(ReasonRollingOut, msg)
 }
 
 func deploymentCondition(d *appsv1.Deployment, t appsv1.DeploymentConditionType) *appsv1.DeploymentCondition {
