@@ -104,8 +104,11 @@ const DefaultWaitingRequeue = 30 * time.Second
 //
 // Footgun: a wait on something no watch reports (an external system, a
 // member's health, an object the cache does not hold) must use Waiting with
-// a delay. With WaitingForChange it would stall until an unrelated event or
-// the manager's sync period (10 hours by default).
+// a delay. With WaitingForChange it stalls until an unrelated change: the
+// cache's periodic resyncs start no pass (SetupWithManager's predicates
+// drop them). The same holds in Finalize: while the finalizer holds the
+// object, the garbage collector does not delete its children, so a wait
+// for them to go is never ended by their deletion.
 //
 // With WithProgressDelay, a pass whose status write is deferred is still
 // requeued when the delay runs out, so the deferred status is written even
