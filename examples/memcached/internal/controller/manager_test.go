@@ -60,6 +60,20 @@ func TestManagerWritesUntilReadyAndNoneInSteadyState(t *testing.T) {
 	if diff := cmp.Diff([]string{"mc-pod"}, m.Status.Nodes); diff != "" {
 		t.Errorf("status.nodes (-want +got):\n%s", diff)
 	}
+	// The cache keeps only the operator's own managedFields entries of a
+	// Memcached (reconcile.KeepManagedFieldsOf); the test's create is
+	// another writer's.
+	cached := &v1alpha1.Memcached{}
+	waitFor(t, "the cache to hold the Ready status", func() bool {
+		testkit.Must(t, mgr.GetCache().Get(ctx, client.ObjectKeyFromObject(m), cached))
+		return cached.ResourceVersion == m.ResourceVersion
+	})
+	if diff := cmp.Diff([]string{ManagedBy}, managers(cached)); diff != "" {
+		t.Errorf("managers of the cached Memcached's fields (-want +got):\n%s", diff)
+	}
+	if got := managers(m); len(got) < 2 {
+		t.Errorf("managers of the Memcached's fields = %v, want the test's and %s", got, ManagedBy)
+	}
 	t.Logf("writes until Ready: %d (%s)", counter.Writes(), counter)
 	// Deployment, Service and one status write (Ready: the Waiting status
 	// of the first pass is deferred by the progress delay); no finalizer,
@@ -82,6 +96,16 @@ func TestManagerWritesUntilReadyAndNoneInSteadyState(t *testing.T) {
 	if counter.Writes() != 0 || counter.Total() != 0 {
 		t.Errorf("steady-state passes sent %d requests, %d writes, want none (%s)", counter.Total(), counter.Writes(), counter)
 	}
+}
+
+// managers returns the field managers of obj's managedFields entries, in
+// order.
+func managers(obj client.Object) []string {
+	var out []string
+	for _, e := range obj.GetManagedFields() {
+		out = append(out, e.Manager)
+	}
+	return out
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {

@@ -52,10 +52,11 @@ type Options struct {
 
 // CacheOptions restricts the manager's cache to what the operator reads:
 // Deployments, Services, PodDisruptionBudgets and Pods labelled
-// app.kubernetes.io/managed-by=opkit-memcached, without managedFields. The
-// Memcached kind is cached whole (the Reconciler reads its managedFields).
-// namespaces, when not empty, restricts every cached kind to those
-// namespaces.
+// app.kubernetes.io/managed-by=opkit-memcached, without managedFields, and
+// Memcacheds with only the operator's own managedFields entries
+// (reconcile.KeepManagedFieldsOf: the Reconciler reads which conditions it
+// owns from them). namespaces, when not empty, restricts every cached kind
+// to those namespaces.
 func CacheOptions(namespaces []string) cache.Options {
 	selected := cache.ByObject{
 		Label:     labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy}),
@@ -67,6 +68,7 @@ func CacheOptions(namespaces []string) cache.Options {
 			&corev1.Service{}:               selected,
 			&policyv1.PodDisruptionBudget{}: selected,
 			&corev1.Pod{}:                   selected,
+			&v1alpha1.Memcached{}:           {Transform: reconcile.KeepManagedFieldsOf(ManagedBy)},
 		},
 	}
 	if len(namespaces) > 0 {

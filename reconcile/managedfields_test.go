@@ -1,0 +1,116 @@
+package reconcile_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
+	"github.com/opkit-dev/opkit/internal/testkit"
+	"github.com/opkit-dev/opkit/reconcile"
+	"github.com/opkit-dev/opkit/statusutil"
+)
+
+// TestKeepManagedFieldsOfKeepsOnlyTheOwner: the transform keeps the field
+// owner's entries, main resource and status alike, and drops the rest;
+// what is not an object (a tombstone) passes through.
+func TestKeepManagedFieldsOfKeepsOnlyTheOwner(t *testing.T) {
+	entry := func(manager, sub string) metav1.ManagedFieldsEntry {
+		return metav1.ManagedFieldsEntry{Manager: manager, Subresource: sub, Operation: metav1.ManagedFieldsOperationApply}
+	}
+	transform := reconcile.KeepManagedFieldsOf("opkit-widget")
+	tests := []struct {
+		name     string
+		in, want []metav1.ManagedFieldsEntry
+	}{
+		{"others dropped", []metav1.ManagedFieldsEntry{entry("kubectl", ""), entry("opkit-widget", "status"), entry("flux", ""), entry("opkit-widget", "")},
+			[]metav1.ManagedFieldsEntry{entry("opkit-widget", "status"), entry("opkit-widget", "")}},
+		{"only the owner's", []metav1.ManagedFieldsEntry{entry("opkit-widget", "status")}, []metav1.ManagedFieldsEntry{entry("opkit-widget", "status")}},
+		{"none of the owner's", []metav1.ManagedFieldsEntry{entry("kubectl", "")}, nil},
+		{"none at all", nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", ManagedFields: tt.in}}
+			out, err := transform(w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, out.(*testv1.Widget).ManagedFields); diff != "" {
+				t.Errorf("managedFields (-want +got):\n%s", diff)
+			}
+		})
+	}
+	tomb := toolscache.DeletedFinalStateUnknown{Key: "ns/w", Obj: "gone"}
+	if out, err := transform(tomb); err != nil || out != tomb {
+		t.Errorf("transform(tombstone) = %v, %v; want it unchanged", out, err)
+	}
+}
+
+// TestKeepManagedFieldsOfWithTheReconciler: a Reconciler reading through
+// the transform of its own field owner keeps every condition it wrote
+// when a later pass changes only one, and another manager's condition
+// survives. The transform of another name (here the other manager's) is
+// the footgun its doc names: the conditions the pass did not change are
+// lost.
+func TestKeepManagedFieldsOfWithTheReconciler(t *testing.T) {
+	tests := []struct {
+		name      string
+		keep      string
+		wantExtra bool
+	}{
+		{"the Reconciler's field owner", "opkit-widget", true},
+		{"another name", "other-controller", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			created := f.createWidget("w", testv1.WidgetSpec{Replicas: 1})
+			testkit.Must(t, setExternal(t.Context(), "w", f.ns, metav1.ConditionTrue, "another manager's"))
+
+			transform := reconcile.KeepManagedFieldsOf(tt.keep)
+			c := interceptor.NewClient(withWatch(t, f), interceptor.Funcs{
+				Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+					if err := c.Get(ctx, key, obj, opts...); err != nil {
+						return err
+					}
+					_, err := transform(obj)
+					return err
+				},
+			})
+			ch, err := reconcile.NewChildren(c, env.Scheme, reconcile.WithChildrenFieldOwner("opkit-widget"))
+			testkit.Must(t, err)
+			pass := 0
+			hooks := &widgetHooks{children: ch, onReconc: func(_ context.Context, w *testv1.Widget) (reconcile.Result, bool) {
+				pass++
+				if pass == 1 {
+					statusutil.MarkTrue(w, "Extra", "Set", "set by the first pass")
+					return reconcile.Result{}, false
+				}
+				statusutil.MarkTrue(w, "Available", "Changed", "the only change of the second pass")
+				return reconcile.Done(), true
+			}}
+			r, err := reconcile.New[*testv1.Widget](c, env.Scheme, hooks)
+			testkit.Must(t, err)
+			req := crreconcile.Request{NamespacedName: client.ObjectKeyFromObject(created)}
+			for range 2 {
+				if _, err := r.Reconcile(t.Context(), req); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := conditionTypes(f.get("w"))
+			if !got["External"] || !got["Available"] {
+				t.Errorf("conditions %v, want External (another manager's) and Available", got)
+			}
+			if got["Extra"] != tt.wantExtra {
+				t.Errorf("Extra present = %v, want %v (conditions %v)", got["Extra"], tt.wantExtra, got)
+			}
+		})
+	}
+}
