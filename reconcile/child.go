@@ -557,19 +557,37 @@ func bodyOf(m map[string]any) map[string]any {
 }
 
 // applyContent converts desired into the unstructured content of an apply
-// request: no status, no server-set metadata, no nulls.
+// request: no status, no server-set metadata, no nulls, and no digest
+// label (a desired object EnsureChild returned carries it; the caller sets
+// the new one). desired is left as it was: an unstructured one is copied.
 func applyContent(desired client.Object, apiVersion, kind string) (*unstructured.Unstructured, error) {
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(desired)
-	if err != nil {
-		return nil, fmt.Errorf("converting %s: %w", desired.GetName(), err)
+	var m map[string]any
+	if u, ok := desired.(runtime.Unstructured); ok {
+		// ToUnstructured would return the content itself, not a copy.
+		// Its maps and lists are copied, its other values shared: a
+		// hand-built content may hold Go values DeepCopyJSON refuses.
+		m = prunedCopy(u.UnstructuredContent()).(map[string]any)
+	} else {
+		var err error
+		if m, err = runtime.DefaultUnstructuredConverter.ToUnstructured(desired); err != nil {
+			return nil, fmt.Errorf("converting %s: %w", desired.GetName(), err)
+		}
+		pruneNulls(m)
 	}
 	delete(m, "status")
 	if meta, ok := m["metadata"].(map[string]any); ok {
 		for _, k := range []string{"creationTimestamp", "resourceVersion", "uid", "generation", "managedFields", "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds"} {
 			delete(meta, k)
 		}
+		if labels, ok := meta["labels"].(map[string]any); ok {
+			if _, tagged := labels[AppliedDigestLabel]; tagged {
+				delete(labels, AppliedDigestLabel)
+				if len(labels) == 0 {
+					delete(meta, "labels")
+				}
+			}
+		}
 	}
-	pruneNulls(m)
 	u := &unstructured.Unstructured{Object: m}
 	u.SetAPIVersion(apiVersion)
 	u.SetKind(kind)
@@ -593,6 +611,28 @@ func appliedDigest(desired client.Object) (string, error) {
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:12]), nil
+}
+
+// prunedCopy returns v with its maps and lists copied and their null
+// values left out (as pruneNulls); every other value is shared.
+func prunedCopy(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, e := range t {
+			if e != nil {
+				out[k] = prunedCopy(e)
+			}
+		}
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			out[i] = prunedCopy(e)
+		}
+		return out
+	}
+	return v
 }
 
 // pruneNulls removes null values, which typed structs produce for unset

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"strings"
 )
 
@@ -45,14 +44,14 @@ func parseDigestLabel(v string) (digest, shape string) {
 }
 
 // fieldsShape returns a digest of the fields content sets (apply content,
-// as applyContent builds it) and of the values that may choose server
-// defaults, without the digest label: two contents of equal shape set the
+// as applyContent builds it: without the digest label) and of the values
+// that may choose server defaults: two contents of equal shape set the
 // same fields, and differ at most in numbers outside lists. Server-side
 // apply tells list items apart by their values (the keys of a list map,
 // the items of a set), so a list counts whole, values and all. 12 hex
 // digits.
 func fieldsShape(content map[string]any) (string, error) {
-	b, err := json.Marshal(shapeOf(withoutDigestLabel(content)))
+	b, err := json.Marshal(shapeOf(content))
 	if err != nil {
 		return "", fmt.Errorf("the shape of the child's fields: %w", err)
 	}
@@ -82,32 +81,4 @@ func shapeOf(v any) any {
 	default:
 		return []any{"number"}
 	}
-}
-
-// withoutDigestLabel returns content without the digest label (a desired
-// object EnsureChild returned carries it), copying only the maps on the
-// way to it.
-func withoutDigestLabel(content map[string]any) map[string]any {
-	meta, ok := content["metadata"].(map[string]any)
-	if !ok {
-		return content
-	}
-	labels, ok := meta["labels"].(map[string]any)
-	if !ok {
-		return content
-	}
-	if _, ok := labels[AppliedDigestLabel]; !ok {
-		return content
-	}
-	l := maps.Clone(labels)
-	delete(l, AppliedDigestLabel)
-	m := maps.Clone(meta)
-	if len(l) == 0 {
-		delete(m, "labels")
-	} else {
-		m["labels"] = l
-	}
-	c := maps.Clone(content)
-	c["metadata"] = m
-	return c
 }
