@@ -66,30 +66,14 @@ func run() error {
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(defaultGCPercent)
 	}
-	var (
-		metricsAddr, probeAddr, pprofAddr, namespaces, leaderNamespace, readyEvents string
-		leaderElect, metricsSecure                                                  bool
-		concurrency                                                                 int
-		syncPeriod, progressDelay                                                   time.Duration
-	)
 	// --kubeconfig is registered on flag.CommandLine by controller-runtime
 	// (ctrl.GetConfig reads it).
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "address the Prometheus metrics endpoint binds to; 0 disables it")
-	flag.BoolVar(&metricsSecure, "metrics-secure", true, "serve metrics over HTTPS to authenticated, authorised clients only (a bearer token allowed to get /metrics); false serves plain HTTP to anyone, for local runs")
-	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address the /healthz and /readyz endpoints bind to; 0 disables them")
-	flag.StringVar(&pprofAddr, "pprof-bind-address", "0", "address the net/http/pprof endpoints bind to (for profiling; keep it on loopback); 0 disables them")
-	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader (a Lease) so that only one replica reconciles")
-	flag.StringVar(&leaderNamespace, "leader-election-namespace", "", "namespace of the leader-election Lease (default: the pod's namespace in-cluster)")
-	flag.StringVar(&namespaces, "namespaces", "", "comma-separated namespaces to watch; empty watches all")
-	flag.IntVar(&concurrency, "max-concurrent-reconciles", 16, "Memcacheds reconciled at once (a pass mostly waits on API requests; different objects only)")
-	flag.DurationVar(&syncPeriod, "sync-period", 10*time.Hour, "how often the informers resync every cached object (each resync of a child runs a pass of its Memcached)")
-	flag.StringVar(&readyEvents, "ready-events", "on-recovery", "when a Memcached's Normal Ready event is recorded: on-recovery (only when Ready becomes True from False; a new Memcached's first Ready is in its status alone) or always")
-	flag.DurationVar(&progressDelay, "progress-delay", defaultProgressDelay, "a Memcached (or spec change) Ready within this delay gets one status write; a slower rollout shows Reconciling after it (0: at once). Until then status.observedGeneration is behind, which kstatus reads as in progress; a Deployment that fails (ReplicaFailure, ProgressDeadlineExceeded) is reported at once")
+	o := bindFlags(flag.CommandLine)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
-	events, err := parseReadyEvents(readyEvents)
+	events, err := parseReadyEvents(o.readyEvents)
 	if err != nil {
 		return err
 	}
@@ -109,29 +93,29 @@ func run() error {
 		return fmt.Errorf("loading the kubeconfig: %w", err)
 	}
 	var watched []string
-	for ns := range strings.SplitSeq(namespaces, ",") {
+	for ns := range strings.SplitSeq(o.namespaces, ",") {
 		if ns = strings.TrimSpace(ns); ns != "" {
 			watched = append(watched, ns)
 		}
 	}
 	cacheOpts := controller.CacheOptions(watched)
-	cacheOpts.SyncPeriod = &syncPeriod
+	cacheOpts.SyncPeriod = &o.syncPeriod
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   cacheOpts,
-		Metrics:                 securemetrics.ServerOptions(metricsAddr, metricsSecure),
-		HealthProbeBindAddress:  probeAddr,
-		PprofBindAddress:        pprofAddr,
-		LeaderElection:          leaderElect,
+		Metrics:                 securemetrics.ServerOptions(o.metricsAddr, o.metricsSecure),
+		HealthProbeBindAddress:  o.probeAddr,
+		PprofBindAddress:        o.pprofAddr,
+		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "memcached.cache.opkit.dev",
-		LeaderElectionNamespace: leaderNamespace,
+		LeaderElectionNamespace: o.leaderNamespace,
 		// Step down quickly on SIGTERM so that a new leader takes over.
 		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
-	if _, err := controller.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: concurrency, ProgressDelay: progressDelay, ReadyEvents: events}); err != nil {
+	if _, err := controller.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: o.concurrency, ProgressDelay: o.progressDelay, ReadyEvents: events}); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
@@ -150,8 +134,33 @@ func run() error {
 	if err := mgr.AddReadyzCheck("readyz", cacheSynced); err != nil {
 		return fmt.Errorf("adding the readiness check: %w", err)
 	}
-	log.Info("starting", "version", version, "host", cfg.Host, "namespaces", watched, "leaderElection", leaderElect)
+	log.Info("starting", "version", version, "host", cfg.Host, "namespaces", watched, "leaderElection", o.leaderElect)
 	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// flags are the operator's command-line settings.
+type flags struct {
+	metricsAddr, probeAddr, pprofAddr, namespaces, leaderNamespace, readyEvents string
+	leaderElect, metricsSecure                                                  bool
+	concurrency                                                                 int
+	syncPeriod, progressDelay                                                   time.Duration
+}
+
+// bindFlags registers the operator's flags on fs, with their defaults.
+func bindFlags(fs *flag.FlagSet) *flags {
+	o := &flags{}
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "address the Prometheus metrics endpoint binds to; 0 disables it")
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS to authenticated, authorised clients only (a bearer token allowed to get /metrics); false serves plain HTTP to anyone, for local runs")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address the /healthz and /readyz endpoints bind to; 0 disables them")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "address the net/http/pprof endpoints bind to (for profiling; keep it on loopback); 0 disables them")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader (a Lease) so that only one replica reconciles")
+	fs.StringVar(&o.leaderNamespace, "leader-election-namespace", "", "namespace of the leader-election Lease (default: the pod's namespace in-cluster)")
+	fs.StringVar(&o.namespaces, "namespaces", "", "comma-separated namespaces to watch; empty watches all")
+	fs.IntVar(&o.concurrency, "max-concurrent-reconciles", 16, "Memcacheds reconciled at once (a pass mostly waits on API requests; different objects only)")
+	fs.DurationVar(&o.syncPeriod, "sync-period", 10*time.Hour, "how often the informers resync every cached object; a resync changes nothing and runs no pass (the watches' predicates drop it)")
+	fs.StringVar(&o.readyEvents, "ready-events", "on-recovery", "when a Memcached's Normal Ready event is recorded: on-recovery (only when Ready becomes True from False; a new Memcached's first Ready is in its status alone) or always")
+	fs.DurationVar(&o.progressDelay, "progress-delay", defaultProgressDelay, "a Memcached (or spec change) Ready within this delay gets one status write; a slower rollout shows Reconciling after it (0: at once). Until then status.observedGeneration is behind, which kstatus reads as in progress; a Deployment that fails (ReplicaFailure, ProgressDeadlineExceeded) is reported at once")
+	return o
 }
 
 // The rights the metrics endpoint's authentication and authorisation
