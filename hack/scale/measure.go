@@ -176,20 +176,10 @@ func (b *bench) contender(ctx context.Context, n, resize int) (out *contenderRes
 			}
 		}()
 	}
-	created, createDone, stopCreated, err := b.readiness(ctx, objNames, 1)
+	res.Create, err = b.readyPhase(ctx, fmt.Sprintf("%s: create %d %s", c.name, n, c.noun()), objNames, 1,
+		func(ctx context.Context, name string) error { return c.create(ctx, b.e.client, name) })
 	if err != nil {
 		return nil, err
-	}
-	res.Create, err = b.phase(ctx, fmt.Sprintf("%s: create %d %s", c.name, n, c.noun()), n, func(ctx context.Context) error {
-		return b.parallel(ctx, objNames, func(ctx context.Context, name string) error {
-			return c.create(ctx, b.e.client, name)
-		})
-	}, createDone)
-	if err := errors.Join(err, stopCreated()); err != nil {
-		return nil, err
-	}
-	if created != nil {
-		res.Create.Extra = created.extra()
 	}
 	// Before anything else is measured: a run comparing different objects
 	// stops here.
@@ -210,21 +200,10 @@ func (b *bench) contender(ctx context.Context, n, resize int) (out *contenderRes
 		}
 		res.Steady = &steady
 	}
-	resized := objNames[:resize]
-	resizedTracker, resizeDone, stopResized, err := b.readiness(ctx, resized, 2)
+	res.Resize, err = b.readyPhase(ctx, fmt.Sprintf("%s: resize %d 1->2", c.name, resize), objNames[:resize], 2,
+		func(ctx context.Context, name string) error { return c.resize(ctx, b.e.client, name) })
 	if err != nil {
 		return nil, err
-	}
-	res.Resize, err = b.phase(ctx, fmt.Sprintf("%s: resize %d 1->2", c.name, resize), resize, func(ctx context.Context) error {
-		return b.parallel(ctx, resized, func(ctx context.Context, name string) error {
-			return c.resize(ctx, b.e.client, name)
-		})
-	}, resizeDone)
-	if err := errors.Join(err, stopResized()); err != nil {
-		return nil, err
-	}
-	if resizedTracker != nil {
-		res.Resize.Extra = resizedTracker.extra()
 	}
 	if res.Delete, err = b.deletePhase(ctx, objNames); err != nil {
 		return nil, err
@@ -244,6 +223,26 @@ func (b *bench) contender(ctx context.Context, n, resize int) (out *contenderRes
 		res.PeakAnonBytes = b.peakAnon
 	}
 	return res, nil
+}
+
+// readyPhase is a step that acts on every object of objNames in parallel
+// and ends when each has pods pods ready (b.readiness). The readiness
+// tracker's keys (when the contender has one) join the phase's Extra.
+func (b *bench) readyPhase(ctx context.Context, name string, objNames []string, pods int, act func(context.Context, string) error) (phase, error) {
+	tracker, done, stop, err := b.readiness(ctx, objNames, pods)
+	if err != nil {
+		return phase{}, err
+	}
+	p, err := b.phase(ctx, name, len(objNames), func(ctx context.Context) error {
+		return b.parallel(ctx, objNames, act)
+	}, done)
+	if err := errors.Join(err, stop()); err != nil {
+		return phase{}, err
+	}
+	if tracker != nil {
+		p.Extra = tracker.extra()
+	}
+	return p, nil
 }
 
 // phase is timed, with the operator's requests counted when there is one.
