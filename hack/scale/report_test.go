@@ -126,3 +126,23 @@ func wantInReport(t *testing.T, md, want string) {
 		t.Errorf("report lacks %q:\n%s", want, md)
 	}
 }
+
+// TestCurveAgainstTheMedian: with rounds at the primary N, the curve is
+// held against the median of their create ratios, not round 1's alone,
+// and the primary N's row shows that median.
+func TestCurveAgainstTheMedian(t *testing.T) {
+	primary := fakeRun(1000, 1.42)
+	for _, r := range []float64{1.42, 1.20, 1.25} {
+		primary.addRound(contenderOrder, fakeRun(1000, r))
+	}
+	res := &results{Started: time.Now(), Nodes: 10, Primary: 1000, Runs: []*runResult{fakeRun(250, 1.40), primary, fakeRun(2000, 1.18)}}
+	md := markdown(report{Command: "scale", Results: res}, config{Steady: time.Minute, SyncPeriod: 15 * time.Second})
+	for _, want := range []string{
+		"| N | create opkit / direct | vs N=1000 (the median of 3 rounds) |",
+		"| 250 | 1.40 | +12% (**not met**) |",
+		"| 1000 | 1.25 (the median; round 1: 1.42) | +0% (met) |",
+		"| 2000 | 1.18 | -6% (met) |",
+	} {
+		wantInReport(t, md, want)
+	}
+}

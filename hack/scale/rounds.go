@@ -58,8 +58,12 @@ type roundRatio struct {
 	target           float64 // 0: none
 }
 
+// createVsDirect is the ratio the create target and the curve are judged
+// on.
+var createVsDirect = roundRatio{"create, opkit / direct", contOpkit, contDirect, stepCreate, targetCreateVsDirect}
+
 var roundRatios = []roundRatio{
-	{"create, opkit / direct", contOpkit, contDirect, stepCreate, targetCreateVsDirect},
+	createVsDirect,
 	{"create, opkit / tutorial", contOpkit, contTutorial, stepCreate, targetCreateVsTutorial},
 	{"resize, opkit / direct", contOpkit, contDirect, stepResize, targetResizeVsDirect},
 	{"delete, opkit / direct", contOpkit, contDirect, stepDelete, targetDeleteVsDirect},
