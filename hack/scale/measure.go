@@ -226,12 +226,19 @@ func (b *bench) contender(ctx context.Context, n, resize int) (out *contenderRes
 }
 
 // readyPhase is a step that acts on every object of objNames in parallel
-// and ends when each has pods pods ready (b.readiness). The readiness
-// tracker's keys (when the contender has one) join the phase's Extra.
+// and ends when each is done with pods pods: a Memcached Ready=True at its
+// generation (counted by a readyTracker, whose keys join the phase's
+// Extra), a Deployment rolled out.
 func (b *bench) readyPhase(ctx context.Context, name string, objNames []string, pods int, act func(context.Context, string) error) (phase, error) {
-	tracker, done, stop, err := b.readiness(ctx, objNames, pods)
-	if err != nil {
-		return phase{}, err
+	done := func() (int, error) { return b.countDeploymentsReady(objNames, int32(pods)) }
+	var tracker *readyTracker
+	stop := func() error { return nil }
+	if b.cur.memcacheds() {
+		var err error
+		if tracker, stop, err = b.trackReady(ctx, objNames, pods); err != nil {
+			return phase{}, err
+		}
+		done = tracker.count
 	}
 	p, err := b.phase(ctx, name, len(objNames), func(ctx context.Context) error {
 		return b.parallel(ctx, objNames, act)
@@ -455,21 +462,6 @@ func (b *bench) countDescendants() (int, error) {
 		n += len(l.Items)
 	}
 	return n, nil
-}
-
-// readiness returns the done count of a create or resize step: the named
-// objects done with the given number of pods. For Memcacheds (Ready=True
-// at their generation) it is a readyTracker's, returned too, with the
-// tracker's stop; for Deployments (rolled out) the tracker is nil.
-func (b *bench) readiness(ctx context.Context, objNames []string, pods int) (*readyTracker, func() (int, error), func() error, error) {
-	if b.cur.memcacheds() {
-		t, stop, err := b.trackReady(ctx, objNames, pods)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		return t, t.count, stop, nil
-	}
-	return nil, func() (int, error) { return b.countDeploymentsReady(objNames, int32(pods)) }, func() error { return nil }, nil
 }
 
 // memcachedReady reports whether m is Ready=True at its generation with
