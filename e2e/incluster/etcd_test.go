@@ -40,6 +40,7 @@ import (
 // linearizable (porcupine, a register per key), final reads included: no
 // acknowledged write is lost.
 func TestEtcdOperatorInCluster(t *testing.T) {
+	t.Parallel() // with the memcached suite, after TestEtcdBackupsInCluster (main_test.go)
 	op := etcdOperator
 	const ns, name = "default", "demo"
 	// The cluster starts on the last 3.5 release and is upgraded to 3.6

@@ -47,6 +47,8 @@ const (
 // revision of the backup, and the final backup taken when the cluster is
 // deleted.
 func TestEtcdBackupsInCluster(t *testing.T) {
+	// Not parallel: it installs and removes the same etcd operator as
+	// TestEtcdOperatorInCluster, so it runs first, alone (main_test.go).
 	op := etcdOperator
 	const ns = "default"
 	// A claim in the operator's namespace mounted at

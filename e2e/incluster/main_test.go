@@ -6,6 +6,15 @@
 // suites: every call the operator makes goes through RBAC, unlike the
 // suites that run the operator as a local process with the admin
 // kubeconfig.
+//
+// The suites share one cluster (one set of real nodes runs per machine)
+// and wait on real pods far more than they use the CPU, so the two
+// operators' suites run at the same time: TestEtcdBackupsInCluster first
+// and alone (the etcd suites install and remove the same operator), then
+// TestEtcdOperatorInCluster and TestMemcachedOperatorInCluster in
+// parallel (t.Parallel). They touch only their own operator's namespace,
+// its objects in default (named apart) and objects they name after it,
+// never the nodes.
 package incluster
 
 import (

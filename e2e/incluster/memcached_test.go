@@ -36,6 +36,7 @@ import (
 // rolls every pod; a deleted pod is replaced; it scales down; deleting it
 // removes its children; helm uninstall leaves nothing.
 func TestMemcachedOperatorInCluster(t *testing.T) {
+	t.Parallel() // with TestEtcdOperatorInCluster (main_test.go)
 	root, err := repo.Root()
 	if err != nil {
 		t.Fatal(err)

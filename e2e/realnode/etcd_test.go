@@ -21,6 +21,7 @@ import (
 // headless Service form one cluster: every member is started and healthy, and a key written through
 // one member is read through another.
 func TestEtcdQuorumOverPodDNS(t *testing.T) {
+	t.Parallel() // each suite has a namespace of its own (main_test.go)
 	const ns, svcName, members = "etcd-real", "etcd", 3
 	domain := func(i int) string { return fmt.Sprintf("etcd-%d.%s.%s.svc.cluster.local", i, svcName, ns) }
 	var initial, endpoints []string

@@ -18,6 +18,10 @@ import (
 
 var testEnv env.Environment
 
+// The suites run in parallel (t.Parallel) on the one cluster: each works
+// in a namespace of its own and none restarts or changes a node, and they
+// wait on real pods far more than they use the CPU.
+
 // realNodes is how many real nodes the suite's cluster has.
 const realNodes = 2
 

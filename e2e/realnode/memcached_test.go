@@ -33,6 +33,7 @@ import (
 // the ClusterIP Service and through each pod's DNS name under the headless
 // Service; kubectl logs, exec and port-forward reach real pods.
 func TestMemcachedOnRealNodes(t *testing.T) {
+	t.Parallel() // each suite has a namespace of its own (main_test.go)
 	const ns = "memcached-real"
 	labels := map[string]string{"app": "memcached"}
 	dep := &appsv1.Deployment{

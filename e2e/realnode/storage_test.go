@@ -15,6 +15,7 @@ import (
 // through the default StorageClass when a real pod uses it, and what one
 // pod wrote there is read by the next pod on the same claim.
 func TestVolumeSurvivesPodRestart(t *testing.T) {
+	t.Parallel() // each suite has a namespace of its own (main_test.go)
 	const ns = "storage-real"
 	claim := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: ns},
