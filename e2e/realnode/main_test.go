@@ -6,6 +6,10 @@
 // port-forward, and a 3-member etcd cluster forms over DNS peer URLs. The
 // cluster has two real nodes, and the workloads are spread over both, so
 // pod traffic crosses nodes.
+//
+// The suites run in parallel (t.Parallel) on the one cluster: each works
+// in a namespace of its own and none restarts or changes a node, and they
+// wait on real pods far more than they use the CPU.
 package realnode
 
 import (
@@ -17,10 +21,6 @@ import (
 )
 
 var testEnv env.Environment
-
-// The suites run in parallel (t.Parallel) on the one cluster: each works
-// in a namespace of its own and none restarts or changes a node, and they
-// wait on real pods far more than they use the CPU.
 
 // realNodes is how many real nodes the suite's cluster has.
 const realNodes = 2
