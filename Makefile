@@ -194,10 +194,18 @@ test-compat: envtest-assets versitygw ## The library's tests against the newest 
 	go vet $(VET_BUILD_FLAGS) -modfile=$(COMPAT_MODFILE) ./...
 	go test $(GO_TEST_FLAGS) -timeout $(UNIT_TIMEOUT) -modfile=$(COMPAT_MODFILE) $(LIBRARY_PKGS)
 
+# The e2e suites: go test starts the packages' test binaries in the order
+# it is given them, -p (the CPU count) at a time. The real-node suites take
+# turns on the machine's one set of real nodes: incluster, the longest
+# suite by far, starts first and the kwok suites run beside it; realnode
+# starts last, so that its wait for the real nodes holds no slot a kwok
+# suite could use.
+
 .PHONY: test-e2e
 test-e2e: cluster-tools node-tools images ## e2e-framework suites on throwaway local clusters, real-node suites included (root; E2E_PROVIDER=kind for kind).
 	@echo ">> test-e2e at $$(date +%T)"
-	cd e2e && go test -count=1 -timeout $(E2E_TIMEOUT) $$(go list ./... | grep -v /e2e/teardown)
+	cd e2e && go test -count=1 -timeout $(E2E_TIMEOUT) ./incluster \
+		$$(go list ./... | grep -v -e '/e2e/incluster$$' -e '/e2e/realnode$$' -e '/e2e/teardown$$') ./realnode
 	@# Alone: it interrupts and kills real-node suites and checks what they leave.
 	cd e2e && go test -count=1 -timeout $(E2E_TIMEOUT) ./teardown
 

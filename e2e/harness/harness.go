@@ -43,6 +43,7 @@ package harness
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -93,6 +94,7 @@ type options struct {
 	kwokctlArgs []string
 	realNodes   int
 	noFakeNodes bool
+	parallel    int
 }
 
 // WithKwokctlArgs passes args to `kwokctl create cluster` when the suite
@@ -120,6 +122,14 @@ func WithoutFakeNodes() Option {
 	return func(o *options) { o.noFakeNodes = true }
 }
 
+// WithParallelTests lets up to n of the suite's parallel tests (t.Parallel)
+// run at once when go test's -parallel is not given; its default is the
+// CPU count. For suites whose tests wait on real pods far more than they
+// use the CPU, so that a small machine still runs all of them together.
+func WithParallelTests(n int) Option {
+	return func(o *options) { o.parallel = n }
+}
+
 // New returns an e2e-framework environment whose setup creates (or reuses) a
 // cluster as described in the package documentation.
 func New(opts ...Option) (env.Environment, error) {
@@ -130,6 +140,9 @@ func New(opts ...Option) (env.Environment, error) {
 	cfg, err := envconf.NewFromFlags()
 	if err != nil {
 		return nil, fmt.Errorf("parsing e2e flags: %w", err)
+	}
+	if err := defaultParallel(o.parallel); err != nil {
+		return nil, err
 	}
 	if os.Getenv(EnvCluster) == "existing" {
 		if cfg.KubeconfigFile() == "" {
@@ -313,6 +326,24 @@ func deleteOrphans(bin string) error {
 		if err := c.Delete(ctx); err != nil {
 			return fmt.Errorf("deleting orphaned cluster %s: %w", n, err)
 		}
+	}
+	return nil
+}
+
+// defaultParallel sets go test's -parallel to n (n > 0) unless the command
+// line gives it. Flags are parsed by then (envconf.NewFromFlags), and the
+// testing package reads the value when the tests start (m.Run).
+func defaultParallel(n int) error {
+	if n <= 0 {
+		return nil
+	}
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if given {
+		return nil
+	}
+	if err := flag.Set("test.parallel", strconv.Itoa(n)); err != nil {
+		return fmt.Errorf("e2e harness: setting -test.parallel: %w", err)
 	}
 	return nil
 }

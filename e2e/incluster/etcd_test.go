@@ -25,10 +25,51 @@ import (
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 )
 
-// TestEtcdOperatorInCluster: the etcd operator installed with make deploy
-// runs from its image under its own RBAC and manages a 3-member EtcdCluster
-// on real pods and provisioned claims, while clients write and read through
-// the client Service and every operation is recorded: the operator is
+// TestEtcdOperatorInCluster installs the etcd operator with make deploy,
+// from its image and under its own RBAC, and runs its two suites against
+// that one operator at the same time, as the clusters of different teams
+// share an operator: the lifecycle of a cluster (etcdLifecycle) and the
+// backups and restores of the samples (etcdBackups). Each suite's faults
+// (the operator's pod killed, its Deployment upgraded or given a claim)
+// hit the other suite's clusters too, which must ride them out. Then no
+// operator pod may have logged an RBAC denial, and make undeploy must
+// leave nothing behind.
+func TestEtcdOperatorInCluster(t *testing.T) {
+	t.Parallel() // with the memcached suite (main_test.go)
+	op := etcdOperator
+	deployed := false
+	f := features.New("etcd operator in-cluster").
+		Assess("make deploy runs the operator from its image", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			ctx = op.deploy(ctx, t, cfg)
+			deployed = !t.Failed()
+			return ctx
+		}).
+		Assess("a cluster's lifecycle and the samples' backups, at the same time", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			if !deployed {
+				t.Fatal("the operator is not deployed")
+			}
+			// t.Run returns once both parallel suites have ended.
+			t.Run("lifecycle", func(t *testing.T) {
+				t.Parallel()
+				testEnv.Test(t, etcdLifecycle(op))
+			})
+			t.Run("backups", func(t *testing.T) {
+				t.Parallel()
+				testEnv.Test(t, etcdBackups(op))
+			})
+			return ctx
+		}).
+		Assess("the operator logged no RBAC denial", op.noRBACDenial).
+		Teardown(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			op.undeploy(ctx, t, cfg)
+			return ctx
+		}).Feature()
+	testEnv.Test(t, f)
+}
+
+// etcdLifecycle: the etcd operator manages a 3-member EtcdCluster on real
+// pods and provisioned claims, while clients write and read through the
+// client Service and every operation is recorded: the operator is
 // upgraded in place to its next build without restarting a member or
 // writing a child; a deleted member pod comes back as the same member on
 // its claim; the cluster grows to 5 with the operator pod killed in the
@@ -38,11 +79,11 @@ import (
 // operator pod killed in the middle; a second cluster with spec.tls.auto
 // serves clients with its certificate only. The recorded history must be
 // linearizable (porcupine, a register per key), final reads included: no
-// acknowledged write is lost.
-func TestEtcdOperatorInCluster(t *testing.T) {
-	t.Parallel() // with the memcached suite, after TestEtcdBackupsInCluster (main_test.go)
-	op := etcdOperator
-	const ns, name = "default", "demo"
+// acknowledged write is lost. Last, the operator's metrics are served to
+// their readers only.
+func etcdLifecycle(op operator) features.Feature {
+	// Named apart from the samples' clusters (etcdBackups).
+	const ns, name = "default", "lifecycle"
 	// The cluster starts on the last 3.5 release and is upgraded to 3.6
 	// (both images are built by make images).
 	const fromVersion, toVersion = "3.5.35", "3.6.16"
@@ -82,8 +123,7 @@ func TestEtcdOperatorInCluster(t *testing.T) {
 		changes       []string
 	)
 
-	f := features.New("etcd operator in-cluster").
-		Assess("make deploy runs the operator from its image", op.deploy).
+	return features.New("etcd cluster lifecycle").
 		Assess("a 3-member cluster becomes Ready on real pods and serves through its client Service", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			if err := cfg.Client().Resources().Create(ctx, cluster); err != nil {
 				t.Fatal(err)
@@ -268,7 +308,7 @@ func TestEtcdOperatorInCluster(t *testing.T) {
 			return ctx
 		}).
 		Assess("a TLS cluster (spec.tls.auto) becomes Ready and serves only clients with its certificate", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-			const tlsName = "demo-tls"
+			const tlsName = name + "-tls"
 			c := &v1alpha1.EtcdCluster{
 				ObjectMeta: metav1.ObjectMeta{Name: tlsName, Namespace: ns},
 				Spec: v1alpha1.EtcdClusterSpec{Size: 3, Version: toVersion, Storage: v1alpha1.StorageSpec{Ephemeral: true},
@@ -304,7 +344,6 @@ func TestEtcdOperatorInCluster(t *testing.T) {
 			return ctx
 		}).
 		Assess("metrics are served over HTTPS to a token allowed to get /metrics only", op.metricsOnlyForReaders(ns)).
-		Assess("the operator logged no RBAC denial", op.noRBACDenial).
 		Teardown(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			if stopLoad != nil {
 				stopLoad()
@@ -316,10 +355,8 @@ func TestEtcdOperatorInCluster(t *testing.T) {
 			if out, err := harness.Kubectl(ctx, cfg, "delete", "etcdcluster", name, "-n", ns, "--ignore-not-found", "--wait=true", "--timeout=2m"); err != nil {
 				t.Errorf("deleting the EtcdCluster: %v\n%s", err, out)
 			}
-			op.undeploy(ctx, t, cfg)
 			return ctx
 		}).Feature()
-	testEnv.Test(t, f)
 }
 
 // etcdOperator is the etcd operator as make deploy installs it from the

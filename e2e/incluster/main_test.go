@@ -8,13 +8,13 @@
 // kubeconfig.
 //
 // The suites share one cluster (one set of real nodes runs per machine)
-// and wait on real pods far more than they use the CPU, so the two
-// operators' suites run at the same time: TestEtcdBackupsInCluster first
-// and alone (the etcd suites install and remove the same operator), then
-// TestEtcdOperatorInCluster and TestMemcachedOperatorInCluster in
-// parallel (t.Parallel). They touch only their own operator's namespace,
-// its objects in default (named apart) and objects they name after it,
-// never the nodes.
+// and wait on real pods far more than they use the CPU, so they run at
+// the same time: TestEtcdOperatorInCluster and
+// TestMemcachedOperatorInCluster in parallel (t.Parallel), and within the
+// first, once its one operator is deployed, the etcd lifecycle and the
+// etcd backups suites. They touch only their own operator's namespace,
+// their objects in default (named apart) and objects named after their
+// operator, never the nodes.
 package incluster
 
 import (
@@ -28,7 +28,8 @@ import (
 var testEnv env.Environment
 
 // No fake nodes: the operator's pods and the pods it makes all run for
-// real.
+// real. Three suites run at once on any machine: the memcached suite and
+// the etcd operator's two.
 func TestMain(m *testing.M) {
-	harness.Main(m, &testEnv, harness.WithRealNodes(2), harness.WithoutFakeNodes())
+	harness.Main(m, &testEnv, harness.WithRealNodes(2), harness.WithoutFakeNodes(), harness.WithParallelTests(3))
 }

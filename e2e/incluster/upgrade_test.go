@@ -1,6 +1,7 @@
 package incluster
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -143,6 +144,12 @@ func (w *leaseWatch) stop() (terms []leaseTerm, duration time.Duration) {
 	return w.terms, w.duration
 }
 
+// nextImg is the image of the operator's next build, which
+// upgradeInPlace moves it to.
+func (o operator) nextImg() string {
+	return strings.TrimSuffix(o.img, ":dev") + ":" + nextTag
+}
+
 // upgradeInPlace is the step that upgrades the operator as a user does,
 // make deploy (or helm upgrade) with the image of the next build, while the workload of
 // owner runs: the Deployment rolls to the new image, each new leader takes
@@ -154,9 +161,12 @@ func (o operator) upgradeInPlace(lease string, owner func(ctx context.Context, t
 		w := owner(ctx, t, cfg)
 		before := observeWorkload(ctx, t, cfg, w)
 		next := o
-		next.img = strings.TrimSuffix(o.img, ":dev") + ":" + nextTag
+		next.img = o.nextImg()
 		leases := watchLease(ctx, cfg, o.namespace, lease)
 		defer leases.stop()
+		// The old pods' logs, for a failure message after they are gone.
+		oldLogs := followLogs(ctx, cfg, o.namespace, o.podSelector())
+		defer oldLogs.stop()
 		harness.WaitFor(ctx, t, "the current leader", time.Minute, 200*time.Millisecond, func(context.Context) (bool, string) {
 			_, ok := leases.current()
 			return ok, "no holder yet"
@@ -188,7 +198,9 @@ func (o operator) upgradeInPlace(lease string, owner func(ctx context.Context, t
 		}
 		for i := 1; i < len(terms); i++ {
 			if gap := terms[i].acquire.Sub(terms[i-1].lastSeen); gap > duration {
-				t.Errorf("%s took the lease %s after the last renewal of %s, more than the lease duration %s", terms[i].pod, gap, terms[i-1].pod, duration)
+				oldLogs.stop()
+				t.Errorf("%s took the lease %s after the last renewal of %s, more than the lease duration %s: %[3]s did not release it; the end of its log:\n%[5]s",
+					terms[i].pod, gap, terms[i-1].pod, duration, oldLogs.tail(terms[i-1].pod, 40))
 			} else {
 				t.Logf("%s took the lease %s after the last renewal seen of %s (lease duration %s)", terms[i].pod, gap.Round(time.Millisecond), terms[i-1].pod, duration)
 			}
@@ -223,4 +235,62 @@ func firstMatch(s, sub string) string {
 		}
 	}
 	return fmt.Sprintf("(no line with %s)", sub)
+}
+
+// podLogs follows the logs of the pods a label selector matches when it
+// starts (kubectl logs -f), so that the log of a pod deleted meanwhile is
+// still at hand for a failure message.
+type podLogs struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu  sync.Mutex
+	out bytes.Buffer
+}
+
+func followLogs(ctx context.Context, cfg *envconf.Config, ns, selector string) *podLogs {
+	ctx, cancel := context.WithCancel(ctx)
+	l := &podLogs{cancel: cancel, done: make(chan struct{})}
+	cmd, err := harness.KubectlCommand(ctx, cfg, "logs", "-f", "-n", ns, "-l", selector, "--prefix", "--tail=-1", "--max-log-requests=10")
+	if err == nil {
+		cmd.Stdout, cmd.Stderr = l, l
+		err = cmd.Start()
+	}
+	if err != nil {
+		_, _ = fmt.Fprintf(l, "following the logs: %v\n", err)
+		close(l.done)
+		return l
+	}
+	go func() {
+		_ = cmd.Wait()
+		close(l.done)
+	}()
+	return l
+}
+
+// Write takes kubectl's output.
+func (l *podLogs) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.out.Write(p)
+}
+
+// stop ends following; it may be called more than once.
+func (l *podLogs) stop() {
+	l.cancel()
+	<-l.done
+}
+
+// tail is the last n lines of pod's log as followed so far, and what
+// kubectl itself reported.
+func (l *podLogs) tail(pod string, n int) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var lines []string
+	for line := range strings.SplitSeq(l.out.String(), "\n") {
+		if strings.HasPrefix(line, "[pod/"+pod+"/") || (line != "" && !strings.HasPrefix(line, "[pod/")) {
+			lines = append(lines, line)
+		}
+	}
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
