@@ -59,6 +59,15 @@ COMPAT_MODFILE := compat/controller-runtime-v0.25.mod
 # The library's packages, tested against both.
 LIBRARY_PKGS := ./reconcile/... ./statusutil/... ./ownership/... ./backup/... ./securemetrics/...
 
+# Groups of modules that select the same version of every dependency they
+# compile, so that one build of it in the Go build cache serves them all: a
+# fresh machine (cold cache) compiles each differing version, and all that
+# imports it, once more. make verify checks them (hack/modalign). The
+# library's sub-modules are one group; the modules on the newest
+# controller-runtime minor another (the root module is on the oldest).
+ALIGNED_LIBRARY := statusutil/e2estatus statusutil/kstatustest backup/s3
+ALIGNED_NEWEST := e2e examples/memcached examples/etcd hack internal/localcluster $(COMPAT_MODFILE)
+
 ##@ General
 
 .PHONY: help
@@ -167,11 +176,12 @@ lint: golangci-lint ## Run golangci-lint in every module.
 	@for m in $(GO_MODULES); do echo "golangci-lint ($$m)"; (cd $$m && $(GOLANGCI_LINT) run --allow-parallel-runners ./...); done
 
 .PHONY: verify
-verify: generate manifests installers ## Fail if generated files, formatting or go.mod are out of date.
+verify: generate manifests installers ## Fail if generated files, formatting or go.mod are out of date, or a group of modules (ALIGNED_*) compiles two versions of a dependency.
 	@echo ">> verify checks at $$(date +%T)"
 	@for m in $(GO_MODULES); do (cd $$m && go mod tidy); done
 	@go mod tidy -modfile=$(COMPAT_MODFILE)
 	@for d in hack/tools/*/; do (cd $$d && go mod tidy); done
+	@cd hack && go run ./modalign -root .. $(ALIGNED_LIBRARY) && go run ./modalign -root .. $(ALIGNED_NEWEST)
 	@out=$$(gofmt -s -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out (run make fmt)"; exit 1; fi
 	@if [ -n "$$(git status --porcelain -- . ':!bin' ':!.local')" ]; then \
 		echo "generated files or go.mod are out of date; run make generate manifests and go mod tidy, then commit:"; \

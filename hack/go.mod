@@ -11,6 +11,7 @@ require (
 	github.com/opkit-dev/opkit/internal/localcluster v0.0.0-00010101000000-000000000000
 	github.com/prometheus/common v0.71.0
 	github.com/prometheus/procfs v0.22.0
+	golang.org/x/mod v0.41.0
 	gonum.org/v1/plot v0.17.0
 	k8s.io/api v0.37.2
 	k8s.io/apiextensions-apiserver v0.37.1
