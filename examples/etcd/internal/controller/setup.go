@@ -18,8 +18,12 @@ import (
 	"github.com/opkit-dev/opkit/reconcile"
 )
 
-// FieldOwner is the field manager of every write the operator makes.
+// FieldOwner is the field manager of every write the operator makes for
+// an EtcdCluster: its status and its children.
 const FieldOwner = "opkit-etcdcluster"
+
+// BackupFieldOwner is the field manager of an EtcdBackup's status writes.
+const BackupFieldOwner = "opkit-etcdbackup"
 
 // EventSource is the reporting controller of the operator's events.
 const EventSource = "etcd-operator"
@@ -49,6 +53,9 @@ type Options struct {
 // holds, are neither listed nor watched. Of Secrets only the metadata is
 // cached (SetupWithManager watches them for the certificates of spec.tls);
 // their data is read through the API reader when a pass needs it.
+// EtcdClusters and EtcdBackups keep only their Reconciler's own
+// managedFields entries (reconcile.KeepManagedFieldsOf with FieldOwner and
+// BackupFieldOwner, from which each reads the conditions it owns).
 func CacheOptions() (cache.Options, error) {
 	selected := func(label string) (cache.ByObject, error) {
 		req, err := labels.NewRequirement(label, selection.Exists, nil)
@@ -71,6 +78,8 @@ func CacheOptions() (cache.Options, error) {
 		&corev1.Service{}:               children,
 		&policyv1.PodDisruptionBudget{}: children,
 		&corev1.ConfigMap{}:             guards,
+		&v1alpha1.EtcdCluster{}:         {Transform: reconcile.KeepManagedFieldsOf(FieldOwner)},
+		&v1alpha1.EtcdBackup{}:          {Transform: reconcile.KeepManagedFieldsOf(BackupFieldOwner)},
 	}}, nil
 }
 
@@ -122,7 +131,8 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	if err != nil {
 		return err
 	}
-	_, err = reconcile.SetupWithManager[*v1alpha1.EtcdBackup](mgr, backups, reconcile.WithConditions(ConditionComplete), reconcile.WithEventRecorder(rec))
+	_, err = reconcile.SetupWithManager[*v1alpha1.EtcdBackup](mgr, backups, reconcile.WithFieldOwner(BackupFieldOwner),
+		reconcile.WithConditions(ConditionComplete), reconcile.WithEventRecorder(rec))
 	if err != nil {
 		return fmt.Errorf("setting up the EtcdBackup controller: %w", err)
 	}
