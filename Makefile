@@ -210,7 +210,6 @@ test-compat: envtest-assets versitygw ## The library's tests against the newest 
 # suite by far, starts first and the kwok suites run beside it; realnode
 # starts last, so that its wait for the real nodes holds no slot a kwok
 # suite could use.
-
 .PHONY: test-e2e
 test-e2e: cluster-tools node-tools images ## e2e-framework suites on throwaway local clusters, real-node suites included (root; E2E_PROVIDER=kind for kind).
 	@echo ">> test-e2e at $$(date +%T)"

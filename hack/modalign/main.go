@@ -134,16 +134,21 @@ func parseList(r io.Reader) (map[string]string, error) {
 
 // mismatch is a module compiled at more than one version.
 type mismatch struct {
-	path   string
-	newest string
-	by     map[string][]string // version -> our modules selecting it
+	path string
+	by   map[string][]string // version -> our modules selecting it
+}
+
+// versions are the versions selected, newest first: the first is the one
+// to require everywhere.
+func (m mismatch) versions() []string {
+	return slices.SortedFunc(maps.Keys(m.by), func(a, b string) int { return semver.Compare(b, a) })
 }
 
 // String says which modules select which version, and what to run.
 func (m mismatch) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s:", m.path)
-	versions := slices.SortedFunc(maps.Keys(m.by), func(a, b string) int { return semver.Compare(b, a) })
+	versions := m.versions()
 	for i, v := range versions {
 		sep := ";"
 		if i == 0 {
@@ -151,7 +156,7 @@ func (m mismatch) String() string {
 		}
 		fmt.Fprintf(&b, "%s %s in %s", sep, v, strings.Join(m.by[v], ", "))
 	}
-	fmt.Fprintf(&b, " (go get %s@%s in the others)", m.path, m.newest)
+	fmt.Fprintf(&b, " (go get %s@%s in the others)", m.path, versions[0])
 	return b.String()
 }
 
@@ -172,13 +177,7 @@ func mismatches(sel []selection) []mismatch {
 		if len(by[path]) < 2 {
 			continue
 		}
-		m := mismatch{path: path, by: by[path]}
-		for v := range by[path] {
-			if m.newest == "" || semver.Compare(v, m.newest) > 0 {
-				m.newest = v
-			}
-		}
-		out = append(out, m)
+		out = append(out, mismatch{path: path, by: by[path]})
 	}
 	return out
 }

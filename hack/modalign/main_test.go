@@ -12,6 +12,8 @@ func TestMismatches(t *testing.T) {
 		name string
 		sel  []selection
 		want []mismatch
+		// newest is each mismatch's version to require (versions()[0]).
+		newest []string
 	}{
 		{
 			name: "the same versions",
@@ -34,9 +36,10 @@ func TestMismatches(t *testing.T) {
 				{module: "examples/etcd", versions: map[string]string{"golang.org/x/sys": "v0.49.0"}},
 				{module: "hack", versions: map[string]string{"golang.org/x/sys": "v0.9.0", "k8s.io/api": "v0.37.1"}},
 			},
-			want: []mismatch{{path: "golang.org/x/sys", newest: "v0.49.0", by: map[string][]string{
+			want: []mismatch{{path: "golang.org/x/sys", by: map[string][]string{
 				"v0.49.0": {"e2e", "examples/etcd"}, "v0.9.0": {"hack"},
 			}}},
+			newest: []string{"v0.49.0"},
 		},
 		{
 			name: "sorted by path",
@@ -45,9 +48,10 @@ func TestMismatches(t *testing.T) {
 				{module: "b", versions: map[string]string{"z.io/m": "v1.0.0", "b.io/m": "v1.0.0"}},
 			},
 			want: []mismatch{
-				{path: "b.io/m", newest: "v1.0.0", by: map[string][]string{"v1.0.0-rc.1": {"a"}, "v1.0.0": {"b"}}},
-				{path: "z.io/m", newest: "v1.1.0", by: map[string][]string{"v1.1.0": {"a"}, "v1.0.0": {"b"}}},
+				{path: "b.io/m", by: map[string][]string{"v1.0.0-rc.1": {"a"}, "v1.0.0": {"b"}}},
+				{path: "z.io/m", by: map[string][]string{"v1.1.0": {"a"}, "v1.0.0": {"b"}}},
 			},
+			newest: []string{"v1.0.0", "v1.1.0"},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -55,12 +59,19 @@ func TestMismatches(t *testing.T) {
 			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(mismatch{})); diff != "" {
 				t.Errorf("mismatches (-want +got):\n%s", diff)
 			}
+			var newest []string
+			for _, m := range got {
+				newest = append(newest, m.versions()[0])
+			}
+			if diff := cmp.Diff(tc.newest, newest); diff != "" {
+				t.Errorf("newest versions (-want +got):\n%s", diff)
+			}
 		})
 	}
 }
 
 func TestMismatchMessage(t *testing.T) {
-	m := mismatch{path: "golang.org/x/sys", newest: "v0.49.0", by: map[string][]string{
+	m := mismatch{path: "golang.org/x/sys", by: map[string][]string{
 		"v0.49.0": {"e2e", "examples/etcd"}, "v0.9.0": {"hack"},
 	}}
 	got := m.String()
