@@ -127,7 +127,7 @@ benchstat: ## Build benchstat.
 coredns: ## Build CoreDNS v1.14.7 with only the cluster-DNS plugins (hack/tools/coredns; no forward).
 	@$(INSTALL_TOOL) coredns
 local-path-provisioner: ## Build the local-path PersistentVolume provisioner (hack/localpv) into bin/.
-	cd hack && go build -o $(BIN)/local-path-provisioner ./localpv
+	cd hack && $(E2E_BUILD_ENV) go build -o $(BIN)/local-path-provisioner ./localpv
 
 ##@ Development
 
@@ -158,22 +158,35 @@ installers: kustomize ## Write each example's dist/install.yaml and dist/chart/t
 fmt: ## Format the code (gofmt -s).
 	gofmt -s -w $$(git ls-files '*.go')
 
-# go vet compiles every dependency of what it checks. It builds them the way
-# the tests do (-race where the tests have it), so that the tests reuse
-# those builds from the Go build cache instead of compiling every module's
-# dependencies a second time; the e2e suites run without -race.
-VET_BUILD_FLAGS := $(filter -race,$(GO_TEST_FLAGS))
+# Build configurations. go vet, golangci-lint (through go list -export) and
+# go test each compile every dependency of what they check, and the Go build
+# cache shares a package's build only between identical configurations. So
+# every step builds the way one other step must, and a fresh machine
+# compiles each dependency once per configuration, not once per step:
+# - UNIT_BUILD_FLAGS: the unit modules and the compat modfile, as their tests
+#   run (-race where GO_TEST_FLAGS has it);
+# - E2E_BUILD_ENV: the e2e phase, static and trimmed as the images must be
+#   (hack/images: CGO_ENABLED=0, -trimpath), so that the e2e suites, the
+#   operators the kwok suites run as processes (e2e/harness builds them with
+#   the go test process's environment), the local-path provisioner and the
+#   images share one build. The e2e suites run without -race, which needs cgo.
+UNIT_BUILD_FLAGS := $(filter -race,$(GO_TEST_FLAGS))
+E2E_BUILD_ENV := CGO_ENABLED=0 GOFLAGS="$(strip $(GOFLAGS) -trimpath)"
 
 .PHONY: vet
-vet: ## Run go vet in every module (built as the tests are, see VET_BUILD_FLAGS).
+vet: ## Run go vet in every module (built as the tests are, see UNIT_BUILD_FLAGS and E2E_BUILD_ENV).
 	@echo ">> vet at $$(date +%T)"
-	@for m in $(UNIT_MODULES); do echo "go vet ($$m)"; (cd $$m && go vet $(VET_BUILD_FLAGS) ./...); done
-	@echo "go vet (e2e)"; cd e2e && go vet ./...
+	@for m in $(UNIT_MODULES); do echo "go vet ($$m)"; (cd $$m && go vet $(UNIT_BUILD_FLAGS) ./...); done
+	@echo "go vet (e2e)"; cd e2e && $(E2E_BUILD_ENV) go vet ./...
 
 .PHONY: lint
-lint: golangci-lint ## Run golangci-lint in every module.
+# golangci-lint loads dependencies from their export data, which its go list
+# -export compiles: GOFLAGS gives that go list the tests' configuration.
+lint: golangci-lint ## Run golangci-lint in every module (built as the tests are, see UNIT_BUILD_FLAGS and E2E_BUILD_ENV).
 	@echo ">> lint at $$(date +%T)"
-	@for m in $(GO_MODULES); do echo "golangci-lint ($$m)"; (cd $$m && $(GOLANGCI_LINT) run --allow-parallel-runners ./...); done
+	@for m in $(UNIT_MODULES); do echo "golangci-lint ($$m)"; \
+		(cd $$m && GOFLAGS="$(strip $(GOFLAGS) $(UNIT_BUILD_FLAGS))" $(GOLANGCI_LINT) run --allow-parallel-runners ./...); done
+	@echo "golangci-lint (e2e)"; cd e2e && $(E2E_BUILD_ENV) $(GOLANGCI_LINT) run --allow-parallel-runners ./...
 
 .PHONY: verify
 verify: generate manifests installers ## Fail if generated files, formatting or go.mod are out of date, or a group of modules (ALIGNED_*) compiles two versions of a dependency.
@@ -201,7 +214,7 @@ test-unit: envtest-assets versitygw controller-gen kustomize coredns ## Unit and
 .PHONY: test-compat
 test-compat: envtest-assets versitygw ## The library's tests against the newest controller-runtime minor ($(COMPAT_MODFILE)).
 	@echo ">> test-compat at $$(date +%T)"
-	go vet $(VET_BUILD_FLAGS) -modfile=$(COMPAT_MODFILE) ./...
+	go vet $(UNIT_BUILD_FLAGS) -modfile=$(COMPAT_MODFILE) ./...
 	go test $(GO_TEST_FLAGS) -timeout $(UNIT_TIMEOUT) -modfile=$(COMPAT_MODFILE) $(LIBRARY_PKGS)
 
 # The e2e suites: go test starts the packages' test binaries in the order
@@ -213,10 +226,10 @@ test-compat: envtest-assets versitygw ## The library's tests against the newest 
 .PHONY: test-e2e
 test-e2e: cluster-tools node-tools images ## e2e-framework suites on throwaway local clusters, real-node suites included (root; E2E_PROVIDER=kind for kind).
 	@echo ">> test-e2e at $$(date +%T)"
-	cd e2e && go test -count=1 -timeout $(E2E_TIMEOUT) ./incluster \
+	cd e2e && $(E2E_BUILD_ENV) go test -count=1 -timeout $(E2E_TIMEOUT) ./incluster \
 		$$(go list ./... | grep -v -e '/e2e/incluster$$' -e '/e2e/realnode$$' -e '/e2e/teardown$$') ./realnode
 	@# Alone: it interrupts and kills real-node suites and checks what they leave.
-	cd e2e && go test -count=1 -timeout $(E2E_TIMEOUT) ./teardown
+	cd e2e && $(E2E_BUILD_ENV) go test -count=1 -timeout $(E2E_TIMEOUT) ./teardown
 
 .PHONY: cover
 cover: envtest-assets versitygw controller-gen kustomize coredns ## Unit tests with coverage per package, and a total per module (profiles in .local/cover/).
@@ -246,9 +259,9 @@ NEXT_TAG ?= next
 
 .PHONY: images etcd-static memcached-deb
 images: etcd-static memcached-deb versitygw ## Build the image tarballs into $(IMAGES_DIR) (load: ctr -n k8s.io images import / kind load image-archive).
-	cd hack && go run ./images -out $(IMAGES_DIR) -bin $(BIN)
+	cd hack && $(E2E_BUILD_ENV) go run ./images -out $(IMAGES_DIR) -bin $(BIN)
 	@# A second build of each operator (version $(NEXT_TAG)), which e2e/incluster upgrades to in place.
-	cd hack && go run ./images -out $(IMAGES_DIR) -bin $(BIN) -tag $(NEXT_TAG) -only memcached-operator,etcd-operator
+	cd hack && $(E2E_BUILD_ENV) go run ./images -out $(IMAGES_DIR) -bin $(BIN) -tag $(NEXT_TAG) -only memcached-operator,etcd-operator
 
 etcd-static: ## Build static etcd, etcdctl and etcdutl v3.6 and v3.5 for the etcd images (bin/etcd-static-VERSION/).
 	@$(INSTALL_TOOL) etcd-static

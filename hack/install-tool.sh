@@ -112,9 +112,13 @@ build_containerd() {
 		"$pkg/containerd@$version" "$pkg/containerd-shim-runc-v2@$version" "$pkg/ctr@$version"
 }
 
+# etcd and etcdutl are built exactly as etcd-static builds ETCD_VERSION for
+# the images (CGO_ENABLED=0, the same flags), so that on a fresh machine one
+# compile of etcd's packages in the Go build cache serves both and the
+# second is only linked.
 build_etcd() {
 	local dest=$1
-	(cd "$root/hack/tools/etcd" && go build -trimpath -ldflags "-s -w" -o "$dest/etcd" go.etcd.io/etcd/server/v3)
+	(cd "$root/hack/tools/etcd" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$dest/etcd" go.etcd.io/etcd/server/v3)
 }
 
 # etcdutl (offline snapshot restore) comes from the same pinned module as
@@ -122,7 +126,7 @@ build_etcd() {
 # is kept.
 build_etcdutl() {
 	local dest=$1
-	(cd "$root/hack/tools/etcd" && go build -trimpath -ldflags "-s -w" -o "$dest/etcdutl" go.etcd.io/etcd/etcdutl/v3)
+	(cd "$root/hack/tools/etcd" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$dest/etcdutl" go.etcd.io/etcd/etcdutl/v3)
 }
 
 # etcd-static: etcd, etcdctl and etcdutl built with CGO_ENABLED=0 for the etcd
