@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/opkit-dev/opkit/internal/testkit"
 )
 
 var goBlock = regexp.MustCompile("(?s)```go\n(.*?)```")
@@ -52,7 +54,7 @@ func TestFirstOperatorGuideBuilds(t *testing.T) {
 	} {
 		cmd := exec.CommandContext(t.Context(), args[0], args[1:]...)
 		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
+		cmd.Env = testkit.GoEnv("-mod=mod")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
 		}

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/opkit-dev/opkit/internal/testkit"
 )
 
 // pinnedModules are the versions a kubebuilder scaffold pins that adding
@@ -45,7 +47,7 @@ func TestKubebuilderGuidePortsTheScaffold(t *testing.T) {
 		t.Helper()
 		cmd := exec.CommandContext(t.Context(), args[0], args[1:]...)
 		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off", "KUBEBUILDER_ASSETS="+assets)
+		cmd.Env = append(testkit.GoEnv("-mod=mod"), "GOWORK=off", "KUBEBUILDER_ASSETS="+assets)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
