@@ -127,7 +127,8 @@ type ClusterConfig struct {
 type ClusterHooks struct {
 	ClusterConfig
 
-	leaders leaders
+	leaders  leaders
+	retained retention
 }
 
 // NewClusterHooks returns the hooks of the EtcdCluster Reconciler, once

@@ -114,6 +114,10 @@ type rig struct {
 	// dials are the options of every etcd client the hooks made.
 	dialMu sync.Mutex
 	dials  []etcdclient.DialOptions
+	// What startOperator builds the hooks from.
+	scheme   *runtime.Scheme
+	children *reconcile.Children
+	factory  etcdclient.Factory
 }
 
 // dialed returns the options of the etcd clients made so far.
@@ -188,31 +192,41 @@ func newRig(t *testing.T) *rig {
 		g.dialMu.Unlock()
 		return g.fake.Factory().New(ctx, endpoints)
 	})
-	stores := controller.DefaultStores(c, g.fsRoot)
+	g.scheme, g.children, g.factory = scheme, children, factory
 	g.events = events.NewFakeRecorder(10000)
-	hooks, err := controller.NewClusterHooks(controller.ClusterConfig{Client: c, Children: children, Etcd: factory, Stores: stores, ScratchDir: t.TempDir(),
+	g.startOperator()
+	return g
+}
+
+// startOperator makes the rig's hooks and Reconcilers. Called again, it is
+// a restart of the operator: what the hooks keep in memory is gone, the
+// cluster, the store and the fakes stay.
+func (g *rig) startOperator() {
+	g.t.Helper()
+	t := g.t
+	stores := controller.DefaultStores(g.c, g.fsRoot)
+	hooks, err := controller.NewClusterHooks(controller.ClusterConfig{Client: g.c, Children: g.children, Etcd: g.factory, Stores: stores, ScratchDir: t.TempDir(),
 		Now: g.clock.Now, Recorder: g.events})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := reconcile.New[*v1alpha1.EtcdCluster](c, scheme, hooks,
+	r, err := reconcile.New[*v1alpha1.EtcdCluster](g.c, g.scheme, hooks,
 		reconcile.WithFieldOwner(controller.FieldOwner),
 		reconcile.WithConditions(v1alpha1.ConditionAvailable),
 		reconcile.WithNegativePolarityConditions(v1alpha1.ConditionDegraded))
 	if err != nil {
 		t.Fatal(err)
 	}
-	backupHooks, err := controller.NewBackupHooks(controller.BackupConfig{Client: c, Etcd: factory, Stores: stores, Now: g.clock.Now, Recorder: g.events})
+	backupHooks, err := controller.NewBackupHooks(controller.BackupConfig{Client: g.c, Etcd: g.factory, Stores: stores, Now: g.clock.Now, Recorder: g.events})
 	if err != nil {
 		t.Fatal(err)
 	}
-	br, err := reconcile.New[*v1alpha1.EtcdBackup](c, scheme, backupHooks,
+	br, err := reconcile.New[*v1alpha1.EtcdBackup](g.c, g.scheme, backupHooks,
 		reconcile.WithConditions(controller.ConditionComplete))
 	if err != nil {
 		t.Fatal(err)
 	}
 	g.r, g.br, g.hooks = r, br, hooks
-	return g
 }
 
 func (g *rig) create(c *v1alpha1.EtcdCluster) {

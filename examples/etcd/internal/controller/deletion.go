@@ -29,6 +29,7 @@ func (h *ClusterHooks) Finalize(ctx context.Context, c *v1alpha1.EtcdCluster) re
 		return reconcile.Retry(err)
 	}
 	h.forgetMetrics(c)
+	h.retained.forget(c.UID)
 	return res
 }
 

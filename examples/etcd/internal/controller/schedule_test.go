@@ -1,7 +1,9 @@
 package controller_test
 
 import (
+	"context"
 	"errors"
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -9,6 +11,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/opkit-dev/opkit/backup"
+	"github.com/opkit-dev/opkit/backup/fsstore"
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/controller"
 )
@@ -122,4 +126,113 @@ func TestScheduledBackups(t *testing.T) {
 	if len(slices.Compact(slices.Clone(taken))) != 4 {
 		t.Errorf("scheduled backup IDs %v, want 4 distinct ones", taken)
 	}
+}
+
+// TestRetentionWithoutANewBackup: spec.backup.retention holds for the store
+// also when no scheduled backup comes to apply it. Before, only a new
+// scheduled backup pruned: lowering the retention while clearing the
+// schedule, or restarting an operator that was stopped between a backup's
+// commit and its prune, left more scheduled backups than the retention
+// forever.
+func TestRetentionWithoutANewBackup(t *testing.T) {
+	store := v1alpha1.StoreReference{PVCName: "backups"}
+	// scheduledIn returns the IDs of the scheduled backups in the store,
+	// newest first.
+	scheduledIn := func(g *rig, cluster string) []string {
+		var ids []string
+		for _, m := range g.storedBackups(cluster) {
+			if m.Snapshot.Extra[controller.ExtraTrigger] == controller.TriggerSchedule {
+				ids = append(ids, m.ID)
+			}
+		}
+		return ids
+	}
+	// takeScheduled advances the clock past the hourly schedule n times,
+	// each pass taking a backup.
+	takeScheduled := func(g *rig, cluster string, n int) {
+		t.Helper()
+		for range n {
+			g.clock.advance(time.Hour + time.Minute)
+			if err := g.pass(cluster); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	t.Run("lowered while the schedule is cleared", func(t *testing.T) {
+		g := newRig(t)
+		g.mountPVCStore("backups")
+		c := cluster("lowered", 1)
+		c.Spec.Backup = &v1alpha1.BackupSpec{Schedule: "@every 1h", Retention: 3, StoreRef: store}
+		g.create(c)
+		g.converge("lowered", 10)
+		takeScheduled(g, "lowered", 3)
+		taken := scheduledIn(g, "lowered")
+		if len(taken) != 3 {
+			t.Fatalf("scheduled backups in the store %v, want 3", taken)
+		}
+
+		c = g.get("lowered")
+		c.Spec.Backup.Schedule = ""
+		c.Spec.Backup.Retention = 1
+		if err := g.c.Update(t.Context(), c); err != nil {
+			t.Fatal(err)
+		}
+		g.clock.advance(time.Minute)
+		if err := g.pass("lowered"); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(taken[:1], scheduledIn(g, "lowered")); diff != "" {
+			t.Errorf("scheduled backups in the store, newest first (-want +got):\n%s", diff)
+		}
+		if n := g.snapshots(); n != 3 {
+			t.Errorf("%d snapshots taken, want the 3 scheduled ones: applying the retention takes none", n)
+		}
+	})
+
+	t.Run("an operator restarted between a backup's commit and its prune", func(t *testing.T) {
+		g := newRig(t)
+		g.mountPVCStore("backups")
+		c := cluster("restarted", 1)
+		c.Spec.Backup = &v1alpha1.BackupSpec{Schedule: "@every 1h", Retention: 1, StoreRef: store}
+		g.create(c)
+		g.converge("restarted", 10)
+		takeScheduled(g, "restarted", 1)
+		c = g.get("restarted")
+
+		// The backup a stopped operator committed and neither pruned
+		// after nor recorded in the status.
+		fs, err := fsstore.New(g.pvcStoreDir("backups"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sub, err := backup.Sub(fs, g.ns+"/restarted")
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap := backup.SnapshotterFunc(func(_ context.Context, w io.Writer) (backup.Metadata, error) {
+			_, err := io.WriteString(w, "db")
+			return backup.Metadata{Engine: "etcd", Format: "etcd-snapshot-db",
+				Extra: map[string]string{controller.ExtraTrigger: controller.TriggerSchedule, controller.ExtraClusterUID: string(c.UID)}}, err
+		})
+		left, err := backup.Backup(t.Context(), sub, snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := scheduledIn(g, "restarted"); len(got) != 2 {
+			t.Fatalf("scheduled backups in the store %v, want 2", got)
+		}
+
+		g.startOperator()
+		g.clock.advance(time.Minute) // the next scheduled backup is not due
+		if err := g.pass("restarted"); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]string{left.ID}, scheduledIn(g, "restarted")); diff != "" {
+			t.Errorf("scheduled backups in the store, newest first (-want +got):\n%s", diff)
+		}
+		if n := g.snapshots(); n != 1 {
+			t.Errorf("%d snapshots taken, want the 1 scheduled one", n)
+		}
+	})
 }
