@@ -127,7 +127,7 @@ benchstat: ## Build benchstat.
 coredns: ## Build CoreDNS v1.14.7 with only the cluster-DNS plugins (hack/tools/coredns; no forward).
 	@$(INSTALL_TOOL) coredns
 local-path-provisioner: ## Build the local-path PersistentVolume provisioner (hack/localpv) into bin/.
-	cd hack && $(E2E_BUILD_ENV) go build -o $(BIN)/local-path-provisioner ./localpv
+	cd hack && $(STATIC_BUILD_ENV) go build -o $(BIN)/local-path-provisioner ./localpv
 
 ##@ Development
 
@@ -144,7 +144,7 @@ manifests: controller-gen ## Generate CRDs and RBAC from markers.
 		echo "$(CONTROLLER_GEN) crd rbac in $$ex"; \
 		(cd $$ex && $(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases \
 			rbac:roleName=manager-role paths=./... output:rbac:artifacts:config=config/rbac); \
-		mkdir -p $$ex/docs; (cd hack && go run ./crdref -title "$$(basename $$ex) operator: API reference" \
+		mkdir -p $$ex/docs; (cd hack && $(STATIC_BUILD_ENV) go run ./crdref -title "$$(basename $$ex) operator: API reference" \
 			-out $(ROOT)/$$ex/docs/reference.md $(ROOT)/$$ex/config/crd/bases/*.yaml); \
 	done
 
@@ -165,28 +165,32 @@ fmt: ## Format the code (gofmt -s).
 # compiles each dependency once per configuration, not once per step:
 # - UNIT_BUILD_FLAGS: the unit modules and the compat modfile, as their tests
 #   run (-race where GO_TEST_FLAGS has it);
-# - E2E_BUILD_ENV: the e2e phase, static and trimmed as the images must be
-#   (hack/images: CGO_ENABLED=0, -trimpath), so that the e2e suites, the
-#   operators the kwok suites run as processes (e2e/harness builds them with
-#   the go test process's environment), the local-path provisioner and the
-#   images share one build. The e2e suites run without -race, which needs cgo.
+# - STATIC_BUILD_ENV: the e2e phase and the hack programs make runs, static
+#   and trimmed as the images must be (hack/images: CGO_ENABLED=0,
+#   -trimpath), so that the e2e suites, the operators and fixtures they
+#   build (e2e/harness and e2e/teardown build with the go test process's
+#   environment), the local-path provisioner, the images and hack's crdref
+#   share one build. hack's modalign, small, keeps the default build: the
+#   go list it runs must see each module as a default build does. The e2e
+#   suites run without -race, which needs cgo: a -race in the environment's
+#   GOFLAGS is dropped here.
 UNIT_BUILD_FLAGS := $(filter -race,$(GO_TEST_FLAGS))
-E2E_BUILD_ENV := CGO_ENABLED=0 GOFLAGS="$(strip $(GOFLAGS) -trimpath)"
+STATIC_BUILD_ENV := CGO_ENABLED=0 GOFLAGS="$(strip $(filter-out -race,$(GOFLAGS)) -trimpath)"
 
 .PHONY: vet
-vet: ## Run go vet in every module (built as the tests are, see UNIT_BUILD_FLAGS and E2E_BUILD_ENV).
+vet: ## Run go vet in every module (built as the tests are, see UNIT_BUILD_FLAGS and STATIC_BUILD_ENV).
 	@echo ">> vet at $$(date +%T)"
 	@for m in $(UNIT_MODULES); do echo "go vet ($$m)"; (cd $$m && go vet $(UNIT_BUILD_FLAGS) ./...); done
-	@echo "go vet (e2e)"; cd e2e && $(E2E_BUILD_ENV) go vet ./...
+	@echo "go vet (e2e)"; cd e2e && $(STATIC_BUILD_ENV) go vet ./...
 
 .PHONY: lint
 # golangci-lint loads dependencies from their export data, which its go list
 # -export compiles: GOFLAGS gives that go list the tests' configuration.
-lint: golangci-lint ## Run golangci-lint in every module (built as the tests are, see UNIT_BUILD_FLAGS and E2E_BUILD_ENV).
+lint: golangci-lint ## Run golangci-lint in every module (built as the tests are, see UNIT_BUILD_FLAGS and STATIC_BUILD_ENV).
 	@echo ">> lint at $$(date +%T)"
 	@for m in $(UNIT_MODULES); do echo "golangci-lint ($$m)"; \
 		(cd $$m && GOFLAGS="$(strip $(GOFLAGS) $(UNIT_BUILD_FLAGS))" $(GOLANGCI_LINT) run --allow-parallel-runners ./...); done
-	@echo "golangci-lint (e2e)"; cd e2e && $(E2E_BUILD_ENV) $(GOLANGCI_LINT) run --allow-parallel-runners ./...
+	@echo "golangci-lint (e2e)"; cd e2e && $(STATIC_BUILD_ENV) $(GOLANGCI_LINT) run --allow-parallel-runners ./...
 
 .PHONY: verify
 verify: generate manifests installers ## Fail if generated files, formatting or go.mod are out of date, or a group of modules (ALIGNED_*) compiles two versions of a dependency.
@@ -226,10 +230,10 @@ test-compat: envtest-assets versitygw ## The library's tests against the newest 
 .PHONY: test-e2e
 test-e2e: cluster-tools node-tools images ## e2e-framework suites on throwaway local clusters, real-node suites included (root; E2E_PROVIDER=kind for kind).
 	@echo ">> test-e2e at $$(date +%T)"
-	cd e2e && $(E2E_BUILD_ENV) go test -count=1 -timeout $(E2E_TIMEOUT) ./incluster \
+	cd e2e && $(STATIC_BUILD_ENV) go test -count=1 -timeout $(E2E_TIMEOUT) ./incluster \
 		$$(go list ./... | grep -v -e '/e2e/incluster$$' -e '/e2e/realnode$$' -e '/e2e/teardown$$') ./realnode
 	@# Alone: it interrupts and kills real-node suites and checks what they leave.
-	cd e2e && $(E2E_BUILD_ENV) go test -count=1 -timeout $(E2E_TIMEOUT) ./teardown
+	cd e2e && $(STATIC_BUILD_ENV) go test -count=1 -timeout $(E2E_TIMEOUT) ./teardown
 
 .PHONY: cover
 cover: envtest-assets versitygw controller-gen kustomize coredns ## Unit tests with coverage per package, and a total per module (profiles in .local/cover/).
@@ -259,9 +263,9 @@ NEXT_TAG ?= next
 
 .PHONY: images etcd-static memcached-deb
 images: etcd-static memcached-deb versitygw ## Build the image tarballs into $(IMAGES_DIR) (load: ctr -n k8s.io images import / kind load image-archive).
-	cd hack && $(E2E_BUILD_ENV) go run ./images -out $(IMAGES_DIR) -bin $(BIN)
+	cd hack && $(STATIC_BUILD_ENV) go run ./images -out $(IMAGES_DIR) -bin $(BIN)
 	@# A second build of each operator (version $(NEXT_TAG)), which e2e/incluster upgrades to in place.
-	cd hack && $(E2E_BUILD_ENV) go run ./images -out $(IMAGES_DIR) -bin $(BIN) -tag $(NEXT_TAG) -only memcached-operator,etcd-operator
+	cd hack && $(STATIC_BUILD_ENV) go run ./images -out $(IMAGES_DIR) -bin $(BIN) -tag $(NEXT_TAG) -only memcached-operator,etcd-operator
 
 etcd-static: ## Build static etcd, etcdctl and etcdutl v3.6 and v3.5 for the etcd images (bin/etcd-static-VERSION/).
 	@$(INSTALL_TOOL) etcd-static

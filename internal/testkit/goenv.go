@@ -15,6 +15,10 @@ import (
 // test's -race compiles every dependency a second time, which on a machine
 // with an empty cache costs minutes for a Kubernetes client stack; started
 // with GoEnv, it reuses what go test (and make vet) already built.
+//
+// GoEnv passes on only -race. A test binary built otherwise (CGO_ENABLED=0,
+// -trimpath from the command line rather than GOFLAGS) starts go commands
+// that build differently from it.
 func GoEnv(goflags ...string) []string {
 	flags := strings.Fields(os.Getenv("GOFLAGS"))
 	flags = append(flags, goflags...)

@@ -1,11 +1,30 @@
 package testkit
 
 import (
+	"runtime/debug"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 )
+
+// TestRaceEnabled checks the build tags of race.go and norace.go against
+// the -race setting go test records in the binary.
+func TestRaceEnabled(t *testing.T) {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		t.Fatal("the test binary has no build information")
+	}
+	race := false
+	for _, s := range bi.Settings {
+		if s.Key == "-race" {
+			race = s.Value == "true"
+		}
+	}
+	if raceEnabled != race {
+		t.Errorf("raceEnabled = %v, but the binary's -race setting is %v", raceEnabled, race)
+	}
+}
 
 func TestGoEnv(t *testing.T) {
 	race := ""

@@ -310,11 +310,11 @@ type BackupSpec struct {
 	// +optional
 	Schedule string `json:"schedule,omitempty"`
 
-	// Retention is how many of the newest scheduled backups are kept,
-	// applied after each scheduled backup and, when none is due, once
-	// after a change of the spec or a restart of the operator. Backups of
-	// EtcdBackups and final backups in the same store are neither counted
-	// nor deleted.
+	// Retention is how many of the newest scheduled backups are kept. It
+	// is applied after each scheduled backup and, when none is due, once
+	// per change of the spec and once per operator process, when the
+	// cluster is settled. Backups of EtcdBackups and final backups in the
+	// same store are neither counted nor deleted.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:default=7
 	// +optional

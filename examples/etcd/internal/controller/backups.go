@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -83,92 +84,117 @@ func (h *ClusterHooks) scheduledBackup(ctx context.Context, c *v1alpha1.EtcdClus
 	c.Status.Backup.RecordSuccess(m)
 	ctrl.LoggerFrom(ctx).Info("scheduled backup taken", "etcdcluster", klog.KObj(c), "id", m.ID, "size", m.Size)
 	emit(h.Recorder, c, normal, EventBackupTaken, "Backup", fmt.Sprintf("scheduled backup %s taken at revision %s (%d bytes)", m.ID, m.Snapshot.ConsistencyPoint, m.Size))
-	if _, err := h.pruneScheduled(ctx, c, store, now); err != nil {
+	if err := h.pruneScheduled(ctx, c, store, now); err != nil {
 		return reconcile.Retry(err)
 	}
 	return reconcile.RequeueAfter(min(after, healthRequeue))
 }
 
+// retentionRetry is how long applyRetention waits after a failed attempt.
+const retentionRetry = 5 * time.Minute
+
 // applyRetention applies spec.backup.retention to the cluster's store unless
 // this process did so for the spec's generation already: after a restart
 // (the operator may have stopped between a backup's commit and its prune)
 // and after a change of spec.backup (a lower retention, a cleared
-// schedule), when no new scheduled backup may come to apply it. A store
-// that cannot be opened or pruned now is tried again at the next pass; the
-// pass goes on either way, since scheduled backups report their own store
-// errors and nothing else waits on the retention.
+// schedule), when no new scheduled backup may come to apply it. It runs on
+// passes that find the cluster settled (no membership step, restore or
+// defragmentation under way). An attempt that fails, the store unusable
+// included, is logged and made again after retentionRetry; the pass goes on
+// either way, since scheduled backups report their own store errors and
+// nothing else waits on the retention.
 func (h *ClusterHooks) applyRetention(ctx context.Context, c *v1alpha1.EtcdCluster) {
-	if h.retained.applied(c.UID, c.Generation) {
+	now := h.now()
+	if !h.retained.due(c.UID, c.Generation, now) {
 		return
 	}
-	log := ctrl.LoggerFrom(ctx)
 	store, err := clusterStore(ctx, h.Stores, c.Namespace, c.Name, c.Spec.Backup.StoreRef)
-	if err != nil {
-		// Scheduled backups and the final backup report an unusable store.
-		log.V(1).Info("retention not applied: the backup store cannot be opened", "etcdcluster", klog.KObj(c), "error", err.Error())
-		return
+	if err == nil {
+		err = h.pruneScheduled(ctx, c, store, now.UTC())
 	}
-	deleted, err := h.pruneScheduled(ctx, c, store, h.now().UTC())
 	if err != nil {
-		log.Info("retention not applied, retried at the next pass", "etcdcluster", klog.KObj(c), "error", err.Error())
-		return
-	}
-	if len(deleted) > 0 {
-		log.Info("retention applied without a new backup", "etcdcluster", klog.KObj(c), "retention", c.Spec.Backup.Retention, "deleted", deleted)
+		h.retained.failed(c.UID, c.Generation, now.Add(retentionRetry))
+		ctrl.LoggerFrom(ctx).Error(err, "spec.backup.retention not applied", "etcdcluster", klog.KObj(c), "retryIn", retentionRetry)
 	}
 }
 
 // pruneScheduled keeps the newest spec.backup.retention scheduled backups in
-// store and deletes older ones, returning the IDs deleted. On-demand and
-// final backups share the store and are not counted or deleted: an
-// EtcdBackup's backup lives as long as the store keeps it. Leftovers of
-// interrupted backups are removed after backup.DefaultIncompleteGrace.
-// Backups whose manifest cannot be read (of a newer operator, damaged) are
-// never deleted: they are logged. Once it succeeds, applyRetention has
-// nothing to do until the spec changes or the operator restarts.
-func (h *ClusterHooks) pruneScheduled(ctx context.Context, c *v1alpha1.EtcdCluster, store backup.Store, now time.Time) ([]string, error) {
+// store and deletes older ones, logging the IDs deleted and naming them in
+// one BackupsPruned event. On-demand and final backups share
+// the store and are not counted or deleted: an EtcdBackup's backup lives
+// as long as the store keeps it. Leftovers of interrupted backups are
+// removed after backup.DefaultIncompleteGrace. Backups whose manifest
+// cannot be read (of a newer operator, damaged) are never deleted: they
+// are logged. Once it succeeds, applyRetention has nothing to do until the
+// spec changes or the operator restarts.
+func (h *ClusterHooks) pruneScheduled(ctx context.Context, c *v1alpha1.EtcdCluster, store backup.Store, now time.Time) error {
+	log := ctrl.LoggerFrom(ctx)
 	scheduled := func(m backup.Manifest) bool { return m.Snapshot.Extra[ExtraTrigger] == TriggerSchedule }
 	keep := int(max(c.Spec.Backup.Retention, 1))
 	res, err := backup.Prune(ctx, store, backup.Policy{KeepLast: keep, Match: scheduled}, now)
 	for _, u := range res.Unreadable {
-		ctrl.LoggerFrom(ctx).Info("a backup in the store is kept: its manifest cannot be read or disagrees with its data; inspect it",
+		log.Info("a backup in the store is kept: its manifest cannot be read or disagrees with its data; inspect it",
 			"etcdcluster", klog.KObj(c), "id", u.ID, "reason", u.Err.Error())
 	}
+	if len(res.Deleted) > 0 {
+		log.Info("scheduled backups deleted by spec.backup.retention", "etcdcluster", klog.KObj(c), "retention", keep, "deleted", res.Deleted)
+		emit(h.Recorder, c, normal, EventBackupsPruned, "Prune",
+			fmt.Sprintf("deleted scheduled backups beyond the retention of %d: %s", keep, strings.Join(res.Deleted, ", ")))
+	}
 	if err != nil {
-		return res.Deleted, fmt.Errorf("pruning scheduled backups: %w", err)
+		return fmt.Errorf("pruning scheduled backups: %w", err)
 	}
 	h.retained.record(c.UID, c.Generation)
-	return res.Deleted, nil
+	return nil
 }
 
-// retention remembers, by cluster UID, the spec generation whose
-// spec.backup.retention this process has applied to the cluster's store.
-// It starts empty: a restarted operator applies each cluster's retention
-// once.
+// retention remembers, by cluster UID, whether this process has applied
+// spec.backup.retention of the spec's current generation to the cluster's
+// store, or when to try again after a failure. It starts empty: a
+// restarted operator applies each cluster's retention once.
 type retention struct {
-	mu   sync.Mutex
-	done map[types.UID]int64
+	mu    sync.Mutex
+	state map[types.UID]retentionState
 }
 
-func (r *retention) applied(uid types.UID, generation int64) bool {
+type retentionState struct {
+	generation int64
+	applied    bool
+	// retryAt is when a failed attempt for generation may be made again.
+	retryAt time.Time
+}
+
+// due reports whether the retention of generation should be applied now.
+func (r *retention) due(uid types.UID, generation int64, now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	g, ok := r.done[uid]
-	return ok && g == generation
+	s, ok := r.state[uid]
+	if !ok || s.generation != generation {
+		return true
+	}
+	return !s.applied && !now.Before(s.retryAt)
 }
 
 func (r *retention) record(uid types.UID, generation int64) {
+	r.set(uid, retentionState{generation: generation, applied: true})
+}
+
+func (r *retention) failed(uid types.UID, generation int64, retryAt time.Time) {
+	r.set(uid, retentionState{generation: generation, retryAt: retryAt})
+}
+
+func (r *retention) set(uid types.UID, s retentionState) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.done == nil {
-		r.done = map[types.UID]int64{}
+	if r.state == nil {
+		r.state = map[types.UID]retentionState{}
 	}
-	r.done[uid] = generation
+	r.state[uid] = s
 }
 
 // forget drops a deleted cluster.
 func (r *retention) forget(uid types.UID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.done, uid)
+	delete(r.state, uid)
 }

@@ -20,6 +20,9 @@ const (
 	// EventBackupFailed (Warning): a scheduled backup failed (it is taken
 	// again at the next scheduled time), or an EtcdBackup failed for good.
 	EventBackupFailed = "BackupFailed"
+	// EventBackupsPruned (Normal): spec.backup.retention deleted older
+	// scheduled backups of an EtcdCluster; the note names them.
+	EventBackupsPruned = "BackupsPruned"
 	// EventFinalBackupTaken (Normal): a deleted EtcdCluster's final backup
 	// is in its store; its members go next.
 	EventFinalBackupTaken = "FinalBackupTaken"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -147,32 +148,35 @@ func TestRetentionWithoutANewBackup(t *testing.T) {
 		}
 		return ids
 	}
-	// takeScheduled advances the clock past the hourly schedule n times,
-	// each pass taking a backup.
-	takeScheduled := func(g *rig, cluster string, n int) {
+	// start makes a rig with cluster name, backed up every hour with
+	// retention, and advances the clock past the schedule n times, each
+	// pass taking a scheduled backup.
+	start := func(t *testing.T, name string, retention int32, n int) *rig {
 		t.Helper()
+		g := newRig(t)
+		g.mountPVCStore("backups")
+		c := cluster(name, 1)
+		c.Spec.Backup = &v1alpha1.BackupSpec{Schedule: "@every 1h", Retention: retention, StoreRef: store}
+		g.create(c)
+		g.converge(name, 10)
 		for range n {
 			g.clock.advance(time.Hour + time.Minute)
-			if err := g.pass(cluster); err != nil {
+			if err := g.pass(name); err != nil {
 				t.Fatal(err)
 			}
 		}
+		return g
 	}
 
 	t.Run("lowered while the schedule is cleared", func(t *testing.T) {
-		g := newRig(t)
-		g.mountPVCStore("backups")
-		c := cluster("lowered", 1)
-		c.Spec.Backup = &v1alpha1.BackupSpec{Schedule: "@every 1h", Retention: 3, StoreRef: store}
-		g.create(c)
-		g.converge("lowered", 10)
-		takeScheduled(g, "lowered", 3)
+		g := start(t, "lowered", 3, 3)
 		taken := scheduledIn(g, "lowered")
 		if len(taken) != 3 {
 			t.Fatalf("scheduled backups in the store %v, want 3", taken)
 		}
 
-		c = g.get("lowered")
+		g.drain()
+		c := g.get("lowered")
 		c.Spec.Backup.Schedule = ""
 		c.Spec.Backup.Retention = 1
 		if err := g.c.Update(t.Context(), c); err != nil {
@@ -188,17 +192,51 @@ func TestRetentionWithoutANewBackup(t *testing.T) {
 		if n := g.snapshots(); n != 3 {
 			t.Errorf("%d snapshots taken, want the 3 scheduled ones: applying the retention takes none", n)
 		}
+		want := []string{"Normal BackupsPruned deleted scheduled backups beyond the retention of 1: " + taken[1] + ", " + taken[2]}
+		if diff := cmp.Diff(want, g.drain()); diff != "" {
+			t.Errorf("events (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("a store that cannot be opened is tried again after a while", func(t *testing.T) {
+		g := start(t, "away", 2, 2)
+		taken := scheduledIn(g, "away")
+		dir := g.pvcStoreDir("backups")
+		if err := os.Rename(dir, dir+".away"); err != nil {
+			t.Fatal(err)
+		}
+		c := g.get("away")
+		c.Spec.Backup.Retention = 1
+		if err := g.c.Update(t.Context(), c); err != nil {
+			t.Fatal(err)
+		}
+		g.clock.advance(time.Minute)
+		if err := g.pass("away"); err != nil {
+			t.Fatalf("the pass failed on the retention (it must go on): %v", err)
+		}
+		if err := os.Rename(dir+".away", dir); err != nil {
+			t.Fatal(err)
+		}
+		for _, step := range []struct {
+			advance time.Duration
+			want    []string
+		}{
+			{time.Minute, taken},                   // not yet tried again
+			{controller.RetentionRetry, taken[:1]}, // tried again
+		} {
+			g.clock.advance(step.advance)
+			if err := g.pass("away"); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(step.want, scheduledIn(g, "away")); diff != "" {
+				t.Errorf("after %s more: scheduled backups in the store, newest first (-want +got):\n%s", step.advance, diff)
+			}
+		}
 	})
 
 	t.Run("an operator restarted between a backup's commit and its prune", func(t *testing.T) {
-		g := newRig(t)
-		g.mountPVCStore("backups")
-		c := cluster("restarted", 1)
-		c.Spec.Backup = &v1alpha1.BackupSpec{Schedule: "@every 1h", Retention: 1, StoreRef: store}
-		g.create(c)
-		g.converge("restarted", 10)
-		takeScheduled(g, "restarted", 1)
-		c = g.get("restarted")
+		g := start(t, "restarted", 1, 1)
+		c := g.get("restarted")
 
 		// The backup a stopped operator committed and neither pruned
 		// after nor recorded in the status.
@@ -230,6 +268,21 @@ func TestRetentionWithoutANewBackup(t *testing.T) {
 		}
 		if diff := cmp.Diff([]string{left.ID}, scheduledIn(g, "restarted")); diff != "" {
 			t.Errorf("scheduled backups in the store, newest first (-want +got):\n%s", diff)
+		}
+
+		// Once per process and generation: the store is not listed on every
+		// pass, so a backup left now stays until the next backup, restart
+		// or spec change.
+		second, err := backup.Backup(t.Context(), sub, snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.clock.advance(time.Minute)
+		if err := g.pass("restarted"); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]string{second.ID, left.ID}, scheduledIn(g, "restarted")); diff != "" {
+			t.Errorf("a pass without a change: scheduled backups in the store, newest first (-want +got):\n%s", diff)
 		}
 		if n := g.snapshots(); n != 1 {
 			t.Errorf("%d snapshots taken, want the 1 scheduled one", n)

@@ -1,0 +1,4 @@
+package controller
+
+// RetentionRetry is retentionRetry, for the tests of package controller_test.
+const RetentionRetry = retentionRetry
