@@ -2,8 +2,9 @@
 // the module's packages: failing a test on an error ([Must]) and picking a
 // free loopback port ([FreePort], [MustFreePort]), running a manager for
 // the length of a test ([Run]), asking a server's readiness endpoint
-// ([HTTPOK]), and reading rendered manifests ([DecodeObjects],
-// [KustomizeBuild]).
+// ([HTTPOK]), reading rendered manifests ([DecodeObjects],
+// [KustomizeBuild]), and the environment of a go command a test runs, built
+// as the test binary was ([GoEnv]).
 //
 // A helper that more than one package needs belongs here rather than in a
 // copy in each package's _test.go files. Helpers that only make sense for

@@ -59,9 +59,9 @@ func (g *rig) getBackup(name string) *v1alpha1.EtcdBackup {
 	return &eb
 }
 
-// storedBackups lists the complete backups of cluster in the PVC store
-// "backups".
-func (g *rig) storedBackups(cluster string) []backup.Manifest {
+// storeOf is the part of the PVC store "backups" holding cluster's
+// backups, as the operator opens it.
+func (g *rig) storeOf(cluster string) backup.Store {
 	g.t.Helper()
 	store, err := fsstore.New(g.pvcStoreDir("backups"))
 	if err != nil {
@@ -71,7 +71,14 @@ func (g *rig) storedBackups(cluster string) []backup.Manifest {
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	list, err := backup.List(g.t.Context(), sub)
+	return sub
+}
+
+// storedBackups lists the complete backups of cluster in the PVC store
+// "backups".
+func (g *rig) storedBackups(cluster string) []backup.Manifest {
+	g.t.Helper()
+	list, err := backup.List(g.t.Context(), g.storeOf(cluster))
 	if err != nil {
 		g.t.Fatal(err)
 	}

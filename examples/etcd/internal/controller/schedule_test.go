@@ -13,7 +13,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/opkit-dev/opkit/backup"
-	"github.com/opkit-dev/opkit/backup/fsstore"
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/controller"
 )
@@ -240,14 +239,7 @@ func TestRetentionWithoutANewBackup(t *testing.T) {
 
 		// The backup a stopped operator committed and neither pruned
 		// after nor recorded in the status.
-		fs, err := fsstore.New(g.pvcStoreDir("backups"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		sub, err := backup.Sub(fs, g.ns+"/restarted")
-		if err != nil {
-			t.Fatal(err)
-		}
+		sub := g.storeOf("restarted")
 		snap := backup.SnapshotterFunc(func(_ context.Context, w io.Writer) (backup.Metadata, error) {
 			_, err := io.WriteString(w, "db")
 			return backup.Metadata{Engine: "etcd", Format: "etcd-snapshot-db",
