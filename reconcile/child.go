@@ -40,7 +40,8 @@ import (
 //
 // A child created with a POST (WithUncachedReader) carries the digest
 // followed by a dash and a digest of which fields the POST set, until an
-// update sets other fields; read it as opaque.
+// update sets other fields, and a mark that those fields have been moved
+// after it; read it as opaque.
 const AppliedDigestLabel = "opkit.dev/applied-digest"
 
 // Operation tells what EnsureChild or DeleteChild did.
@@ -85,12 +86,13 @@ const (
 // entry, where an apply that stops setting one would not remove it. So the
 // digest label also records which fields the POST set, with their strings
 // and booleans: an update that sets the same fields and changes only
-// numbers outside lists (a Deployment's replicas) is one apply. Before any
-// other update, the POST's fields are moved to the field owner's apply
-// entry (one JSON patch, client-go's csaupgrade), so that removal keeps
-// working, also of what the server defaulted from a value the update
+// numbers outside lists (a Deployment's replicas) is one apply. Before the
+// first other update, the POST's fields are moved to the field owner's
+// apply entry (one JSON patch, client-go's csaupgrade), so that removal
+// keeps working, also of what the server defaulted from a value the update
 // changes (a RollingUpdate Deployment's rollingUpdate, refused next to
-// Recreate).
+// Recreate). The label then records the move, and every later update is
+// one apply.
 //
 // Trade-offs and footguns:
 //   - A non-pointer number or bool in the desired object is always compared,
@@ -128,8 +130,8 @@ type ChildrenOption func(*Children)
 // are server-side applies. When the cache strips managedFields
 // (cache.TransformStripManagedFields), an update reads the child through r
 // (one GET) to move fields a POST set to the field owner's apply, unless
-// the child's digest label shows a POST of the very fields the update sets
-// (see Children). It needs the get verb, and patch for that move, on the
+// the child's digest label shows a POST of the very fields the update sets,
+// or that EnsureChild moved them already (see Children). It needs the get verb, and patch for that move, on the
 // children's kinds.
 func WithUncachedReader(r client.Reader) ChildrenOption {
 	return func(c *Children) { c.uncached = r }
@@ -338,18 +340,22 @@ func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object
 	if err != nil {
 		return OperationNone, err
 	}
-	if op == OperationUpdated {
+	if op == OperationUpdated && postShape != movedMark {
 		// A POSTed child updated with the shape it was POSTed with
 		// keeps its fields in the POST's entry (childshape.go); any
-		// other update moves them first.
+		// other update moves them first, once.
 		if postShape != "" {
 			if shape, err := fieldsShape(u.Object); err != nil || shape != postShape {
 				postShape = ""
 			}
 		}
 		if postShape == "" {
-			if err := c.upgradeManagedFields(ctx, current, fieldOwner); err != nil {
+			moved, err := c.upgradeManagedFields(ctx, current, fieldOwner)
+			if err != nil {
 				return OperationNone, &ChildWriteError{Operation: op, Kind: gvk.Kind, Key: key, Err: err}
+			}
+			if moved {
+				postShape = movedMark
 			}
 		}
 	}
@@ -412,33 +418,38 @@ func (c *Children) create(ctx context.Context, desired client.Object, ck childKe
 // setting them, so a field the desired child no longer sets would stay.
 // It sends a JSON patch of managedFields once per child created by POST,
 // before the first update whose shape differs from the POST's
-// (childshape.go; client-go's csaupgrade), nothing afterwards. Without an
-// uncached reader EnsureChild never POSTs, and there is nothing to
-// upgrade. A current without managedFields (a cache that strips them) is
-// read again through the uncached reader.
-func (c *Children) upgradeManagedFields(ctx context.Context, current client.Object, fieldOwner string) error {
+// (childshape.go; client-go's csaupgrade), and reports moved: the apply
+// that follows marks the child (movedMark), so that no later update
+// comes here. Without an uncached reader EnsureChild never POSTs, and
+// there is nothing to upgrade (moved is false). A current without
+// managedFields (a cache that strips them) is read again through the
+// uncached reader.
+func (c *Children) upgradeManagedFields(ctx context.Context, current client.Object, fieldOwner string) (moved bool, err error) {
 	if c.uncached == nil {
-		return nil
+		return false, nil
 	}
 	live := current
 	if len(current.GetManagedFields()) == 0 {
 		fresh, err := newLike(current)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if err := c.uncached.Get(ctx, client.ObjectKeyFromObject(current), fresh); err != nil {
-			return fmt.Errorf("reading managedFields: %w", err)
+			return false, fmt.Errorf("reading managedFields: %w", err)
 		}
 		live = fresh
 	}
 	patch, err := csaupgrade.UpgradeManagedFieldsPatch(live, sets.New(fieldOwner), fieldOwner)
-	if err != nil || patch == nil {
-		return err
+	if err != nil {
+		return false, err
+	}
+	if patch == nil {
+		return true, nil
 	}
 	if err := c.client.Patch(ctx, live, client.RawPatch(types.JSONPatchType, patch)); err != nil {
-		return fmt.Errorf("moving the fields of %s's create to its apply: %w", fieldOwner, err)
+		return false, fmt.Errorf("moving the fields of %s's create to its apply: %w", fieldOwner, err)
 	}
-	return nil
+	return true, nil
 }
 
 // DeleteChild deletes obj (identified by its name and namespace) if it exists

@@ -16,8 +16,11 @@ import (
 // them to the field owner's apply (upgradeManagedFields: an uncached GET
 // and a JSON patch). An update of the same shape sets every one of those
 // fields again, so it is sent alone and the label keeps the POST's shape
-// for the next update. A child applied, or upgraded, carries the digest
-// alone.
+// for the next update. A child upgraded by EnsureChild carries
+// "<digest>-<movedMark>": its fields are all in the apply entry, and no
+// later update reads it again. A child applied, or upgraded by an opkit
+// version that did not mark it, carries the digest alone: before an update
+// EnsureChild looks (with an uncached reader) for fields of a POST to move.
 //
 // The POST also owns what the API server defaulted, and some defaults
 // depend on a value: a RollingUpdate Deployment gets rollingUpdate, which
@@ -27,8 +30,16 @@ import (
 // and booleans (types, modes, switches), so the shape keeps them, and
 // counts only numbers by their type: a Deployment's replicas.
 
+// movedMark takes the place of the shape in the digest label of a child
+// whose POST's fields EnsureChild has moved to the field owner's apply. A
+// shape is 12 hex digits, so the two never meet. An opkit version that
+// does not know the mark reads it as a shape that differs, and moves
+// nothing again (one uncached read).
+const movedMark = "m"
+
 // digestLabel returns the label value that records digest, and shape when
-// the POST's fields have not been moved to the apply.
+// the POST's fields have not been moved to the apply (or movedMark once
+// they have).
 func digestLabel(digest, shape string) string {
 	if shape == "" {
 		return digest
@@ -37,7 +48,8 @@ func digestLabel(digest, shape string) string {
 }
 
 // parseDigestLabel splits the digest label's value into the digest and the
-// shape of a POSTed child not upgraded since ("" for any other child).
+// shape of a POSTed child not upgraded since, movedMark for one upgraded,
+// "" for any other child.
 func parseDigestLabel(v string) (digest, shape string) {
 	digest, shape, _ = strings.Cut(v, "-")
 	return digest, shape

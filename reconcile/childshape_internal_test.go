@@ -2,6 +2,8 @@ package reconcile
 
 import (
 	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // TestFieldsShape: contents have one shape when they differ only in
@@ -78,12 +80,17 @@ func TestFieldsShape(t *testing.T) {
 }
 
 // TestDigestLabel: the label value carries the digest, and the shape of a
-// POSTed child's fields when there is one.
+// POSTed child's fields or the mark of their move when there is one; each
+// form is a valid label value.
 func TestDigestLabel(t *testing.T) {
-	for _, tt := range []struct{ digest, shape string }{{"0123abcd", ""}, {"0123abcd", "feed01234567"}} {
-		v := digestLabel(tt.digest, tt.shape)
-		if d, s := parseDigestLabel(v); d != tt.digest || s != tt.shape {
-			t.Errorf("parseDigestLabel(%q) = %q, %q; want %q, %q", v, d, s, tt.digest, tt.shape)
+	const digest = "0123456789abcdef01234567" // 12 bytes, as appliedDigest
+	for _, shape := range []string{"", "feed01234567", movedMark} {
+		v := digestLabel(digest, shape)
+		if d, s := parseDigestLabel(v); d != digest || s != shape {
+			t.Errorf("parseDigestLabel(%q) = %q, %q; want %q, %q", v, d, s, digest, shape)
+		}
+		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+			t.Errorf("digestLabel(%q, %q) = %q: not a label value: %v", digest, shape, v, errs)
 		}
 	}
 }
