@@ -107,6 +107,12 @@ const (
 //   - The child type must be served from the cache: declare it with
 //     WithOwns (SetupWithManager) or Owns, or every read lists from the
 //     cluster.
+//   - Write children as the field owner only through EnsureChild. The move
+//     of a POSTed child's fields happens once, and the label then says it
+//     is done: a PATCH or PUT you send later as the field owner puts its
+//     fields in an update entry again, and an apply that stops setting
+//     them will not remove them. Send other writes (a label, an owner
+//     reference) with a field manager of their own, or none.
 type Children struct {
 	client     client.Client
 	uncached   client.Reader
@@ -131,8 +137,8 @@ type ChildrenOption func(*Children)
 // (cache.TransformStripManagedFields), an update reads the child through r
 // (one GET) to move fields a POST set to the field owner's apply, unless
 // the child's digest label shows a POST of the very fields the update sets,
-// or that EnsureChild moved them already (see Children). It needs the get verb, and patch for that move, on the
-// children's kinds.
+// or that EnsureChild moved them already (see Children). It needs the get
+// verb, and patch for that move, on the children's kinds.
 func WithUncachedReader(r client.Reader) ChildrenOption {
 	return func(c *Children) { c.uncached = r }
 }
@@ -288,7 +294,9 @@ func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object
 	key := client.ObjectKeyFromObject(desired)
 	ck := childKey{gvk: gvk, key: key}
 	var stale []string
-	// postShape is the shape of a POSTed child's fields (childshape.go).
+	// postShape is what the digest label records besides the digest: the
+	// shape of a POSTed child's fields, or movedMark once EnsureChild has
+	// moved them to the apply (childshape.go).
 	var postShape string
 	err = c.client.Get(ctx, key, current)
 	if apierrors.IsNotFound(err) && c.uncached != nil {
