@@ -11,8 +11,9 @@
 // with a new cluster whose seed never answers: it creates the seed member
 // and its children, reports Bootstrapping (not Degraded) until the
 // bootstrap timeout and then Degraded=True with reason BootstrapTimeout
-// naming the endpoint it dials, adds no member it cannot reach, follows
-// spec changes in the PodDisruptionBudget, and holds deletion for the final
+// naming the endpoint it dials, adds no member it cannot reach, keeps the
+// PodDisruptionBudget on etcd's members (not spec.size) through spec
+// changes, and holds deletion for the final
 // backup until told to skip it. Membership changes against real etcd are
 // tested in examples/etcd/internal/membership; an unreachable cluster that
 // had answered before (Degraded=True, reason Unreachable) in the

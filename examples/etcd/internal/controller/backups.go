@@ -20,23 +20,87 @@ import (
 	"github.com/opkit-dev/opkit/reconcile"
 )
 
-// snapshotInto backs up the first healthy member, by name, into store,
-// recording extra in the manifest.
-func snapshotInto(ctx context.Context, f etcdclient.Factory, store backup.Store, healthy map[string]string, extra map[string]string, opts ...etcdclient.DialOption) (backup.Manifest, error) {
-	names := make([]string, 0, len(healthy))
-	for n := range healthy {
-		names = append(names, n)
+// source is a voting member a backup may stream from.
+type source struct {
+	name, endpoint string
+	leader         bool
+}
+
+// sources are the healthy voting members of obs, the leader first:
+// a learner may still be catching up.
+func (obs *observation) sources() []source {
+	var out []source
+	for name, st := range obs.statuses {
+		if !st.IsLearner {
+			out = append(out, source{name: name, endpoint: obs.healthy[name], leader: st.Leader == st.ID})
+		}
 	}
-	if len(names) == 0 {
-		return backup.Manifest{}, errors.New("no healthy member to snapshot")
+	return sortSources(out)
+}
+
+func sortSources(s []source) []source {
+	slices.SortFunc(s, func(a, b source) int {
+		if a.leader != b.leader {
+			if a.leader {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	return s
+}
+
+// errStaleSnapshot is returned (wrapped) when no source had applied every
+// write acknowledged before the backup started.
+var errStaleSnapshot = errors.New("snapshot older than the cluster's revision")
+
+// snapshotInto backs up c's data into store from the first of sources
+// that has applied every write acknowledged before it started: a
+// linearizable read gives the cluster's revision first, and a snapshot at
+// an older revision is discarded before its manifest is written.
+func snapshotInto(ctx context.Context, f etcdclient.Factory, store backup.Store, sources []source, extra map[string]string, opts ...etcdclient.DialOption) (backup.Manifest, error) {
+	if len(sources) == 0 {
+		return backup.Manifest{}, errors.New("no healthy voting member to snapshot")
 	}
-	slices.Sort(names)
-	ec, err := f.New(ctx, []string{healthy[names[0]]}, opts...)
+	eps := make([]string, 0, len(sources))
+	for _, s := range sources {
+		eps = append(eps, s.endpoint)
+	}
+	all, err := f.New(ctx, eps, opts...)
+	if err != nil {
+		return backup.Manifest{}, err
+	}
+	rev, err := all.Revision(ctx)
+	_ = all.Close()
+	if err != nil {
+		return backup.Manifest{}, fmt.Errorf("reading the cluster's revision before the snapshot: %w", err)
+	}
+	var errs []error
+	for _, s := range sources {
+		m, err := snapshotFrom(ctx, f, store, s, rev, extra, opts...)
+		if err == nil {
+			return m, nil
+		}
+		errs = append(errs, err)
+		if !errors.Is(err, errStaleSnapshot) {
+			break
+		}
+	}
+	return backup.Manifest{}, errors.Join(errs...)
+}
+
+func snapshotFrom(ctx context.Context, f etcdclient.Factory, store backup.Store, s source, rev int64, extra map[string]string, opts ...etcdclient.DialOption) (backup.Manifest, error) {
+	ec, err := f.New(ctx, []string{s.endpoint}, opts...)
 	if err != nil {
 		return backup.Manifest{}, err
 	}
 	defer func() { _ = ec.Close() }()
-	return backup.Backup(ctx, store, snapshot.Snapshotter{Client: ec, Extra: extra})
+	m, err := backup.Backup(ctx, store, snapshot.Snapshotter{Client: ec, Extra: extra, MinRevision: rev})
+	if errors.Is(err, snapshot.ErrBehind) {
+		return m, fmt.Errorf("member %s: %w: %w", s.name, errStaleSnapshot, err)
+	}
+	return m, err
 }
 
 // scheduledBackup takes the backup spec.backup.schedule asks for, if one is
@@ -71,7 +135,7 @@ func (h *ClusterHooks) scheduledBackup(ctx context.Context, c *v1alpha1.EtcdClus
 	store, err := clusterStore(ctx, h.Stores, c.Namespace, c.Name, b.StoreRef)
 	var m backup.Manifest
 	if err == nil {
-		m, err = snapshotInto(ctx, h.Etcd, store, obs.healthy, map[string]string{ExtraTrigger: TriggerSchedule, ExtraClusterUID: string(c.UID)}, etcdclient.WithTLS(obs.tls))
+		m, err = snapshotInto(ctx, h.Etcd, store, obs.sources(), map[string]string{ExtraTrigger: TriggerSchedule, ExtraClusterUID: string(c.UID)}, etcdclient.WithTLS(obs.tls))
 	}
 	countBackup(c.Namespace, c.Name, TriggerSchedule, err)
 	if err != nil {

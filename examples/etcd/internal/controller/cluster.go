@@ -78,6 +78,10 @@ const (
 type ClusterConfig struct {
 	// Client reads and writes pods and claims (the manager's client).
 	Client client.Client
+	// APIReader reads what must not come from a cache that may lag: the
+	// claim a member is recreated on (the manager's API reader); Client if
+	// nil.
+	APIReader client.Reader
 	// Children writes services, the PDB, claims and pods.
 	Children *reconcile.Children
 	// Etcd builds clients on member endpoints.
@@ -155,6 +159,13 @@ var (
 	_ reconcile.Validator[*v1alpha1.EtcdCluster] = (*ClusterHooks)(nil)
 )
 
+func (h *ClusterHooks) apiReader() client.Reader {
+	if h.APIReader != nil {
+		return h.APIReader
+	}
+	return h.Client
+}
+
 func (h *ClusterHooks) now() time.Time {
 	if h.Now != nil {
 		return h.Now()
@@ -228,7 +239,10 @@ func (h *ClusterHooks) Reconcile(ctx context.Context, c *v1alpha1.EtcdCluster) r
 	if err := h.labelServing(ctx, c, obs); err != nil {
 		return reconcile.Retry(err)
 	}
-	for _, obj := range []client.Object{headlessService(c), clientService(c), podDisruptionBudget(c)} {
+	if err := h.labelVoters(ctx, obs); err != nil {
+		return reconcile.Retry(err)
+	}
+	for _, obj := range []client.Object{headlessService(c), clientService(c), podDisruptionBudget(c, obs)} {
 		if _, err := h.Children.EnsureChild(ctx, c, heldBy(obj, guard)); err != nil {
 			return childError(fmt.Errorf("ensuring %T %s: %w", obj, obj.GetName(), err))
 		}

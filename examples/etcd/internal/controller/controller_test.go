@@ -114,10 +114,13 @@ type rig struct {
 	// dials are the options of every etcd client the hooks made.
 	dialMu sync.Mutex
 	dials  []etcdclient.DialOptions
-	// What startOperator builds the hooks from.
+	// What startOperator builds the hooks from. cache, when set, is the
+	// client the hooks read and write through instead of c, as the
+	// manager's cached client; c stays their uncached reader.
 	scheme   *runtime.Scheme
 	children *reconcile.Children
 	factory  etcdclient.Factory
+	cache    client.Client
 }
 
 // dialed returns the options of the etcd clients made so far.
@@ -179,6 +182,20 @@ func newRig(t *testing.T) *rig {
 	if err := c.Create(t.Context(), ns); err != nil {
 		t.Fatal(err)
 	}
+	// envtest runs no namespace controller: the Services' cluster IPs would
+	// stay allocated, and the campaign's hundreds of clusters exhaust them.
+	t.Cleanup(func() {
+		var svcs corev1.ServiceList
+		if err := direct.List(context.Background(), &svcs, client.InNamespace(ns.Name)); err != nil {
+			t.Errorf("listing Services to delete: %v", err)
+			return
+		}
+		for i := range svcs.Items {
+			if err := direct.Delete(context.Background(), &svcs.Items[i]); client.IgnoreNotFound(err) != nil {
+				t.Errorf("deleting Service %s: %v", svcs.Items[i].Name, err)
+			}
+		}
+	})
 	children, err := reconcile.NewChildren(c, scheme)
 	if err != nil {
 		t.Fatal(err)
@@ -205,12 +222,20 @@ func (g *rig) startOperator() {
 	g.t.Helper()
 	t := g.t
 	stores := controller.DefaultStores(g.c, g.fsRoot)
-	hooks, err := controller.NewClusterHooks(controller.ClusterConfig{Client: g.c, Children: g.children, Etcd: g.factory, Stores: stores, ScratchDir: t.TempDir(),
-		Now: g.clock.Now, Recorder: g.events})
+	cl, children := g.c, g.children
+	if g.cache != nil {
+		var err error
+		if children, err = reconcile.NewChildren(g.cache, g.scheme, reconcile.WithUncachedReader(g.c)); err != nil {
+			t.Fatal(err)
+		}
+		cl = g.cache
+	}
+	hooks, err := controller.NewClusterHooks(controller.ClusterConfig{Client: cl, APIReader: g.c, Children: children, Etcd: g.factory, Stores: stores,
+		ScratchDir: t.TempDir(), Now: g.clock.Now, Recorder: g.events})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := reconcile.New[*v1alpha1.EtcdCluster](g.c, g.scheme, hooks,
+	r, err := reconcile.New[*v1alpha1.EtcdCluster](cl, g.scheme, hooks,
 		reconcile.WithFieldOwner(controller.FieldOwner),
 		reconcile.WithConditions(v1alpha1.ConditionAvailable),
 		reconcile.WithNegativePolarityConditions(v1alpha1.ConditionDegraded))

@@ -9,6 +9,7 @@ import (
 	"github.com/opkit-dev/opkit/backup"
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/membership"
 	"github.com/opkit-dev/opkit/ownership"
 	"github.com/opkit-dev/opkit/reconcile"
 )
@@ -66,11 +67,22 @@ func (h *ClusterHooks) finalBackup(ctx context.Context, c *v1alpha1.EtcdCluster)
 	if err != nil {
 		return reconcile.Retry(err)
 	}
-	if len(obs.healthy) == 0 {
-		return reconcile.Waiting(ReasonFinalBackup,
-			"no healthy member to take the final backup from; set spec.backup.skipFinalBackup to delete without one", stepRequeue)
+	sources := obs.sources()
+	if step := membership.Plan(obs.planned); len(sources) == 0 && step.Action == membership.ActionCreatePod && step.OnData {
+		// A deleted cluster runs no Reconcile: a member whose pod went
+		// (a restart, an eviction) comes back on its data here, to take
+		// the final backup from.
+		if err := h.execute(ctx, c, obs, step, nil); err != nil {
+			return reconcile.Retry(fmt.Errorf("final backup: %s %s: %w", step.Action, step.Name, err))
+		}
+		emit(h.Recorder, c, normal, step.Reason, string(step.Action), step.Message+", to take the final backup from")
+		return reconcile.Waiting(ReasonFinalBackup, "recreating member "+step.Name+" on its data to take the final backup from", stepRequeue)
 	}
-	m, err := snapshotInto(ctx, h.Etcd, store, obs.healthy, finalBackupExtra(c), etcdclient.WithTLS(obs.tls))
+	if len(sources) == 0 {
+		return reconcile.Waiting(ReasonFinalBackup,
+			"no healthy voting member to take the final backup from; set spec.backup.skipFinalBackup to delete without one", stepRequeue)
+	}
+	m, err := snapshotInto(ctx, h.Etcd, store, sources, finalBackupExtra(c), etcdclient.WithTLS(obs.tls))
 	countBackup(c.Namespace, c.Name, TriggerFinal, err)
 	if err != nil {
 		return reconcile.Retry(fmt.Errorf("final backup: %w", err))

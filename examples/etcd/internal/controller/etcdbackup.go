@@ -167,13 +167,14 @@ func (h *BackupHooks) Reconcile(ctx context.Context, b *v1alpha1.EtcdBackup) rec
 		}
 		return reconcile.Retry(err)
 	}
-	healthy := map[string]string{}
+	var sources []source
 	for _, m := range c.Status.Members {
 		if m.Healthy && !m.Learner {
-			healthy[m.Name] = h.Endpoints.clientURL(&c, m.Name)
+			sources = append(sources, source{name: m.Name, endpoint: h.Endpoints.clientURL(&c, m.Name), leader: m.Leader})
 		}
 	}
-	if len(healthy) == 0 {
+	sortSources(sources)
+	if len(sources) == 0 {
 		return reconcile.Waiting("NoHealthyMember", fmt.Sprintf("EtcdCluster %s has no healthy member", c.Name), 10*time.Second)
 	}
 	secrets := h.Secrets
@@ -187,7 +188,7 @@ func (h *BackupHooks) Reconcile(ctx context.Context, b *v1alpha1.EtcdBackup) rec
 	start := metav1.NewTime(h.now())
 	b.Status.StartTime = &start
 	b.Status.Phase = v1alpha1.BackupRunning
-	m, err := snapshotInto(ctx, h.Etcd, store, healthy, map[string]string{ExtraBackupUID: string(b.UID), ExtraTrigger: TriggerOnDemand, ExtraClusterUID: string(c.UID)},
+	m, err := snapshotInto(ctx, h.Etcd, store, sources, map[string]string{ExtraBackupUID: string(b.UID), ExtraTrigger: TriggerOnDemand, ExtraClusterUID: string(c.UID)},
 		etcdclient.WithTLS(tlsConfig))
 	countBackup(b.Namespace, b.Spec.ClusterName, TriggerOnDemand, err)
 	if errors.Is(err, etcdclient.ErrRefused) {

@@ -28,20 +28,64 @@ func (h *ClusterHooks) labelServing(ctx context.Context, c *v1alpha1.EtcdCluster
 		return nil
 	}
 	for _, name := range slices.Sorted(maps.Keys(obs.pods)) {
-		pod := obs.pods[name]
-		if pod.Labels[LabelServing] == "true" {
-			continue
+		if err := h.setPodLabel(ctx, obs.pods[name], LabelServing, "true"); err != nil {
+			return fmt.Errorf("letting clients reach member %s: %w", name, err)
 		}
-		patch := client.MergeFrom(pod.DeepCopy())
+	}
+	return nil
+}
+
+// labelVoters gives the pods of voting members LabelVoter and takes it
+// from every other pod, once etcd's member list was read: the disruption
+// budget selects by it.
+func (h *ClusterHooks) labelVoters(ctx context.Context, obs *observation) error {
+	if !obs.planned.Reached {
+		return nil
+	}
+	voting := map[string]bool{}
+	for _, m := range obs.planned.Members {
+		voting[m.Name] = !m.Learner
+	}
+	for _, name := range slices.Sorted(maps.Keys(obs.pods)) {
+		value := ""
+		if voting[name] {
+			value = "true"
+		}
+		if err := h.setPodLabel(ctx, obs.pods[name], LabelVoter, value); err != nil {
+			return fmt.Errorf("labelling member %s for the disruption budget: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// isVoter reports whether member id votes: in etcd's member list when it
+// was read, else as last recorded.
+func isVoter(c *v1alpha1.EtcdCluster, obs *observation, id uint64) bool {
+	if obs.planned.Reached {
+		return slices.ContainsFunc(obs.planned.Members, func(m membership.Member) bool { return m.ID == id && !m.Learner })
+	}
+	return slices.ContainsFunc(obs.planned.Recorded, func(m membership.Member) bool { return m.ID == id && !m.Learner })
+}
+
+// setPodLabel sets label key of pod to value, or removes it for "", with
+// a metadata patch (no restart) when it differs.
+func (h *ClusterHooks) setPodLabel(ctx context.Context, pod *corev1.Pod, key, value string) error {
+	if pod.Labels[key] == value {
+		return nil
+	}
+	patch := client.MergeFrom(pod.DeepCopy())
+	if value == "" {
+		delete(pod.Labels, key)
+	} else {
 		if pod.Labels == nil {
 			pod.Labels = map[string]string{}
 		}
-		pod.Labels[LabelServing] = "true"
-		if err := h.Client.Patch(ctx, pod, patch); err != nil {
-			return fmt.Errorf("letting clients reach member %s: %w", name, err)
-		}
-		ctrl.LoggerFrom(ctx).Info("member serves clients", "etcdcluster", klog.KObj(c), "pod", name)
+		pod.Labels[key] = value
 	}
+	if err := h.Client.Patch(ctx, pod, patch); err != nil {
+		return err
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("pod label set", "pod", klog.KObj(pod), "label", key, "value", value)
 	return nil
 }
 
@@ -54,7 +98,7 @@ func (h *ClusterHooks) execute(ctx context.Context, c *v1alpha1.EtcdCluster, obs
 	defer cancel()
 	switch step.Action {
 	case membership.ActionBootstrap:
-		return h.createMember(ctx, c, obs.guard, step.Name, step.Version, step.Name+"="+PeerURL(c, step.Name), "new", seed)
+		return h.createMember(ctx, c, obs, step, step.Name+"="+PeerURL(c, step.Name), "new", seed)
 	case membership.ActionAddLearner:
 		ec, err := h.clientOn(ctx, obs, "")
 		if err != nil {
@@ -65,14 +109,14 @@ func (h *ClusterHooks) execute(ctx context.Context, c *v1alpha1.EtcdCluster, obs
 		if err != nil {
 			return err
 		}
-		return h.createMember(ctx, c, obs.guard, step.Name, step.Version, initialCluster(list), "existing", nil)
+		return h.createMember(ctx, c, obs, step, initialCluster(list), "existing", nil)
 	case membership.ActionCreatePod:
 		if len(obs.healthy) == 0 {
 			// No member answers: the member is recreated on its claim
 			// (membership.Plan does so only with persistent storage),
 			// where its data directory makes etcd ignore the initial
 			// cluster; it is built from the members last recorded.
-			return h.createMember(ctx, c, obs.guard, step.Name, step.Version, recordedCluster(c), "existing", nil)
+			return h.createMember(ctx, c, obs, step, recordedCluster(c), "existing", nil)
 		}
 		ec, err := h.clientOn(ctx, obs, "")
 		if err != nil {
@@ -83,15 +127,29 @@ func (h *ClusterHooks) execute(ctx context.Context, c *v1alpha1.EtcdCluster, obs
 		if err != nil {
 			return err
 		}
-		return h.createMember(ctx, c, obs.guard, step.Name, step.Version, initialCluster(list), "existing", nil)
+		return h.createMember(ctx, c, obs, step, initialCluster(list), "existing", nil)
 	case membership.ActionPromote:
 		ec, err := h.clientOn(ctx, obs, "")
 		if err != nil {
 			return err
 		}
 		defer func() { _ = ec.Close() }()
-		return ec.MemberPromote(ctx, step.ID)
+		if err := ec.MemberPromote(ctx, step.ID); err != nil {
+			return err
+		}
+		// Into the disruption budget at once, not on the next pass.
+		if pod, ok := obs.pods[step.Name]; ok {
+			return h.setPodLabel(ctx, pod, LabelVoter, "true")
+		}
+		return nil
 	case membership.ActionRemove:
+		// Out of the disruption budget first: it stops counting as a
+		// voter before it stops being one.
+		if pod, ok := obs.pods[step.Name]; ok {
+			if err := h.setPodLabel(ctx, pod, LabelVoter, ""); err != nil {
+				return err
+			}
+		}
 		ec, err := h.clientOn(ctx, obs, step.Name)
 		if err != nil {
 			return err
@@ -116,7 +174,7 @@ func (h *ClusterHooks) execute(ctx context.Context, c *v1alpha1.EtcdCluster, obs
 			// Its pod runs without the flag: deleted first, its data kept.
 			return h.deleteMember(ctx, c, step.Name, false)
 		}
-		return h.createMember(ctx, c, obs.guard, step.Name, step.Version, recordedCluster(c), "existing", nil, forceNewCluster)
+		return h.createMember(ctx, c, obs, step, recordedCluster(c), "existing", nil, forceNewCluster)
 	}
 	return nil
 }
@@ -168,26 +226,39 @@ func recordedCluster(c *v1alpha1.EtcdCluster) string {
 // --force-new-cluster (AnnotationForceNewCluster).
 const forceNewCluster = true
 
-// createMember creates member name's claim (persistent storage) and pod,
-// with seed's init containers when seed is not nil, and with
-// --force-new-cluster when force is given as true.
-func (h *ClusterHooks) createMember(ctx context.Context, c *v1alpha1.EtcdCluster, guard *corev1.ConfigMap, name, version, initial, state string, seed *seedRestore, force ...bool) error {
+// createMember creates the claim (persistent storage) and pod of
+// step's member, with seed's init containers when seed is not nil, and
+// with --force-new-cluster when force is given as true. A member
+// recreated on its data (step.OnData) gets no claim: its existing one,
+// read from the API server, must be there. The pod of a voting member is
+// in the disruption budget from its creation.
+func (h *ClusterHooks) createMember(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation, step membership.Step, initial, state string, seed *seedRestore, force ...bool) error {
+	guard := obs.guard
+	name := step.Name
 	if persistent(c) {
-		// Applying to a claim being deleted would "succeed" and leave the
-		// pod waiting for a claim that is gone: wait for it to go first.
 		var old corev1.PersistentVolumeClaim
-		err := h.Client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: dataClaimName(name)}, &old)
-		if err == nil && old.DeletionTimestamp != nil {
-			return fmt.Errorf("claim %s of an earlier member %s is still being deleted; the new member's pod waits for it to go", old.Name, name)
-		}
-		if client.IgnoreNotFound(err) != nil {
+		err := h.apiReader().Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: dataClaimName(name)}, &old)
+		switch {
+		case client.IgnoreNotFound(err) != nil:
 			return fmt.Errorf("reading claim of %s: %w", name, err)
-		}
-		if _, err := h.Children.EnsureChild(ctx, c, heldBy(dataClaim(c, name), guard)); err != nil {
-			return fmt.Errorf("creating claim of %s: %w", name, err)
+		case err == nil && old.DeletionTimestamp != nil:
+			// Applying to a claim being deleted would "succeed" and
+			// leave the pod waiting for a claim that is gone.
+			return fmt.Errorf("claim %s of member %s is being deleted; the member's pod waits for it to go", old.Name, name)
+		case step.OnData && err != nil:
+			return fmt.Errorf("claim %s of member %s is gone, so the member cannot be recreated under its ID; it is removed and replaced once the operator's cache sees the claim gone",
+				dataClaimName(name), name)
+		case step.OnData:
+		default:
+			if _, err := h.Children.EnsureChild(ctx, c, heldBy(dataClaim(c, name), guard)); err != nil {
+				return fmt.Errorf("creating claim of %s: %w", name, err)
+			}
 		}
 	}
-	pod := memberPod(c, name, version, initial, state, seed)
+	pod := memberPod(c, name, step.Version, initial, state, seed)
+	if step.ID != 0 && isVoter(c, obs, step.ID) {
+		pod.Labels[LabelVoter] = "true"
+	}
 	if len(force) > 0 && force[0] {
 		pod.Annotations[AnnotationForceNewCluster] = "true"
 		pod.Spec.Containers[0].Args = append(pod.Spec.Containers[0].Args, "--force-new-cluster")

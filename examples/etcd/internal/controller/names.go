@@ -17,6 +17,10 @@ const (
 	// clients to: every member of a cluster, except while a backup is being
 	// restored into its seed (a client would read a partial keyspace).
 	LabelServing = "etcd.opkit.dev/serving"
+	// LabelVoter ("true") marks the pods of voting members, which the
+	// cluster's PodDisruptionBudget selects: a learner or a member being
+	// removed is not one of the pods that keep the quorum.
+	LabelVoter = "etcd.opkit.dev/voter"
 	// AnnotationClusterToken records the initial-cluster-token on pods.
 	AnnotationClusterToken = "etcd.opkit.dev/cluster-token"
 	// AnnotationPodRevision records on a member pod the revision of what

@@ -106,14 +106,23 @@ func clientService(c *v1alpha1.EtcdCluster) *corev1.Service {
 	}
 }
 
-// podDisruptionBudget keeps a quorum of members through voluntary
-// disruptions (node drains).
-func podDisruptionBudget(c *v1alpha1.EtcdCluster) *policyv1.PodDisruptionBudget {
+// podDisruptionBudget keeps a quorum of the voting members through
+// voluntary disruptions (node drains). It counts etcd's members, not
+// spec.size: during a scale-down or a rollout they differ. Learners count
+// towards the quorum but are not selected, so none can be evicted in a
+// voter's place; it allows no eviction while one catches up.
+func podDisruptionBudget(c *v1alpha1.EtcdCluster, obs *observation) *policyv1.PodDisruptionBudget {
+	members := len(c.Status.Members)
+	if obs.planned.Reached {
+		members = len(obs.planned.Members)
+	}
+	selector := selectorLabels(c)
+	selector[LabelVoter] = "true"
 	return &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Name: c.Name, Namespace: c.Namespace, Labels: selectorLabels(c)},
 		Spec: policyv1.PodDisruptionBudgetSpec{
-			MinAvailable: ptr.To(intstr.FromInt32(int32(membership.Quorum(int(c.Spec.Size))))),
-			Selector:     &metav1.LabelSelector{MatchLabels: selectorLabels(c)},
+			MinAvailable: ptr.To(intstr.FromInt32(int32(membership.Quorum(members)))),
+			Selector:     &metav1.LabelSelector{MatchLabels: selector},
 		},
 	}
 }

@@ -1,6 +1,7 @@
 package controller_test
 
 import (
+	"context"
 	"slices"
 	"testing"
 
@@ -8,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/controller"
@@ -154,5 +157,60 @@ func TestClusterMemberWithoutClaimIsReplacedNotRecreated(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"q-0-data", "q-2-data", "q-3-data"}, g.names(&corev1.PersistentVolumeClaimList{})); diff != "" {
 		t.Errorf("live claims (-want +got):\n%s", diff)
+	}
+}
+
+// TestRecreatedMemberNeverGetsAnEmptyClaim: a member recreated under its
+// old ID must start on the claim that holds its data. Here the operator's
+// cache still lists the claim after it is gone, so the planner recreates
+// the member's pod. Before the fix, creating it applied the claim, which
+// made a new, empty one: etcd then took the registered ID with an empty
+// log. The claim is now read from the API server and never created on
+// this path; the member is replaced once the cache catches up.
+func TestRecreatedMemberNeverGetsAnEmptyClaim(t *testing.T) {
+	g := newRig(t)
+	g.create(cluster("r", 3))
+	g.converge("r", 30)
+	var old uint64
+	for _, m := range g.fake.Members() {
+		if m.Name == "r-1" {
+			old = m.ID
+		}
+	}
+	var claims corev1.PersistentVolumeClaimList
+	if err := g.c.List(t.Context(), &claims, client.InNamespace(g.ns)); err != nil {
+		t.Fatal(err)
+	}
+	stale := true
+	g.cache = interceptor.NewClient(g.c.(client.WithWatch), interceptor.Funcs{
+		List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if l, ok := list.(*corev1.PersistentVolumeClaimList); ok && stale {
+				claims.DeepCopyInto(l)
+				return nil
+			}
+			return cl.List(ctx, list, opts...)
+		},
+	})
+	g.startOperator()
+
+	if err := g.c.Delete(t.Context(), &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "r-1-data", Namespace: g.ns}}); err != nil {
+		t.Fatal(err)
+	}
+	g.claimGone("r-1")
+	g.deletePodAndStop("r", "r-1")
+	for range 3 {
+		_ = g.pass("r")
+		var claim corev1.PersistentVolumeClaim
+		if err := g.c.Get(t.Context(), client.ObjectKey{Namespace: g.ns, Name: "r-1-data"}, &claim); err == nil {
+			t.Fatalf("claim r-1-data created again (UID %s) for member r-1, whose ID %x etcd still has: an empty member under an old ID", claim.UID, old)
+		}
+	}
+
+	stale = false
+	g.converge("r", 30)
+	for _, m := range g.fake.Members() {
+		if m.ID == old {
+			t.Errorf("member %s still has the ID %x of the member whose data is gone", m.Name, old)
+		}
 	}
 }

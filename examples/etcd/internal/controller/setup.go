@@ -109,7 +109,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	}
 	rec := mgr.GetEventRecorder(EventSource)
 	clusters, err := NewClusterHooks(ClusterConfig{
-		Client: mgr.GetClient(), Children: children, Etcd: o.Etcd, Endpoints: o.Endpoints, Stores: stores, Secrets: mgr.GetAPIReader(),
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Children: children, Etcd: o.Etcd, Endpoints: o.Endpoints, Stores: stores, Secrets: mgr.GetAPIReader(),
 		BootstrapTimeout: o.BootstrapTimeout, MemberStartTimeout: o.MemberStartTimeout, RestoreImage: o.RestoreImage,
 		Recorder: rec,
 	})

@@ -118,6 +118,9 @@ type Client interface {
 	Snapshot(ctx context.Context, w io.Writer) (SnapshotInfo, error)
 	// Put writes kvs in one transaction (a restore's batch).
 	Put(ctx context.Context, kvs []KeyValue) error
+	// Revision returns the cluster's revision through a linearizable read:
+	// every write acknowledged before the call is at or below it.
+	Revision(ctx context.Context) (int64, error)
 	// Defragment defragments the database of the member serving endpoint,
 	// which blocks that member's reads and writes until it is done.
 	Defragment(ctx context.Context, endpoint string) error

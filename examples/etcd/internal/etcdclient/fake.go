@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -33,8 +34,13 @@ type Fake struct {
 	members []*fakeMember
 	leader  uint64
 	data    map[string]string
-	fail    map[string]fakeFailure
-	calls   []string
+	// rev is the store revision: one per key written. writes are the
+	// writes in revision order, from which a lagging member's key space is
+	// rebuilt.
+	rev    int64
+	writes []fakeWrite
+	fail   map[string]fakeFailure
+	calls  []string
 	// noQuorum makes MemberList fail and Status report no leader, as a
 	// cluster that lost its quorum (LoseQuorum).
 	noQuorum bool
@@ -51,6 +57,14 @@ type fakeMember struct {
 	dbSize, dbInUse int64
 	// raftIndex is what Status reports (SetRaftIndex).
 	raftIndex uint64
+	// lagging members have applied writes up to applied only (SetApplied).
+	lagging bool
+	applied int64
+}
+
+type fakeWrite struct {
+	key, value string
+	rev        int64
 }
 
 type fakeFailure struct {
@@ -160,6 +174,49 @@ func (f *Fake) SetRaftIndex(peerURL string, index uint64) {
 	f.onMember(peerURL, func(m *fakeMember) { m.raftIndex = index })
 }
 
+// SetApplied makes the member with peerURL one that has applied the writes
+// up to revision rev only, as a learner catching up or a follower behind:
+// its Status and Snapshot show the key space at rev, and it cannot be
+// promoted. CatchUp ends it.
+func (f *Fake) SetApplied(peerURL string, rev int64) {
+	f.onMember(peerURL, func(m *fakeMember) { m.lagging, m.applied = true, rev })
+}
+
+// CatchUp makes the member with peerURL apply every write.
+func (f *Fake) CatchUp(peerURL string) {
+	f.onMember(peerURL, func(m *fakeMember) { m.lagging = false })
+}
+
+// Revision returns the store revision: the number of keys written.
+func (f *Fake) Revision() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.rev
+}
+
+// revisionLocked is the revision m has applied.
+func (f *Fake) revisionLocked(m *fakeMember) int64 {
+	if m != nil && m.lagging {
+		return min(m.applied, f.rev)
+	}
+	return f.rev
+}
+
+// dataLocked is the key space m has applied: the whole of it unless m
+// lags.
+func (f *Fake) dataLocked(m *fakeMember) map[string]string {
+	if m == nil || !m.lagging {
+		return maps.Clone(f.data)
+	}
+	out := map[string]string{}
+	for _, w := range f.writes {
+		if w.rev <= m.applied {
+			out[w.key] = w.value
+		}
+	}
+	return out
+}
+
 // LoseQuorum makes the cluster one that lost its quorum: MemberList fails
 // as etcd's does without one, and Status, which each member still
 // answers, reports no leader. ForceNewCluster ends it.
@@ -181,6 +238,21 @@ func (f *Fake) ForceNewCluster(peerURL string) {
 		f.leader = m.ID
 	}
 	f.noQuorum = false
+}
+
+// elect makes the first voting member that runs and has applied every
+// write the leader, as raft elects only an up-to-date voter; with none,
+// the first member.
+func (f *Fake) elect() {
+	for _, m := range f.members {
+		if !m.IsLearner && m.started && m.healthy && !m.lagging {
+			f.leader = m.ID
+			return
+		}
+	}
+	if len(f.members) > 0 {
+		f.leader = f.members[0].ID
+	}
 }
 
 // Leader returns the leader's member ID, 0 if none.
@@ -291,7 +363,7 @@ func (c *fakeClient) MemberPromote(_ context.Context, id uint64) error {
 		if err != nil {
 			return err
 		}
-		if !m.started || !m.healthy {
+		if !m.started || !m.healthy || m.lagging {
 			return errors.New("etcdserver: can only promote a learner member which is in sync with leader")
 		}
 		m.IsLearner = false
@@ -305,8 +377,8 @@ func (c *fakeClient) MemberRemove(_ context.Context, id uint64) error {
 			return err
 		}
 		c.f.members = slices.DeleteFunc(c.f.members, func(m *fakeMember) bool { return m.ID == id })
-		if c.f.leader == id && len(c.f.members) > 0 {
-			c.f.leader = c.f.members[0].ID
+		if c.f.leader == id {
+			c.f.elect()
 		}
 		return nil
 	})
@@ -324,7 +396,7 @@ func (c *fakeClient) Status(_ context.Context, endpoint string) (Status, error) 
 				if v == "" {
 					v = "3.6.16"
 				}
-				s = Status{ID: m.ID, Version: v, Leader: c.f.leader, IsLearner: m.IsLearner, Revision: int64(len(c.f.data)),
+				s = Status{ID: m.ID, Version: v, Leader: c.f.leader, IsLearner: m.IsLearner, Revision: c.f.revisionLocked(m),
 					DBSize: m.dbSize, DBSizeInUse: m.dbInUse, RaftIndex: m.raftIndex}
 				return nil
 			}
@@ -334,16 +406,25 @@ func (c *fakeClient) Status(_ context.Context, endpoint string) (Status, error) 
 	return s, err
 }
 
-// Snapshot writes the key space as an etcd database (a bbolt file with
+// Snapshot writes the key space of the member on the client's one endpoint
+// (the whole key space if it is no member's) as an etcd database (a bbolt file with
 // the "key" bucket etcd keeps revisions in; key i in sorted order written at
 // revision i+1) followed by its SHA-256, like etcd's stream, so that
 // snapshot.Restorer can load it.
 func (c *fakeClient) Snapshot(_ context.Context, w io.Writer) (SnapshotInfo, error) {
 	var kvs []KeyValue
+	var rev int64
 	err := c.call("Snapshot", "", func() error {
-		for k, v := range c.f.data {
+		var from *fakeMember
+		for _, m := range c.f.members {
+			if len(c.endpoints) == 1 && m.clientURL == c.endpoints[0] {
+				from = m
+			}
+		}
+		for k, v := range c.f.dataLocked(from) {
 			kvs = append(kvs, KeyValue{Key: []byte(k), Value: []byte(v)})
 		}
+		rev = c.f.revisionLocked(from)
 		return nil
 	})
 	if err != nil {
@@ -360,7 +441,7 @@ func (c *fakeClient) Snapshot(_ context.Context, w io.Writer) (SnapshotInfo, err
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
-	return SnapshotInfo{Revision: int64(len(kvs)), Version: "3.6.16", Size: int64(n)}, nil
+	return SnapshotInfo{Revision: rev, Version: "3.6.16", Size: int64(n)}, nil
 }
 
 // fakeDatabase returns the bytes of a bbolt database holding kvs in etcd's
@@ -410,10 +491,21 @@ func fakeDatabase(kvs []KeyValue) ([]byte, error) {
 func (c *fakeClient) Put(_ context.Context, kvs []KeyValue) error {
 	return c.call("Put", fmt.Sprint(len(kvs)), func() error {
 		for _, kv := range kvs {
+			c.f.rev++
 			c.f.data[string(kv.Key)] = string(kv.Value)
+			c.f.writes = append(c.f.writes, fakeWrite{key: string(kv.Key), value: string(kv.Value), rev: c.f.rev})
 		}
 		return nil
 	})
+}
+
+func (c *fakeClient) Revision(context.Context) (int64, error) {
+	var rev int64
+	err := c.call("Revision", "", func() error {
+		rev = c.f.rev
+		return nil
+	})
+	return rev, err
 }
 
 func (c *fakeClient) Defragment(_ context.Context, endpoint string) error {

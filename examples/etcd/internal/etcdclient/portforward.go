@@ -586,6 +586,11 @@ func (c *forwardedClient) Put(ctx context.Context, kvs []KeyValue) error {
 	return c.wrap("", c.inner.Put(ctx, kvs))
 }
 
+func (c *forwardedClient) Revision(ctx context.Context) (int64, error) {
+	rev, err := c.inner.Revision(ctx)
+	return rev, c.wrap("", err)
+}
+
 // Defragment defragments the member at endpoint (one the client was built
 // on) through its pod's forward.
 func (c *forwardedClient) Defragment(ctx context.Context, endpoint string) error {

@@ -173,6 +173,7 @@ func (s *stubClient) Snapshot(context.Context, io.Writer) (SnapshotInfo, error) 
 func (s *stubClient) Put(context.Context, []KeyValue) error    { return s.err }
 func (s *stubClient) Defragment(context.Context, string) error { return s.err }
 func (s *stubClient) MoveLeader(context.Context, uint64) error { return s.err }
+func (s *stubClient) Revision(context.Context) (int64, error)  { return 0, s.err }
 func (s *stubClient) Close() error                             { return nil }
 
 var errStub = errors.New("stub: context deadline exceeded")

@@ -114,6 +114,14 @@ func (r *real) Status(ctx context.Context, endpoint string) (Status, error) {
 	}, nil
 }
 
+func (r *real) Revision(ctx context.Context) (int64, error) {
+	resp, err := r.c.Get(ctx, "\x00", clientv3.WithCountOnly())
+	if err != nil {
+		return 0, fmt.Errorf("linearizable read: %w", err)
+	}
+	return resp.Header.GetRevision(), nil
+}
+
 func (r *real) Defragment(ctx context.Context, endpoint string) error {
 	if _, err := r.c.Defragment(ctx, endpoint); err != nil {
 		return fmt.Errorf("defragmenting %s: %w", endpoint, refusal(err))

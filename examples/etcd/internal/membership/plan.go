@@ -131,22 +131,27 @@ func finishHalfDone(v view) (Step, bool) {
 
 // replaceLost is rule 3 for a reached cluster: a member whose pod failed
 // has it deleted; one whose pod is gone is recreated on its data, or,
-// without its data, removed (a replacement is added by scale).
+// without its data, removed (a replacement is added by scale). Members
+// that can come back on their data go first: they may restore the quorum
+// that a removal needs.
 func replaceLost(v view) (Step, bool) {
-	for _, m := range v.members {
+	var dataLost *Member
+	for i, m := range v.members {
 		p, ok := v.pods[m.Name]
-		if ok && p.Phase != PodFailed {
-			continue
-		}
-		if ok && p.Phase == PodFailed {
+		switch {
+		case ok && p.Phase != PodFailed:
+		case ok:
 			// Deleting the failed pod makes it "gone" on the next pass.
 			return Step{Action: ActionDeletePod, Name: m.Name, ID: m.ID, Reason: "MemberFailed",
 				Message: fmt.Sprintf("deleting failed pod %s", m.Name)}, true
-		}
-		if hasData(v.o, m.Name) {
-			return Step{Action: ActionCreatePod, Name: m.Name, ID: m.ID, Version: v.o.Version, Reason: "MemberRecreated",
+		case hasData(v.o, m.Name):
+			return Step{Action: ActionCreatePod, Name: m.Name, ID: m.ID, Version: v.o.Version, OnData: true, Reason: "MemberRecreated",
 				Message: fmt.Sprintf("recreating pod %s on its data", m.Name)}, true
+		case dataLost == nil:
+			dataLost = &v.members[i]
 		}
+	}
+	if m := dataLost; m != nil {
 		// Without its data (ephemeral storage, or its claim is gone) the
 		// member can never come back: recreated under its old identity it
 		// would rejoin with an empty raft log and could help elect a
@@ -349,7 +354,7 @@ func recreateRecorded(o Observed, pods map[string]Pod) (Step, bool) {
 				Message: fmt.Sprintf("deleting failed pod %s, keeping its data, to recreate it", m.Name)}, true
 		case ok:
 		case hasData(o, m.Name):
-			return Step{Action: ActionCreatePod, Name: m.Name, ID: m.ID, Version: o.Version, Reason: "MemberRecreated",
+			return Step{Action: ActionCreatePod, Name: m.Name, ID: m.ID, Version: o.Version, OnData: true, Reason: "MemberRecreated",
 				Message: fmt.Sprintf("recreating pod %s on its data; no member answers", m.Name)}, true
 		default:
 			noClaim = append(noClaim, m.Name)
@@ -492,7 +497,7 @@ func rebuild(o Observed) (Step, bool) {
 		return wait(ReasonQuorumLost, "%s; waiting for the surviving members %s to report their raft index, to rebuild from the most up-to-date",
 			what, strings.Join(silent, ", ")), true
 	}
-	return Step{Action: ActionForceNewCluster, Name: best, Version: o.Version, Reason: ReasonRebuilding,
+	return Step{Action: ActionForceNewCluster, Name: best, Version: o.Version, OnData: true, Reason: ReasonRebuilding,
 		Message: fmt.Sprintf("%s; rebuilding the cluster from %s (raft index %d), the most up-to-date of %s", what, best, bestIndex, strings.Join(survivors, ", "))}, true
 }
 
@@ -534,7 +539,7 @@ func rebuilding(o Observed, pods map[string]Pod) Step {
 	if p, ok := pods[name]; ok && p.ForceNewCluster && p.Phase != PodFailed {
 		return wait(ReasonRebuilding, "waiting for %s to start as a one-member cluster on its data", name)
 	}
-	return Step{Action: ActionForceNewCluster, Name: name, Version: o.Version, Reason: ReasonRebuilding,
+	return Step{Action: ActionForceNewCluster, Name: name, Version: o.Version, OnData: true, Reason: ReasonRebuilding,
 		Message: fmt.Sprintf("restarting %s with --force-new-cluster", name)}
 }
 

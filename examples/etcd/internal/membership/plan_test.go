@@ -132,7 +132,7 @@ func TestPlan(t *testing.T) {
 			Pods:    running("c-0", "c-2"),
 			Members: with(three(), "c-1", func(m *Member) { m.Healthy = false }),
 			Claims:  map[string]bool{"c-0": true, "c-1": true, "c-2": true}},
-		want: Step{Action: ActionCreatePod, Name: "c-1", ID: 2, Version: v},
+		want: Step{Action: ActionCreatePod, Name: "c-1", ID: 2, Version: v, OnData: true},
 	}, {
 		// Its data is gone: recreated under its old identity it would
 		// rejoin with an empty raft log and could help elect a leader
@@ -151,6 +151,17 @@ func TestPlan(t *testing.T) {
 				"c-2", func(m *Member) { m.Healthy = false }),
 			Claims: map[string]bool{"c-0": true, "c-2": true}},
 		want: Step{Action: ActionWait, Reason: "QuorumAtRisk"},
+	}, {
+		// Found by the fault campaign (seed 1, schedule 175): waiting on
+		// c-1 left c-2 without a pod for good, though recreating it
+		// restores the quorum that removing c-1 needs.
+		name: "a member with its data is recreated before one without waits for a quorum",
+		o: Observed{Cluster: "c", Size: 3, Version: v, Bootstrapped: true, Reached: true, Persistent: true,
+			Pods: running("c-0"),
+			Members: with(with(three(), "c-1", func(m *Member) { m.Healthy = false }),
+				"c-2", func(m *Member) { m.Healthy = false }),
+			Claims: map[string]bool{"c-0": true, "c-2": true}},
+		want: Step{Action: ActionCreatePod, Name: "c-2", ID: 3, Version: v, OnData: true, Reason: "MemberRecreated"},
 	}, {
 		name: "deleted pod without data is removed for replacement",
 		o: Observed{Cluster: "c", Size: 3, Version: v, Bootstrapped: true, Reached: true,
@@ -648,23 +659,23 @@ func TestPlanRecreatesRecordedMembers(t *testing.T) {
 		name: "size 1, pod gone, persistent: recreate it on its claim",
 		o: Observed{Size: 1, Persistent: true,
 			Recorded: recorded("c-0"), Claims: claims("c-0")},
-		want:     Step{Action: ActionCreatePod, Name: "c-0", ID: 1, Version: v, Reason: "MemberRecreated"},
+		want:     Step{Action: ActionCreatePod, Name: "c-0", ID: 1, Version: v, OnData: true, Reason: "MemberRecreated"},
 		wantText: []string{"c-0"},
 	}, {
 		name: "size 3, all pods gone: the lowest first",
 		o: Observed{Size: 3, Persistent: true,
 			Recorded: recorded("c-2", "c-0", "c-1"), Claims: claims("c-0", "c-1", "c-2")},
-		want: Step{Action: ActionCreatePod, Name: "c-0", ID: 2, Version: v, Reason: "MemberRecreated"},
+		want: Step{Action: ActionCreatePod, Name: "c-0", ID: 2, Version: v, OnData: true, Reason: "MemberRecreated"},
 	}, {
 		name: "size 3, one pod recreated and starting: the next",
 		o: Observed{Size: 3, Persistent: true, Pods: []Pod{{Name: "c-0", Phase: PodPending, Version: v}},
 			Recorded: recorded("c-0", "c-1", "c-2"), Claims: claims("c-0", "c-1", "c-2")},
-		want: Step{Action: ActionCreatePod, Name: "c-1", ID: 2, Version: v, Reason: "MemberRecreated"},
+		want: Step{Action: ActionCreatePod, Name: "c-1", ID: 2, Version: v, OnData: true, Reason: "MemberRecreated"},
 	}, {
 		name: "a missing pod is recreated while the others run but do not answer",
 		o: Observed{Size: 3, Persistent: true, Pods: running("c-0", "c-2"),
 			Recorded: recorded("c-0", "c-1", "c-2"), Claims: claims("c-0", "c-1", "c-2")},
-		want: Step{Action: ActionCreatePod, Name: "c-1", ID: 2, Version: v, Reason: "MemberRecreated"},
+		want: Step{Action: ActionCreatePod, Name: "c-1", ID: 2, Version: v, OnData: true, Reason: "MemberRecreated"},
 	}, {
 		name: "a failed pod is deleted first, keeping its data",
 		o: Observed{Size: 1, Persistent: true, Pods: []Pod{{Name: "c-0", Phase: PodFailed, Version: v}},
@@ -695,7 +706,7 @@ func TestPlanRecreatesRecordedMembers(t *testing.T) {
 		name: "claim missing for one member: the others are recreated first",
 		o: Observed{Size: 3, Persistent: true,
 			Recorded: recorded("c-0", "c-1", "c-2"), Claims: claims("c-1", "c-2")},
-		want: Step{Action: ActionCreatePod, Name: "c-1", ID: 2, Version: v, Reason: "MemberRecreated"},
+		want: Step{Action: ActionCreatePod, Name: "c-1", ID: 2, Version: v, OnData: true, Reason: "MemberRecreated"},
 	}, {
 		name: "claim missing, the others running but not answering: wait, naming it",
 		o: Observed{Size: 3, Persistent: true, Pods: running("c-1", "c-2"),

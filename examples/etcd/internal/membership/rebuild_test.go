@@ -26,20 +26,20 @@ func TestPlanRebuild(t *testing.T) {
 		name: "opted in: rebuilt from the only survivor",
 		o: Observed{Size: 3, Persistent: true, Rebuild: true, Pods: running("c-1"),
 			Recorded: recorded("c-0", "c-1", "c-2"), Claims: claims("c-1"), RaftIndexes: map[string]uint64{"c-1": 9}},
-		want:     Step{Action: ActionForceNewCluster, Name: "c-1", Version: v, Reason: ReasonRebuilding},
+		want:     Step{Action: ActionForceNewCluster, Name: "c-1", Version: v, OnData: true, Reason: ReasonRebuilding},
 		wantText: []string{"raft index 9"},
 	}, {
 		name: "the most up-to-date of two survivors out of five",
 		o: Observed{Size: 5, Persistent: true, Rebuild: true, Pods: running("c-1", "c-3"),
 			Recorded: recorded("c-0", "c-1", "c-2", "c-3", "c-4"), Claims: claims("c-1", "c-3"),
 			RaftIndexes: map[string]uint64{"c-1": 40, "c-3": 41}},
-		want: Step{Action: ActionForceNewCluster, Name: "c-3", Version: v, Reason: ReasonRebuilding},
+		want: Step{Action: ActionForceNewCluster, Name: "c-3", Version: v, OnData: true, Reason: ReasonRebuilding},
 	}, {
 		name: "equal raft indexes: the lowest name",
 		o: Observed{Size: 5, Persistent: true, Rebuild: true, Pods: running("c-1", "c-3"),
 			Recorded: recorded("c-0", "c-1", "c-2", "c-3", "c-4"), Claims: claims("c-1", "c-3"),
 			RaftIndexes: map[string]uint64{"c-1": 41, "c-3": 41}},
-		want: Step{Action: ActionForceNewCluster, Name: "c-1", Version: v, Reason: ReasonRebuilding},
+		want: Step{Action: ActionForceNewCluster, Name: "c-1", Version: v, OnData: true, Reason: ReasonRebuilding},
 	}, {
 		name: "a survivor has not reported its raft index: wait for it",
 		o: Observed{Size: 5, Persistent: true, Rebuild: true, Pods: running("c-1", "c-3"),
@@ -51,7 +51,7 @@ func TestPlanRebuild(t *testing.T) {
 		name: "a lost member's claim exists: its pod is recreated, never a rebuild",
 		o: Observed{Size: 3, Persistent: true, Rebuild: true, Pods: running("c-1"),
 			Recorded: recorded("c-0", "c-1", "c-2"), Claims: claims("c-0", "c-1"), RaftIndexes: map[string]uint64{"c-1": 9}},
-		want: Step{Action: ActionCreatePod, Name: "c-0", ID: 1, Version: v, Reason: "MemberRecreated"},
+		want: Step{Action: ActionCreatePod, Name: "c-0", ID: 1, Version: v, OnData: true, Reason: "MemberRecreated"},
 	}, {
 		name: "a quorum keeps its claims: not lost, no rebuild",
 		o: Observed{Size: 3, Persistent: true, Rebuild: true, Pods: running("c-1", "c-2"),
@@ -83,7 +83,7 @@ func TestPlanRebuild(t *testing.T) {
 		name: "a member's claim exists: its pod is recreated, never a rebuild from a backup",
 		o: Observed{Size: 3, Persistent: true, Rebuild: true, BackupStore: true,
 			Recorded: recorded("c-0", "c-1", "c-2"), Claims: claims("c-2")},
-		want: Step{Action: ActionCreatePod, Name: "c-2", ID: 3, Version: v, Reason: "MemberRecreated"},
+		want: Step{Action: ActionCreatePod, Name: "c-2", ID: 3, Version: v, OnData: true, Reason: "MemberRecreated"},
 	}, {
 		name: "ephemeral storage, every pod gone: rebuilt from the newest backup",
 		o: Observed{Size: 3, Rebuild: true, BackupStore: true, Version: v,
@@ -113,12 +113,12 @@ func TestPlanRebuild(t *testing.T) {
 		name: "rebuilding: the survivor's pod without the flag is restarted with it",
 		o: Observed{Size: 3, Persistent: true, Rebuild: true, RebuildingFrom: "c-1", Pods: running("c-1"),
 			Recorded: recorded("c-0", "c-1", "c-2"), Claims: claims("c-1")},
-		want: Step{Action: ActionForceNewCluster, Name: "c-1", Version: v, Reason: ReasonRebuilding},
+		want: Step{Action: ActionForceNewCluster, Name: "c-1", Version: v, OnData: true, Reason: ReasonRebuilding},
 	}, {
 		name: "rebuilding: its pod is gone, created with the flag (not recreated as before)",
 		o: Observed{Size: 3, Persistent: true, Rebuild: true, RebuildingFrom: "c-1",
 			Recorded: recorded("c-0", "c-1", "c-2"), Claims: claims("c-1")},
-		want: Step{Action: ActionForceNewCluster, Name: "c-1", Version: v, Reason: ReasonRebuilding},
+		want: Step{Action: ActionForceNewCluster, Name: "c-1", Version: v, OnData: true, Reason: ReasonRebuilding},
 	}, {
 		name: "rebuilding: flagged pod starting, wait",
 		o: Observed{Size: 3, Persistent: true, Rebuild: true, RebuildingFrom: "c-1", Pods: []Pod{flagged("c-1")},

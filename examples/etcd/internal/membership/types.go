@@ -192,6 +192,10 @@ type Step struct {
 	// Promote of a learner that etcd may keep refusing because it has not
 	// caught up with the leader.
 	Stuck bool
+	// OnData is set on a CreatePod or ForceNewCluster of a member that
+	// had data: its pod must start on its existing claim, never a new
+	// one, or etcd would take its registered ID with an empty log.
+	OnData bool
 }
 
 // Quorum returns the number of voting members that must agree in a cluster

@@ -69,7 +69,15 @@ type Snapshotter struct {
 	// Extra is recorded in the manifest's Snapshot.Extra, for example to
 	// find the backup again by what took it.
 	Extra map[string]string
+	// MinRevision, when set, refuses a snapshot older than this revision
+	// with ErrBehind (backup.Backup then writes no manifest): a member
+	// that has not applied every acknowledged write.
+	MinRevision int64
 }
+
+// ErrBehind is returned (wrapped) for a snapshot older than
+// Snapshotter.MinRevision.
+var ErrBehind = errors.New("member behind the cluster")
 
 // Snapshot streams a snapshot into w and reports its revision and the
 // version of the member that took it.
@@ -77,6 +85,9 @@ func (s Snapshotter) Snapshot(ctx context.Context, w io.Writer) (backup.Metadata
 	info, err := s.Client.Snapshot(ctx, w)
 	if err != nil {
 		return backup.Metadata{}, err
+	}
+	if info.Revision < s.MinRevision {
+		return backup.Metadata{}, fmt.Errorf("%w: snapshot at revision %d, the cluster had reached %d", ErrBehind, info.Revision, s.MinRevision)
 	}
 	return backup.Metadata{
 		Engine:           Engine,
