@@ -156,7 +156,7 @@ func (s *schedule) run(steps int) {
 func (s *schedule) act() {
 	g := s.g
 	pods := g.names(&corev1.PodList{})
-	switch k := s.r.IntN(10); {
+	switch k := s.r.IntN(11); {
 	case k == 0:
 		s.ops++
 		c := g.get(s.name)
@@ -208,6 +208,9 @@ func (s *schedule) act() {
 	case k == 8:
 		s.faults++
 		s.drain()
+	case k == 9 && len(s.followers()) > 0:
+		s.faults++
+		s.moveLeader()
 	default:
 		s.logf("client writes only")
 	}
@@ -371,11 +374,45 @@ func (s *schedule) converged() bool {
 		statusutil.IsTrue(c, v1alpha1.ConditionAvailable)
 }
 
+// killPod deletes pod name and stops its member; a leader's followers
+// elect another.
 func (s *schedule) killPod(name string) {
 	if err := s.g.c.Delete(s.g.t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.g.ns}}); client.IgnoreNotFound(err) != nil {
 		s.g.t.Fatal(err)
 	}
-	s.g.fake.SetHealthy(controller.PeerURL(s.cluster, name), false)
+	peer := controller.PeerURL(s.cluster, name)
+	s.g.fake.SetHealthy(peer, false)
+	for _, m := range s.g.fake.Members() {
+		if m.PeerURLs[0] == peer && m.ID == s.g.fake.Leader() {
+			s.moveLeader()
+		}
+	}
+}
+
+// moveLeader makes another running, caught-up voting member the leader,
+// as an election does.
+func (s *schedule) moveLeader() {
+	var voters []string
+	for _, m := range s.g.fake.Members() {
+		_, lagging := s.catchUp[m.PeerURLs[0]]
+		if !m.IsLearner && m.Name != "" && m.ID != s.g.fake.Leader() && !lagging && s.running(m.Name) {
+			voters = append(voters, m.Name)
+		}
+	}
+	if len(voters) == 0 {
+		return
+	}
+	slices.Sort(voters)
+	name := voters[s.r.IntN(len(voters))]
+	s.logf("leadership moves to %s", name)
+	s.g.fake.SetLeader(controller.PeerURL(s.cluster, name))
+}
+
+// running reports whether pod name exists and runs.
+func (s *schedule) running(name string) bool {
+	var p corev1.Pod
+	err := s.g.c.Get(s.g.t.Context(), client.ObjectKey{Namespace: s.g.ns, Name: name}, &p)
+	return err == nil && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning
 }
 
 // loseClaim deletes pod name and its claim for good; the operator's cache
