@@ -29,11 +29,18 @@ func parseVersion(v string) (semver, error) {
 	return semver{out[0], out[1], out[2]}, nil
 }
 
+// minorUpgradeFloor is, by the minor version a cluster runs, the lowest
+// patch release etcd's upgrade guide lets upgrade to the next minor one:
+// 3.5 releases before 3.5.26 fail the upgrade to 3.6 ("too many learner
+// members") or leave zombie members, which learner-first growth triggers.
+var minorUpgradeFloor = map[[2]int]int{{3, 5}: 26}
+
 // CheckUpgrade reports whether a cluster running from can be moved to to:
 // patch changes within a minor version (up or down) and upgrades by exactly
-// one minor version are allowed; downgrades of the minor version, jumps of
-// more than one minor version and major version changes are not. An empty
-// from (a cluster not yet running) accepts any to.
+// one minor version from a patch release etcd supports it from (3.5.26 for
+// 3.6) are allowed; downgrades of the minor version, jumps of more than one
+// minor version and major version changes are not. An empty from (a
+// cluster not yet running) accepts any to.
 func CheckUpgrade(from, to string) error {
 	t, err := parseVersion(to)
 	if err != nil {
@@ -53,6 +60,10 @@ func CheckUpgrade(from, to string) error {
 		return fmt.Errorf("%w: %s to %s is a downgrade; restore a backup into a new cluster instead", ErrUnsupportedUpgrade, from, to)
 	case t.minor > f.minor+1:
 		return fmt.Errorf("%w: %s to %s skips a minor version; upgrade to 3.%d first", ErrUnsupportedUpgrade, from, to, f.minor+1)
+	case t.minor == f.minor+1 && f.patch < minorUpgradeFloor[[2]int{f.major, f.minor}]:
+		floor := fmt.Sprintf("%d.%d.%d", f.major, f.minor, minorUpgradeFloor[[2]int{f.major, f.minor}])
+		return fmt.Errorf("%w: %s to %s needs %s or later first, as etcd's upgrade guide says (earlier releases fail the upgrade or leave zombie members); set spec.version to %s first",
+			ErrUnsupportedUpgrade, from, to, floor, floor)
 	}
 	return nil
 }
