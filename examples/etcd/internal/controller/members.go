@@ -60,7 +60,7 @@ func (h *ClusterHooks) labelVoters(ctx context.Context, obs *observation) error 
 
 // isVoter reports whether member id votes: in etcd's member list when it
 // was read, else as last recorded.
-func isVoter(c *v1alpha1.EtcdCluster, obs *observation, id uint64) bool {
+func isVoter(obs *observation, id uint64) bool {
 	if obs.planned.Reached {
 		return slices.ContainsFunc(obs.planned.Members, func(m membership.Member) bool { return m.ID == id && !m.Learner })
 	}
@@ -256,7 +256,7 @@ func (h *ClusterHooks) createMember(ctx context.Context, c *v1alpha1.EtcdCluster
 		}
 	}
 	pod := memberPod(c, name, step.Version, initial, state, seed)
-	if step.ID != 0 && isVoter(c, obs, step.ID) {
+	if step.ID != 0 && isVoter(obs, step.ID) {
 		pod.Labels[LabelVoter] = "true"
 	}
 	if len(force) > 0 && force[0] {
