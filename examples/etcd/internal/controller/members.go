@@ -18,6 +18,7 @@ import (
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/membership"
+	"github.com/opkit-dev/opkit/ownership"
 )
 
 // labelServing gives every member pod of a serving cluster LabelServing
@@ -28,8 +29,12 @@ func (h *ClusterHooks) labelServing(ctx context.Context, c *v1alpha1.EtcdCluster
 		return nil
 	}
 	for _, name := range slices.Sorted(maps.Keys(obs.pods)) {
-		if err := h.setPodLabel(ctx, obs.pods[name], LabelServing, "true"); err != nil {
+		changed, err := h.setPodLabel(ctx, obs.pods[name], LabelServing, "true")
+		if err != nil {
 			return fmt.Errorf("letting clients reach member %s: %w", name, err)
+		}
+		if changed {
+			ctrl.LoggerFrom(ctx).Info("member serves clients", "etcdcluster", klog.KObj(c), "pod", name)
 		}
 	}
 	return nil
@@ -51,7 +56,7 @@ func (h *ClusterHooks) labelVoters(ctx context.Context, obs *observation) error 
 		if voting[name] {
 			value = "true"
 		}
-		if err := h.setPodLabel(ctx, obs.pods[name], LabelVoter, value); err != nil {
+		if _, err := h.setPodLabel(ctx, obs.pods[name], LabelVoter, value); err != nil {
 			return fmt.Errorf("labelling member %s for the disruption budget: %w", name, err)
 		}
 	}
@@ -68,10 +73,11 @@ func isVoter(obs *observation, id uint64) bool {
 }
 
 // setPodLabel sets label key of pod to value, or removes it for "", with
-// a metadata patch (no restart) when it differs.
-func (h *ClusterHooks) setPodLabel(ctx context.Context, pod *corev1.Pod, key, value string) error {
+// a metadata patch (no restart) when it differs, and reports whether it
+// did.
+func (h *ClusterHooks) setPodLabel(ctx context.Context, pod *corev1.Pod, key, value string) (bool, error) {
 	if pod.Labels[key] == value {
-		return nil
+		return false, nil
 	}
 	patch := client.MergeFrom(pod.DeepCopy())
 	if value == "" {
@@ -83,10 +89,9 @@ func (h *ClusterHooks) setPodLabel(ctx context.Context, pod *corev1.Pod, key, va
 		pod.Labels[key] = value
 	}
 	if err := h.Client.Patch(ctx, pod, patch); err != nil {
-		return err
+		return false, err
 	}
-	ctrl.LoggerFrom(ctx).V(1).Info("pod label set", "pod", klog.KObj(pod), "label", key, "value", value)
-	return nil
+	return true, nil
 }
 
 // execute carries out one planned step: the etcd call first, then the
@@ -139,14 +144,15 @@ func (h *ClusterHooks) execute(ctx context.Context, c *v1alpha1.EtcdCluster, obs
 		}
 		// Into the disruption budget at once, not on the next pass.
 		if pod, ok := obs.pods[step.Name]; ok {
-			return h.setPodLabel(ctx, pod, LabelVoter, "true")
+			_, err := h.setPodLabel(ctx, pod, LabelVoter, "true")
+			return err
 		}
 		return nil
 	case membership.ActionRemove:
 		// Out of the disruption budget first: it stops counting as a
 		// voter before it stops being one.
 		if pod, ok := obs.pods[step.Name]; ok {
-			if err := h.setPodLabel(ctx, pod, LabelVoter, ""); err != nil {
+			if _, err := h.setPodLabel(ctx, pod, LabelVoter, ""); err != nil {
 				return err
 			}
 		}
@@ -249,6 +255,12 @@ func (h *ClusterHooks) createMember(ctx context.Context, c *v1alpha1.EtcdCluster
 			return fmt.Errorf("claim %s of member %s is gone, so the member cannot be recreated under its ID; it is removed and replaced once the operator's cache sees the claim gone",
 				dataClaimName(name), name)
 		case step.OnData:
+			// Recreated on this claim, not applied to it: it must be c's.
+			if ref := metav1.GetControllerOf(&old); ref == nil {
+				return &ownership.NotControlledError{Object: &old}
+			} else if ref.UID != c.UID {
+				return &ownership.AlreadyControlledError{Object: &old, Owner: *ref}
+			}
 		default:
 			if _, err := h.Children.EnsureChild(ctx, c, heldBy(dataClaim(c, name), guard)); err != nil {
 				return fmt.Errorf("creating claim of %s: %w", name, err)

@@ -3,6 +3,7 @@ package controller_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -212,5 +213,41 @@ func TestRecreatedMemberNeverGetsAnEmptyClaim(t *testing.T) {
 		if m.ID == old {
 			t.Errorf("member %s still has the ID %x of the member whose data is gone", m.Name, old)
 		}
+	}
+}
+
+// TestRecreateRefusesAClaimNotItsOwn: a member recreated on its data is
+// placed only on a claim the cluster controls. A claim of the member's
+// name that is not the cluster's (made by hand after the member's own
+// was lost, or an earlier cluster's) stops the cluster with reason
+// ChildConflict, and no pod is placed on it.
+func TestRecreateRefusesAClaimNotItsOwn(t *testing.T) {
+	g := newRig(t)
+	g.create(cluster("f", 3))
+	g.converge("f", 30)
+	if err := g.c.Delete(t.Context(), &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "f-1-data", Namespace: g.ns}}); err != nil {
+		t.Fatal(err)
+	}
+	g.claimGone("f-1")
+	g.deletePodAndStop("f", "f-1")
+	foreign := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "f-1-data", Namespace: g.ns,
+			Labels: map[string]string{controller.LabelCluster: "f", controller.LabelMember: "f-1"}},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: controller.DefaultStorageSize}},
+		},
+	}
+	if err := g.c.Create(t.Context(), foreign); err != nil {
+		t.Fatal(err)
+	}
+	_ = g.pass("f")
+	var pod corev1.Pod
+	if err := g.c.Get(t.Context(), client.ObjectKey{Namespace: g.ns, Name: "f-1"}, &pod); err == nil {
+		t.Errorf("pod f-1 created on claim f-1-data, which the cluster does not control")
+	}
+	rc := statusutil.Get(g.get("f"), statusutil.ReconcilingCondition)
+	if rc == nil || rc.Reason != controller.ReasonChildConflict || !strings.Contains(rc.Message, "f-1-data") {
+		t.Errorf("Reconciling = %+v, want reason %s naming the claim", rc, controller.ReasonChildConflict)
 	}
 }
