@@ -43,11 +43,11 @@ var (
 // replays exactly with -run 'TestFaultCampaign/<n>$' -campaign.seed=<seed>.
 func TestFaultCampaign(t *testing.T) {
 	seed := *campaignSeed
-	var ops, faults, violations atomic.Int64
+	var ops, faults, backups, violations atomic.Int64
 	start := time.Now()
 	t.Cleanup(func() {
-		fmt.Printf("fault campaign: seed %d, %d schedules, %d operations, %d faults, %d violations in %s\n",
-			seed, *campaignSchedules, ops.Load(), faults.Load(), violations.Load(), time.Since(start).Round(time.Second))
+		fmt.Printf("fault campaign: seed %d, %d schedules, %d operations, %d faults, %d backups checked, %d violations in %s\n",
+			seed, *campaignSchedules, ops.Load(), faults.Load(), backups.Load(), violations.Load(), time.Since(start).Round(time.Second))
 	})
 	for i := range *campaignSchedules {
 		t.Run(fmt.Sprintf("%03d", i), func(t *testing.T) {
@@ -56,6 +56,7 @@ func TestFaultCampaign(t *testing.T) {
 			s.run(*campaignSteps)
 			ops.Add(int64(s.ops))
 			faults.Add(int64(s.faults))
+			backups.Add(int64(s.backups))
 			if len(s.violations) > 0 {
 				violations.Add(int64(len(s.violations)))
 				t.Errorf("seed %d schedule %d: %d violations:\n  %s\nschedule:\n  %s\nreplay: go test ./internal/controller -run 'TestFaultCampaign/%03d$' -campaign.seed=%d",
@@ -88,9 +89,9 @@ type schedule struct {
 	// cluster is the cluster as created, for its members' URLs.
 	cluster *v1alpha1.EtcdCluster
 
-	ops, faults int
-	log         []string
-	violations  []string
+	ops, faults, backups int
+	log                  []string
+	violations           []string
 }
 
 func newSchedule(t *testing.T, seed uint64, i int) *schedule {
@@ -477,6 +478,7 @@ func (s *schedule) backup() {
 }
 
 func (s *schedule) checkBackup(what string, want, got map[string]string) {
+	s.backups++
 	var missing []string
 	for k := range want {
 		if _, ok := got[k]; !ok {
