@@ -15,6 +15,7 @@ import (
 
 	"github.com/opkit-dev/opkit/backup"
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/membership"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/snapshot"
 	"github.com/opkit-dev/opkit/reconcile"
 	"github.com/opkit-dev/opkit/statusutil"
@@ -74,6 +75,9 @@ func (h *ClusterHooks) restoreSource(ctx context.Context, c *v1alpha1.EtcdCluste
 	}
 	if b.Status.Phase != v1alpha1.BackupSucceeded {
 		return nil, reconcile.Waiting("WaitingForBackup", fmt.Sprintf("EtcdBackup %s is %q, not Succeeded", b.Name, b.Status.Phase), stepRequeue)
+	}
+	if err := membership.CheckRestore(b.Status.EtcdVersion, c.Spec.Version); err != nil {
+		return nil, reconcile.Terminal(ReasonRestoreFailed, fmt.Errorf("spec.restore.backupName: EtcdBackup %s: %w", b.Name, err))
 	}
 	store, err := clusterStore(ctx, h.Stores, b.Namespace, b.Spec.ClusterName, b.Spec.StoreRef)
 	if err != nil {

@@ -110,6 +110,14 @@ func TestClusterRestore(t *testing.T) {
 			}
 			return "bad"
 		}, false, `EtcdBackup bad failed: EtcdCluster "nope" not found`},
+		{"EtcdBackup of a newer etcd", func(g *rig) string {
+			b := g.getBackup("b1")
+			b.Status.EtcdVersion = "3.7.1"
+			if err := g.c.Status().Update(g.t.Context(), b); err != nil {
+				g.t.Fatal(err)
+			}
+			return "b1"
+		}, false, "taken from etcd 3.7.1, newer than 3.6.16"},
 		{"corrupt backup data", func(g *rig) string {
 			corruptBackupData(g.t, g.pvcStoreDir("backups"))
 			return "b1"

@@ -631,6 +631,27 @@ func TestCheckUpgrade(t *testing.T) {
 	}
 }
 
+func TestCheckRestore(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		backup, cluster string
+		ok              bool
+	}{
+		{"3.6.16", "3.6.16", true},
+		{"3.6.16", "3.6.2", true},
+		{"3.5.35", "3.6.16", true},
+		{"", "3.6.16", true},
+		{"3.7.0", "3.6.16", false},
+		{"4.0.0", "3.6.16", false},
+		{"3.6.16", "3.5.35", false},
+	}
+	for _, tt := range tests {
+		if err := CheckRestore(tt.backup, tt.cluster); (err == nil) != tt.ok {
+			t.Errorf("CheckRestore(%q, %q) = %v, want ok=%v", tt.backup, tt.cluster, err, tt.ok)
+		}
+	}
+}
+
 // recorded returns members as status.members records them: IDs 1..n.
 func recorded(names ...string) []Member {
 	var out []Member

@@ -67,3 +67,24 @@ func CheckUpgrade(from, to string) error {
 	}
 	return nil
 }
+
+// CheckRestore reports whether a backup taken from etcd backupVersion can
+// be restored into a cluster of version clusterVersion: not from a newer
+// minor or major version, whose data an older etcd does not read. An
+// empty or unparsable backupVersion (a backup that did not record one) is
+// accepted.
+func CheckRestore(backupVersion, clusterVersion string) error {
+	b, err := parseVersion(backupVersion)
+	if err != nil {
+		return nil //nolint:nilerr // a backup without a readable version is not refused
+	}
+	c, err := parseVersion(clusterVersion)
+	if err != nil {
+		return err
+	}
+	if b.major > c.major || (b.major == c.major && b.minor > c.minor) {
+		return fmt.Errorf("%w: the backup was taken from etcd %s, newer than %s, which cannot read its data; set spec.version to %d.%d or later",
+			ErrUnsupportedUpgrade, backupVersion, clusterVersion, b.major, b.minor)
+	}
+	return nil
+}
