@@ -6,7 +6,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/opkit-dev/opkit/backup"
@@ -57,11 +56,8 @@ func (g *rig) replaceWithLaggingLearner(cluster, name string) {
 	g.t.Helper()
 	ctx := g.t.Context()
 	c := g.get(cluster)
-	if err := g.c.Delete(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name + "-data", Namespace: g.ns}}); err != nil {
-		g.t.Fatal(err)
-	}
+	g.loseMember(cluster, name)
 	g.claimGone(name)
-	g.deletePodAndStop(cluster, name)
 	for range 5 {
 		if err := g.pass(cluster); err != nil {
 			g.t.Logf("pass: %v", err)

@@ -18,6 +18,16 @@ import (
 	"github.com/opkit-dev/opkit/statusutil"
 )
 
+// memberID returns the etcd member ID of member name, 0 if etcd has none.
+func (g *rig) memberID(name string) uint64 {
+	for _, m := range g.fake.Members() {
+		if m.Name == name {
+			return m.ID
+		}
+	}
+	return 0
+}
+
 // deletePodAndStop deletes member pod name and stops its fake member (it
 // no longer answers), as when a size-1 cluster loses its only pod.
 func (g *rig) deletePodAndStop(cluster, name string) {
@@ -119,12 +129,7 @@ func TestClusterMemberWithoutClaimIsReplacedNotRecreated(t *testing.T) {
 	g := newRig(t)
 	g.create(cluster("q", 3))
 	g.converge("q", 30)
-	var lost uint64
-	for _, m := range g.fake.Members() {
-		if m.Name == "q-1" {
-			lost = m.ID
-		}
-	}
+	lost := g.memberID("q-1")
 	if lost == 0 {
 		t.Fatalf("no member q-1 in %v", g.etcdMembers())
 	}
@@ -172,12 +177,7 @@ func TestRecreatedMemberNeverGetsAnEmptyClaim(t *testing.T) {
 	g := newRig(t)
 	g.create(cluster("r", 3))
 	g.converge("r", 30)
-	var old uint64
-	for _, m := range g.fake.Members() {
-		if m.Name == "r-1" {
-			old = m.ID
-		}
-	}
+	old := g.memberID("r-1")
 	var claims corev1.PersistentVolumeClaimList
 	if err := g.c.List(t.Context(), &claims, client.InNamespace(g.ns)); err != nil {
 		t.Fatal(err)
@@ -194,11 +194,8 @@ func TestRecreatedMemberNeverGetsAnEmptyClaim(t *testing.T) {
 	})
 	g.startOperator()
 
-	if err := g.c.Delete(t.Context(), &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "r-1-data", Namespace: g.ns}}); err != nil {
-		t.Fatal(err)
-	}
+	g.loseMember("r", "r-1")
 	g.claimGone("r-1")
-	g.deletePodAndStop("r", "r-1")
 	for range 3 {
 		_ = g.pass("r")
 		var claim corev1.PersistentVolumeClaim
@@ -225,11 +222,8 @@ func TestRecreateRefusesAClaimNotItsOwn(t *testing.T) {
 	g := newRig(t)
 	g.create(cluster("f", 3))
 	g.converge("f", 30)
-	if err := g.c.Delete(t.Context(), &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "f-1-data", Namespace: g.ns}}); err != nil {
-		t.Fatal(err)
-	}
+	g.loseMember("f", "f-1")
 	g.claimGone("f-1")
-	g.deletePodAndStop("f", "f-1")
 	foreign := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "f-1-data", Namespace: g.ns,
 			Labels: map[string]string{controller.LabelCluster: "f", controller.LabelMember: "f-1"}},
