@@ -68,17 +68,17 @@ func (h *ClusterHooks) finalBackup(ctx context.Context, c *v1alpha1.EtcdCluster)
 		return reconcile.Retry(err)
 	}
 	sources := obs.sources()
-	if step := membership.Plan(obs.planned); len(sources) == 0 && step.Action == membership.ActionCreatePod && step.OnData {
+	if len(sources) == 0 {
 		// A deleted cluster runs no Reconcile: a member whose pod went
 		// (a restart, an eviction) comes back on its data here, to take
 		// the final backup from.
-		if err := h.execute(ctx, c, obs, step, nil); err != nil {
-			return reconcile.Retry(fmt.Errorf("final backup: %s %s: %w", step.Action, step.Name, err))
+		if step := membership.Plan(obs.planned); step.Action == membership.ActionCreatePod && step.OnData {
+			if err := h.execute(ctx, c, obs, step, nil); err != nil {
+				return reconcile.Retry(fmt.Errorf("final backup: %s %s: %w", step.Action, step.Name, err))
+			}
+			emit(h.Recorder, c, normal, step.Reason, string(step.Action), step.Message+", to take the final backup from")
+			return reconcile.Waiting(ReasonFinalBackup, "recreating member "+step.Name+" on its data to take the final backup from", stepRequeue)
 		}
-		emit(h.Recorder, c, normal, step.Reason, string(step.Action), step.Message+", to take the final backup from")
-		return reconcile.Waiting(ReasonFinalBackup, "recreating member "+step.Name+" on its data to take the final backup from", stepRequeue)
-	}
-	if len(sources) == 0 {
 		return reconcile.Waiting(ReasonFinalBackup,
 			"no healthy voting member to take the final backup from; set spec.backup.skipFinalBackup to delete without one", stepRequeue)
 	}
