@@ -235,20 +235,25 @@ test-e2e: cluster-tools node-tools images ## e2e-framework suites on throwaway l
 	@# Alone: it interrupts and kills real-node suites and checks what they leave.
 	cd e2e && $(STATIC_BUILD_ENV) go test -count=1 -timeout $(E2E_TIMEOUT) ./teardown
 
-# The etcd operator's fault campaign (TestFaultCampaign): make test runs
-# 200 schedules of seed 1; chaos runs SCHEDULES longer schedules from SEED
-# (the same seed runs the same schedules) and ends with its summary line.
+# The etcd operator's fault campaign: make test runs 200 schedules on etcd
+# processes (TestFaultCampaign) and 50 on the fake etcd
+# (TestFaultCampaignFake) of seed 1; chaos runs SCHEDULES and
+# FAKE_SCHEDULES longer schedules from SEED (the same seed runs the same
+# schedules) and ends with their totals.
 SEED ?= $(shell date +%s)
 SCHEDULES ?= 1000
+FAKE_SCHEDULES ?= 1000
 CHAOS_STEPS ?= 12
 
 .PHONY: chaos
-chaos: envtest-assets ## The etcd operator's fault campaign at size: SCHEDULES schedules of CHAOS_STEPS steps from SEED; non-zero on any violation.
+chaos: envtest-assets etcd ## The etcd operator's fault campaign at size: SCHEDULES (etcd processes) and FAKE_SCHEDULES (fake etcd) schedules of CHAOS_STEPS steps from SEED; non-zero on any violation.
 	@mkdir -p .local
-	@cd examples/etcd && status=0; go test $(GO_TEST_FLAGS) -v -timeout 180m -run '^TestFaultCampaign$$' ./internal/controller \
-		-campaign.seed=$(SEED) -campaign.schedules=$(SCHEDULES) -campaign.steps=$(CHAOS_STEPS) > $(ROOT)/.local/chaos.log 2>&1 || status=$$?; \
-		grep -v -E '^(=== (RUN|PAUSE|CONT)|[[:space:]]*--- PASS|fault campaign:)' $(ROOT)/.local/chaos.log | tail -n 300; \
-		grep '^fault campaign:' $(ROOT)/.local/chaos.log; exit $$status
+	@cd examples/etcd && status=0; go test $(GO_TEST_FLAGS) -v -timeout 300m -run '^TestFaultCampaign(Fake)?$$' ./internal/controller \
+		-campaign.seed=$(SEED) -campaign.schedules=$(SCHEDULES) -campaign.fakeschedules=$(FAKE_SCHEDULES) -campaign.steps=$(CHAOS_STEPS) > $(ROOT)/.local/chaos.log 2>&1 || status=$$?; \
+		grep -v -E '^(=== (RUN|PAUSE|CONT)|[[:space:]]*--- PASS|fault campaign)' $(ROOT)/.local/chaos.log | tail -n 300; \
+		grep '^fault campaign' $(ROOT)/.local/chaos.log; \
+		grep '^fault campaign' $(ROOT)/.local/chaos.log | sed -E 's/.* ([0-9]+) schedules, .* ([0-9]+) violations in .*/\1 \2/' | \
+		awk '{s+=$$1; v+=$$2} END {printf "%d schedules, %d violations\n", s, v}'; exit $$status
 
 .PHONY: cover
 cover: envtest-assets versitygw controller-gen kustomize coredns ## Unit tests with coverage per package, and a total per module (profiles in .local/cover/).

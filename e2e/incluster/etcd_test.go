@@ -23,6 +23,7 @@ import (
 
 	"github.com/opkit-dev/opkit/e2e/harness"
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
+	"github.com/opkit-dev/opkit/examples/etcd/kvhistory"
 )
 
 // TestEtcdOperatorInCluster installs the etcd operator with make deploy,
@@ -110,7 +111,7 @@ func etcdLifecycle(op operator) features.Feature {
 	// The clients: from this process to the client Service's ClusterIP
 	// (kube-proxy routes it to a member), four workers on eight keys.
 	keys := []string{"k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7"}
-	history := newKVHistory()
+	history := kvhistory.New()
 	var (
 		cli        *clientv3.Client
 		stopLoad   context.CancelFunc
@@ -141,7 +142,7 @@ func etcdLifecycle(op operator) features.Feature {
 			lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 			stopLoad = cancel
 			for range 4 {
-				load.Go(func() { history.run(lctx, cli, keys) })
+				load.Go(func() { history.Run(lctx, cli, keys) })
 			}
 			return ctx
 		}).
@@ -289,18 +290,18 @@ func etcdLifecycle(op operator) features.Feature {
 		Assess("the clients' history is linearizable and no acknowledged write is lost", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			stopLoad()
 			load.Wait()
-			if err := history.finalReads(ctx, cli, keys); err != nil {
+			if err := history.FinalReads(ctx, cli, keys); err != nil {
 				t.Error(err)
 			}
 			start := time.Now()
-			summary, info := history.check(3 * time.Minute)
+			summary, info := history.Check(3 * time.Minute)
 			t.Logf("membership changes: %d (%s); %s; checked in %s", len(changes), strings.Join(changes, ", "), summary, time.Since(start).Round(time.Millisecond))
 			if summary.Puts < 100 || summary.Gets < 100 {
 				t.Errorf("too few operations to mean anything: %s", summary)
 			}
 			if summary.Result != porcupine.Ok {
 				out := filepath.Join(os.TempDir(), "etcd-incluster-history.html")
-				if err := porcupine.VisualizePath(kvModel, info, out); err == nil {
+				if err := porcupine.VisualizePath(kvhistory.Model, info, out); err == nil {
 					t.Logf("history visualized in %s", out)
 				}
 				t.Errorf("the history is not linearizable: %s", summary.Result)

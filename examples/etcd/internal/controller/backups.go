@@ -71,7 +71,9 @@ func snapshotInto(ctx context.Context, f etcdclient.Factory, store backup.Store,
 	if err != nil {
 		return backup.Manifest{}, err
 	}
-	rev, err := all.Revision(ctx)
+	rctx, cancel := context.WithTimeout(ctx, callTimeout)
+	rev, err := all.Revision(rctx)
+	cancel()
 	_ = all.Close()
 	if err != nil {
 		return backup.Manifest{}, fmt.Errorf("reading the cluster's revision before the snapshot: %w", err)
@@ -83,7 +85,7 @@ func snapshotInto(ctx context.Context, f etcdclient.Factory, store backup.Store,
 			return m, nil
 		}
 		errs = append(errs, err)
-		if !errors.Is(err, errStaleSnapshot) {
+		if !errors.Is(err, errStaleSnapshot) && !errors.Is(err, etcdclient.ErrSnapshotStalled) {
 			break
 		}
 	}

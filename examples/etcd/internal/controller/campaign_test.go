@@ -6,17 +6,22 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/anishathalye/porcupine"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/controller"
@@ -27,43 +32,74 @@ import (
 
 var (
 	campaignSeed      = flag.Uint64("campaign.seed", 1, "seed of the fault campaign; the same seed runs the same schedules")
-	campaignSchedules = flag.Int("campaign.schedules", 200, "how many schedules the fault campaign runs")
+	campaignSchedules = flag.Int("campaign.schedules", 200, "how many schedules TestFaultCampaign runs on etcd processes")
+	campaignFake      = flag.Int("campaign.fakeschedules", 50, "how many schedules TestFaultCampaignFake runs on the fake etcd")
 	campaignSteps     = flag.Int("campaign.steps", 8, "operations and faults per schedule")
+	campaignParallel  = flag.Int("campaign.parallel", 16, "how many schedules on etcd processes run at once")
 )
 
 // TestFaultCampaign drives the operator through seeded random schedules of
-// operations and faults while a client writes, and checks invariants after
-// every step: no backup lacks an acknowledged write, no member restarts
-// under its ID on a claim other than its data's, a drain through the
-// disruption budget keeps a quorum of voters, and the cluster converges
-// and deletes once faults stop. The etcd cluster is the fake, which models
-// members that lag behind the writes; the kubelet is the campaign's.
+// operations and faults while clients write and read, and checks after
+// every step: no backup or cluster lacks an acknowledged write, the
+// clients' history is linearizable (porcupine), the members never form
+// two clusters, no member restarts under its ID on a claim other than its
+// data's, a drain through the disruption budget keeps a quorum of voters,
+// and the cluster converges and deletes once faults stop.
+//
+// etcd runs as real processes, which the campaign's kubelet starts from
+// the operator's pods.
 //
 // A failure names its seed and schedule and prints the schedule; it
-// replays exactly with -run 'TestFaultCampaign/<n>$' -campaign.seed=<seed>.
+// replays the same schedule with -run 'TestFaultCampaign/<n>$'
+// -campaign.seed=<seed> (etcd's own timing aside).
 func TestFaultCampaign(t *testing.T) {
+	t.Parallel()
+	campaign(t, "process", *campaignSchedules, *campaignParallel)
+}
+
+// TestFaultCampaignFake is TestFaultCampaign on the fake etcd, whose
+// members also lag behind the writes for as many passes as a schedule
+// says; its schedules use no wall clock and replay exactly.
+func TestFaultCampaignFake(t *testing.T) {
+	t.Parallel()
+	campaign(t, "fake", *campaignFake, runtime.GOMAXPROCS(0))
+}
+
+func campaign(t *testing.T, kind string, schedules, parallel int) {
 	seed := *campaignSeed
-	var ops, faults, backups, violations atomic.Int64
+	var ops, faults, backups, histories, violations atomic.Int64
 	start := time.Now()
 	t.Cleanup(func() {
-		fmt.Printf("fault campaign: seed %d, %d schedules, %d operations, %d faults, %d backups checked, %d violations in %s\n",
-			seed, *campaignSchedules, ops.Load(), faults.Load(), backups.Load(), violations.Load(), time.Since(start).Round(time.Second))
+		fmt.Printf("fault campaign (%s etcd): seed %d, %d schedules, %d operations, %d faults, %d backups and %d client histories checked, %d violations in %s\n",
+			kind, seed, schedules, ops.Load(), faults.Load(), backups.Load(), histories.Load(), violations.Load(), time.Since(start).Round(time.Second))
 	})
-	for i := range *campaignSchedules {
-		t.Run(fmt.Sprintf("%03d", i), func(t *testing.T) {
-			t.Parallel()
-			s := newSchedule(t, seed, i)
-			s.run(*campaignSteps)
-			ops.Add(int64(s.ops))
-			faults.Add(int64(s.faults))
-			backups.Add(int64(s.backups))
-			if len(s.violations) > 0 {
-				violations.Add(int64(len(s.violations)))
-				t.Errorf("seed %d schedule %d: %d violations:\n  %s\nschedule:\n  %s\nreplay: go test ./internal/controller -run 'TestFaultCampaign/%03d$' -campaign.seed=%d",
-					seed, i, len(s.violations), strings.Join(s.violations, "\n  "), strings.Join(s.log, "\n  "), i, seed)
-			}
+	// Schedules on etcd processes mostly wait for etcd: more run at once
+	// than -parallel allows tests.
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	for i := range schedules {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			t.Run(fmt.Sprintf("%03d", i), func(t *testing.T) {
+				s := newSchedule(t, kind, seed, i)
+				s.run(*campaignSteps)
+				if testing.Verbose() {
+					t.Logf("schedule:\n  %s", strings.Join(s.log, "\n  "))
+				}
+				ops.Add(int64(s.ops))
+				faults.Add(int64(s.faults))
+				backups.Add(int64(s.backups))
+				histories.Add(int64(s.histories))
+				if len(s.violations) > 0 {
+					violations.Add(int64(len(s.violations)))
+					t.Errorf("seed %d schedule %d: %d violations:\n  %s\nschedule:\n  %s\nreplay: go test ./internal/controller -run '%s/%03d$' -campaign.seed=%d",
+						seed, i, len(s.violations), strings.Join(s.violations, "\n  "), strings.Join(s.log, "\n  "), t.Name()[:strings.LastIndex(t.Name(), "/")], i, seed)
+				}
+			})
 		})
 	}
+	wg.Wait()
 }
 
 // schedule is one run of the campaign on a cluster of its own.
@@ -72,6 +108,12 @@ type schedule struct {
 	r    *rand.Rand
 	name string
 	step int
+	etcd campaignEtcd
+	// proc is etcd when it runs as processes, nil with the fake; load
+	// is then the clients' history, cli a client of every member.
+	proc *procEtcd
+	load *load
+	cli  *clientv3.Client
 	// acked are the writes etcd acknowledged.
 	acked map[string]string
 	// claimOf is the claim each member ID first started on: its data.
@@ -89,15 +131,19 @@ type schedule struct {
 	// cluster is the cluster as created, for its members' URLs.
 	cluster *v1alpha1.EtcdCluster
 
+	histories            int
+	started              time.Time
+	last, lastLine       string
+	repeats              int
 	ops, faults, backups int
 	log                  []string
 	violations           []string
 }
 
-func newSchedule(t *testing.T, seed uint64, i int) *schedule {
+func newSchedule(t *testing.T, kind string, seed uint64, i int) *schedule {
 	g := newRig(t)
 	s := &schedule{g: g, r: rand.New(rand.NewPCG(seed, uint64(i))), name: "c", acked: map[string]string{},
-		claimOf: map[uint64]types.UID{}, catchUp: map[string]int{}}
+		claimOf: map[uint64]types.UID{}, catchUp: map[string]int{}, started: time.Now()}
 	g.cache = interceptor.NewClient(g.c.(client.WithWatch), interceptor.Funcs{
 		List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 			if l, ok := list.(*corev1.PersistentVolumeClaimList); ok && s.stale != nil {
@@ -107,12 +153,31 @@ func newSchedule(t *testing.T, seed uint64, i int) *schedule {
 			return cl.List(ctx, list, opts...)
 		},
 	})
+	c := &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: s.name, Namespace: g.ns}}
+	if kind == "fake" {
+		s.etcd = fakeEtcd{f: g.fake, c: c}
+	} else {
+		s.proc = newProcEtcd(t, c, i)
+		s.etcd = s.proc
+		s.cli = s.proc.raw()
+		g.factory = s.proc.factory()
+	}
 	g.startOperator()
 	return s
 }
 
+// logf logs one line of the schedule; a line like the last one only
+// counts.
 func (s *schedule) logf(format string, args ...any) {
-	s.log = append(s.log, fmt.Sprintf("%d: ", s.step)+fmt.Sprintf(format, args...))
+	line := fmt.Sprintf(format, args...)
+	if line == s.last && len(s.log) > 0 {
+		s.repeats++
+		s.log[len(s.log)-1] = fmt.Sprintf("%s (%d times)", s.lastLine, s.repeats+1)
+		return
+	}
+	s.last, s.repeats = line, 0
+	s.lastLine = fmt.Sprintf("%d %5.1fs: %s", s.step, time.Since(s.started).Seconds(), line)
+	s.log = append(s.log, s.lastLine)
 }
 
 func (s *schedule) violate(format string, args ...any) {
@@ -131,6 +196,9 @@ func (s *schedule) run(steps int) {
 	s.calm = true
 	s.converge()
 	s.calm = false
+	if s.proc != nil {
+		s.load = s.proc.startLoad()
+	}
 	for s.step = 1; s.step <= steps && !s.deleted; s.step++ {
 		s.write()
 		s.act()
@@ -150,7 +218,42 @@ func (s *schedule) run(steps int) {
 	}
 	s.converge()
 	s.write()
+	s.checkClients(true)
 	s.deleteCluster()
+}
+
+// checkClients checks the clients' history of a schedule on etcd
+// processes and, with final, that the cluster holds every acknowledged
+// write.
+func (s *schedule) checkClients(final bool) {
+	if s.load == nil {
+		return
+	}
+	sum, err := s.load.finish(s.g.t.Context(), s.cli, final)
+	s.load = nil
+	s.logf("clients: %s", sum)
+	s.histories++
+	if err != nil {
+		s.violate("final reads: %v", err)
+	}
+	if sum.Result != porcupine.Ok {
+		s.violate("the clients' history is not linearizable: %s", sum)
+	}
+	if !final {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.g.t.Context(), 10*time.Second)
+	defer cancel()
+	resp, err := s.cli.Get(ctx, "/campaign/", clientv3.WithPrefix())
+	if err != nil {
+		s.violate("reading the acknowledged writes: %v", err)
+		return
+	}
+	got := map[string]string{}
+	for _, kv := range resp.Kvs {
+		got[string(kv.Key)] = string(kv.Value)
+	}
+	s.checkWrites("the cluster", s.acked, got)
 }
 
 // act carries out one random operation or fault.
@@ -184,7 +287,7 @@ func (s *schedule) act() {
 		s.faults++
 		p := pods[s.r.IntN(len(pods))]
 		s.logf("pod %s killed", p)
-		s.killPod(p)
+		s.killPod(p, true)
 	case k == 5 && len(pods) > 0 && s.intact() && s.voters() >= 3:
 		// Data loss beyond one member at a time is beyond what the
 		// operator recovers from by itself: one only once converged.
@@ -197,7 +300,7 @@ func (s *schedule) act() {
 		s.faults++
 		s.logf("operator restarted")
 		g.startOperator()
-	case k == 7 && len(s.followers()) > 0:
+	case k == 7 && s.proc == nil && len(s.followers()) > 0:
 		s.faults++
 		f := s.followers()
 		p := f[s.r.IntN(len(f))]
@@ -225,13 +328,19 @@ func (s *schedule) update(c *v1alpha1.EtcdCluster) {
 
 // write puts keys as a client would; those etcd acknowledges are acked.
 func (s *schedule) write() {
-	ec, err := s.g.fake.Factory().New(s.g.t.Context(), nil)
+	ctx, cancel := context.WithTimeout(s.g.t.Context(), 5*time.Second)
+	defer cancel()
+	ec, err := s.etcd.factory().New(ctx, s.etcd.endpoints())
 	if err != nil {
 		return
 	}
+	defer func() { _ = ec.Close() }()
 	for i := range 3 {
 		k := fmt.Sprintf("/campaign/%02d-%d", s.step, i)
-		if err := ec.Put(s.g.t.Context(), []etcdclient.KeyValue{{Key: []byte(k), Value: []byte(k)}}); err == nil {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := ec.Put(pctx, []etcdclient.KeyValue{{Key: []byte(k), Value: []byte(k)}})
+		cancel()
+		if err == nil {
 			s.acked[k] = k
 		}
 	}
@@ -239,12 +348,23 @@ func (s *schedule) write() {
 
 // pass runs one operator pass and then the kubelet.
 func (s *schedule) pass() {
-	err := s.g.pass(s.name) // failed passes are the operator's to retry
-	for _, e := range s.g.drain() {
+	g := s.g
+	// Failed passes are the operator's to retry.
+	res, err := g.r.Reconcile(g.t.Context(), crreconcile.Request{NamespacedName: types.NamespacedName{Namespace: g.ns, Name: s.name}})
+	for _, e := range g.drain() {
 		s.logf("  operator: %s", e)
 	}
 	if err != nil {
 		s.logf("  pass failed: %v", err)
+	}
+	if s.proc != nil && (err != nil || res.RequeueAfter > 0) {
+		// Real etcd takes time (an election, the 5s etcd wants every
+		// voter connected before a member is added): wait a little as
+		// the operator's queue would.
+		time.Sleep(min(res.RequeueAfter, 250*time.Millisecond))
+		if err != nil {
+			time.Sleep(250 * time.Millisecond)
+		}
 	}
 	if s.staleFor > 0 {
 		if s.staleFor--; s.staleFor == 0 {
@@ -260,15 +380,15 @@ func (s *schedule) pass() {
 	s.kubelet()
 }
 
-// kubelet stops the members whose pods are gone and starts the pods not
-// yet running. A pod that starts a member etcd knows as started must be on
-// the claim that member first started on: another is empty, and etcd
-// would take the registered ID with an empty log. A new learner starts
-// behind the writes half of the time and catches up within 6 passes.
+// kubelet stops the members whose pods are gone, starts the pods not yet
+// running (again, after a crash) and reports their readiness. A pod that
+// starts a member etcd knows as started must be on the claim that member
+// first started on: another is empty, and etcd would take the registered
+// ID with an empty log. With the fake, a new learner starts behind the
+// writes half of the time and catches up within 6 passes.
 func (s *schedule) kubelet() {
 	g := s.g
 	ctx := g.t.Context()
-	c := s.cluster
 	var pods corev1.PodList
 	if err := g.c.List(ctx, &pods, client.InNamespace(g.ns)); err != nil {
 		g.t.Fatal(err)
@@ -279,39 +399,57 @@ func (s *schedule) kubelet() {
 			live[p.Name] = p
 		}
 	}
-	for _, m := range g.fake.Members() {
-		if _, ok := live[m.Name]; !ok && m.Name != "" {
-			g.fake.SetHealthy(m.PeerURLs[0], false)
+	s.etcd.reap(live)
+	if s.proc != nil {
+		if err := s.proc.oneCluster(s.cli); err != nil {
+			s.violate("two clusters: %v", err)
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(live)) {
 		p := live[name]
-		if p.Status.Phase == corev1.PodRunning {
+		if p.Status.Phase == corev1.PodRunning && s.etcd.alive(name) {
+			s.setReady(p, s.etcd.ready(name))
 			continue
 		}
-		peer := controller.PeerURL(c, name)
 		claim := s.claimUID(p)
-		for _, m := range g.fake.Members() {
-			if m.PeerURLs[0] != peer {
-				continue
-			}
-			switch first, ok := s.claimOf[m.ID]; {
-			case !ok:
-				s.claimOf[m.ID] = claim
-				if m.IsLearner && !s.calm && s.r.IntN(2) == 0 {
-					g.fake.SetApplied(peer, 0)
-					s.catchUp[peer] = 1 + s.r.IntN(6)
-				}
-			case first != claim:
-				s.violate("member %s (ID %x) started on claim %s, not on the claim %s holding its data: an empty member under a registered ID", name, m.ID, claim, first)
-			}
+		s.checkClaim(name, claim)
+		s.setReady(p, s.etcd.start(p, string(claim)))
+	}
+}
+
+// checkClaim checks that member name starts on the claim its data is on.
+func (s *schedule) checkClaim(name string, claim types.UID) {
+	peer := controller.PeerURL(s.cluster, name)
+	for _, m := range s.etcd.members() {
+		if m.PeerURLs[0] != peer {
+			continue
 		}
-		p.Status.Phase = corev1.PodRunning
-		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
-		if err := g.c.Status().Update(ctx, p); err != nil {
-			g.t.Fatal(err)
+		switch first, ok := s.claimOf[m.ID]; {
+		case !ok:
+			s.claimOf[m.ID] = claim
+			if s.proc == nil && m.IsLearner && !s.calm && s.r.IntN(2) == 0 {
+				s.g.fake.SetApplied(peer, 0)
+				s.catchUp[peer] = 1 + s.r.IntN(6)
+			}
+		case first != claim:
+			s.violate("member %s (ID %x) started on claim %s, not on the claim %s holding its data: an empty member under a registered ID", name, m.ID, claim, first)
 		}
-		g.fake.Start(name, peer, controller.InClusterClientURL(c, name))
+	}
+}
+
+// setReady marks pod p Running, and Ready as ready says.
+func (s *schedule) setReady(p *corev1.Pod, ready bool) {
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	if p.Status.Phase == corev1.PodRunning && isReady(p) == ready {
+		return
+	}
+	p.Status.Phase = corev1.PodRunning
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}
+	if err := s.g.c.Status().Update(s.g.t.Context(), p); err != nil {
+		s.g.t.Fatal(err)
 	}
 }
 
@@ -331,7 +469,7 @@ func (s *schedule) claimUID(p *corev1.Pod) types.UID {
 // voters counts etcd's voting members.
 func (s *schedule) voters() int {
 	n := 0
-	for _, m := range s.g.fake.Members() {
+	for _, m := range s.etcd.members() {
 		if !m.IsLearner {
 			n++
 		}
@@ -343,8 +481,9 @@ func (s *schedule) voters() int {
 // leader has applied what it committed.
 func (s *schedule) followers() []string {
 	var out []string
-	for _, m := range s.g.fake.Members() {
-		if m.Name != "" && m.ID != s.g.fake.Leader() {
+	lead := s.etcd.leader()
+	for _, m := range s.etcd.members() {
+		if m.Name != "" && m.ID != lead {
 			out = append(out, m.Name)
 		}
 	}
@@ -358,7 +497,7 @@ func (s *schedule) intact() bool {
 	if !s.converged() {
 		return false
 	}
-	for _, m := range s.g.fake.Members() {
+	for _, m := range s.etcd.members() {
 		var p corev1.Pod
 		err := s.g.c.Get(s.g.t.Context(), client.ObjectKey{Namespace: s.g.ns, Name: m.Name}, &p)
 		if err != nil || p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || s.claimUID(&p) == "" {
@@ -375,16 +514,20 @@ func (s *schedule) converged() bool {
 		statusutil.IsTrue(c, v1alpha1.ConditionAvailable)
 }
 
-// killPod deletes pod name and stops its member; a leader's followers
-// elect another.
-func (s *schedule) killPod(name string) {
+// killPod deletes pod name and stops its member, killed when crash is
+// set (SIGKILL), else as a kubelet stops a deleted pod. With the fake, a
+// leader's followers elect another.
+func (s *schedule) killPod(name string, crash bool) {
 	if err := s.g.c.Delete(s.g.t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.g.ns}}); client.IgnoreNotFound(err) != nil {
 		s.g.t.Fatal(err)
 	}
-	peer := controller.PeerURL(s.cluster, name)
-	s.g.fake.SetHealthy(peer, false)
-	for _, m := range s.g.fake.Members() {
-		if m.PeerURLs[0] == peer && m.ID == s.g.fake.Leader() {
+	lead := s.etcd.leader()
+	s.etcd.stop(name, crash)
+	if s.proc != nil {
+		return
+	}
+	for _, m := range s.etcd.members() {
+		if m.Name == name && m.ID == lead {
 			s.moveLeader()
 		}
 	}
@@ -394,9 +537,10 @@ func (s *schedule) killPod(name string) {
 // as an election does.
 func (s *schedule) moveLeader() {
 	var voters []string
-	for _, m := range s.g.fake.Members() {
+	lead := s.etcd.leader()
+	for _, m := range s.etcd.members() {
 		_, lagging := s.catchUp[m.PeerURLs[0]]
-		if !m.IsLearner && m.Name != "" && m.ID != s.g.fake.Leader() && !lagging && s.running(m.Name) {
+		if !m.IsLearner && m.Name != "" && m.ID != lead && !lagging && s.running(m.Name) {
 			voters = append(voters, m.Name)
 		}
 	}
@@ -406,7 +550,9 @@ func (s *schedule) moveLeader() {
 	slices.Sort(voters)
 	name := voters[s.r.IntN(len(voters))]
 	s.logf("leadership moves to %s", name)
-	s.g.fake.SetLeader(controller.PeerURL(s.cluster, name))
+	if err := s.etcd.moveLeader(name); err != nil {
+		s.logf("  moving leadership: %v", err)
+	}
 }
 
 // running reports whether pod name exists and runs.
@@ -432,14 +578,14 @@ func (s *schedule) loseClaim(name string, lag int) {
 		g.t.Fatal(err)
 	}
 	g.claimGone(name)
-	s.killPod(name)
+	s.killPod(name, true)
 }
 
 // drain checks that no eviction the disruption budget allows takes the
 // healthy voting members below their quorum, then evicts one pod it
 // allows, as draining that pod's node does.
 func (s *schedule) drain() {
-	evictable, healthy, voters := s.g.drainNode(s.name)
+	evictable, healthy, voters := s.g.drainNode(s.name, s.etcd.members())
 	s.logf("drain: the budget lets %d of %d healthy voting members (of %d) go", evictable, healthy, voters)
 	if evictable > 0 && healthy-evictable < membership.Quorum(voters) {
 		s.violate("a drain through the disruption budget may evict %d of %d healthy voting members, leaving fewer than the quorum %d of %d",
@@ -449,7 +595,7 @@ func (s *schedule) drain() {
 		if f := s.followers(); len(f) > 0 {
 			p := f[s.r.IntN(len(f))]
 			s.logf("pod %s evicted", p)
-			s.killPod(p)
+			s.killPod(p, false)
 		}
 	}
 }
@@ -479,6 +625,11 @@ func (s *schedule) backup() {
 
 func (s *schedule) checkBackup(what string, want, got map[string]string) {
 	s.backups++
+	s.checkWrites(what, want, got)
+}
+
+// checkWrites checks that got holds every write in want.
+func (s *schedule) checkWrites(what string, want, got map[string]string) {
 	var missing []string
 	for k := range want {
 		if _, ok := got[k]; !ok {
@@ -495,17 +646,18 @@ func (s *schedule) checkBackup(what string, want, got map[string]string) {
 // its final backup.
 func (s *schedule) deleteCluster() {
 	g := s.g
+	s.checkClients(false)
 	want := maps.Clone(s.acked)
 	c := g.get(s.name)
 	if err := g.c.Delete(g.t.Context(), c); err != nil {
 		g.t.Fatal(err)
 	}
 	s.deleted = true
-	for i := 0; i < 20 && g.exists(c); i++ {
+	for i := 0; i < s.budget(20) && g.exists(c); i++ {
 		s.pass()
 	}
 	if g.exists(c) {
-		s.violate("the cluster is not deleted after 20 passes: %+v", g.get(s.name).Status.Conditions)
+		s.violate("the cluster is not deleted after %d passes: %+v", s.budget(20), g.get(s.name).Status.Conditions)
 		return
 	}
 	for _, m := range g.storedBackups(s.name) {
@@ -517,9 +669,18 @@ func (s *schedule) deleteCluster() {
 	s.violate("the cluster was deleted without a final backup")
 }
 
+// budget is how many passes a wait of n passes on the fake gets: real
+// etcd members take seconds to start, elect and connect.
+func (s *schedule) budget(n int) int {
+	if s.proc != nil {
+		return 8 * n
+	}
+	return n
+}
+
 // converge runs passes until the cluster is Ready at its generation.
 func (s *schedule) converge() {
-	for range 60 {
+	for range s.budget(60) {
 		s.pass()
 		if s.converged() {
 			return
@@ -532,7 +693,11 @@ func (s *schedule) converge() {
 	for _, p := range pods.Items {
 		ps = append(ps, fmt.Sprintf("%s %s ready=%v deleting=%v", p.Name, p.Status.Phase, isReady(&p), p.DeletionTimestamp != nil))
 	}
-	s.violate("not converged after 60 passes: %+v; etcd members %v; pods %v; calls %v", c.Status.Conditions, s.g.etcdMembers(), ps, lastN(s.g.fake.Calls(), 30))
+	detail := fmt.Sprint(lastN(s.g.fake.Calls(), 30))
+	if s.proc != nil {
+		detail = s.proc.logs()
+	}
+	s.violate("not converged after %d passes: %+v; etcd members %v; pods %v; etcd: %s", s.budget(60), c.Status.Conditions, s.etcd.members(), ps, detail)
 }
 
 func lastN(s []string, n int) []string { return s[max(len(s)-n, 0):] }

@@ -141,28 +141,59 @@ func (r *real) Snapshot(ctx context.Context, w io.Writer) (SnapshotInfo, error) 
 	if len(eps) != 1 {
 		return SnapshotInfo{}, fmt.Errorf("snapshot needs a client on exactly one endpoint, have %v", eps)
 	}
+	// Callers give no deadline (a snapshot may take minutes) and the
+	// client waits for a dead member forever: a watchdog ends it instead.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stall := time.AfterFunc(SnapshotStallTimeout, func() { cancel(ErrSnapshotStalled) })
+	defer stall.Stop()
+	stalled := func(err error) error {
+		if errors.Is(context.Cause(ctx), ErrSnapshotStalled) {
+			return fmt.Errorf("%w: %w", ErrSnapshotStalled, err)
+		}
+		return refusal(err)
+	}
 	// etcd 3.6 sends no revision with the stream and reports its storage
 	// version; ask the member first for its server version and revision.
 	st, err := r.Status(ctx, eps[0])
 	if err != nil {
-		return SnapshotInfo{}, fmt.Errorf("before snapshot: %w", refusal(err))
+		return SnapshotInfo{}, fmt.Errorf("before snapshot: %w", stalled(err))
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	stall.Reset(SnapshotStallTimeout)
 	resp, err := r.c.SnapshotWithVersion(ctx)
 	if err != nil {
-		return SnapshotInfo{}, fmt.Errorf("starting snapshot: %w", refusal(err))
+		return SnapshotInfo{}, fmt.Errorf("starting snapshot: %w", stalled(err))
 	}
 	defer func() { _ = resp.Snapshot.Close() }()
-	cw := NewChecksumWriter(w)
+	cw := NewChecksumWriter(progressWriter{w: w, progress: func() { stall.Reset(SnapshotStallTimeout) }})
 	n, err := io.Copy(cw, resp.Snapshot)
 	if err != nil {
-		return SnapshotInfo{}, fmt.Errorf("streaming snapshot after %d bytes: %w", n, refusal(err))
+		return SnapshotInfo{}, fmt.Errorf("streaming snapshot after %d bytes: %w", n, stalled(err))
 	}
 	if err := cw.Verify(); err != nil {
 		return SnapshotInfo{}, err
 	}
 	return SnapshotInfo{Revision: max(resp.Header.GetRevision(), st.Revision), Version: st.Version, Size: n}, nil
+}
+
+// SnapshotStallTimeout is how long a snapshot waits for its member's
+// status, its first byte or its next one before it fails with
+// ErrSnapshotStalled.
+const SnapshotStallTimeout = 20 * time.Second
+
+// ErrSnapshotStalled is returned (wrapped) by Snapshot when the member
+// stopped answering for SnapshotStallTimeout.
+var ErrSnapshotStalled = errors.New("etcd snapshot stalled")
+
+// progressWriter calls progress on every write.
+type progressWriter struct {
+	w        io.Writer
+	progress func()
+}
+
+func (p progressWriter) Write(b []byte) (int, error) {
+	p.progress()
+	return p.w.Write(b)
 }
 
 // refusals are the answers of a member that a retry gets again: the

@@ -1,4 +1,4 @@
-package incluster
+package kvhistory
 
 import (
 	"context"
@@ -13,27 +13,27 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// kvInput is one operation a client of the etcd cluster issued: a put of
+// Input is one operation a client of the etcd cluster issued: a put of
 // a unique value, or a linearizable get.
-type kvInput struct {
+type Input struct {
 	Put        bool
 	Key, Value string
 }
 
-// kvOutput is what the operation returned: the value a get read.
-type kvOutput struct {
+// Output is what the operation returned: the value a get read.
+type Output struct {
 	Value string
 }
 
-// kvModel is a register per key: a put sets it, a get must read the
+// Model is a register per key: a put sets it, a get must read the
 // latest value put. Histories are checked key by key (porcupine's
 // partitions), which keeps the check fast.
-var kvModel = porcupine.Model{
+var Model = porcupine.Model{
 	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
 		byKey := map[string][]porcupine.Operation{}
 		var keys []string
 		for _, op := range history {
-			k := op.Input.(kvInput).Key
+			k := op.Input.(Input).Key
 			if _, ok := byKey[k]; !ok {
 				keys = append(keys, k)
 			}
@@ -47,25 +47,25 @@ var kvModel = porcupine.Model{
 	},
 	Init: func() any { return "" },
 	Step: func(state, input, output any) (bool, any) {
-		in := input.(kvInput)
+		in := input.(Input)
 		if in.Put {
 			return true, in.Value
 		}
-		return output.(kvOutput).Value == state.(string), state
+		return output.(Output).Value == state.(string), state
 	},
 	Equal: func(a, b any) bool { return a == b },
 	DescribeOperation: func(input, output any) string {
-		in := input.(kvInput)
+		in := input.(Input)
 		if in.Put {
 			return fmt.Sprintf("put(%s, %s)", in.Key, in.Value)
 		}
-		return fmt.Sprintf("get(%s) -> %q", in.Key, output.(kvOutput).Value)
+		return fmt.Sprintf("get(%s) -> %q", in.Key, output.(Output).Value)
 	},
 }
 
-// kvHistory records every operation of concurrent etcd clients, with the
+// History records every operation of concurrent etcd clients, with the
 // times of its call and return, for porcupine.
-type kvHistory struct {
+type History struct {
 	start time.Time
 
 	mu  sync.Mutex
@@ -76,14 +76,15 @@ type kvHistory struct {
 	nextClient             int
 }
 
-func newKVHistory() *kvHistory {
-	return &kvHistory{start: time.Now()}
+// New returns an empty history whose clock starts now.
+func New() *History {
+	return &History{start: time.Now()}
 }
 
-func (h *kvHistory) now() int64 { return int64(time.Since(h.start)) }
+func (h *History) now() int64 { return int64(time.Since(h.start)) }
 
 // newClientID returns a client ID no operation used yet.
-func (h *kvHistory) newClientID() int {
+func (h *History) newClientID() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.nextClient++
@@ -94,7 +95,7 @@ func (h *kvHistory) newClientID() int {
 // an error: it may or may not have been applied) gets a return time after
 // every other operation, as porcupine expects; a failed get read nothing
 // and is left out.
-func (h *kvHistory) record(client int, in kvInput, out kvOutput, call, ret int64, err error) {
+func (h *History) record(client int, in Input, out Output, call, ret int64, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
@@ -109,20 +110,20 @@ func (h *kvHistory) record(client int, in kvInput, out kvOutput, call, ret int64
 	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret})
 }
 
-// run issues operations on keys until ctx ends: puts of unique values and
+// Run issues operations on keys until ctx ends: puts of unique values and
 // linearizable gets, each with its own timeout. After a put of unknown
 // outcome the worker goes on as a new client, so that no client has two
 // operations open at once.
-func (h *kvHistory) run(ctx context.Context, cli *clientv3.Client, keys []string) {
+func (h *History) Run(ctx context.Context, cli *clientv3.Client, keys []string) {
 	client := h.newClientID()
 	for seq := 0; ctx.Err() == nil; seq++ {
-		in := kvInput{Key: keys[rand.IntN(len(keys))]}
+		in := Input{Key: keys[rand.IntN(len(keys))]}
 		if rand.IntN(2) == 0 {
 			in.Put, in.Value = true, fmt.Sprintf("c%d-%d", client, seq)
 		}
 		octx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		call := h.now()
-		var out kvOutput
+		var out Output
 		var err error
 		if in.Put {
 			_, err = cli.Put(octx, in.Key, in.Value)
@@ -152,39 +153,40 @@ func (h *kvHistory) run(ctx context.Context, cli *clientv3.Client, keys []string
 	}
 }
 
-// kvSummary is what a check reports.
-type kvSummary struct {
+// Summary is what Check reports: how many operations the history holds
+// and porcupine's verdict.
+type Summary struct {
 	Operations, Puts, Gets, FailedPuts, FailedGets int
 	Result                                         porcupine.CheckResult
 }
 
-func (s kvSummary) String() string {
+func (s Summary) String() string {
 	return fmt.Sprintf("%d operations recorded (%d puts acknowledged or unknown, %d gets), %d puts and %d gets failed; linearizability: %s",
 		s.Operations, s.Puts, s.Gets, s.FailedPuts, s.FailedGets, s.Result)
 }
 
-// check runs porcupine on the history, final reads included, and returns
+// Check runs porcupine on the history, final reads included, and returns
 // its summary and what porcupine found, for a visualization on failure.
-func (h *kvHistory) check(timeout time.Duration) (kvSummary, porcupine.LinearizationInfo) {
+func (h *History) Check(timeout time.Duration) (Summary, porcupine.LinearizationInfo) {
 	h.mu.Lock()
 	ops := append([]porcupine.Operation(nil), h.ops...)
-	s := kvSummary{Operations: len(ops), FailedPuts: h.failedPuts, FailedGets: h.failedGets}
+	s := Summary{Operations: len(ops), FailedPuts: h.failedPuts, FailedGets: h.failedGets}
 	h.mu.Unlock()
 	for _, op := range ops {
-		if op.Input.(kvInput).Put {
+		if op.Input.(Input).Put {
 			s.Puts++
 		} else {
 			s.Gets++
 		}
 	}
 	var info porcupine.LinearizationInfo
-	s.Result, info = porcupine.CheckOperationsVerbose(kvModel, ops, timeout)
+	s.Result, info = porcupine.CheckOperationsVerbose(Model, ops, timeout)
 	return s, info
 }
 
-// finalReads reads every key once more, recorded like any other get, and
+// FinalReads reads every key once more, recorded like any other get, and
 // fails when a key's value is not a put the history holds.
-func (h *kvHistory) finalReads(ctx context.Context, cli *clientv3.Client, keys []string) error {
+func (h *History) FinalReads(ctx context.Context, cli *clientv3.Client, keys []string) error {
 	client := h.newClientID()
 	var errs []error
 	for _, k := range keys {
@@ -194,11 +196,11 @@ func (h *kvHistory) finalReads(ctx context.Context, cli *clientv3.Client, keys [
 		if err != nil {
 			return fmt.Errorf("final read of %s: %w", k, err)
 		}
-		var out kvOutput
+		var out Output
 		if len(resp.Kvs) > 0 {
 			out.Value = string(resp.Kvs[0].Value)
 		}
-		h.record(client, kvInput{Key: k}, out, call, ret, nil)
+		h.record(client, Input{Key: k}, out, call, ret, nil)
 		h.mu.Lock()
 		written := out.Value == "" || h.putIssued(k, out.Value)
 		h.mu.Unlock()
@@ -211,9 +213,9 @@ func (h *kvHistory) finalReads(ctx context.Context, cli *clientv3.Client, keys [
 
 // putIssued reports whether a put of value to key is in the history.
 // Call with h.mu held.
-func (h *kvHistory) putIssued(key, value string) bool {
+func (h *History) putIssued(key, value string) bool {
 	for _, op := range h.ops {
-		if in := op.Input.(kvInput); in.Put && in.Key == key && in.Value == value {
+		if in := op.Input.(Input); in.Put && in.Key == key && in.Value == value {
 			return true
 		}
 	}

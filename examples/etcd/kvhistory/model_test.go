@@ -1,4 +1,4 @@
-package incluster
+package kvhistory
 
 import (
 	"testing"
@@ -6,15 +6,15 @@ import (
 	"github.com/anishathalye/porcupine"
 )
 
-// TestKVModel: the checker the etcd suite relies on refuses a history that
+// TestModel: the checker the etcd suite relies on refuses a history that
 // loses an acknowledged write or reads a value out of order, and accepts a
 // put of unknown outcome either way.
-func TestKVModel(t *testing.T) {
+func TestModel(t *testing.T) {
 	put := func(client int, key, value string, call, ret int64) porcupine.Operation {
-		return porcupine.Operation{ClientId: client, Input: kvInput{Put: true, Key: key, Value: value}, Call: call, Return: ret}
+		return porcupine.Operation{ClientId: client, Input: Input{Put: true, Key: key, Value: value}, Call: call, Return: ret}
 	}
 	get := func(client int, key, value string, call, ret int64) porcupine.Operation {
-		return porcupine.Operation{ClientId: client, Input: kvInput{Key: key}, Output: kvOutput{Value: value}, Call: call, Return: ret}
+		return porcupine.Operation{ClientId: client, Input: Input{Key: key}, Output: Output{Value: value}, Call: call, Return: ret}
 	}
 	const never = 1 << 62
 	for _, tc := range []struct {
@@ -31,7 +31,7 @@ func TestKVModel(t *testing.T) {
 		{"keys are independent", []porcupine.Operation{put(1, "k", "a", 0, 1), get(2, "j", "", 2, 3), get(2, "k", "a", 4, 5)}, porcupine.Ok},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := porcupine.CheckOperations(kvModel, tc.ops); got != (tc.want == porcupine.Ok) {
+			if got := porcupine.CheckOperations(Model, tc.ops); got != (tc.want == porcupine.Ok) {
 				t.Errorf("linearizable = %v, want %v", got, tc.want == porcupine.Ok)
 			}
 		})

@@ -1,0 +1,529 @@
+package controller_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/controller"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdtest"
+	"github.com/opkit-dev/opkit/examples/etcd/kvhistory"
+)
+
+// campaignEtcd is the etcd cluster a schedule runs: the fake, or real etcd
+// processes started from the pods the operator writes.
+type campaignEtcd interface {
+	// factory is the operator's and the clients' way to the members.
+	factory() etcdclient.Factory
+	// endpoints are the client URLs a client of the cluster dials.
+	endpoints() []string
+	members() []etcdclient.Member
+	leader() uint64
+	// start runs pod's member on the data directory of claim (the pod's
+	// own directory if claim is "") unless it runs, and reports whether
+	// it is ready.
+	start(pod *corev1.Pod, claim string) bool
+	// ready reports whether pod's member answers its readiness probe.
+	ready(pod string) bool
+	// alive reports whether pod's member runs: a crashed one is started
+	// again.
+	alive(pod string) bool
+	// reap stops the members whose pods are not in live (by name).
+	reap(live map[string]*corev1.Pod)
+	// stop stops pod's member: killed, or terminated as a deleted pod is.
+	stop(pod string, kill bool)
+	moveLeader(pod string) error
+}
+
+// fakeEtcd is the fake: members start ready and stop at once.
+type fakeEtcd struct {
+	f *etcdclient.Fake
+	c *v1alpha1.EtcdCluster
+}
+
+func (e fakeEtcd) factory() etcdclient.Factory { return e.f.Factory() }
+func (e fakeEtcd) endpoints() []string         { return nil }
+func (e fakeEtcd) members() []etcdclient.Member {
+	return e.f.Members()
+}
+func (e fakeEtcd) leader() uint64 { return e.f.Leader() }
+func (e fakeEtcd) start(pod *corev1.Pod, _ string) bool {
+	e.f.Start(pod.Name, controller.PeerURL(e.c, pod.Name), controller.InClusterClientURL(e.c, pod.Name))
+	return true
+}
+func (e fakeEtcd) ready(string) bool { return true }
+func (e fakeEtcd) alive(string) bool { return true }
+func (e fakeEtcd) reap(live map[string]*corev1.Pod) {
+	for _, m := range e.f.Members() {
+		if _, ok := live[m.Name]; !ok && m.Name != "" {
+			e.f.SetHealthy(m.PeerURLs[0], false)
+		}
+	}
+}
+func (e fakeEtcd) stop(pod string, _ bool) {
+	e.f.SetHealthy(controller.PeerURL(e.c, pod), false)
+}
+func (e fakeEtcd) moveLeader(pod string) error {
+	e.f.SetLeader(controller.PeerURL(e.c, pod))
+	return nil
+}
+
+// procEtcd runs each member pod as an etcd process listening on a loopback
+// address of its own (127.a.b.<ordinal+1>), on the ports of the pod. Pod
+// DNS names do not resolve here, so the URLs in the pods' flags are
+// rewritten to those addresses, and the factory rewrites what the operator
+// sends and reads back: etcd holds addresses, the operator sees names.
+type procEtcd struct {
+	t    *testing.T
+	c    *v1alpha1.EtcdCluster
+	bin  string
+	dir  string
+	base string // "127.a.b."
+	// toIP matches the cluster's member host names, fromIP its addresses.
+	toIP, fromIP *regexp.Regexp
+
+	mu    sync.Mutex
+	procs map[string]*proc
+	// clusterID is the first cluster ID a member reported.
+	clusterID uint64
+}
+
+type proc struct {
+	pod    types.UID
+	cmd    *exec.Cmd
+	exited chan struct{}
+	log    string
+}
+
+func (p *proc) running() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+func newProcEtcd(t *testing.T, c *v1alpha1.EtcdCluster, block int) *procEtcd {
+	base := fmt.Sprintf("127.%d.%d.", 100+block/250, block%250)
+	e := &procEtcd{t: t, c: c, bin: etcdtest.Binary(t), dir: t.TempDir(), base: base, procs: map[string]*proc{},
+		toIP:   regexp.MustCompile(regexp.QuoteMeta(c.Name+"-") + `(\d+)\.` + regexp.QuoteMeta(c.Name+"."+c.Namespace+".svc")),
+		fromIP: regexp.MustCompile(regexp.QuoteMeta(base) + `(\d+)\b`)}
+	t.Cleanup(func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		for _, p := range e.procs {
+			p.kill()
+		}
+	})
+	return e
+}
+
+// to rewrites member host names in s to their addresses.
+func (e *procEtcd) to(s string) string {
+	return e.toIP.ReplaceAllStringFunc(s, func(host string) string {
+		n, _ := strconv.Atoi(e.toIP.FindStringSubmatch(host)[1])
+		return e.base + strconv.Itoa(n+1)
+	})
+}
+
+// from rewrites member addresses in s to their host names.
+func (e *procEtcd) from(s string) string {
+	return e.fromIP.ReplaceAllStringFunc(s, func(ip string) string {
+		n, _ := strconv.Atoi(e.fromIP.FindStringSubmatch(ip)[1])
+		return fmt.Sprintf("%s-%d.%s.%s.svc", e.c.Name, n-1, e.c.Name, e.c.Namespace)
+	})
+}
+
+func (e *procEtcd) fromMember(m etcdclient.Member) etcdclient.Member {
+	m.PeerURLs = slices.Clone(m.PeerURLs)
+	m.ClientURLs = slices.Clone(m.ClientURLs)
+	for i := range m.PeerURLs {
+		m.PeerURLs[i] = e.from(m.PeerURLs[i])
+	}
+	for i := range m.ClientURLs {
+		m.ClientURLs[i] = e.from(m.ClientURLs[i])
+	}
+	return m
+}
+
+func (e *procEtcd) fromMembers(ms []etcdclient.Member) []etcdclient.Member {
+	out := make([]etcdclient.Member, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, e.fromMember(m))
+	}
+	return out
+}
+
+func (e *procEtcd) factory() etcdclient.Factory {
+	real := etcdclient.NewFactory(time.Second)
+	return etcdclient.FactoryFunc(func(ctx context.Context, endpoints []string, opts ...etcdclient.DialOption) (etcdclient.Client, error) {
+		eps := make([]string, 0, len(endpoints))
+		for _, ep := range endpoints {
+			eps = append(eps, e.to(ep))
+		}
+		c, err := real.New(ctx, eps, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return &translated{Client: c, e: e}, nil
+	})
+}
+
+// endpoints are the client URLs of ordinals 0-6: a cluster of 5 replaces
+// a member under a new ordinal at most twice over.
+func (e *procEtcd) endpoints() []string {
+	var out []string
+	for i := range 7 {
+		out = append(out, controller.InClusterClientURL(e.c, fmt.Sprintf("%s-%d", e.c.Name, i)))
+	}
+	return out
+}
+
+func (e *procEtcd) client(ctx context.Context, endpoints ...string) (etcdclient.Client, error) {
+	if len(endpoints) == 0 {
+		endpoints = e.endpoints()
+	}
+	return e.factory().New(ctx, endpoints)
+}
+
+func (e *procEtcd) members() []etcdclient.Member {
+	ctx, cancel := context.WithTimeout(e.t.Context(), 3*time.Second)
+	defer cancel()
+	c, err := e.client(ctx)
+	if err != nil {
+		return nil
+	}
+	defer func() { _ = c.Close() }()
+	ms, err := c.MemberList(ctx)
+	if err != nil {
+		return nil
+	}
+	return ms
+}
+
+func (e *procEtcd) leader() uint64 {
+	for _, ep := range e.running() {
+		ctx, cancel := context.WithTimeout(e.t.Context(), time.Second)
+		c, err := e.client(ctx, ep)
+		if err == nil {
+			var s etcdclient.Status
+			s, err = c.Status(ctx, ep)
+			_ = c.Close()
+			if err == nil && s.Leader != 0 {
+				cancel()
+				return s.Leader
+			}
+		}
+		cancel()
+	}
+	return 0
+}
+
+// running are the client URLs of the running members.
+func (e *procEtcd) running() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []string
+	for name, p := range e.procs {
+		if p.running() {
+			out = append(out, controller.InClusterClientURL(e.c, name))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (e *procEtcd) moveLeader(pod string) error {
+	var id uint64
+	for _, m := range e.members() {
+		if m.Name == pod {
+			id = m.ID
+		}
+	}
+	lead := e.leader()
+	for _, m := range e.members() {
+		if m.ID != lead || len(m.ClientURLs) == 0 {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(e.t.Context(), 5*time.Second)
+		defer cancel()
+		c, err := e.client(ctx, m.ClientURLs[0])
+		if err != nil {
+			return err
+		}
+		defer func() { _ = c.Close() }()
+		return c.MoveLeader(ctx, id)
+	}
+	return errors.New("no leader")
+}
+
+// dataDirs maps the pod's volume to a directory that outlives the pod
+// when it is a claim.
+func (e *procEtcd) dataDir(pod *corev1.Pod, claim string) string {
+	if claim == "" {
+		return filepath.Join(e.dir, "pods", string(pod.UID))
+	}
+	return filepath.Join(e.dir, "claims", claim)
+}
+
+func (e *procEtcd) start(pod *corev1.Pod, claim string) bool {
+	e.mu.Lock()
+	p := e.procs[pod.Name]
+	e.mu.Unlock()
+	if p != nil && p.running() {
+		return e.ready(pod.Name)
+	}
+	if len(pod.Spec.InitContainers) > 0 {
+		e.t.Fatalf("pod %s: the campaign's kubelet runs no init containers", pod.Name)
+	}
+	ip := e.to(fmt.Sprintf("%s.%s.%s.svc", pod.Name, e.c.Name, e.c.Namespace))
+	var args []string
+	for _, a := range pod.Spec.Containers[0].Args {
+		flag, value, _ := strings.Cut(a, "=")
+		switch flag {
+		case "--data-dir":
+			value = e.dataDir(pod, claim)
+		case "--listen-peer-urls", "--listen-client-urls":
+			value = strings.Replace(value, "0.0.0.0", ip, 1)
+		default:
+			value = e.to(value)
+		}
+		args = append(args, flag+"="+value)
+	}
+	// Faster elections than the defaults: the campaign waits for them.
+	// The faults kill processes, not the machine: what etcd wrote is in
+	// the page cache, so fsync only costs time.
+	args = append(args, "--heartbeat-interval=50", "--election-timeout=500", "--log-level=warn", "--unsafe-no-fsync")
+	logPath := filepath.Join(e.dir, pod.Name+".log")
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	fmt.Fprintf(logf, "--- pod %s (uid %s) starts: %q\n", pod.Name, pod.UID, args)
+	cmd := exec.Command(e.bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		e.t.Fatalf("starting etcd for pod %s: %v", pod.Name, err)
+	}
+	p = &proc{pod: pod.UID, cmd: cmd, exited: make(chan struct{}), log: logPath}
+	go func() {
+		_ = cmd.Wait()
+		_ = logf.Close()
+		close(p.exited)
+	}()
+	e.mu.Lock()
+	e.procs[pod.Name] = p
+	e.mu.Unlock()
+	// A learner is not ready (/readyz's non_learner check) until it is
+	// promoted, which takes a pass: wait only until it serves.
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && p.running() {
+		if e.probe(pod.Name, "?exclude=non_learner") {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return e.ready(pod.Name)
+}
+
+func (e *procEtcd) alive(pod string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	p := e.procs[pod]
+	return p != nil && p.running()
+}
+
+func (e *procEtcd) reap(live map[string]*corev1.Pod) {
+	e.mu.Lock()
+	var gone []string
+	for name, p := range e.procs {
+		if pod, ok := live[name]; !ok || pod.UID != p.pod {
+			gone = append(gone, name)
+		}
+	}
+	e.mu.Unlock()
+	for _, name := range gone {
+		e.stop(name, false)
+	}
+}
+
+var probe = &http.Client{Timeout: time.Second}
+
+// ready asks the member's /readyz, as the pod's readiness probe does.
+func (e *procEtcd) ready(pod string) bool { return e.probe(pod, "") }
+
+func (e *procEtcd) probe(pod, query string) bool {
+	e.mu.Lock()
+	p := e.procs[pod]
+	e.mu.Unlock()
+	if p == nil || !p.running() {
+		return false
+	}
+	resp, err := probe.Get(e.to(controller.InClusterClientURL(e.c, pod)) + "/readyz" + query)
+	if err != nil {
+		return false
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+func (e *procEtcd) stop(pod string, kill bool) {
+	e.mu.Lock()
+	p := e.procs[pod]
+	delete(e.procs, pod)
+	e.mu.Unlock()
+	if p == nil {
+		return
+	}
+	if kill {
+		p.kill()
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(5 * time.Second):
+		p.kill()
+	}
+}
+
+func (p *proc) kill() {
+	if p.running() {
+		_ = p.cmd.Process.Kill()
+	}
+	<-p.exited
+}
+
+// logs returns the tail of every member's log, for a violation.
+func (e *procEtcd) logs() string {
+	matches, _ := filepath.Glob(filepath.Join(e.dir, "*.log"))
+	var b strings.Builder
+	for _, m := range matches {
+		data, _ := os.ReadFile(m)
+		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+		fmt.Fprintf(&b, "== %s\n%s\n", filepath.Base(m), strings.Join(lastN(lines, 15), "\n"))
+	}
+	return b.String()
+}
+
+// translated is a client of procEtcd's members whose URLs it rewrites.
+type translated struct {
+	etcdclient.Client
+	e *procEtcd
+}
+
+func (c *translated) MemberList(ctx context.Context) ([]etcdclient.Member, error) {
+	ms, err := c.Client.MemberList(ctx)
+	return c.e.fromMembers(ms), err
+}
+
+func (c *translated) MemberAddAsLearner(ctx context.Context, peerURL string) (etcdclient.Member, []etcdclient.Member, error) {
+	m, ms, err := c.Client.MemberAddAsLearner(ctx, c.e.to(peerURL))
+	return c.e.fromMember(m), c.e.fromMembers(ms), err
+}
+
+func (c *translated) Status(ctx context.Context, endpoint string) (etcdclient.Status, error) {
+	return c.Client.Status(ctx, c.e.to(endpoint))
+}
+
+func (c *translated) Defragment(ctx context.Context, endpoint string) error {
+	return c.Client.Defragment(ctx, c.e.to(endpoint))
+}
+
+// loadKeys are the keys the clients of a schedule on etcd processes put
+// and read.
+var loadKeys = []string{"/load/k0", "/load/k1", "/load/k2", "/load/k3"}
+
+// load is the recorded client traffic of a schedule on etcd processes.
+type load struct {
+	h    *kvhistory.History
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+}
+
+// raw returns a client of every address a member may have, closed by
+// t.Cleanup.
+func (e *procEtcd) raw() *clientv3.Client {
+	var eps []string
+	for _, ep := range e.endpoints() {
+		eps = append(eps, e.to(ep))
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
+// startLoad starts a client putting and reading loadKeys.
+func (e *procEtcd) startLoad() *load {
+	ctx, cancel := context.WithCancel(e.t.Context())
+	l := &load{h: kvhistory.New(), stop: cancel}
+	cli := e.raw()
+	l.wg.Go(func() { l.h.Run(ctx, cli, loadKeys) })
+	return l
+}
+
+// finish stops the clients, reads every key once more when final is set,
+// and returns what porcupine found.
+func (l *load) finish(ctx context.Context, cli *clientv3.Client, final bool) (kvhistory.Summary, error) {
+	l.stop()
+	l.wg.Wait()
+	var err error
+	if final {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err = l.h.FinalReads(rctx, cli, loadKeys)
+		cancel()
+	}
+	s, _ := l.h.Check(time.Minute)
+	return s, err
+}
+
+// oneCluster returns an error when two running members belong to two
+// clusters: another cluster ID, or two leaders in one term.
+func (e *procEtcd) oneCluster(cli *clientv3.Client) error {
+	leaders := map[uint64]uint64{} // term -> leader
+	for _, ep := range e.running() {
+		ctx, cancel := context.WithTimeout(e.t.Context(), time.Second)
+		s, err := cli.Status(ctx, e.to(ep))
+		cancel()
+		if err != nil {
+			continue
+		}
+		if e.clusterID == 0 {
+			e.clusterID = s.Header.ClusterId
+		}
+		if s.Header.ClusterId != e.clusterID {
+			return fmt.Errorf("member %s belongs to cluster %x, not %x", e.from(ep), s.Header.ClusterId, e.clusterID)
+		}
+		if s.Leader == s.Header.MemberId {
+			if other, ok := leaders[s.RaftTerm]; ok && other != s.Leader {
+				return fmt.Errorf("members %x and %x both lead in term %d", other, s.Leader, s.RaftTerm)
+			}
+			leaders[s.RaftTerm] = s.Leader
+		}
+	}
+	return nil
+}
