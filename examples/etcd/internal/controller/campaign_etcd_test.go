@@ -277,7 +277,7 @@ func (e *procEtcd) moveLeader(pod string) error {
 	return errors.New("no leader")
 }
 
-// dataDirs maps the pod's volume to a directory that outlives the pod
+// dataDir maps the pod's volume to a directory that outlives the pod
 // when it is a claim.
 func (e *procEtcd) dataDir(pod *corev1.Pod, claim string) string {
 	if claim == "" {
