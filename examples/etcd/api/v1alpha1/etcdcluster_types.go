@@ -91,6 +91,50 @@ type EtcdClusterSpec struct {
 	// followers first, as an upgrade does.
 	// +optional
 	PodTemplate PodTemplateOverrides `json:"podTemplate,omitempty"`
+
+	// QuotaBackendBytes is the size a member's database may reach
+	// (--quota-backend-bytes; etcd's default, 2Gi, when unset). At the
+	// quota etcd raises a NOSPACE alarm and refuses writes; the operator
+	// then compacts, defragments and disarms (status.alarms). A change
+	// restarts the members one at a time.
+	// +optional
+	QuotaBackendBytes *resource.Quantity `json:"quotaBackendBytes,omitempty"`
+
+	// AutoCompaction has etcd discard old revisions by itself, so that
+	// history does not fill the quota. Unset, etcd keeps every revision
+	// until someone compacts. A change restarts the members one at a time.
+	// +optional
+	AutoCompaction *AutoCompactionSpec `json:"autoCompaction,omitempty"`
+
+	// ExtraArgs are further etcd flags, without the leading "--"
+	// ({"snapshot-count": "10000"}). Flags the operator sets itself (names,
+	// URLs, data directory, initial cluster, TLS files, quota and
+	// compaction) are refused: the error names them. A change restarts the
+	// members one at a time.
+	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[a-z0-9][a-z0-9-]*$'))",message="extraArgs keys are flag names without \"--\", such as \"snapshot-count\""
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['advertise-client-urls', 'auto-compaction-mode', 'auto-compaction-retention', 'auto-tls', 'cert-file', 'client-cert-auth', 'config-file', 'data-dir', 'discovery', 'discovery-srv', 'force-new-cluster', 'initial-advertise-peer-urls', 'initial-cluster', 'initial-cluster-state', 'initial-cluster-token', 'key-file', 'listen-client-urls', 'listen-metrics-urls', 'listen-peer-urls', 'name', 'peer-auto-tls', 'peer-cert-file', 'peer-client-cert-auth', 'peer-key-file', 'peer-trusted-ca-file', 'quota-backend-bytes', 'trusted-ca-file', 'unsafe-no-fsync', 'wal-dir']))",message="extraArgs may not set a flag the operator sets itself (names, URLs, data-dir, initial-cluster*, TLS files, quota-backend-bytes and auto-compaction-*, which have fields of their own) nor unsafe-no-fsync or config-file"
+	// +optional
+	ExtraArgs map[string]string `json:"extraArgs,omitempty"`
+}
+
+// AutoCompactionSpec is etcd's own compaction of old revisions.
+// +kubebuilder:validation:XValidation:rule="self.mode != 'revision' || self.retention.matches('^[0-9]+$')",message="with mode revision, retention is a number of revisions, such as \"10000\""
+// +kubebuilder:validation:XValidation:rule="self.mode != 'periodic' || self.retention.matches('^([0-9]+|([0-9]+(ms|s|m|h))+)$')",message="with mode periodic, retention is a duration such as \"1h\" or \"30m\""
+type AutoCompactionSpec struct {
+	// Mode is "periodic" (keep Retention's worth of time) or "revision"
+	// (keep the last Retention revisions).
+	// +kubebuilder:validation:Enum=periodic;revision
+	// +kubebuilder:default=periodic
+	// +optional
+	Mode string `json:"mode,omitempty"`
+
+	// Retention is a duration ("1h") in periodic mode, a number of
+	// revisions ("10000") in revision mode.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=32
+	// +required
+	Retention string `json:"retention"`
 }
 
 // StorageSpec is the data volume of each member. It cannot change once the
@@ -285,6 +329,17 @@ type DefragmentationStatus struct {
 	LastReclaimedBytes int64 `json:"lastReclaimedBytes,omitempty"`
 }
 
+// NoSpaceStatus is the operator's recovery from a NOSPACE alarm: compact,
+// defragment every member, disarm once every database is below the quota.
+type NoSpaceStatus struct {
+	// Since is when the operator saw the alarm.
+	Since metav1.Time `json:"since"`
+	// CompactedRevision is the revision the operator compacted at, 0
+	// until it has.
+	// +optional
+	CompactedRevision int64 `json:"compactedRevision,omitempty"`
+}
+
 // TLSStatus reports the certificates a TLS cluster runs with.
 type TLSStatus struct {
 	// Revision identifies the peer and server certificates and CAs the
@@ -453,6 +508,16 @@ type EtcdClusterStatus struct {
 	// TLS reports the certificates of spec.tls.
 	// +optional
 	TLS *TLSStatus `json:"tls,omitempty"`
+
+	// Alarms are the etcd alarms raised in the cluster ("NOSPACE",
+	// "CORRUPT"), as its members last reported them.
+	// +listType=atomic
+	// +optional
+	Alarms []string `json:"alarms,omitempty"`
+
+	// NoSpace is set while the operator recovers from a NOSPACE alarm.
+	// +optional
+	NoSpace *NoSpaceStatus `json:"noSpace,omitempty"`
 
 	// Recovery is set while the cluster is rebuilt after losing its
 	// quorum (spec.recovery): from a surviving member, until that member

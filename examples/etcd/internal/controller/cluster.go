@@ -198,6 +198,7 @@ func (h *ClusterHooks) Validate(_ context.Context, c *v1alpha1.EtcdCluster) fiel
 			errs = append(errs, field.Invalid(field.NewPath("spec", "defragmentation", "schedule"), d.Schedule, err.Error()))
 		}
 	}
+	errs = append(errs, validateFlags(c)...)
 	if err := membership.CheckUpgrade(c.Status.Version, c.Spec.Version); err != nil {
 		errs = append(errs, field.Invalid(field.NewPath("spec", "version"), c.Spec.Version, err.Error()))
 	}

@@ -183,6 +183,7 @@ func memberPod(c *v1alpha1.EtcdCluster, member, version, initialCluster, state s
 		"--initial-cluster-state=" + state,
 		"--initial-cluster-token=" + c.Status.ClusterToken,
 	}
+	args = append(args, specFlags(c)...)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: member, Namespace: c.Namespace, Labels: labels, Annotations: annotations},
 		Spec: corev1.PodSpec{

@@ -11,7 +11,7 @@ import (
 // PodRevision identifies what shapes c's member pods besides the version:
 // the image repository, the pod template overrides and, for a TLS cluster,
 // the certificates and CAs the members mount (status.tls.revision, set by
-// the pass before it makes pods). A member pod records it
+// the pass before it makes pods), and the flags of the spec. A member pod records it
 // (AnnotationPodRevision) when it is made; when it changes, the members
 // are restarted on their data one at a time, followers first, as for an
 // upgrade.
@@ -21,12 +21,13 @@ func PodRevision(c *v1alpha1.EtcdCluster) string {
 		certs = c.Status.TLS.Revision
 	}
 	// The spec was decoded from JSON: it encodes again. A cluster without
-	// TLS keeps the revision it had before TLS existed.
+	// TLS or flags keeps the revision it had before they existed.
 	raw, _ := json.Marshal(struct {
 		Repository   string                        `json:"repository"`
 		PodTemplate  v1alpha1.PodTemplateOverrides `json:"podTemplate"`
 		Certificates string                        `json:"certificates,omitempty"`
-	}{c.Spec.Repository, c.Spec.PodTemplate, certs})
+		Flags        []string                      `json:"flags,omitempty"`
+	}{c.Spec.Repository, c.Spec.PodTemplate, certs, specFlags(c)})
 	sum := sha256.Sum256(raw)
 	return hex.EncodeToString(sum[:8])
 }

@@ -1,6 +1,7 @@
 package controller_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -43,10 +44,31 @@ func TestCRDValidation(t *testing.T) {
 		{"ephemeral storage with a size", func(c *v1alpha1.EtcdCluster) {
 			c.Spec.Storage = v1alpha1.StorageSpec{Ephemeral: true, Size: ptr.To(resource.MustParse("1Gi"))}
 		}, "mutually exclusive"},
+		{"quota, compaction and extra flags", func(c *v1alpha1.EtcdCluster) {
+			c.Spec.QuotaBackendBytes = ptr.To(resource.MustParse("8Gi"))
+			c.Spec.AutoCompaction = &v1alpha1.AutoCompactionSpec{Mode: "periodic", Retention: "1h30m"}
+			c.Spec.ExtraArgs = map[string]string{"snapshot-count": "10000"}
+		}, ""},
+		{"revision compaction with a duration", func(c *v1alpha1.EtcdCluster) {
+			c.Spec.AutoCompaction = &v1alpha1.AutoCompactionSpec{Mode: "revision", Retention: "1h"}
+		}, "number of revisions"},
+		{"periodic compaction with no duration", func(c *v1alpha1.EtcdCluster) {
+			c.Spec.AutoCompaction = &v1alpha1.AutoCompactionSpec{Retention: "an hour"}
+		}, "duration"},
+		{"an extra flag with its dashes", func(c *v1alpha1.EtcdCluster) {
+			c.Spec.ExtraArgs = map[string]string{"--snapshot-count": "1"}
+		}, "without"},
+	}
+	for _, flag := range controller.OwnedFlags {
+		tests = append(tests, struct {
+			name    string
+			mutate  func(c *v1alpha1.EtcdCluster)
+			wantErr string
+		}{"extra flag " + flag, func(c *v1alpha1.EtcdCluster) { c.Spec.ExtraArgs = map[string]string{flag: "x"} }, "flag the operator sets"})
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := cluster("v"+string(rune('a'+i)), 3)
+			c := cluster(fmt.Sprintf("v%d", i), 3)
 			c.Namespace = g.ns
 			tt.mutate(c)
 			err := g.c.Create(t.Context(), c)
