@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -20,15 +21,20 @@ type Input struct {
 	Key, Value string
 }
 
-// Output is what the operation returned: the value a get read.
+// Output is what the operation returned: the value a get read, or for a
+// put that Refused, that etcd answered NOSPACE.
 type Output struct {
 	Value string
+	// Refused puts were applied before they returned, or not at all: the
+	// put that crosses the quota is applied and answered NOSPACE, later
+	// ones are not applied.
+	Refused bool
 }
 
 // Model is a register per key: a put sets it, a get must read the
 // latest value put. Histories are checked key by key (porcupine's
 // partitions), which keeps the check fast.
-var Model = porcupine.Model{
+var Model = (&porcupine.NondeterministicModel{
 	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
 		byKey := map[string][]porcupine.Operation{}
 		var keys []string
@@ -45,23 +51,32 @@ var Model = porcupine.Model{
 		}
 		return out
 	},
-	Init: func() any { return "" },
-	Step: func(state, input, output any) (bool, any) {
+	Init: func() []any { return []any{""} },
+	Step: func(state, input, output any) []any {
 		in := input.(Input)
-		if in.Put {
-			return true, in.Value
+		out, _ := output.(Output) // nil for a put recorded without one
+		switch {
+		case in.Put && out.Refused:
+			return []any{in.Value, state}
+		case in.Put:
+			return []any{in.Value}
+		case out.Value == state.(string):
+			return []any{state}
 		}
-		return output.(Output).Value == state.(string), state
+		return nil
 	},
 	Equal: func(a, b any) bool { return a == b },
 	DescribeOperation: func(input, output any) string {
 		in := input.(Input)
 		if in.Put {
+			if out, _ := output.(Output); out.Refused {
+				return fmt.Sprintf("put(%s, %s) -> NOSPACE", in.Key, in.Value)
+			}
 			return fmt.Sprintf("put(%s, %s)", in.Key, in.Value)
 		}
 		return fmt.Sprintf("get(%s) -> %q", in.Key, output.(Output).Value)
 	},
-}
+}).ToModel()
 
 // History records every operation of concurrent etcd clients, with the
 // times of its call and return, for porcupine.
@@ -71,9 +86,9 @@ type History struct {
 	mu  sync.Mutex
 	ops []porcupine.Operation
 	// failedPuts and failedGets are the operations that returned an
-	// error.
-	failedPuts, failedGets int
-	nextClient             int
+	// error, refusedPuts the puts etcd refused without applying them.
+	failedPuts, failedGets, refusedPuts int
+	nextClient                          int
 }
 
 // New returns an empty history whose clock starts now.
@@ -93,13 +108,17 @@ func (h *History) newClientID() int {
 
 // record adds one operation. A put whose outcome is unknown (it returned
 // an error: it may or may not have been applied) gets a return time after
-// every other operation, as porcupine expects; a failed get read nothing
-// and is left out.
+// every other operation, as porcupine expects; a refused put (Refused)
+// took effect before it returned or never; a failed get read nothing and
+// is left out.
 func (h *History) record(client int, in Input, out Output, call, ret int64, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
 	case err == nil:
+	case in.Put && Refused(err):
+		h.refusedPuts++
+		out.Refused = true
 	case in.Put:
 		h.failedPuts++
 		ret = math.MaxInt64
@@ -144,7 +163,7 @@ func (h *History) Run(ctx context.Context, cli *clientv3.Client, keys []string) 
 		}
 		h.record(client, in, out, call, ret, err)
 		if err != nil {
-			if in.Put {
+			if in.Put && !Refused(err) {
 				client = h.newClientID()
 			}
 			time.Sleep(100 * time.Millisecond)
@@ -157,12 +176,21 @@ func (h *History) Run(ctx context.Context, cli *clientv3.Client, keys []string) 
 // and porcupine's verdict.
 type Summary struct {
 	Operations, Puts, Gets, FailedPuts, FailedGets int
-	Result                                         porcupine.CheckResult
+	// RefusedPuts are the puts etcd answered NOSPACE (Refused).
+	RefusedPuts int
+	Result      porcupine.CheckResult
 }
 
 func (s Summary) String() string {
-	return fmt.Sprintf("%d operations recorded (%d puts acknowledged or unknown, %d gets), %d puts and %d gets failed; linearizability: %s",
-		s.Operations, s.Puts, s.Gets, s.FailedPuts, s.FailedGets, s.Result)
+	return fmt.Sprintf("%d operations recorded (%d puts acknowledged or unknown, %d gets), %d puts and %d gets failed, %d puts refused; linearizability: %s",
+		s.Operations, s.Puts, s.Gets, s.FailedPuts, s.FailedGets, s.RefusedPuts, s.Result)
+}
+
+// Refused reports whether err is NOSPACE: etcd returns it before
+// proposing a put, when applying one under the alarm (neither writes
+// anything), and for the put that crosses the quota, which it applies.
+func Refused(err error) bool {
+	return errors.Is(err, rpctypes.ErrNoSpace)
 }
 
 // Check runs porcupine on the history, final reads included, and returns
@@ -170,7 +198,7 @@ func (s Summary) String() string {
 func (h *History) Check(timeout time.Duration) (Summary, porcupine.LinearizationInfo) {
 	h.mu.Lock()
 	ops := append([]porcupine.Operation(nil), h.ops...)
-	s := Summary{Operations: len(ops), FailedPuts: h.failedPuts, FailedGets: h.failedGets}
+	s := Summary{Operations: len(ops), FailedPuts: h.failedPuts, FailedGets: h.failedGets, RefusedPuts: h.refusedPuts}
 	h.mu.Unlock()
 	for _, op := range ops {
 		if op.Input.(Input).Put {

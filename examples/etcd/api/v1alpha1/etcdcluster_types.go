@@ -187,7 +187,11 @@ const (
 // survivors' pods and claims (their data is older), and grows the cluster
 // back to spec.size one learner at a time. Writes the lost majority had
 // acknowledged and the survivor had not received are lost: that is what
-// opting in accepts. Each step is an event and a Progressing reason.
+// opting in accepts. Each step is an event and a Progressing reason. No
+// rebuild starts while a lost member's pod still exists (Terminating on a
+// node cut off by a partition, where its etcd may still serve a
+// majority): delete that Node, or taint it
+// node.kubernetes.io/out-of-service, to let it.
 //
 // When no member survives (no member pod exists and no recorded member
 // has its data claim; with ephemeral storage, no member pod exists) and
@@ -229,6 +233,17 @@ type RecoveryStatus struct {
 	// StartTime is when the rebuild began.
 	// +optional
 	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// EndTime is when the rebuilt cluster answered (status.lastRecovery
+	// only).
+	// +optional
+	EndTime *metav1.Time `json:"endTime,omitempty"`
+	// RevisionBump is how far the rebuild from Backup moved the revision
+	// past the backup's, with the revisions below marked compacted, so
+	// that watchers re-list instead of missing events; 0 when etcd could
+	// not (a logical restore, etcd before 3.5.10): watchers must then be
+	// restarted.
+	// +optional
+	RevisionBump int64 `json:"revisionBump,omitempty"`
 }
 
 // TLSSpec chooses where a cluster's certificates come from: the operator
@@ -508,6 +523,12 @@ type EtcdClusterStatus struct {
 	// TLS reports the certificates of spec.tls.
 	// +optional
 	TLS *TLSStatus `json:"tls,omitempty"`
+
+	// LastRecovery is the last completed rebuild after a quorum loss: it
+	// stays, as the record that writes were discarded (those after Backup,
+	// or those Member had not received) and when.
+	// +optional
+	LastRecovery *RecoveryStatus `json:"lastRecovery,omitempty"`
 
 	// Alarms are the etcd alarms raised in the cluster ("NOSPACE",
 	// "CORRUPT"), as its members last reported them.

@@ -347,6 +347,11 @@ func (in *EtcdClusterStatus) DeepCopyInto(out *EtcdClusterStatus) {
 		*out = new(TLSStatus)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.LastRecovery != nil {
+		in, out := &in.LastRecovery, &out.LastRecovery
+		*out = new(RecoveryStatus)
+		(*in).DeepCopyInto(*out)
+	}
 	if in.Alarms != nil {
 		in, out := &in.Alarms, &out.Alarms
 		*out = make([]string, len(*in))
@@ -476,6 +481,10 @@ func (in *RecoveryStatus) DeepCopyInto(out *RecoveryStatus) {
 	*out = *in
 	if in.StartTime != nil {
 		in, out := &in.StartTime, &out.StartTime
+		*out = (*in).DeepCopy()
+	}
+	if in.EndTime != nil {
+		in, out := &in.EndTime, &out.EndTime
 		*out = (*in).DeepCopy()
 	}
 }

@@ -119,16 +119,11 @@ func (h *ClusterHooks) scheduledBackup(ctx context.Context, c *v1alpha1.EtcdClus
 		h.applyRetention(ctx, c)
 		return reconcile.RequeueAfter(healthRequeue)
 	}
-	sched, err := backup.ParseSchedule(b.Schedule)
+	due, after, err := h.backupDue(c)
 	if err != nil {
 		return reconcile.Terminal(reconcile.ReasonInvalidSpec, err) // Validate catches this first
 	}
-	last := c.Status.Backup.LastRun()
-	if last.IsZero() {
-		last = c.CreationTimestamp.Time
-	}
 	now := h.now().UTC()
-	due, after := sched.Next(last.UTC(), now)
 	if !due {
 		h.applyRetention(ctx, c)
 		return reconcile.RequeueAfter(min(after, healthRequeue))
@@ -154,6 +149,47 @@ func (h *ClusterHooks) scheduledBackup(ctx context.Context, c *v1alpha1.EtcdClus
 		return reconcile.Retry(err)
 	}
 	return reconcile.RequeueAfter(min(after, healthRequeue))
+}
+
+// backupDue reports whether spec.backup.schedule has a backup due, and
+// how long until the next one.
+func (h *ClusterHooks) backupDue(c *v1alpha1.EtcdCluster) (bool, time.Duration, error) {
+	sched, err := backup.ParseSchedule(c.Spec.Backup.Schedule)
+	if err != nil {
+		return false, 0, err
+	}
+	last := c.Status.Backup.LastRun()
+	if last.IsZero() {
+		last = c.CreationTimestamp.Time
+	}
+	due, after := sched.Next(last.UTC(), h.now().UTC())
+	return due, after, nil
+}
+
+// errNoQuorumToBackUp is why a due scheduled backup was skipped.
+var errNoQuorumToBackUp = errors.New("skipped: the cluster has no quorum, so no member can prove it holds every acknowledged write")
+
+// backupWhileWaiting takes a due scheduled backup on a pass that waits on
+// a membership step: a member that stays down, or a learner that takes
+// hours to catch up, must not stop the schedule. Without a quorum the due backup is counted and
+// reported as failed (status.backup, the metric, an event) and the next
+// waits for the next scheduled time.
+func (h *ClusterHooks) backupWhileWaiting(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation) {
+	if c.Spec.Backup == nil || c.Spec.Backup.Schedule == "" {
+		return
+	}
+	if due, _, err := h.backupDue(c); err != nil || !due {
+		return
+	}
+	if hasQuorum(c, obs) {
+		_ = h.scheduledBackup(ctx, c, obs) // reported by scheduledBackup; the pass waits on its step
+		return
+	}
+	now := h.now().UTC()
+	c.Status.Backup.RecordAttempt(now)
+	countBackup(c.Namespace, c.Name, TriggerSchedule, errNoQuorumToBackUp)
+	c.Status.Backup.RecordFailure(now, errNoQuorumToBackUp)
+	emit(h.Recorder, c, warning, EventBackupFailed, "Backup", "scheduled backup "+errNoQuorumToBackUp.Error())
 }
 
 // retentionRetry is how long applyRetention waits after a failed attempt.

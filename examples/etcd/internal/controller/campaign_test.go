@@ -17,8 +17,10 @@ import (
 	"github.com/anishathalye/porcupine"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -190,6 +192,7 @@ func (s *schedule) run(steps int) {
 	size := []int32{3, 5}[s.r.IntN(2)]
 	g.mountPVCStore("backups")
 	c := cluster(s.name, size)
+	c.Spec.QuotaBackendBytes = ptr.To(resource.MustParse(campaignQuota))
 	c.Spec.Backup = &v1alpha1.BackupSpec{StoreRef: v1alpha1.StoreReference{PVCName: "backups"}}
 	g.create(c)
 	s.cluster = c
@@ -263,7 +266,7 @@ func (s *schedule) checkClients(final bool) {
 func (s *schedule) act() {
 	g := s.g
 	pods := g.names(&corev1.PodList{})
-	switch k := s.r.IntN(11); {
+	switch k := s.r.IntN(12); {
 	case k == 0:
 		s.ops++
 		c := g.get(s.name)
@@ -318,6 +321,9 @@ func (s *schedule) act() {
 	case k == 9 && len(s.followers()) > 0:
 		s.faults++
 		s.moveLeader()
+	case k == 10 && s.intact():
+		s.faults++
+		s.noSpace()
 	default:
 		s.logf("client writes only")
 	}
@@ -514,7 +520,7 @@ func (s *schedule) intact() bool {
 func (s *schedule) converged() bool {
 	c := s.g.get(s.name)
 	return statusutil.IsFalse(c, v1alpha1.ConditionProgressing) && c.Status.ObservedGeneration == c.Generation &&
-		statusutil.IsTrue(c, v1alpha1.ConditionAvailable)
+		statusutil.IsTrue(c, v1alpha1.ConditionAvailable) && statusutil.IsTrue(c, statusutil.ReadyCondition)
 }
 
 // killPod deletes pod name and stops its member, killed when crash is

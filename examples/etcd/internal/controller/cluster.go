@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
@@ -228,7 +229,14 @@ func (h *ClusterHooks) Reconcile(ctx context.Context, c *v1alpha1.EtcdCluster) r
 	if r := c.Status.Recovery; r != nil && obs.planned.Reached && (r.Backup == "" || c.Status.Restored) {
 		// The member a rebuild began from answers as a one-member cluster
 		// (the planner restarts it without --force-new-cluster next), or
-		// the backup a rebuild chose is in the new seed: it grows next.
+		// the backup a rebuild chose is in the new seed: it grows next. The
+		// record stays: writes were discarded.
+		done := r.DeepCopy()
+		done.EndTime = &metav1.Time{Time: h.now()}
+		if r.Backup != "" {
+			done.RevisionBump = revisionBump(obs)
+		}
+		c.Status.LastRecovery = done
 		c.Status.Recovery = nil
 	}
 	if err := h.holdChildren(ctx, c, obs, guard); err != nil {
@@ -248,13 +256,16 @@ func (h *ClusterHooks) Reconcile(ctx context.Context, c *v1alpha1.EtcdCluster) r
 			return childError(fmt.Errorf("ensuring %T %s: %w", obj, obj.GetName(), err))
 		}
 	}
-	previousLeader := leaderID(c.Status.Members)
+	previousLeader, previousAlarms := leaderID(c.Status.Members), c.Status.Alarms
 	h.recordStatus(c, obs)
 	h.recordMetrics(c, obs, previousLeader)
 	if err := h.deleteOrphanClaims(ctx, c, obs); err != nil {
 		return reconcile.Retry(err)
 	}
 
+	if res := h.corrupt(ctx, c, previousAlarms); res != nil {
+		return *res
+	}
 	seed, res := h.restoreStep(ctx, c, obs)
 	if res != nil {
 		return *res
@@ -264,6 +275,7 @@ func (h *ClusterHooks) Reconcile(ctx context.Context, c *v1alpha1.EtcdCluster) r
 	log.V(1).Info("membership step", "action", step.Action, "member", step.Name, "reason", step.Reason)
 	setConditions(c, obs, step)
 	if step.Action == membership.ActionWait {
+		h.backupWhileWaiting(ctx, c, obs)
 		return reconcile.Waiting(step.Reason, step.Message, stepRequeue)
 	}
 	if step.Action == membership.ActionRebuildFromBackup {
@@ -282,6 +294,9 @@ func (h *ClusterHooks) Reconcile(ctx context.Context, c *v1alpha1.EtcdCluster) r
 		}
 		emit(h.Recorder, c, normal, step.Reason, string(step.Action), step.Message)
 		return reconcile.Waiting(step.Reason, step.Message, stepRequeue)
+	}
+	if res := h.recoverNoSpace(ctx, c, obs); res != nil {
+		return *res
 	}
 	if res := h.defragment(ctx, c, obs); res != nil {
 		return *res

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -57,7 +58,21 @@ func (h *ClusterHooks) defragment(ctx context.Context, c *v1alpha1.EtcdCluster, 
 	if d.MinReclaimable != nil {
 		minReclaim = *d.MinReclaimable
 	}
-	step := defrag.Plan(defrag.Policy{ThresholdPercent: d.ThresholdPercent, MinReclaimable: minReclaim.Value()}, members, st.Pending)
+	return h.defragStep(ctx, c, obs, defrag.Policy{ThresholdPercent: d.ThresholdPercent, MinReclaimable: minReclaim.Value()})
+}
+
+// defragStep takes the next step of defrag.Plan under p and the pending
+// members of status.defragmentation; nil when there is none or it failed.
+func (h *ClusterHooks) defragStep(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation, p defrag.Policy) *reconcile.Result {
+	st := &c.Status.Defragmentation
+	now := h.now().UTC()
+	members := defragMembers(obs)
+	// A member removed since the round began is no longer due: left in
+	// Pending, it would hold the round open for good.
+	st.Pending = slices.DeleteFunc(st.Pending, func(n string) bool {
+		return !slices.ContainsFunc(members, func(m defrag.Member) bool { return m.Name == n })
+	})
+	step := defrag.Plan(p, members, st.Pending)
 	log := ctrl.LoggerFrom(ctx)
 	switch step.Action {
 	case defrag.ActionMoveLeader:
@@ -90,7 +105,7 @@ func (h *ClusterHooks) defragment(ctx context.Context, c *v1alpha1.EtcdCluster, 
 		st.LastTime, st.LastMember, st.LastReclaimedBytes = &metav1.Time{Time: now}, step.Member, reclaimed
 		log.Info("member defragmented", "etcdcluster", klog.KObj(c), "member", step.Member, "reason", step.Reason, "reclaimed", reclaimed)
 		emit(h.Recorder, c, normal, EventDefragmented, "Defragment",
-			fmt.Sprintf("%s defragmented (%s): its database file shrank by %d bytes, from %d", step.Member, step.Reason, reclaimed, before.DBSize))
+			fmt.Sprintf("%s defragmented (%s): its database file shrank by %d bytes, from %d", step.Member, cmp.Or(p.Round, step.Reason), reclaimed, before.DBSize))
 		res := reconcile.RequeueAfter(stepRequeue)
 		return &res
 	}

@@ -168,3 +168,46 @@ func memberID(c *v1alpha1.EtcdCluster, name string) string {
 	}
 	return ""
 }
+
+// TestDefragmentationRoundOutlivesRemovedMembers: members removed while a
+// scheduled round is under way (a scale-down) leave the round, which ends
+// with the members that remain; the next round starts on time. Before,
+// their names stayed pending and no round started again (found by the
+// fault campaign, seed 1 schedules 59 and 88, through NOSPACE's round).
+func TestDefragmentationRoundOutlivesRemovedMembers(t *testing.T) {
+	g := newRig(t)
+	c := cluster("dr", 3)
+	c.Spec.Defragmentation = &v1alpha1.DefragmentationSpec{Schedule: "@every 24h"}
+	g.create(c)
+	g.converge("dr", 30)
+	g.drain()
+	g.clock.advance(24*time.Hour + time.Minute)
+	if err := g.pass("dr"); err != nil {
+		t.Fatal(err)
+	}
+	if got := g.get("dr").Status.Defragmentation.Pending; len(got) != 2 {
+		t.Fatalf("pending after the round's first step: %v, want two members left", got)
+	}
+	c = g.get("dr")
+	c.Spec.Size = 1
+	if err := g.c.Update(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	g.converge("dr", 30)
+	for range 3 {
+		if err := g.pass("dr"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := g.get("dr").Status.Defragmentation.Pending; len(got) != 0 {
+		t.Errorf("pending once the cluster has one member: %v, want the round over", got)
+	}
+	before := len(g.maintenanceCalls("dr"))
+	g.clock.advance(24*time.Hour + time.Minute)
+	if err := g.pass("dr"); err != nil {
+		t.Fatal(err)
+	}
+	if got := g.maintenanceCalls("dr"); len(got) != before+1 {
+		t.Errorf("maintenance calls of the next round: %v, want one more defragmentation", got[before:])
+	}
+}

@@ -37,6 +37,15 @@ const (
 	// EventLeaderMoved (Normal): leadership moved away from a member whose turn to
 	// be defragmented came.
 	EventLeaderMoved = "LeaderMoved"
+	// EventNoSpace (Warning): etcd raised NOSPACE and refuses writes; the
+	// operator compacted at the revision the note names and defragments.
+	EventNoSpace = "NoSpace"
+	// EventAlarmDisarmed (Normal): the operator disarmed NOSPACE once every
+	// database was below the quota; writes go through again.
+	EventAlarmDisarmed = "AlarmDisarmed"
+	// EventCorrupt (Warning): etcd raised CORRUPT; the operator makes no
+	// change to the cluster until a person has dealt with it.
+	EventCorrupt = "Corrupt"
 )
 
 // emit emits one event about obj through rec, if there is one. note is

@@ -85,7 +85,14 @@ func (h *ClusterHooks) observe(ctx context.Context, c *v1alpha1.EtcdCluster, gua
 	var endpoints []string
 	for i := range pods.Items {
 		pod := &pods.Items[i]
-		if pod.DeletionTimestamp != nil || (!metav1.IsControlledBy(pod, c) && !isHeldBy(pod, guard)) {
+		if !metav1.IsControlledBy(pod, c) && !isHeldBy(pod, guard) {
+			continue
+		}
+		if pod.DeletionTimestamp != nil {
+			if p.Terminating == nil {
+				p.Terminating = map[string]bool{}
+			}
+			p.Terminating[pod.Name] = true
 			continue
 		}
 		obs.pods[pod.Name] = pod

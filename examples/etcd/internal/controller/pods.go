@@ -302,14 +302,8 @@ func addRestoreInitContainers(c *v1alpha1.EtcdCluster, pod *corev1.Pod, member, 
 			Name:    InitContainerRestore,
 			Image:   etcdImage,
 			Command: []string{"etcdutl"},
-			Args: []string{
-				"snapshot", "restore", seedrestore.SnapshotPath(dataDir),
-				"--data-dir=" + seedrestore.RestoreDataDir(dataDir),
-				"--name=" + member,
-				"--initial-cluster=" + initialCluster,
-				"--initial-cluster-token=" + c.Status.ClusterToken,
-				"--initial-advertise-peer-urls=" + PeerURL(c, member),
-			},
+			Args: seedrestore.RestoreArgs(dataDir, member, initialCluster, c.Status.ClusterToken, PeerURL(c, member),
+				canBumpRevision(pod.Labels[LabelVersion])),
 			Resources:                resources,
 			VolumeMounts:             []corev1.VolumeMount{dataMount},
 			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
@@ -324,6 +318,21 @@ func addRestoreInitContainers(c *v1alpha1.EtcdCluster, pod *corev1.Pod, member, 
 			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		},
 	}
+}
+
+// canBumpRevision reports whether etcdutl of version restores with
+// --bump-revision: 3.5.10 and later.
+func canBumpRevision(version string) bool { return !lessVersion(version, "3.5.10") }
+
+// revisionBump is how far the seed restored physically among obs's pods
+// moved the revision on; 0 if none did.
+func revisionBump(obs *observation) int64 {
+	for _, pod := range obs.pods {
+		if restoredPhysically(pod) && canBumpRevision(pod.Labels[LabelVersion]) {
+			return seedrestore.RevisionBump
+		}
+	}
+	return 0
 }
 
 // restoredPhysically reports whether pod is the seed of a physical

@@ -113,6 +113,9 @@ func TestQuorumLossRebuild(t *testing.T) {
 	g.converge("q", 30)
 
 	c = g.get("q")
+	if r := c.Status.LastRecovery; r == nil || r.Member != "q-1" || r.RaftIndex != 42 || r.StartTime == nil || r.EndTime == nil {
+		t.Errorf("status.lastRecovery = %+v after the rebuild, want the record of the rebuild from q-1", r)
+	}
 	if c.Status.Recovery != nil {
 		t.Errorf("status.recovery = %+v after the rebuild, want none", c.Status.Recovery)
 	}
@@ -243,6 +246,10 @@ func TestQuorumLossRebuildFromBackup(t *testing.T) {
 
 	g.converge("r", 40)
 	c = g.get("r")
+	// A logical restore cannot move the revision on: the record says so.
+	if r := c.Status.LastRecovery; r == nil || r.Backup != good || r.Revision == 0 || r.EndTime == nil || r.RevisionBump != 0 {
+		t.Errorf("status.lastRecovery = %+v after the rebuild, want the record of the rebuild from %s", r, good)
+	}
 	if c.Status.Recovery != nil || !c.Status.Restored {
 		t.Errorf("status.recovery = %+v, restored %v after the rebuild; want none, true", c.Status.Recovery, c.Status.Restored)
 	}
@@ -257,5 +264,59 @@ func TestQuorumLossRebuildFromBackup(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(g.drain(), "\n"), controller.EventRestored) {
 		t.Error("no Restored event")
+	}
+}
+
+// TestQuorumLossRebuildIsFenced: a lost member whose pod is still
+// Terminating (its node partitioned: the kubelet never confirms) may still
+// run with the other lost member's majority, so no rebuild starts until
+// the pod is gone (the node deleted, or tainted out-of-service). Before,
+// the survivor was restarted with --force-new-cluster at once: two
+// clusters.
+func TestQuorumLossRebuildIsFenced(t *testing.T) {
+	g := newRig(t)
+	c := cluster("fq", 3)
+	c.Spec.Recovery = &v1alpha1.RecoverySpec{QuorumLoss: v1alpha1.QuorumLossRebuild}
+	g.create(c)
+	g.converge("fq", 20)
+	c = g.get("fq")
+	const partitioned = "example.com/unreachable-node"
+	pod := g.podIfAny("fq-0")
+	pod.Finalizers = append(pod.Finalizers, partitioned)
+	if err := g.c.Update(t.Context(), pod); err != nil {
+		t.Fatal(err)
+	}
+	g.loseMember("fq", "fq-0")
+	g.loseMember("fq", "fq-2")
+	g.fake.LoseQuorum()
+	g.fake.SetRaftIndex(controller.PeerURL(c, "fq-1"), 42)
+	for range 3 {
+		if err := g.pass("fq"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c = g.get("fq")
+	if c.Status.Recovery != nil {
+		t.Fatalf("status.recovery = %+v while fq-0's pod is Terminating", c.Status.Recovery)
+	}
+	if pod := g.podIfAny("fq-1"); pod == nil || pod.DeletionTimestamp != nil || pod.Annotations[controller.AnnotationForceNewCluster] != "" {
+		t.Fatalf("the survivor's pod was touched while fq-0's pod is Terminating: %+v", pod)
+	}
+	if cond := statusutil.Get(c, v1alpha1.ConditionDegraded); cond == nil || cond.Reason != membership.ReasonQuorumLost ||
+		!strings.Contains(cond.Message, "fq-0 still exist") || !strings.Contains(cond.Message, "out-of-service") {
+		t.Errorf("Degraded = %+v, want QuorumLost naming fq-0 and how to declare its node gone", cond)
+	}
+
+	// The node is declared gone: its pods go, and the rebuild starts.
+	pod = g.podIfAny("fq-0")
+	pod.Finalizers = slices.DeleteFunc(pod.Finalizers, func(f string) bool { return f == partitioned })
+	if err := g.c.Update(t.Context(), pod); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.pass("fq"); err != nil {
+		t.Fatal(err)
+	}
+	if r := g.get("fq").Status.Recovery; r == nil || r.Member != "fq-1" {
+		t.Errorf("status.recovery = %+v once fq-0's pod is gone, want the rebuild from fq-1", r)
 	}
 }

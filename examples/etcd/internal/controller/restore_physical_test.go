@@ -105,7 +105,7 @@ func TestPhysicalRestoreSeedPod(t *testing.T) {
 		{Name: controller.InitContainerRestore, Image: "gcr.io/etcd-development/etcd:v3.6.16", Command: []string{"etcdutl"},
 			Args: []string{"snapshot", "restore", "/var/lib/etcd/restore/snapshot.db", "--data-dir=/var/lib/etcd/restore/data",
 				"--name=dst-0", "--initial-cluster=dst-0=" + peer, "--initial-cluster-token=" + string(dst.UID),
-				"--initial-advertise-peer-urls=" + peer},
+				"--initial-advertise-peer-urls=" + peer, "--bump-revision=1000000000", "--mark-compacted"},
 			Mounts: []string{"data:/var/lib/etcd"}},
 		{Name: controller.InitContainerFinish, Image: restoreImage,
 			Args:   []string{"finish-restore", "--data-dir=/var/lib/etcd"},

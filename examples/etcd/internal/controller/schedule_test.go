@@ -11,10 +11,12 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/opkit-dev/opkit/backup"
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/controller"
+	"github.com/opkit-dev/opkit/statusutil"
 )
 
 // TestScheduledBackups drives spec.backup.schedule on the fake clock: a
@@ -280,4 +282,48 @@ func TestRetentionWithoutANewBackup(t *testing.T) {
 			t.Errorf("%d snapshots taken, want the 1 scheduled one", n)
 		}
 	})
+}
+
+// TestScheduledBackupsWhileDegraded: a member that stays down keeps the
+// cluster waiting on a membership step, and scheduled backups go on from
+// the quorum; without a quorum a due backup is skipped, and said so
+// (status.backup, the metric, an event) rather than silently. Before, any
+// membership wait returned first and the schedule stopped.
+func TestScheduledBackupsWhileDegraded(t *testing.T) {
+	g := newRig(t)
+	g.mountPVCStore("backups")
+	c := cluster("deg", 3)
+	c.Spec.Backup = &v1alpha1.BackupSpec{Schedule: "@every 1h", StoreRef: v1alpha1.StoreReference{PVCName: "backups"}}
+	g.create(c)
+	g.converge("deg", 30)
+	c = g.get("deg")
+	g.fake.SetHealthy(controller.PeerURL(c, "deg-2"), false)
+	g.drain()
+
+	g.clock.advance(time.Hour + time.Minute)
+	_ = g.pass("deg")
+	if progressing := statusutil.Get(g.get("deg"), v1alpha1.ConditionProgressing); progressing == nil || progressing.Status != metav1.ConditionTrue {
+		t.Fatalf("Progressing = %+v, want the pass waiting on deg-2", progressing)
+	}
+	if got := len(g.storedBackups("deg")); got != 1 {
+		t.Errorf("%d backups stored while deg-2 is down, want 1 from the quorum", got)
+	}
+
+	g.fake.LoseQuorum()
+	g.drain()
+	g.clock.advance(time.Hour + time.Minute)
+	_ = g.pass("deg")
+	c = g.get("deg")
+	if got := len(g.storedBackups("deg")); got != 1 {
+		t.Errorf("%d backups stored without a quorum, want still 1", got)
+	}
+	if c.Status.Backup.ConsecutiveFailures != 1 || !strings.Contains(c.Status.Backup.LastFailureMessage, "no quorum") {
+		t.Errorf("status.backup = %+v, want one failure saying the cluster has no quorum", c.Status.Backup)
+	}
+	if events := strings.Join(g.drain(), "\n"); !strings.Contains(events, controller.EventBackupFailed) {
+		t.Errorf("events %q, want %s", events, controller.EventBackupFailed)
+	}
+	if got := clusterMetrics(t, g.ns, "deg")[controller.MetricBackups+"/scheduled/failure"]; got != 1 {
+		t.Errorf("scheduled backup failures counted: %v, want 1", got)
+	}
 }

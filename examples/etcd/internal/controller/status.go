@@ -43,6 +43,7 @@ func (h *ClusterHooks) recordStatus(c *v1alpha1.EtcdCluster, obs *observation) {
 	slices.SortFunc(members, func(a, b v1alpha1.MemberStatus) int { return strings.Compare(a.Name, b.Name) })
 	c.Status.Members = members
 	c.Status.ReadyMembers = ready
+	c.Status.Alarms = alarmsOf(obs)
 	if version != "" {
 		c.Status.Version = version
 	}

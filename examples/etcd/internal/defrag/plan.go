@@ -30,6 +30,9 @@ type Policy struct {
 	ThresholdPercent int32
 	// MinReclaimable is the least a threshold defragmentation must return.
 	MinReclaimable int64
+	// Round names, in messages, what the pending members are defragmented
+	// for; "its scheduled round" if empty.
+	Round string
 }
 
 // over reports whether m is due under p.
@@ -130,7 +133,10 @@ func Plan(p Policy, members []Member, pending []string) Step {
 		return Step{Action: ActionNone, Reason: ReasonNothingDue, Message: "no member is due for defragmentation"}
 	}
 	m := byName[target]
-	why := "its scheduled round"
+	why := p.Round
+	if why == "" {
+		why = "its scheduled round"
+	}
 	if reason == ReasonThreshold {
 		why = fmt.Sprintf("%d%% of its %d-byte database is free", m.Reclaimable()*100/m.DBSize, m.DBSize)
 	}

@@ -66,12 +66,32 @@ type Status struct {
 	// pages left by compaction, which only a defragmentation returns to
 	// the file system.
 	DBSizeInUse int64
-	// Errors are alarms and health problems the member reports.
+	// Alarms are the types of the alarms raised in the cluster
+	// (AlarmNoSpace, AlarmCorrupt), whichever member raised them.
+	Alarms []string
+	// Errors are the other problems the member reports.
 	Errors []string
 }
 
 // Healthy reports whether the member has a leader and reports no errors.
+// Alarms are the cluster's, not the member's: a member that reports one
+// may still be healthy.
 func (s Status) Healthy() bool { return s.Leader != 0 && len(s.Errors) == 0 }
+
+// Alarm types, as etcd names them.
+const (
+	// AlarmNoSpace: a member's database reached its quota; etcd refuses
+	// writes until the alarm is disarmed.
+	AlarmNoSpace = "NOSPACE"
+	// AlarmCorrupt: a member's data differs from the others'.
+	AlarmCorrupt = "CORRUPT"
+)
+
+// Alarm is one alarm raised by one member.
+type Alarm struct {
+	MemberID uint64
+	Type     string
+}
 
 // Reclaimable is how many bytes a defragmentation would return to the file
 // system: the database's free pages.
@@ -121,6 +141,16 @@ type Client interface {
 	// Revision returns the cluster's revision through a linearizable read:
 	// every write acknowledged before the call is at or below it.
 	Revision(ctx context.Context) (int64, error)
+	// Alarms lists the alarms raised in the cluster.
+	Alarms(ctx context.Context) ([]Alarm, error)
+	// Disarm disarms alarm a. etcd raises NOSPACE again at the next write
+	// if the database is still at its quota.
+	Disarm(ctx context.Context, a Alarm) error
+	// Compact discards the revisions before rev and waits until the
+	// members' databases have freed them, so that a defragmentation that
+	// follows returns them to the file system. Compacting at or below the
+	// last compaction is no error.
+	Compact(ctx context.Context, rev int64) error
 	// Defragment defragments the database of the member serving endpoint,
 	// which blocks that member's reads and writes until it is done.
 	Defragment(ctx context.Context, endpoint string) error

@@ -44,6 +44,9 @@ type Fake struct {
 	// noQuorum makes MemberList fail and Status report no leader, as a
 	// cluster that lost its quorum (LoseQuorum).
 	noQuorum bool
+	// alarms are raised by RaiseAlarm; compacted is the last Compact.
+	alarms    []Alarm
+	compacted int64
 	// Version is reported by Status; "3.6.16" if empty.
 	Version string
 }
@@ -398,6 +401,11 @@ func (c *fakeClient) Status(_ context.Context, endpoint string) (Status, error) 
 				}
 				s = Status{ID: m.ID, Version: v, Leader: c.f.leader, IsLearner: m.IsLearner, Revision: c.f.revisionLocked(m),
 					DBSize: m.dbSize, DBSizeInUse: m.dbInUse, RaftIndex: m.raftIndex}
+				for _, a := range c.f.alarms {
+					if !slices.Contains(s.Alarms, a.Type) {
+						s.Alarms = append(s.Alarms, a.Type)
+					}
+				}
 				return nil
 			}
 		}
@@ -490,6 +498,11 @@ func fakeDatabase(kvs []KeyValue) ([]byte, error) {
 
 func (c *fakeClient) Put(_ context.Context, kvs []KeyValue) error {
 	return c.call("Put", fmt.Sprint(len(kvs)), func() error {
+		for _, a := range c.f.alarms {
+			if a.Type == AlarmNoSpace {
+				return errors.New("etcdserver: mvcc: database space exceeded")
+			}
+		}
 		for _, kv := range kvs {
 			c.f.rev++
 			c.f.data[string(kv.Key)] = string(kv.Value)
@@ -518,6 +531,51 @@ func (c *fakeClient) Defragment(_ context.Context, endpoint string) error {
 		}
 		return fmt.Errorf("defragmenting %s: connection refused", endpoint)
 	})
+}
+
+func (c *fakeClient) Alarms(context.Context) ([]Alarm, error) {
+	var out []Alarm
+	err := c.call("Alarms", "", func() error {
+		out = slices.Clone(c.f.alarms)
+		return nil
+	})
+	return out, err
+}
+
+func (c *fakeClient) Disarm(_ context.Context, a Alarm) error {
+	return c.call("Disarm", a.Type+" "+FormatID(a.MemberID), func() error {
+		c.f.alarms = slices.DeleteFunc(c.f.alarms, func(b Alarm) bool { return a == b })
+		return nil
+	})
+}
+
+func (c *fakeClient) Compact(_ context.Context, rev int64) error {
+	return c.call("Compact", fmt.Sprint(rev), func() error {
+		if rev > c.f.rev {
+			return fmt.Errorf("compacting at revision %d: etcdserver: mvcc: required revision is a future revision", rev)
+		}
+		c.f.compacted = max(c.f.compacted, rev)
+		return nil
+	})
+}
+
+// RaiseAlarm raises alarm typ on the member with peerURL, as etcd does
+// when that member's database reaches its quota (AlarmNoSpace): every
+// member reports it, and Put fails while NOSPACE is raised.
+func (f *Fake) RaiseAlarm(peerURL, typ string) {
+	f.onMember(peerURL, func(m *fakeMember) {
+		a := Alarm{MemberID: m.ID, Type: typ}
+		if !slices.Contains(f.alarms, a) {
+			f.alarms = append(f.alarms, a)
+		}
+	})
+}
+
+// Compacted is the revision of the last Compact, 0 if none.
+func (f *Fake) Compacted() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.compacted
 }
 
 func (c *fakeClient) MoveLeader(_ context.Context, transferee uint64) error {

@@ -604,6 +604,19 @@ func (c *forwardedClient) Defragment(ctx context.Context, endpoint string) error
 	return c.wrap(endpoint, c.inner.Defragment(ctx, local))
 }
 
+func (c *forwardedClient) Alarms(ctx context.Context) ([]Alarm, error) {
+	a, err := c.inner.Alarms(ctx)
+	return a, c.wrap("", err)
+}
+
+func (c *forwardedClient) Disarm(ctx context.Context, a Alarm) error {
+	return c.wrap("", c.inner.Disarm(ctx, a))
+}
+
+func (c *forwardedClient) Compact(ctx context.Context, rev int64) error {
+	return c.wrap("", c.inner.Compact(ctx, rev))
+}
+
 func (c *forwardedClient) MoveLeader(ctx context.Context, transferee uint64) error {
 	return c.wrap("", c.inner.MoveLeader(ctx, transferee))
 }

@@ -175,6 +175,9 @@ func (s *stubClient) Defragment(context.Context, string) error { return s.err }
 func (s *stubClient) MoveLeader(context.Context, uint64) error { return s.err }
 func (s *stubClient) Revision(context.Context) (int64, error)  { return 0, s.err }
 func (s *stubClient) Close() error                             { return nil }
+func (s *stubClient) Alarms(context.Context) ([]Alarm, error)  { return nil, s.err }
+func (s *stubClient) Disarm(context.Context, Alarm) error      { return s.err }
+func (s *stubClient) Compact(context.Context, int64) error     { return s.err }
 
 var errStub = errors.New("stub: context deadline exceeded")
 

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"regexp"
+	"slices"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -100,7 +102,7 @@ func (r *real) Status(ctx context.Context, endpoint string) (Status, error) {
 	if err != nil {
 		return Status{}, fmt.Errorf("status of %s: %w", endpoint, err)
 	}
-	return Status{
+	st := Status{
 		ID:               resp.Header.GetMemberId(),
 		Version:          resp.Version,
 		Leader:           resp.Leader,
@@ -110,8 +112,51 @@ func (r *real) Status(ctx context.Context, endpoint string) (Status, error) {
 		RaftAppliedIndex: resp.RaftAppliedIndex,
 		DBSize:           resp.DbSize,
 		DBSizeInUse:      resp.DbSizeInUse,
-		Errors:           append([]string(nil), resp.Errors...),
-	}, nil
+	}
+	for _, e := range resp.Errors {
+		// etcd reports an alarm as its protobuf text: "memberID:... alarm:NOSPACE".
+		if m := alarmText.FindStringSubmatch(e); m != nil {
+			if !slices.Contains(st.Alarms, m[1]) {
+				st.Alarms = append(st.Alarms, m[1])
+			}
+			continue
+		}
+		st.Errors = append(st.Errors, e)
+	}
+	return st, nil
+}
+
+var alarmText = regexp.MustCompile(`\balarm:([A-Z]+)`)
+
+func (r *real) Alarms(ctx context.Context) ([]Alarm, error) {
+	resp, err := r.c.AlarmList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing alarms: %w", err)
+	}
+	out := make([]Alarm, 0, len(resp.Alarms))
+	for _, a := range resp.Alarms {
+		out = append(out, Alarm{MemberID: a.MemberID, Type: a.Alarm.String()})
+	}
+	return out, nil
+}
+
+func (r *real) Disarm(ctx context.Context, a Alarm) error {
+	t, ok := pb.AlarmType_value[a.Type]
+	if !ok {
+		return fmt.Errorf("disarming alarm %s of member %s: unknown alarm type: %w", a.Type, FormatID(a.MemberID), ErrRefused)
+	}
+	if _, err := r.c.AlarmDisarm(ctx, &clientv3.AlarmMember{MemberID: a.MemberID, Alarm: pb.AlarmType(t)}); err != nil {
+		return fmt.Errorf("disarming alarm %s of member %s: %w", a.Type, FormatID(a.MemberID), refusal(err))
+	}
+	return nil
+}
+
+func (r *real) Compact(ctx context.Context, rev int64) error {
+	_, err := r.c.Compact(ctx, rev, clientv3.WithCompactPhysical())
+	if err != nil && !errors.Is(err, rpctypes.ErrCompacted) {
+		return fmt.Errorf("compacting at revision %d: %w", rev, err)
+	}
+	return nil
 }
 
 func (r *real) Revision(ctx context.Context) (int64, error) {

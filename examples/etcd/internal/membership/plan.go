@@ -477,6 +477,11 @@ func rebuild(o Observed) (Step, bool) {
 	slices.SortFunc(survivors, compareNames)
 	slices.SortFunc(lost, compareNames)
 	what := fmt.Sprintf("quorum lost for good: %d of %d voting members (%s) lost their pods and data claims", len(lost), len(voters), strings.Join(lost, ", "))
+	if o.Rebuild {
+		if alive := unfenced(o, lost); len(alive) > 0 {
+			return wait(ReasonQuorumLost, "%s; %s", what, fenceMessage(alive)), true
+		}
+	}
 	if !o.Rebuild {
 		return wait(ReasonQuorumLost, "%s; set spec.recovery.quorumLoss to Rebuild to rebuild the cluster from the most up-to-date of %s (writes only the lost members had are lost), or restore a backup into a new cluster",
 			what, strings.Join(survivors, ", ")), true
@@ -520,11 +525,36 @@ func rebuildFromBackup(o Observed) (Step, bool) {
 	}
 	slices.SortFunc(names, compareNames)
 	what := fmt.Sprintf("no member survives: %s lost their pods and data", strings.Join(names, ", "))
+	if alive := unfenced(o, names); len(alive) > 0 {
+		return wait(ReasonMemberDataLost, "%s; %s", what, fenceMessage(alive)), true
+	}
 	if !o.BackupStore {
 		return wait(ReasonMemberDataLost, "%s, and spec.backup names no store to rebuild from; restore a backup into a new cluster", what), true
 	}
 	return Step{Action: ActionRebuildFromBackup, Version: o.Version, Reason: ReasonRebuildingFromBackup,
 		Message: what + "; rebuilding the cluster from its newest verified backup"}, true
+}
+
+// unfenced returns those of members whose pod still exists, not failed:
+// Terminating, or left running on a node the operator cannot reach.
+// Kubernetes removes such a pod only once its kubelet confirms it stopped,
+// or the node is deleted or tainted out-of-service: until then its etcd
+// may serve a majority that a rebuild would split from.
+func unfenced(o Observed, members []string) []string {
+	var out []string
+	for _, name := range members {
+		running := slices.ContainsFunc(o.Pods, func(p Pod) bool { return p.Name == name && p.Phase != PodFailed })
+		if running || o.Terminating[name] {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func fenceMessage(alive []string) string {
+	return fmt.Sprintf("no rebuild while the pods of %s still exist (Terminating or not yet stopped): on a node the operator cannot reach "+
+		"their etcd may still run and serve a majority. The rebuild starts once they are gone; if their node is lost for good, delete "+
+		"the Node or taint it node.kubernetes.io/out-of-service=nodeshutdown:NoExecute", strings.Join(alive, ", "))
 }
 
 // rebuilding is rule 7 while a rebuild from o.RebuildingFrom is under way

@@ -41,6 +41,26 @@ func TestPlanRebuild(t *testing.T) {
 			RaftIndexes: map[string]uint64{"c-1": 41, "c-3": 41}},
 		want: Step{Action: ActionForceNewCluster, Name: "c-1", Version: v, OnData: true, Reason: ReasonRebuilding},
 	}, {
+		name: "a lost member's pod is Terminating (its node partitioned): fenced, no rebuild",
+		o: Observed{Size: 3, Persistent: true, Rebuild: true, Pods: running("c-1"), Terminating: claims("c-0"),
+			Recorded: recorded("c-0", "c-1", "c-2"), Claims: claims("c-1"), ClaimsDeleting: claims("c-0", "c-2"),
+			RaftIndexes: map[string]uint64{"c-1": 9}},
+		want:     Step{Action: ActionWait, Reason: ReasonQuorumLost},
+		wantText: []string{"c-0", "Terminating", "out-of-service"},
+	}, {
+		name: "a lost member's pod still runs without its claim: fenced, no rebuild",
+		o: Observed{Size: 3, Persistent: true, Rebuild: true, Bootstrapped: true, Pods: running("c-1", "c-2"),
+			Recorded: recorded("c-0", "c-1", "c-2"), Claims: claims("c-1"), ClaimsDeleting: claims("c-0", "c-2"),
+			RaftIndexes: map[string]uint64{"c-1": 9, "c-2": 12}},
+		want:     Step{Action: ActionWait, Reason: ReasonQuorumLost},
+		wantText: []string{"c-2 still exist"},
+	}, {
+		name: "no survivor, a pod Terminating: fenced, no rebuild from a backup",
+		o: Observed{Size: 3, Persistent: true, Rebuild: true, BackupStore: true, Version: v,
+			Recorded: recorded("c-0", "c-1", "c-2"), Terminating: claims("c-2"), ClaimsDeleting: claims("c-2")},
+		want:     Step{Action: ActionWait, Reason: ReasonMemberDataLost},
+		wantText: []string{"c-2", "Terminating"},
+	}, {
 		name: "a survivor has not reported its raft index: wait for it",
 		o: Observed{Size: 5, Persistent: true, Rebuild: true, Pods: running("c-1", "c-3"),
 			Recorded: recorded("c-0", "c-1", "c-2", "c-3", "c-4"), Claims: claims("c-1", "c-3"),

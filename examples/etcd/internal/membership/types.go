@@ -134,6 +134,11 @@ type Observed struct {
 	// being deleted. A new member never takes such a name: its pod would
 	// mount the old claim, or wait forever for one that is gone.
 	ClaimsDeleting map[string]bool
+	// Terminating holds the names of the members whose pod is being
+	// deleted but still exists: on a node that does not answer (a
+	// partition) its etcd may still run and serve a majority, so no
+	// rebuild starts until the pod is gone.
+	Terminating map[string]bool
 	// Timeouts bound how long Plan waits before it reports a wait as
 	// stuck.
 	Timeouts Timeouts

@@ -9,7 +9,8 @@
 //     mismatch leaves no file behind.
 //  2. restore (the cluster's etcd image) runs `etcdutl snapshot restore
 //     <data-dir>/restore/snapshot.db --data-dir <data-dir>/restore/data`
-//     with the member's name, initial cluster, token and peer URL.
+//     with the member's name, initial cluster, token and peer URL, and
+//     moves the revision on (RestoreArgs).
 //  3. finish-restore (Finish, in the operator's image) moves the restored
 //     <data-dir>/restore/data/member to <data-dir>/member, where etcd
 //     started with --data-dir <data-dir> finds it, and removes
@@ -62,6 +63,30 @@ const (
 	// directory and in etcdutl's output.
 	MemberDir = "member"
 )
+
+// RevisionBump is how far a restore moves the revision past the backup's
+// (etcdutl --bump-revision, with --mark-compacted): clients that watched
+// the cluster before, at revisions the backup may not have reached, get
+// "compacted" and re-list instead of waiting for revisions that came and
+// went. A billion leaves room for a billion writes since the backup.
+const RevisionBump = 1_000_000_000
+
+// RestoreArgs are the arguments of `etcdutl snapshot restore` for the
+// member data directory dataDir: the member's name, the initial cluster,
+// token and peer URL; with bump (etcdutl 3.5.10 and later), RevisionBump.
+func RestoreArgs(dataDir, name, initialCluster, token, peerURL string, bump bool) []string {
+	args := []string{"snapshot", "restore", SnapshotPath(dataDir),
+		"--data-dir=" + RestoreDataDir(dataDir),
+		"--name=" + name,
+		"--initial-cluster=" + initialCluster,
+		"--initial-cluster-token=" + token,
+		"--initial-advertise-peer-urls=" + peerURL,
+	}
+	if bump {
+		args = append(args, fmt.Sprintf("--bump-revision=%d", RevisionBump), "--mark-compacted")
+	}
+	return args
+}
 
 // SnapshotPath returns the staged snapshot's path for dataDir.
 func SnapshotPath(dataDir string) string {
@@ -180,9 +205,9 @@ func (r *fileRestorer) Abort(context.Context, backup.Manifest) error {
 	return nil
 }
 
-// metaBucket is the bucket etcdutl's restore writes the consistent index
-// to; it is the only one an empty etcd database needs for that.
-var metaBucket = []byte("meta")
+// placeholderBuckets are those etcdutl's restore writes to: the
+// consistent index to meta, and, with --bump-revision, a revision to key.
+var placeholderBuckets = [][]byte{[]byte("meta"), []byte("key")}
 
 // WritePlaceholder writes an empty etcd database followed by its SHA-256,
 // in the format of etcd's snapshot stream, to path: what etcdutl restores
@@ -195,8 +220,12 @@ func WritePlaceholder(path string) error {
 		return fmt.Errorf("creating the placeholder snapshot: %w", err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		_, err := tx.CreateBucketIfNotExists(metaBucket)
-		return err
+		for _, b := range placeholderBuckets {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if cerr := db.Close(); err == nil {
 		err = cerr

@@ -2,6 +2,7 @@ package seedrestore_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -250,10 +251,7 @@ func etcdutl(t *testing.T, dataDir string, m *etcdtest.Member) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "snapshot", "restore", seedrestore.SnapshotPath(dataDir),
-		"--data-dir="+seedrestore.RestoreDataDir(dataDir), "--name="+m.Name,
-		"--initial-cluster="+etcdtest.InitialCluster(m), "--initial-cluster-token=opkit-test",
-		"--initial-advertise-peer-urls="+m.PeerURL)
+	cmd := exec.Command(bin, seedrestore.RestoreArgs(dataDir, m.Name, etcdtest.InitialCluster(m), "opkit-test", m.PeerURL, true)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("etcdutl snapshot restore: %v\n%s", err, out)
 	}
@@ -262,7 +260,7 @@ func etcdutl(t *testing.T, dataDir string, m *etcdtest.Member) {
 // TestIntegrationPhysicalRestore runs the three steps of the seed pod
 // with a backup of a real etcd member and the real etcdutl (`make etcd`):
 // the member started on the result holds the keys at the backup's
-// revision. Then it runs them again, as a restarted pod does: the member
+// revision moved on by RevisionBump, older revisions compacted. Then it runs them again, as a restarted pod does: the member
 // keeps its data, including a key written after the restore. It does so
 // for a plain cluster and for one with TLS (https peer URLs in etcdutl's
 // flags, the member serving TLS on the restored data).
@@ -318,7 +316,15 @@ func physicalRestore(t *testing.T, certs *etcdtest.Certs) {
 	seed.Start(t, etcdtest.InitialCluster(seed), "new")
 	etcdtest.WaitHealthy(t, seed, 20*time.Second)
 	c := etcdtest.RawClient(t, seed)
-	assertKeys(t, c, want, rev)
+	assertKeys(t, c, want, rev+seedrestore.RevisionBump)
+	// A watcher of the cluster before, at a revision the backup had not
+	// reached, is told to re-list instead of waiting for it.
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	w := <-c.Watch(wctx, "/app/", clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	if w.CompactRevision == 0 {
+		t.Errorf("a watch from revision %d after the restore: %+v, %v; want it compacted", rev+1, w, w.Err())
+	}
 
 	resp, err := c.Put(ctx, "/after", "restore")
 	if err != nil {

@@ -1,0 +1,119 @@
+package controller_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/controller"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
+	"github.com/opkit-dev/opkit/statusutil"
+)
+
+// TestCorruptAlarmStopsTheOperator: while etcd reports CORRUPT the
+// operator changes nothing, not even a lost member's pod, and says so
+// once (an event) and for as long as it lasts (Degraded); once a person
+// disarms it the operator goes on.
+func TestCorruptAlarmStopsTheOperator(t *testing.T) {
+	g := newRig(t)
+	g.create(cluster("co", 3))
+	g.converge("co", 30)
+	g.drain()
+	c := g.get("co")
+	g.fake.RaiseAlarm(controller.PeerURL(c, "co-1"), etcdclient.AlarmCorrupt)
+	g.deletePodAndStop("co", "co-2")
+	for range 3 {
+		if err := g.pass("co"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var pod corev1.Pod
+	if err := g.c.Get(t.Context(), types.NamespacedName{Namespace: g.ns, Name: "co-2"}, &pod); err == nil {
+		t.Error("pod co-2 recreated while etcd reports CORRUPT")
+	}
+	events := g.drain()
+	if len(events) != 1 || !strings.Contains(events[0], controller.EventCorrupt) {
+		t.Errorf("events %q, want one %s", events, controller.EventCorrupt)
+	}
+	if d := statusutil.Get(g.get("co"), v1alpha1.ConditionDegraded); d == nil || d.Status != "True" || d.Reason != controller.ReasonCorrupt {
+		t.Errorf("Degraded = %+v, want True, %s", d, controller.ReasonCorrupt)
+	}
+
+	ec, err := g.fake.Factory().New(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alarms, _ := ec.Alarms(t.Context())
+	for _, a := range alarms {
+		if err := ec.Disarm(t.Context(), a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, errs := g.converge("co", 30); len(errs) > 0 {
+		t.Fatalf("after the disarm: %v", errs)
+	}
+	if got := g.get("co").Status.Alarms; len(got) > 0 {
+		t.Errorf("status.alarms = %v after the disarm", got)
+	}
+}
+
+// TestNoSpaceWithDataOverTheQuota: when compaction and defragmentation
+// leave the databases at the quota, the alarm stays (disarming would only
+// see it raised again), Degraded says what to do, and scheduled backups go
+// on.
+func TestNoSpaceWithDataOverTheQuota(t *testing.T) {
+	g := newRig(t)
+	g.createBackedUp("ns", 3, 0, 30)
+	c := g.get("ns")
+	c.Spec.QuotaBackendBytes = ptr.To(resource.MustParse("16Mi"))
+	c.Spec.Backup.Schedule = "@every 1h"
+	if err := g.c.Update(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	g.converge("ns", 60)
+	g.drain()
+	g.fragmentAll("ns", 16*mib, 16*mib)
+	ec, err := g.fake.Factory().New(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ec.Put(t.Context(), []etcdclient.KeyValue{{Key: []byte("k"), Value: []byte("v")}}); err != nil {
+		t.Fatal(err)
+	}
+	g.fake.RaiseAlarm(controller.PeerURL(c, "ns-0"), etcdclient.AlarmNoSpace)
+	for range 8 {
+		if err := g.pass("ns"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c = g.get("ns")
+	d := statusutil.Get(c, v1alpha1.ConditionDegraded)
+	if d == nil || d.Reason != controller.ReasonNoSpace || !strings.Contains(d.Message, "Raise spec.quotaBackendBytes") {
+		t.Errorf("Degraded = %+v, want NoSpace naming spec.quotaBackendBytes", d)
+	}
+	if c.Status.NoSpace == nil || c.Status.NoSpace.CompactedRevision == 0 || g.fake.Compacted() != c.Status.NoSpace.CompactedRevision {
+		t.Errorf("status.noSpace = %+v, fake compacted at %d", c.Status.NoSpace, g.fake.Compacted())
+	}
+	if got := g.maintenanceCalls("ns"); len(got) != 4 { // three defragmentations and a leader move
+		t.Errorf("maintenance calls %q, want every member defragmented once", got)
+	}
+	for _, call := range g.fake.Calls() {
+		if strings.HasPrefix(call, "Disarm") {
+			t.Errorf("%s while the data fills the quota", call)
+		}
+	}
+	before := len(g.storedBackups("ns"))
+	g.clock.advance(time.Hour + time.Minute)
+	if err := g.pass("ns"); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(g.storedBackups("ns")); got != before+1 {
+		t.Errorf("%d backups stored after the schedule came due, want %d: scheduled backups stopped under NOSPACE", got, before+1)
+	}
+}

@@ -1,0 +1,140 @@
+package controller_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+
+	"github.com/opkit-dev/opkit/examples/etcd/internal/controller"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
+)
+
+// campaignQuota is the campaign clusters' spec.quotaBackendBytes: small,
+// so that a NOSPACE fault fills it in a few writes.
+const campaignQuota = "8Mi"
+
+// fill rewrites one key with 1 MiB values until etcd refuses with
+// NOSPACE: history that nobody compacts fills the quota. It reports
+// whether etcd did.
+func (s *schedule) fill() (bool, error) {
+	value := strings.Repeat("x", 1<<20)
+	for i := range 1000 {
+		ctx, cancel := context.WithTimeout(s.g.t.Context(), 5*time.Second)
+		_, err := s.cli.Put(ctx, "/fill", value)
+		cancel()
+		if errors.Is(err, rpctypes.ErrNoSpace) {
+			s.logf("NOSPACE after %d MiB", i)
+			return true, nil
+		}
+		if err != nil {
+			return false, err
+		}
+	}
+	return false, errors.New("1000 MiB written and no NOSPACE: is the quota set?")
+}
+
+// noSpace fills the quota on processes; on the fake it raises NOSPACE on
+// the leader, as etcd would.
+func (s *schedule) noSpace() {
+	s.logf("history fills the quota: NOSPACE")
+	if s.proc == nil {
+		lead := s.etcd.leader()
+		for _, m := range s.etcd.members() {
+			if m.ID == lead {
+				s.g.fake.RaiseAlarm(m.PeerURLs[0], etcdclient.AlarmNoSpace)
+			}
+		}
+		return
+	}
+	if ok, err := s.fill(); !ok {
+		s.logf("  no NOSPACE: %v", err)
+	}
+}
+
+// alarms are the alarms etcd reports.
+func (s *schedule) alarms() []string {
+	s.g.t.Helper()
+	ctx, cancel := context.WithTimeout(s.g.t.Context(), 5*time.Second)
+	defer cancel()
+	resp, err := s.cli.AlarmList(ctx)
+	if err != nil {
+		s.g.t.Fatal(err)
+	}
+	var out []string
+	for _, a := range resp.Alarms {
+		out = append(out, fmt.Sprintf("%x %s", a.MemberID, a.Alarm))
+	}
+	return out
+}
+
+// TestNoSpaceAlarm: history that fills a cluster's quota raises NOSPACE
+// and etcd refuses writes. The operator compacts, defragments every member
+// and disarms: writes go through again, none acknowledged is lost, and
+// the alarm shows in the status and events meanwhile. Before, every member
+// reported the alarm as an error and counted as unhealthy, so the cluster
+// lost its quorum in the operator's eyes and stayed refusing writes.
+func TestNoSpaceAlarm(t *testing.T) {
+	t.Parallel()
+	s := newSchedule(t, "processes", 0, 1100)
+	c := cluster(s.name, 3)
+	c.Spec.QuotaBackendBytes = ptr.To(resource.MustParse(campaignQuota))
+	s.g.create(c)
+	s.cluster = c
+	s.calm = true
+	s.converge()
+	s.step = 1
+	s.write()
+	if ok, err := s.fill(); !ok {
+		t.Fatal(err)
+	}
+	if len(s.alarms()) == 0 {
+		t.Fatal("etcd refused a write with NOSPACE but lists no alarm")
+	}
+	s.pass()
+	if got := s.g.get(s.name).Status.Alarms; len(got) != 1 || got[0] != etcdserverpb.AlarmType_NOSPACE.String() {
+		t.Errorf("status.alarms = %v, want [NOSPACE]", got)
+	}
+	s.converge()
+	if a := s.alarms(); len(a) > 0 {
+		s.violate("alarms still raised: %v", a)
+	}
+	s.step = 2
+	s.write()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	resp, err := s.cli.Get(ctx, "/campaign/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, kv := range resp.Kvs {
+		got[string(kv.Key)] = string(kv.Value)
+	}
+	if len(s.acked) != 6 {
+		s.violate("%d of 6 writes acknowledged after the recovery: %v", len(s.acked), s.acked)
+	}
+	s.checkWrites("the cluster", s.acked, got)
+	c = s.g.get(s.name)
+	if len(c.Status.Alarms) > 0 || c.Status.NoSpace != nil {
+		s.violate("status still reports alarms %v, recovery %+v", c.Status.Alarms, c.Status.NoSpace)
+	}
+	log := strings.Join(s.log, "\n")
+	for _, reason := range []string{controller.EventNoSpace, controller.EventAlarmDisarmed} {
+		if !strings.Contains(log, reason) {
+			s.violate("no %s event", reason)
+		}
+	}
+	if len(s.violations) > 0 {
+		t.Errorf("violations:\n%s\nschedule:\n%s", strings.Join(s.violations, "\n"), log)
+	}
+	t.Logf("schedule:\n%s", log)
+}
