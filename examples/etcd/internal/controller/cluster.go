@@ -262,6 +262,12 @@ func (h *ClusterHooks) Reconcile(ctx context.Context, c *v1alpha1.EtcdCluster) r
 	if err := h.deleteOrphanClaims(ctx, c, obs); err != nil {
 		return reconcile.Retry(err)
 	}
+	if released, err := h.releaseLostClaims(ctx, c, obs); err != nil || released {
+		if err != nil {
+			return reconcile.Retry(err)
+		}
+		return reconcile.Waiting(EventMemberNodeLost, "a member's node is gone: its data claim was deleted, the member is replaced next", stepRequeue)
+	}
 
 	if res := h.corrupt(ctx, c, previousAlarms); res != nil {
 		return *res

@@ -18,13 +18,16 @@ package controller
 // on pods/portforward, for --member-access=port-forward (an operator
 // outside the cluster), is granted by config/portforward only. ConfigMaps
 // are the clusters' guards (see LabelGuardOf): created, read from the
-// cache and deleted.
+// cache and deleted. A member's PersistentVolume and its node are read
+// (get) only while the member's pod does not run, to tell a node declared
+// gone (see EventMemberNodeLost).
 //
 // +kubebuilder:rbac:groups=etcd.opkit.dev,resources=etcdclusters;etcdbackups,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=etcd.opkit.dev,resources=etcdclusters/status;etcdbackups/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=etcd.opkit.dev,resources=etcdclusters/finalizers;etcdbackups/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=pods;persistentvolumeclaims;services,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;update
+// +kubebuilder:rbac:groups="",resources=nodes;persistentvolumes,verbs=get
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch

@@ -13,6 +13,13 @@
 - apiGroups:
   - ""
   resources:
+  - nodes
+  - persistentvolumes
+  verbs:
+  - get
+- apiGroups:
+  - ""
+  resources:
   - persistentvolumeclaims
   - pods
   - services
