@@ -251,7 +251,8 @@ func (h *ClusterHooks) Reconcile(ctx context.Context, c *v1alpha1.EtcdCluster) r
 	if err := h.labelVoters(ctx, obs); err != nil {
 		return reconcile.Retry(err)
 	}
-	for _, obj := range []client.Object{headlessService(c), clientService(c), podDisruptionBudget(c, obs)} {
+	step := membership.Plan(obs.planned)
+	for _, obj := range []client.Object{headlessService(c), clientService(c), podDisruptionBudget(c, obs, step)} {
 		if _, err := h.Children.EnsureChild(ctx, c, heldBy(obj, guard)); err != nil {
 			return childError(fmt.Errorf("ensuring %T %s: %w", obj, obj.GetName(), err))
 		}
@@ -277,7 +278,6 @@ func (h *ClusterHooks) Reconcile(ctx context.Context, c *v1alpha1.EtcdCluster) r
 		return *res
 	}
 
-	step := membership.Plan(obs.planned)
 	log.V(1).Info("membership step", "action", step.Action, "member", step.Name, "reason", step.Reason)
 	setConditions(c, obs, step)
 	if step.Action == membership.ActionWait {

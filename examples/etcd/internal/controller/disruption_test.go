@@ -1,6 +1,7 @@
 package controller_test
 
 import (
+	"errors"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -89,6 +90,24 @@ func TestDisruptionBudgetKeepsAQuorumOfVoters(t *testing.T) {
 			}
 			if err := g.pass("pdb"); err != nil {
 				g.t.Fatal(err)
+			}
+		}},
+		{"3 -> 1, the second removal refused", 3, func(g *rig) {
+			c := g.get("pdb")
+			c.Spec.Size = 1
+			if err := g.c.Update(g.t.Context(), c); err != nil {
+				g.t.Fatal(err)
+			}
+			for i := 0; len(g.fake.Members()) > 2; i++ {
+				if i == 10 {
+					g.t.Fatalf("no member removed in 10 passes: %v", g.fake.Members())
+				}
+				_ = g.pass("pdb")
+			}
+			injected := errors.New("injected")
+			g.fake.FailNext("MemberRemove", injected, false)
+			if err := g.pass("pdb"); !errors.Is(err, injected) {
+				g.t.Fatalf("the pass returned %v, not the refused removal", err)
 			}
 		}},
 		{"a replacement learner catching up", 3, func(g *rig) { g.replaceWithLaggingLearner("pdb", "pdb-0") }},

@@ -149,13 +149,9 @@ func (h *ClusterHooks) execute(ctx context.Context, c *v1alpha1.EtcdCluster, obs
 		}
 		return nil
 	case membership.ActionRemove:
-		// Out of the disruption budget first: it stops counting as a
-		// voter before it stops being one.
-		if pod, ok := obs.pods[step.Name]; ok {
-			if _, err := h.setPodLabel(ctx, pod, LabelVoter, ""); err != nil {
-				return err
-			}
-		}
+		// Its pod stays in the disruption budget, sized for the removal
+		// (podDisruptionBudget): unselected, a refused removal would
+		// leave a voter any drain may evict.
 		ec, err := h.clientOn(ctx, obs, step.Name)
 		if err != nil {
 			return err

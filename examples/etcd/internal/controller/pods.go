@@ -110,18 +110,24 @@ func clientService(c *v1alpha1.EtcdCluster) *corev1.Service {
 // voluntary disruptions (node drains). It counts etcd's members, not
 // spec.size: during a scale-down or a rollout they differ. Learners count
 // towards the quorum but are not selected, so none can be evicted in a
-// voter's place; it allows no eviction while one catches up.
-func podDisruptionBudget(c *v1alpha1.EtcdCluster, obs *observation) *policyv1.PodDisruptionBudget {
+// voter's place; it allows no eviction while one catches up. While step
+// removes a voter, whose pod stays selected until it is deleted, it also
+// keeps a quorum of the members after the removal.
+func podDisruptionBudget(c *v1alpha1.EtcdCluster, obs *observation, step membership.Step) *policyv1.PodDisruptionBudget {
 	members := len(c.Status.Members)
 	if obs.planned.Reached {
 		members = len(obs.planned.Members)
+	}
+	minAvailable := membership.Quorum(members)
+	if step.Action == membership.ActionRemove && isVoter(obs, step.ID) {
+		minAvailable = max(minAvailable, membership.Quorum(members-1)+1)
 	}
 	selector := selectorLabels(c)
 	selector[LabelVoter] = "true"
 	return &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Name: c.Name, Namespace: c.Namespace, Labels: selectorLabels(c)},
 		Spec: policyv1.PodDisruptionBudgetSpec{
-			MinAvailable: ptr.To(intstr.FromInt32(int32(membership.Quorum(members)))),
+			MinAvailable: ptr.To(intstr.FromInt32(int32(minAvailable))),
 			Selector:     &metav1.LabelSelector{MatchLabels: selector},
 		},
 	}
