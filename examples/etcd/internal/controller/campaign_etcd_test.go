@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,8 +18,10 @@ import (
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -108,10 +111,37 @@ type procEtcd struct {
 }
 
 type proc struct {
-	pod    types.UID
-	cmd    *exec.Cmd
-	exited chan struct{}
-	log    string
+	pod      types.UID
+	endpoint string
+	cmd      *exec.Cmd
+	exited   chan struct{}
+	log      string
+
+	mu  sync.Mutex
+	cli *clientv3.Client
+}
+
+// conn is a connection to p's member alone, kept until p stops.
+func (p *proc) conn() (*grpc.ClientConn, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cli == nil {
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{p.endpoint}, DialTimeout: time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			return nil, err
+		}
+		p.cli = cli
+	}
+	return p.cli.ActiveConnection(), nil
+}
+
+func (p *proc) closeConn() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cli != nil {
+		_ = p.cli.Close()
+		p.cli = nil
+	}
 }
 
 func (p *proc) running() bool {
@@ -206,50 +236,60 @@ func (e *procEtcd) client(ctx context.Context, endpoints ...string) (etcdclient.
 	return e.factory().New(ctx, endpoints)
 }
 
+// members is etcd's member list, read from the first running member
+// that answers: none running is no list, at once.
 func (e *procEtcd) members() []etcdclient.Member {
 	ctx, cancel := context.WithTimeout(e.t.Context(), 3*time.Second)
 	defer cancel()
-	c, err := e.client(ctx)
-	if err != nil {
-		return nil
+	for _, p := range e.runningProcs() {
+		conn, err := p.conn()
+		if err != nil {
+			continue
+		}
+		resp, err := pb.NewClusterClient(conn).MemberList(ctx, &pb.MemberListRequest{Linearizable: true})
+		if err != nil {
+			continue
+		}
+		out := make([]etcdclient.Member, 0, len(resp.Members))
+		for _, m := range resp.Members {
+			out = append(out, e.fromMember(etcdclient.Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, IsLearner: m.IsLearner}))
+		}
+		return out
 	}
-	defer func() { _ = c.Close() }()
-	ms, err := c.MemberList(ctx)
-	if err != nil {
-		return nil
-	}
-	return ms
+	return nil
 }
 
 func (e *procEtcd) leader() uint64 {
-	for _, ep := range e.running() {
-		ctx, cancel := context.WithTimeout(e.t.Context(), time.Second)
-		c, err := e.client(ctx, ep)
-		if err == nil {
-			var s etcdclient.Status
-			s, err = c.Status(ctx, ep)
-			_ = c.Close()
-			if err == nil && s.Leader != 0 {
-				cancel()
-				return s.Leader
-			}
+	for _, p := range e.runningProcs() {
+		if s, err := e.status(p); err == nil && s.Leader != 0 {
+			return s.Leader
 		}
-		cancel()
 	}
 	return 0
 }
 
-// running are the client URLs of the running members.
-func (e *procEtcd) running() []string {
+// status asks p's member for its status on p's own connection:
+// clientv3's Status dials the endpoint anew on every call.
+func (e *procEtcd) status(p *proc) (*pb.StatusResponse, error) {
+	conn, err := p.conn()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(e.t.Context(), time.Second)
+	defer cancel()
+	return pb.NewMaintenanceClient(conn).Status(ctx, &pb.StatusRequest{})
+}
+
+// runningProcs are the running members, by pod name.
+func (e *procEtcd) runningProcs() []*proc {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var out []string
-	for name, p := range e.procs {
-		if p.running() {
-			out = append(out, controller.InClusterClientURL(e.c, name))
+	var out []*proc
+	for _, name := range slices.Sorted(maps.Keys(e.procs)) {
+		if p := e.procs[name]; p.running() {
+			out = append(out, p)
 		}
 	}
-	slices.Sort(out)
 	return out
 }
 
@@ -322,11 +362,13 @@ func (e *procEtcd) start(pod *corev1.Pod, claim string) bool {
 	fmt.Fprintf(logf, "--- pod %s (uid %s) starts: %q\n", pod.Name, pod.UID, args)
 	cmd := exec.Command(e.bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	// Dozens of members share two cores: one P each spins less when idle.
+	cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		e.t.Fatalf("starting etcd for pod %s: %v", pod.Name, err)
 	}
-	p = &proc{pod: pod.UID, cmd: cmd, exited: make(chan struct{}), log: logPath}
+	p = &proc{pod: pod.UID, endpoint: e.to(controller.InClusterClientURL(e.c, pod.Name)), cmd: cmd, exited: make(chan struct{}), log: logPath}
 	go func() {
 		_ = cmd.Wait()
 		_ = logf.Close()
@@ -337,7 +379,7 @@ func (e *procEtcd) start(pod *corev1.Pod, claim string) bool {
 	e.mu.Unlock()
 	// A learner is not ready (/readyz's non_learner check) until it is
 	// promoted, which takes a pass: wait only until it serves.
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(2 * time.Second)
 	for time.Now().Before(deadline) && p.running() {
 		if e.probe(pod.Name, "?exclude=non_learner") {
 			break
@@ -403,6 +445,7 @@ func (e *procEtcd) stop(pod string, kill bool) {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.exited:
+		p.closeConn()
 	case <-time.After(5 * time.Second):
 		p.kill()
 	}
@@ -413,6 +456,7 @@ func (p *proc) kill() {
 		_ = p.cmd.Process.Kill()
 	}
 	<-p.exited
+	p.closeConn()
 }
 
 // logs returns the tail of every member's log, for a violation.
@@ -503,12 +547,10 @@ func (l *load) finish(ctx context.Context, cli *clientv3.Client, final bool) (kv
 
 // oneCluster returns an error when two running members belong to two
 // clusters: another cluster ID, or two leaders in one term.
-func (e *procEtcd) oneCluster(cli *clientv3.Client) error {
+func (e *procEtcd) oneCluster() error {
 	leaders := map[uint64]uint64{} // term -> leader
-	for _, ep := range e.running() {
-		ctx, cancel := context.WithTimeout(e.t.Context(), time.Second)
-		s, err := cli.Status(ctx, e.to(ep))
-		cancel()
+	for _, p := range e.runningProcs() {
+		s, err := e.status(p)
 		if err != nil {
 			continue
 		}
@@ -516,7 +558,7 @@ func (e *procEtcd) oneCluster(cli *clientv3.Client) error {
 			e.clusterID = s.Header.ClusterId
 		}
 		if s.Header.ClusterId != e.clusterID {
-			return fmt.Errorf("member %s belongs to cluster %x, not %x", e.from(ep), s.Header.ClusterId, e.clusterID)
+			return fmt.Errorf("member %s belongs to cluster %x, not %x", e.from(p.endpoint), s.Header.ClusterId, e.clusterID)
 		}
 		if s.Leader == s.Header.MemberId {
 			if other, ok := leaders[s.RaftTerm]; ok && other != s.Leader {

@@ -69,11 +69,11 @@ func TestFaultCampaignFake(t *testing.T) {
 
 func campaign(t *testing.T, kind string, schedules, parallel int) {
 	seed := *campaignSeed
-	var ops, faults, backups, histories, clientOps, violations atomic.Int64
+	var ops, faults, backups, passes, histories, clientOps, violations atomic.Int64
 	start := time.Now()
 	t.Cleanup(func() {
-		fmt.Printf("fault campaign (%s etcd): seed %d, %d schedules, %d operations, %d faults, %d backups and %d client histories (%d client operations) checked, %d violations in %s\n",
-			kind, seed, schedules, ops.Load(), faults.Load(), backups.Load(), histories.Load(), clientOps.Load(), violations.Load(), time.Since(start).Round(time.Second))
+		fmt.Printf("fault campaign (%s etcd): seed %d, %d schedules, %d operations, %d faults, %d operator passes, %d backups and %d client histories (%d client operations) checked, %d violations in %s\n",
+			kind, seed, schedules, ops.Load(), faults.Load(), passes.Load(), backups.Load(), histories.Load(), clientOps.Load(), violations.Load(), time.Since(start).Round(time.Second))
 	})
 	// Schedules on etcd processes mostly wait for etcd: more run at once
 	// than -parallel allows tests.
@@ -91,6 +91,7 @@ func campaign(t *testing.T, kind string, schedules, parallel int) {
 				}
 				ops.Add(int64(s.ops))
 				faults.Add(int64(s.faults))
+				passes.Add(int64(s.passes))
 				backups.Add(int64(s.backups))
 				histories.Add(int64(s.histories))
 				clientOps.Add(int64(s.clientOps))
@@ -139,6 +140,7 @@ type schedule struct {
 	last, lastLine       string
 	repeats              int
 	ops, faults, backups int
+	passes               int
 	log                  []string
 	violations           []string
 }
@@ -358,6 +360,7 @@ func (s *schedule) write() {
 // pass runs one operator pass and then the kubelet.
 func (s *schedule) pass() {
 	g := s.g
+	s.passes++
 	// Failed passes are the operator's to retry.
 	res, err := g.r.Reconcile(g.t.Context(), crreconcile.Request{NamespacedName: types.NamespacedName{Namespace: g.ns, Name: s.name}})
 	for _, e := range g.drain() {
@@ -410,7 +413,7 @@ func (s *schedule) kubelet() {
 	}
 	s.etcd.reap(live)
 	if s.proc != nil {
-		if err := s.proc.oneCluster(s.cli); err != nil {
+		if err := s.proc.oneCluster(); err != nil {
 			s.violate("two clusters: %v", err)
 		}
 	}
