@@ -117,8 +117,9 @@ type proc struct {
 	exited   chan struct{}
 	log      string
 
-	mu  sync.Mutex
-	cli *clientv3.Client
+	mu     sync.Mutex
+	cli    *clientv3.Client
+	paused bool
 }
 
 // conn is a connection to p's member alone, kept until p stops.
@@ -236,17 +237,17 @@ func (e *procEtcd) client(ctx context.Context, endpoints ...string) (etcdclient.
 	return e.factory().New(ctx, endpoints)
 }
 
-// members is etcd's member list, read from the first running member
-// that answers: none running is no list, at once.
+// members is etcd's member list, read from the first member that
+// answers: none is no list, at once.
 func (e *procEtcd) members() []etcdclient.Member {
-	ctx, cancel := context.WithTimeout(e.t.Context(), 3*time.Second)
-	defer cancel()
-	for _, p := range e.runningProcs() {
+	for _, p := range e.answering() {
 		conn, err := p.conn()
 		if err != nil {
 			continue
 		}
+		ctx, cancel := context.WithTimeout(e.t.Context(), 2*time.Second)
 		resp, err := pb.NewClusterClient(conn).MemberList(ctx, &pb.MemberListRequest{Linearizable: true})
+		cancel()
 		if err != nil {
 			continue
 		}
@@ -260,7 +261,7 @@ func (e *procEtcd) members() []etcdclient.Member {
 }
 
 func (e *procEtcd) leader() uint64 {
-	for _, p := range e.runningProcs() {
+	for _, p := range e.answering() {
 		if s, err := e.status(p); err == nil && s.Leader != 0 {
 			return s.Leader
 		}
@@ -280,13 +281,13 @@ func (e *procEtcd) status(p *proc) (*pb.StatusResponse, error) {
 	return pb.NewMaintenanceClient(conn).Status(ctx, &pb.StatusRequest{})
 }
 
-// runningProcs are the running members, by pod name.
-func (e *procEtcd) runningProcs() []*proc {
+// answering are the running members that are not paused, by pod name.
+func (e *procEtcd) answering() []*proc {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var out []*proc
 	for _, name := range slices.Sorted(maps.Keys(e.procs)) {
-		if p := e.procs[name]; p.running() {
+		if p := e.procs[name]; p.answers() {
 			out = append(out, p)
 		}
 	}
@@ -419,7 +420,7 @@ func (e *procEtcd) probe(pod, query string) bool {
 	e.mu.Lock()
 	p := e.procs[pod]
 	e.mu.Unlock()
-	if p == nil || !p.running() {
+	if p == nil || !p.answers() {
 		return false
 	}
 	resp, err := probe.Get(e.to(controller.InClusterClientURL(e.c, pod)) + "/readyz" + query)
@@ -428,6 +429,34 @@ func (e *procEtcd) probe(pod, query string) bool {
 	}
 	_ = resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
+}
+
+// pause stops pod's member (SIGSTOP), as a stalled disk or a frozen
+// node does: its connections stay open and it answers nothing; unpaused
+// (SIGCONT), it goes on where it stopped. It reports whether pod runs.
+func (e *procEtcd) pause(pod string, paused bool) bool {
+	e.mu.Lock()
+	p := e.procs[pod]
+	e.mu.Unlock()
+	if p == nil || !p.running() {
+		return false
+	}
+	sig := syscall.SIGCONT
+	if paused {
+		sig = syscall.SIGSTOP
+	}
+	p.mu.Lock()
+	p.paused = paused
+	p.mu.Unlock()
+	return p.cmd.Process.Signal(sig) == nil
+}
+
+// answers reports whether p's member may answer: a paused one would only
+// time out.
+func (p *proc) answers() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.running() && !p.paused
 }
 
 func (e *procEtcd) stop(pod string, kill bool) {
@@ -443,6 +472,7 @@ func (e *procEtcd) stop(pod string, kill bool) {
 		return
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.cmd.Process.Signal(syscall.SIGCONT) // a paused member handles it
 	select {
 	case <-p.exited:
 		p.closeConn()
@@ -549,7 +579,7 @@ func (l *load) finish(ctx context.Context, cli *clientv3.Client, final bool) (kv
 // clusters: another cluster ID, or two leaders in one term.
 func (e *procEtcd) oneCluster() error {
 	leaders := map[uint64]uint64{} // term -> leader
-	for _, p := range e.runningProcs() {
+	for _, p := range e.answering() {
 		s, err := e.status(p)
 		if err != nil {
 			continue

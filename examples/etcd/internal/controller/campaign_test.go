@@ -38,6 +38,7 @@ var (
 	campaignFake      = flag.Int("campaign.fakeschedules", 50, "how many schedules TestFaultCampaignFake runs on the fake etcd")
 	campaignSteps     = flag.Int("campaign.steps", 8, "operations and faults per schedule")
 	campaignParallel  = flag.Int("campaign.parallel", 16, "how many schedules on etcd processes run at once")
+	campaignPause     = flag.Bool("campaign.pause", false, "draw the fault that pauses a member (SIGSTOP) on etcd processes")
 )
 
 // TestFaultCampaign drives the operator through seeded random schedules of
@@ -122,6 +123,8 @@ type schedule struct {
 	acked map[string]string
 	// claimOf is the claim each member ID first started on: its data.
 	claimOf map[uint64]types.UID
+	// paused is how many more passes a paused member (by pod) stays so.
+	paused map[string]int
 	// catchUp is how many passes a lagging member (by peer URL) takes to
 	// apply every write.
 	catchUp map[string]int
@@ -148,7 +151,7 @@ type schedule struct {
 func newSchedule(t *testing.T, kind string, seed uint64, i int) *schedule {
 	g := newRig(t)
 	s := &schedule{g: g, r: rand.New(rand.NewPCG(seed, uint64(i))), name: "c", acked: map[string]string{},
-		claimOf: map[uint64]types.UID{}, catchUp: map[string]int{}, started: time.Now()}
+		claimOf: map[uint64]types.UID{}, catchUp: map[string]int{}, paused: map[string]int{}, started: time.Now()}
 	g.cache = interceptor.NewClient(g.c.(client.WithWatch), interceptor.Funcs{
 		List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 			if l, ok := list.(*corev1.PersistentVolumeClaimList); ok && s.stale != nil {
@@ -221,6 +224,10 @@ func (s *schedule) run(steps int) {
 	s.stale, s.staleFor = nil, 0
 	for peer := range s.catchUp {
 		g.fake.CatchUp(peer)
+	}
+	for name := range s.paused {
+		s.proc.pause(name, false)
+		delete(s.paused, name)
 	}
 	s.converge()
 	s.write()
@@ -326,6 +333,16 @@ func (s *schedule) act() {
 	case k == 10 && s.intact():
 		s.faults++
 		s.noSpace()
+	case k == 11 && *campaignPause && s.proc != nil && len(pods) > 0:
+		s.faults++
+		p := pods[s.r.IntN(len(pods))]
+		passes := 1 + s.r.IntN(6)
+		if !s.proc.pause(p, true) {
+			s.logf("member %s not paused: it does not run", p)
+			break
+		}
+		s.logf("member %s paused (SIGSTOP) for %d passes", p, passes)
+		s.paused[p] = max(s.paused[p], passes)
 	default:
 		s.logf("client writes only")
 	}
@@ -381,6 +398,12 @@ func (s *schedule) pass() {
 	if s.staleFor > 0 {
 		if s.staleFor--; s.staleFor == 0 {
 			s.stale = nil
+		}
+	}
+	for name := range s.paused {
+		if s.paused[name]--; s.paused[name] <= 0 {
+			s.proc.pause(name, false)
+			delete(s.paused, name)
 		}
 	}
 	for peer := range s.catchUp {
