@@ -8,8 +8,9 @@ import (
 	"strconv"
 )
 
-// ErrNoLeader is returned (wrapped) when the cluster has no leader, so a
-// membership change cannot be made now.
+// ErrNoLeader is returned (wrapped) by a cluster-wide call that reached a
+// member without a leader: it cannot be made there now. Reads try the
+// client's other endpoints first.
 var ErrNoLeader = errors.New("etcd cluster has no leader")
 
 // ErrRefused is returned (wrapped) when a member answered and refused the

@@ -66,33 +66,48 @@ func members(in []*pb.Member) []Member {
 	return out
 }
 
+// leader makes a call fail at once on a member without a leader (cut from
+// its peers, or of a cluster without quorum), so that the client tries the
+// next endpoint: such a member otherwise holds a cluster-wide call until
+// the caller's deadline. Not for calls about one member, which a
+// leaderless member still answers.
+func leader(ctx context.Context) context.Context { return clientv3.WithRequireLeader(ctx) }
+
+// noLeader wraps err with ErrNoLeader when the member had no leader.
+func noLeader(err error) error {
+	if errors.Is(err, rpctypes.ErrNoLeader) {
+		return fmt.Errorf("%w: %w", ErrNoLeader, err)
+	}
+	return err
+}
+
 func (r *real) MemberList(ctx context.Context) ([]Member, error) {
-	resp, err := r.c.MemberList(ctx)
+	resp, err := r.c.MemberList(leader(ctx))
 	if err != nil {
-		return nil, fmt.Errorf("listing etcd members: %w", err)
+		return nil, fmt.Errorf("listing etcd members: %w", noLeader(err))
 	}
 	return members(resp.Members), nil
 }
 
 func (r *real) MemberAddAsLearner(ctx context.Context, peerURL string) (Member, []Member, error) {
-	resp, err := r.c.MemberAddAsLearner(ctx, []string{peerURL})
+	resp, err := r.c.MemberAddAsLearner(leader(ctx), []string{peerURL})
 	if err != nil {
-		return Member{}, nil, fmt.Errorf("adding learner %s: %w", peerURL, err)
+		return Member{}, nil, fmt.Errorf("adding learner %s: %w", peerURL, noLeader(err))
 	}
 	added := members([]*pb.Member{resp.Member})[0]
 	return added, members(resp.Members), nil
 }
 
 func (r *real) MemberPromote(ctx context.Context, id uint64) error {
-	if _, err := r.c.MemberPromote(ctx, id); err != nil {
-		return fmt.Errorf("promoting learner %s: %w", FormatID(id), err)
+	if _, err := r.c.MemberPromote(leader(ctx), id); err != nil {
+		return fmt.Errorf("promoting learner %s: %w", FormatID(id), noLeader(err))
 	}
 	return nil
 }
 
 func (r *real) MemberRemove(ctx context.Context, id uint64) error {
-	if _, err := r.c.MemberRemove(ctx, id); err != nil {
-		return fmt.Errorf("removing member %s: %w", FormatID(id), err)
+	if _, err := r.c.MemberRemove(leader(ctx), id); err != nil {
+		return fmt.Errorf("removing member %s: %w", FormatID(id), noLeader(err))
 	}
 	return nil
 }
@@ -129,9 +144,9 @@ func (r *real) Status(ctx context.Context, endpoint string) (Status, error) {
 var alarmText = regexp.MustCompile(`\balarm:([A-Z]+)`)
 
 func (r *real) Alarms(ctx context.Context) ([]Alarm, error) {
-	resp, err := r.c.AlarmList(ctx)
+	resp, err := r.c.AlarmList(leader(ctx))
 	if err != nil {
-		return nil, fmt.Errorf("listing alarms: %w", err)
+		return nil, fmt.Errorf("listing alarms: %w", noLeader(err))
 	}
 	out := make([]Alarm, 0, len(resp.Alarms))
 	for _, a := range resp.Alarms {
@@ -145,24 +160,24 @@ func (r *real) Disarm(ctx context.Context, a Alarm) error {
 	if !ok {
 		return fmt.Errorf("disarming alarm %s of member %s: unknown alarm type: %w", a.Type, FormatID(a.MemberID), ErrRefused)
 	}
-	if _, err := r.c.AlarmDisarm(ctx, &clientv3.AlarmMember{MemberID: a.MemberID, Alarm: pb.AlarmType(t)}); err != nil {
-		return fmt.Errorf("disarming alarm %s of member %s: %w", a.Type, FormatID(a.MemberID), refusal(err))
+	if _, err := r.c.AlarmDisarm(leader(ctx), &clientv3.AlarmMember{MemberID: a.MemberID, Alarm: pb.AlarmType(t)}); err != nil {
+		return fmt.Errorf("disarming alarm %s of member %s: %w", a.Type, FormatID(a.MemberID), noLeader(refusal(err)))
 	}
 	return nil
 }
 
 func (r *real) Compact(ctx context.Context, rev int64) error {
-	_, err := r.c.Compact(ctx, rev, clientv3.WithCompactPhysical())
+	_, err := r.c.Compact(leader(ctx), rev, clientv3.WithCompactPhysical())
 	if err != nil && !errors.Is(err, rpctypes.ErrCompacted) {
-		return fmt.Errorf("compacting at revision %d: %w", rev, err)
+		return fmt.Errorf("compacting at revision %d: %w", rev, noLeader(err))
 	}
 	return nil
 }
 
 func (r *real) Revision(ctx context.Context) (int64, error) {
-	resp, err := r.c.Get(ctx, "\x00", clientv3.WithCountOnly())
+	resp, err := r.c.Get(leader(ctx), "\x00", clientv3.WithCountOnly())
 	if err != nil {
-		return 0, fmt.Errorf("linearizable read: %w", err)
+		return 0, fmt.Errorf("linearizable read: %w", noLeader(err))
 	}
 	return resp.Header.GetRevision(), nil
 }
