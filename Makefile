@@ -26,7 +26,7 @@ CLUSTER_KUBECONFIG ?= $(ROOT)/.local/kubeconfig
 
 # Test knobs.
 GO_TEST_FLAGS ?= -race -count=1
-UNIT_TIMEOUT ?= 20m
+UNIT_TIMEOUT ?= 25m
 E2E_TIMEOUT ?= 30m
 BENCH_COUNT ?= 6
 # Scale benchmark (hack/scale): objects per contender in the main run, the

@@ -4,8 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"maps"
+	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -108,6 +113,21 @@ type procEtcd struct {
 	procs map[string]*proc
 	// clusterID is the first cluster ID a member reported.
 	clusterID uint64
+	// cutPods are the members cut from their peers, by pod: nothing
+	// reaches them; cutIDs the same by member ID: nothing they send
+	// arrives. cutChanged is closed on every change.
+	cutPods    map[string]bool
+	cutIDs     map[uint64]string
+	cutChanged chan struct{}
+	// peerReqs are the requests between members in flight.
+	peerReqs map[*peerReq]struct{}
+}
+
+// peerReq is one request from member from to pod to's member.
+type peerReq struct {
+	from   uint64
+	to     string
+	cancel context.CancelFunc
 }
 
 type proc struct {
@@ -116,6 +136,8 @@ type proc struct {
 	cmd      *exec.Cmd
 	exited   chan struct{}
 	log      string
+	// peers is the proxy in front of the member's peer port.
+	peers *http.Server
 
 	mu     sync.Mutex
 	cli    *clientv3.Client
@@ -157,6 +179,7 @@ func (p *proc) running() bool {
 func newProcEtcd(t *testing.T, c *v1alpha1.EtcdCluster, block int) *procEtcd {
 	base := fmt.Sprintf("127.%d.%d.", 100+block/250, block%250)
 	e := &procEtcd{t: t, c: c, bin: etcdtest.Binary(t), dir: t.TempDir(), base: base, procs: map[string]*proc{},
+		cutPods: map[string]bool{}, cutIDs: map[uint64]string{}, cutChanged: make(chan struct{}), peerReqs: map[*peerReq]struct{}{},
 		toIP:   regexp.MustCompile(regexp.QuoteMeta(c.Name+"-") + `(\d+)\.` + regexp.QuoteMeta(c.Name+"."+c.Namespace+".svc")),
 		fromIP: regexp.MustCompile(regexp.QuoteMeta(base) + `(\d+)\b`)}
 	t.Cleanup(func() {
@@ -339,12 +362,16 @@ func (e *procEtcd) start(pod *corev1.Pod, claim string) bool {
 	}
 	ip := e.to(fmt.Sprintf("%s.%s.%s.svc", pod.Name, e.c.Name, e.c.Namespace))
 	var args []string
+	var peers *http.Server
 	for _, a := range pod.Spec.Containers[0].Args {
 		flag, value, _ := strings.Cut(a, "=")
 		switch flag {
 		case "--data-dir":
 			value = e.dataDir(pod, claim)
-		case "--listen-peer-urls", "--listen-client-urls":
+		case "--listen-peer-urls":
+			value = strings.Replace(value, "0.0.0.0", ip, 1)
+			peers, value = e.peerProxy(pod.Name, value)
+		case "--listen-client-urls":
 			value = strings.Replace(value, "0.0.0.0", ip, 1)
 		default:
 			value = e.to(value)
@@ -369,10 +396,13 @@ func (e *procEtcd) start(pod *corev1.Pod, claim string) bool {
 	if err := cmd.Start(); err != nil {
 		e.t.Fatalf("starting etcd for pod %s: %v", pod.Name, err)
 	}
-	p = &proc{pod: pod.UID, endpoint: e.to(controller.InClusterClientURL(e.c, pod.Name)), cmd: cmd, exited: make(chan struct{}), log: logPath}
+	p = &proc{pod: pod.UID, endpoint: e.to(controller.InClusterClientURL(e.c, pod.Name)), cmd: cmd, exited: make(chan struct{}), log: logPath, peers: peers}
 	go func() {
 		_ = cmd.Wait()
 		_ = logf.Close()
+		if peers != nil {
+			_ = peers.Close()
+		}
 		close(p.exited)
 	}()
 	e.mu.Lock()
@@ -479,6 +509,119 @@ func (e *procEtcd) stop(pod string, kill bool) {
 	case <-time.After(5 * time.Second):
 		p.kill()
 	}
+}
+
+// peerProxy starts a proxy on listen, the peer URL of pod's member, and
+// returns it with the URL the member listens on instead: its port plus
+// 10000. Members reach each other through the proxies, which cut a member
+// from its peers (partition). A TLS peer URL is left alone.
+func (e *procEtcd) peerProxy(pod, listen string) (*http.Server, string) {
+	u, err := url.Parse(listen)
+	if err != nil || u.Scheme != "http" {
+		return nil, listen
+	}
+	port, _ := strconv.Atoi(u.Port())
+	target := *u
+	target.Host = net.JoinHostPort(u.Hostname(), strconv.Itoa(port+10000))
+	ln, err := net.Listen("tcp", u.Host)
+	if err != nil {
+		e.t.Fatalf("pod %s: peer proxy: %v", pod, err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(&target)
+	rp.FlushInterval = -1 // raft streams
+	quiet := log.New(io.Discard, "", 0)
+	rp.ErrorLog = quiet
+	srv := &http.Server{ErrorLog: quiet, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// rafthttp names the sender of streams and messages; a request
+		// that does not is let through unless pod is cut.
+		from, _ := strconv.ParseUint(r.Header.Get("X-Server-From"), 16, 64)
+		for {
+			e.mu.Lock()
+			if !e.cut(from, pod) {
+				ctx, cancel := context.WithCancel(r.Context())
+				req := &peerReq{from: from, to: pod, cancel: cancel}
+				e.peerReqs[req] = struct{}{}
+				e.mu.Unlock()
+				defer func() {
+					e.mu.Lock()
+					delete(e.peerReqs, req)
+					e.mu.Unlock()
+					cancel()
+				}()
+				rp.ServeHTTP(w, r.WithContext(ctx))
+				return
+			}
+			changed := e.cutChanged
+			e.mu.Unlock()
+			// Cut: no answer, as over a lost link, until healed.
+			select {
+			case <-changed:
+			case <-r.Context().Done():
+				return
+			}
+		}
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	return srv, target.String()
+}
+
+// cut reports whether requests from member from to pod's member are lost.
+// e.mu is held.
+func (e *procEtcd) cut(from uint64, pod string) bool {
+	_, sender := e.cutIDs[from]
+	return e.cutPods[pod] || sender
+}
+
+// partition cuts pod's member from its peers, or heals the cut: it still
+// answers clients, as a member on the wrong side of a network partition
+// does. Requests in flight over the cut are dropped. Healing, it returns
+// how many revisions the member is behind the most recent one.
+func (e *procEtcd) partition(pod string, cut bool) int64 {
+	var behind int64
+	if !cut {
+		var mine, newest int64
+		e.mu.Lock()
+		cut := e.procs[pod]
+		e.mu.Unlock()
+		for _, p := range e.answering() {
+			if st, err := e.status(p); err == nil {
+				newest = max(newest, st.Header.Revision)
+				if p == cut {
+					mine = st.Header.Revision
+				}
+			}
+		}
+		behind = newest - mine
+	}
+	var id uint64
+	for _, m := range e.members() {
+		if m.Name == pod {
+			id = m.ID
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if cut {
+		e.cutPods[pod] = true
+		if id != 0 {
+			e.cutIDs[id] = pod
+		}
+		for r := range e.peerReqs {
+			if e.cut(r.from, r.to) {
+				r.cancel()
+			}
+		}
+	} else {
+		delete(e.cutPods, pod)
+		for id, p := range e.cutIDs {
+			if p == pod {
+				delete(e.cutIDs, id)
+			}
+		}
+	}
+	close(e.cutChanged)
+	e.cutChanged = make(chan struct{})
+	return behind
 }
 
 func (p *proc) kill() {

@@ -123,8 +123,9 @@ type schedule struct {
 	acked map[string]string
 	// claimOf is the claim each member ID first started on: its data.
 	claimOf map[uint64]types.UID
-	// paused is how many more passes a paused member (by pod) stays so.
-	paused map[string]int
+	// paused is how many more passes a paused member (by pod) stays so;
+	// cut likewise for a member cut from its peers.
+	paused, cut map[string]int
 	// catchUp is how many passes a lagging member (by peer URL) takes to
 	// apply every write.
 	catchUp map[string]int
@@ -151,7 +152,7 @@ type schedule struct {
 func newSchedule(t *testing.T, kind string, seed uint64, i int) *schedule {
 	g := newRig(t)
 	s := &schedule{g: g, r: rand.New(rand.NewPCG(seed, uint64(i))), name: "c", acked: map[string]string{},
-		claimOf: map[uint64]types.UID{}, catchUp: map[string]int{}, paused: map[string]int{}, started: time.Now()}
+		claimOf: map[uint64]types.UID{}, catchUp: map[string]int{}, paused: map[string]int{}, cut: map[string]int{}, started: time.Now()}
 	g.cache = interceptor.NewClient(g.c.(client.WithWatch), interceptor.Funcs{
 		List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 			if l, ok := list.(*corev1.PersistentVolumeClaimList); ok && s.stale != nil {
@@ -228,6 +229,9 @@ func (s *schedule) run(steps int) {
 	for name := range s.paused {
 		s.proc.pause(name, false)
 		delete(s.paused, name)
+	}
+	for name := range s.cut {
+		s.heal(name)
 	}
 	s.converge()
 	s.write()
@@ -324,6 +328,13 @@ func (s *schedule) act() {
 		peer := controller.PeerURL(s.cluster, p)
 		g.fake.SetApplied(peer, g.fake.Revision())
 		s.catchUp[peer] = passes
+	case k == 7 && s.proc != nil && len(pods) > 0:
+		s.faults++
+		p := pods[s.r.IntN(len(pods))]
+		passes := 1 + s.r.IntN(3)
+		s.logf("member %s cut from its peers for %d passes", p, passes)
+		s.proc.partition(p, true)
+		s.cut[p] = max(s.cut[p], passes)
 	case k == 8:
 		s.faults++
 		s.drain()
@@ -348,6 +359,13 @@ func (s *schedule) act() {
 	}
 }
 
+// heal ends the cut between pod's member and its peers.
+func (s *schedule) heal(pod string) {
+	behind := s.proc.partition(pod, false)
+	delete(s.cut, pod)
+	s.logf("member %s rejoins its peers, %d revisions behind", pod, behind)
+}
+
 func (s *schedule) update(c *v1alpha1.EtcdCluster) {
 	if err := s.g.c.Update(s.g.t.Context(), c); err != nil {
 		s.g.t.Fatal(err)
@@ -365,7 +383,8 @@ func (s *schedule) write() {
 	defer func() { _ = ec.Close() }()
 	for i := range 3 {
 		k := fmt.Sprintf("/campaign/%02d-%d", s.step, i)
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		// A member cut from its peers refuses at once (no leader).
+		pctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), 2*time.Second)
 		err := ec.Put(pctx, []etcdclient.KeyValue{{Key: []byte(k), Value: []byte(k)}})
 		cancel()
 		if err == nil {
@@ -404,6 +423,11 @@ func (s *schedule) pass() {
 		if s.paused[name]--; s.paused[name] <= 0 {
 			s.proc.pause(name, false)
 			delete(s.paused, name)
+		}
+	}
+	for name := range s.cut {
+		if s.cut[name]--; s.cut[name] <= 0 {
+			s.heal(name)
 		}
 	}
 	for peer := range s.catchUp {
@@ -518,7 +542,7 @@ func (s *schedule) followers() []string {
 	var out []string
 	lead := s.etcd.leader()
 	for _, m := range s.etcd.members() {
-		if m.Name != "" && m.ID != lead {
+		if m.Name != "" && m.ID != lead && s.cut[m.Name] == 0 {
 			out = append(out, m.Name)
 		}
 	}
