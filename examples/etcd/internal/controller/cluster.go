@@ -72,6 +72,9 @@ const (
 	stepRequeue   = 2 * time.Second
 	healthRequeue = 30 * time.Second
 	callTimeout   = 10 * time.Second
+	// statusTimeout bounds a Status call, which a member answers from
+	// memory; etcdctl gives its commands 5 s.
+	statusTimeout = 5 * time.Second
 )
 
 // ClusterConfig is what ClusterHooks work with. Client, Children, Etcd and

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -133,42 +134,64 @@ func (h *ClusterHooks) observe(ctx context.Context, c *v1alpha1.EtcdCluster, gua
 	}
 	p.Reached = true
 	p.Bootstrapped = true
+	eps := map[string]string{}
 	for _, em := range list {
 		m := membership.Member{ID: em.ID, Name: MemberName(em.PeerURLs[0]), Started: em.Started(), Learner: em.IsLearner}
 		if m.Name == "" {
 			m.Name = "unknown-" + em.IDString()
 		}
 		if pod, ok := obs.pods[m.Name]; ok && pod.Status.Phase == corev1.PodRunning && m.Started {
-			ep := h.Endpoints.clientURL(c, m.Name)
-			sctx, cancel := context.WithTimeout(ctx, callTimeout)
-			st, err := ec.Status(sctx, ep)
-			cancel()
-			if err == nil && st.Healthy() {
-				m.Healthy = true
-				m.Leader = st.Leader == em.ID
-				obs.healthy[m.Name] = ep
-				obs.statuses[m.Name] = st
-			}
+			eps[m.Name] = h.Endpoints.clientURL(c, m.Name)
 		}
 		p.Members = append(p.Members, m)
 	}
+	statuses := statusOf(ctx, ec, eps)
+	for i, m := range p.Members {
+		if st, ok := statuses[m.Name]; ok && st.Healthy() {
+			p.Members[i].Healthy = true
+			p.Members[i].Leader = st.Leader == m.ID
+			obs.healthy[m.Name] = eps[m.Name]
+			obs.statuses[m.Name] = st
+		}
+	}
 	return obs, nil
+}
+
+// statusOf asks each endpoint (by member name) for its member's status,
+// all at once: a frozen member holds its call until statusTimeout, and
+// one after the other each would. Members that do not answer are left
+// out.
+func statusOf(ctx context.Context, ec etcdclient.Client, eps map[string]string) map[string]etcdclient.Status {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	out := map[string]etcdclient.Status{}
+	for name, ep := range eps {
+		wg.Go(func() {
+			sctx, cancel := context.WithTimeout(ctx, statusTimeout)
+			defer cancel()
+			if st, err := ec.Status(sctx, ep); err == nil {
+				mu.Lock()
+				out[name] = st
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return out
 }
 
 // raftIndexes asks every running member pod for its raft index, by name;
 // members that do not answer are left out.
 func (h *ClusterHooks) raftIndexes(ctx context.Context, ec etcdclient.Client, c *v1alpha1.EtcdCluster, obs *observation) map[string]uint64 {
-	out := map[string]uint64{}
+	eps := map[string]string{}
 	for name, pod := range obs.pods {
-		if pod.Status.Phase != corev1.PodRunning {
-			continue
+		if pod.Status.Phase == corev1.PodRunning {
+			eps[name] = h.Endpoints.clientURL(c, name)
 		}
-		sctx, cancel := context.WithTimeout(ctx, callTimeout)
-		st, err := ec.Status(sctx, h.Endpoints.clientURL(c, name))
-		cancel()
-		if err == nil {
-			out[name] = st.RaftIndex
-		}
+	}
+	out := map[string]uint64{}
+	for name, st := range statusOf(ctx, ec, eps) {
+		out[name] = st.RaftIndex
 	}
 	return out
 }

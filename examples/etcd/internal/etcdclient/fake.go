@@ -63,6 +63,8 @@ type fakeMember struct {
 	// lagging members have applied writes up to applied only (SetApplied).
 	lagging bool
 	applied int64
+	// frozen members answer no Status until its deadline (SetFrozen).
+	frozen bool
 }
 
 type fakeWrite struct {
@@ -156,6 +158,13 @@ func (f *Fake) onMember(peerURL string, fn func(*fakeMember)) {
 // SetHealthy marks the member with peerURL healthy or not.
 func (f *Fake) SetHealthy(peerURL string, healthy bool) {
 	f.onMember(peerURL, func(m *fakeMember) { m.healthy = healthy })
+}
+
+// SetFrozen makes the member with peerURL hold every Status call until
+// the caller's deadline, as a stopped process or a stalled disk does, or
+// answer again.
+func (f *Fake) SetFrozen(peerURL string, frozen bool) {
+	f.onMember(peerURL, func(m *fakeMember) { m.frozen = frozen })
 }
 
 // SetLeader makes the member with peerURL the leader, as an election
@@ -387,7 +396,14 @@ func (c *fakeClient) MemberRemove(_ context.Context, id uint64) error {
 	})
 }
 
-func (c *fakeClient) Status(_ context.Context, endpoint string) (Status, error) {
+func (c *fakeClient) Status(ctx context.Context, endpoint string) (Status, error) {
+	c.f.mu.Lock()
+	frozen := slices.ContainsFunc(c.f.members, func(m *fakeMember) bool { return m.clientURL == endpoint && m.frozen })
+	c.f.mu.Unlock()
+	if frozen {
+		<-ctx.Done()
+		return Status{}, fmt.Errorf("status of %s: %w", endpoint, ctx.Err())
+	}
 	var s Status
 	err := c.call("Status", endpoint, func() error {
 		for _, m := range c.f.members {
