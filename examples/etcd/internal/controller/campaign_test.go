@@ -39,6 +39,7 @@ var (
 	campaignSteps     = flag.Int("campaign.steps", 8, "operations and faults per schedule")
 	campaignParallel  = flag.Int("campaign.parallel", 16, "how many schedules on etcd processes run at once")
 	campaignPause     = flag.Bool("campaign.pause", false, "draw the fault that pauses a member (SIGSTOP) on etcd processes")
+	campaignPartition = flag.Bool("campaign.partition", false, "draw the fault that cuts a member off from its peers on etcd processes")
 )
 
 // TestFaultCampaign drives the operator through seeded random schedules of
@@ -328,7 +329,7 @@ func (s *schedule) act() {
 		peer := controller.PeerURL(s.cluster, p)
 		g.fake.SetApplied(peer, g.fake.Revision())
 		s.catchUp[peer] = passes
-	case k == 7 && s.proc != nil && len(pods) > 0:
+	case k == 7 && *campaignPartition && s.proc != nil && len(pods) > 0:
 		s.faults++
 		p := pods[s.r.IntN(len(pods))]
 		passes := 1 + s.r.IntN(3)
