@@ -136,8 +136,6 @@ type proc struct {
 	cmd      *exec.Cmd
 	exited   chan struct{}
 	log      string
-	// peers is the proxy in front of the member's peer port.
-	peers *http.Server
 
 	mu     sync.Mutex
 	cli    *clientv3.Client
@@ -396,7 +394,7 @@ func (e *procEtcd) start(pod *corev1.Pod, claim string) bool {
 	if err := cmd.Start(); err != nil {
 		e.t.Fatalf("starting etcd for pod %s: %v", pod.Name, err)
 	}
-	p = &proc{pod: pod.UID, endpoint: e.to(controller.InClusterClientURL(e.c, pod.Name)), cmd: cmd, exited: make(chan struct{}), log: logPath, peers: peers}
+	p = &proc{pod: pod.UID, endpoint: e.to(controller.InClusterClientURL(e.c, pod.Name)), cmd: cmd, exited: make(chan struct{}), log: logPath}
 	go func() {
 		_ = cmd.Wait()
 		_ = logf.Close()
@@ -578,26 +576,27 @@ func (e *procEtcd) cut(from uint64, pod string) bool {
 // how many revisions the member is behind the most recent one.
 func (e *procEtcd) partition(pod string, cut bool) int64 {
 	var behind int64
-	if !cut {
+	var id uint64
+	if cut {
+		for _, m := range e.members() {
+			if m.Name == pod {
+				id = m.ID
+			}
+		}
+	} else {
 		var mine, newest int64
 		e.mu.Lock()
-		cut := e.procs[pod]
+		member := e.procs[pod]
 		e.mu.Unlock()
 		for _, p := range e.answering() {
 			if st, err := e.status(p); err == nil {
 				newest = max(newest, st.Header.Revision)
-				if p == cut {
+				if p == member {
 					mine = st.Header.Revision
 				}
 			}
 		}
 		behind = newest - mine
-	}
-	var id uint64
-	for _, m := range e.members() {
-		if m.Name == pod {
-			id = m.ID
-		}
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
