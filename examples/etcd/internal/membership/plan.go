@@ -115,7 +115,7 @@ func unreached(o Observed) Step {
 // deleted (a removal interrupted after MemberRemove).
 func finishHalfDone(v view) (Step, bool) {
 	for _, m := range v.members {
-		if _, ok := v.pods[m.Name]; !ok && !m.Started {
+		if _, ok := v.pods[m.Name]; !ok && !m.Started && !v.o.Terminating[m.Name] {
 			return Step{Action: ActionCreatePod, Name: m.Name, ID: m.ID, Version: v.o.Version, Reason: "MemberAdded",
 				Message: fmt.Sprintf("creating pod for added member %s", m.Name)}, true
 		}
@@ -136,6 +136,7 @@ func finishHalfDone(v view) (Step, bool) {
 // that a removal needs.
 func replaceLost(v view) (Step, bool) {
 	var dataLost *Member
+	terminating := ""
 	for i, m := range v.members {
 		p, ok := v.pods[m.Name]
 		switch {
@@ -144,6 +145,11 @@ func replaceLost(v view) (Step, bool) {
 			// Deleting the failed pod makes it "gone" on the next pass.
 			return Step{Action: ActionDeletePod, Name: m.Name, ID: m.ID, Reason: "MemberFailed",
 				Message: fmt.Sprintf("deleting failed pod %s", m.Name)}, true
+		case v.o.Terminating[m.Name]:
+			// A pod of that name cannot be created until this one is gone.
+			if terminating == "" {
+				terminating = m.Name
+			}
 		case hasData(v.o, m.Name):
 			return Step{Action: ActionCreatePod, Name: m.Name, ID: m.ID, Version: v.o.Version, OnData: true, Reason: "MemberRecreated",
 				Message: fmt.Sprintf("recreating pod %s on its data", m.Name)}, true
@@ -170,6 +176,10 @@ func replaceLost(v view) (Step, bool) {
 		}
 		return Step{Action: ActionRemove, Name: m.Name, ID: m.ID, Reason: "MemberLost",
 			Message: fmt.Sprintf("removing member %s, which lost its pod and data, to replace it", m.Name)}, true
+	}
+	if terminating != "" {
+		return wait(ReasonMemberPodTerminating, "the pod of member %s is being deleted; it is recreated once the pod is gone. "+
+			"On a node that does not answer the pod stays until the Node is deleted or tainted node.kubernetes.io/out-of-service=nodeshutdown:NoExecute", terminating), true
 	}
 	return Step{}, false
 }
@@ -352,7 +362,7 @@ func recreateRecorded(o Observed, pods map[string]Pod) (Step, bool) {
 		case ok && p.Phase == PodFailed && m.ID != 0:
 			return Step{Action: ActionDeletePod, Name: m.Name, ID: m.ID, Reason: "MemberFailed",
 				Message: fmt.Sprintf("deleting failed pod %s, keeping its data, to recreate it", m.Name)}, true
-		case ok:
+		case ok, o.Terminating[m.Name]:
 		case hasData(o, m.Name):
 			return Step{Action: ActionCreatePod, Name: m.Name, ID: m.ID, Version: o.Version, OnData: true, Reason: "MemberRecreated",
 				Message: fmt.Sprintf("recreating pod %s on its data; no member answers", m.Name)}, true

@@ -163,6 +163,25 @@ func TestPlan(t *testing.T) {
 			Claims: map[string]bool{"c-0": true, "c-2": true}},
 		want: Step{Action: ActionCreatePod, Name: "c-2", ID: 3, Version: v, OnData: true, Reason: "MemberRecreated"},
 	}, {
+		// Found by e2e/etcdnodes: the pod of a member on a dead node,
+		// evicted, stays Terminating until the node is declared gone; a
+		// pod created under its name was an update the API server refused.
+		name: "a member whose pod is Terminating is not recreated while the pod exists",
+		o: Observed{Cluster: "c", Size: 3, Version: v, Bootstrapped: true, Reached: true, Persistent: true,
+			Pods:        running("c-0", "c-2"),
+			Members:     with(three(), "c-1", func(m *Member) { m.Healthy = false }),
+			Claims:      map[string]bool{"c-0": true, "c-1": true, "c-2": true},
+			Terminating: map[string]bool{"c-1": true}},
+		want: Step{Action: ActionWait, Reason: "MemberPodTerminating"},
+	}, {
+		name: "an added member whose pod is Terminating gets no pod while that one exists",
+		o: Observed{Cluster: "c", Size: 3, Version: v, Bootstrapped: true, Reached: true, Persistent: true,
+			Pods:        running("c-0", "c-2"),
+			Members:     with(three(), "c-1", func(m *Member) { m.Healthy, m.Started = false, false }),
+			Claims:      map[string]bool{"c-0": true, "c-1": true, "c-2": true},
+			Terminating: map[string]bool{"c-1": true}},
+		want: Step{Action: ActionWait, Reason: "MemberPodTerminating"},
+	}, {
 		name: "deleted pod without data is removed for replacement",
 		o: Observed{Cluster: "c", Size: 3, Version: v, Bootstrapped: true, Reached: true,
 			Pods:    running("c-0", "c-2"),
@@ -709,6 +728,11 @@ func TestPlanRecreatesRecordedMembers(t *testing.T) {
 	}, {
 		name: "every recorded pod exists: unreachable, as before",
 		o: Observed{Size: 3, Persistent: true, Pods: running("c-0", "c-1", "c-2"),
+			Recorded: recorded("c-0", "c-1", "c-2"), Claims: claims("c-0", "c-1", "c-2")},
+		want: Step{Action: ActionWait, Reason: "Unreachable"},
+	}, {
+		name: "a recorded member whose pod is Terminating is not recreated while the pod exists",
+		o: Observed{Size: 3, Persistent: true, Pods: running("c-0", "c-2"), Terminating: claims("c-1"),
 			Recorded: recorded("c-0", "c-1", "c-2"), Claims: claims("c-0", "c-1", "c-2")},
 		want: Step{Action: ActionWait, Reason: "Unreachable"},
 	}, {

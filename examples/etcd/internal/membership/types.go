@@ -222,6 +222,10 @@ const (
 	// or been promoted within Timeouts.MemberStart of its pod's creation (a
 	// Stuck step).
 	ReasonLearnerNotCaughtUp = "LearnerNotCaughtUp"
+	// ReasonMemberPodTerminating: a lost member's pod is being deleted
+	// (on a dead node, until the node is declared gone); the member is
+	// recreated once the pod is gone.
+	ReasonMemberPodTerminating = "MemberPodTerminating"
 	// ReasonQuorumLost: the cluster lost its quorum for good (see
 	// Observed.Rebuild) and waits for its surviving members to answer
 	// before choosing one, or, without Rebuild, for a person.
