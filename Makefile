@@ -224,14 +224,14 @@ test-compat: envtest-assets versitygw ## The library's tests against the newest 
 # The e2e suites: go test starts the packages' test binaries in the order
 # it is given them, -p (the CPU count) at a time. The real-node suites take
 # turns on the machine's one set of real nodes: incluster, the longest
-# suite by far, starts first and the kwok suites run beside it; realnode
-# starts last, so that its wait for the real nodes holds no slot a kwok
-# suite could use.
+# suite by far, starts first and the kwok suites run beside it; etcdnodes
+# and realnode start last, so that their wait for the real nodes holds no
+# slot a kwok suite could use.
 .PHONY: test-e2e
 test-e2e: cluster-tools node-tools images ## e2e-framework suites on throwaway local clusters, real-node suites included (root; E2E_PROVIDER=kind for kind).
 	@echo ">> test-e2e at $$(date +%T)"
 	cd e2e && $(STATIC_BUILD_ENV) go test -count=1 -timeout $(E2E_TIMEOUT) ./incluster \
-		$$(go list ./... | grep -v -e '/e2e/incluster$$' -e '/e2e/realnode$$' -e '/e2e/teardown$$') ./realnode
+		$$(go list ./... | grep -v -e '/e2e/incluster$$' -e '/e2e/etcdnodes$$' -e '/e2e/realnode$$' -e '/e2e/teardown$$') ./etcdnodes ./realnode
 	@# Alone: it interrupts and kills real-node suites and checks what they leave.
 	cd e2e && $(STATIC_BUILD_ENV) go test -count=1 -timeout $(E2E_TIMEOUT) ./teardown
 

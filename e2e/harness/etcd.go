@@ -1,7 +1,99 @@
 package harness
 
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/e2e-framework/pkg/envconf"
+
+	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
+)
+
 // EtcdRevisionBump is how far the etcd operator's physical restore moves
 // the revision past the backup's (its seedrestore.RevisionBump, which e2e
 // cannot import): a restored or rebuilt cluster answers at the backup's
 // revision plus this.
 const EtcdRevisionBump = 1_000_000_000
+
+// WaitEtcdReady waits up to 4 minutes until the EtcdCluster is Ready at
+// its generation.
+func WaitEtcdReady(ctx context.Context, t *testing.T, cfg *envconf.Config, ns, name string) {
+	t.Helper()
+	WaitFor(ctx, t, name+" to be Ready", 4*time.Minute, 2*time.Second, func(ctx context.Context) (bool, string) {
+		var c v1alpha1.EtcdCluster
+		if err := cfg.Client().Resources().Get(ctx, name, ns, &c); err != nil {
+			return false, err.Error()
+		}
+		ready := meta.FindStatusCondition(c.Status.Conditions, "Ready")
+		ok := ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == c.Generation
+		return ok, fmt.Sprintf("Ready %+v at generation %d; pods: %s", ready, c.Generation, DescribePods(ctx, cfg, ns))
+	})
+}
+
+// EtcdMember is one entry of etcd's member list.
+type EtcdMember struct {
+	ID      string
+	Name    string
+	Learner bool
+}
+
+func (m *EtcdMember) String() string {
+	if m.Learner {
+		return m.Name + "=" + m.ID + "(learner)"
+	}
+	return m.Name + "=" + m.ID
+}
+
+// EtcdMembers is etcd's member list, read through cli within a minute.
+func EtcdMembers(ctx context.Context, t *testing.T, cli *clientv3.Client) []*EtcdMember {
+	t.Helper()
+	var out []*EtcdMember
+	WaitFor(ctx, t, "etcd's member list", time.Minute, time.Second, func(ctx context.Context) (bool, string) {
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		resp, err := cli.MemberList(lctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		out = out[:0]
+		for _, m := range resp.Members {
+			out = append(out, &EtcdMember{ID: fmt.Sprintf("%x", m.ID), Name: m.Name, Learner: m.IsLearner})
+		}
+		return true, ""
+	})
+	return out
+}
+
+// Voting maps the started voting members to their IDs.
+func Voting(ms []*EtcdMember) map[string]string {
+	out := map[string]string{}
+	for _, m := range ms {
+		if !m.Learner && m.Name != "" {
+			out[m.Name] = m.ID
+		}
+	}
+	return out
+}
+
+// EtcdClient is an etcd client to the cluster's client Service, from this
+// process through its ClusterIP (kube-proxy). It outlives the step that
+// makes it: the caller closes it.
+func EtcdClient(ctx context.Context, t *testing.T, cfg *envconf.Config, ns, cluster string) *clientv3.Client {
+	t.Helper()
+	var svc corev1.Service
+	if err := cfg.Client().Resources().Get(ctx, cluster+"-client", ns, &svc); err != nil {
+		t.Fatal(err)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{svc.Spec.ClusterIP + ":2379"}, DialTimeout: 5 * time.Second,
+		Context: context.WithoutCancel(ctx)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cli
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/opkit-dev/opkit/internal/localcluster"
+	"github.com/opkit-dev/opkit/internal/localcluster/realnode"
 	"github.com/opkit-dev/opkit/internal/repo"
 )
 
@@ -119,4 +120,19 @@ func imagesDir() (string, error) {
 		return "", err
 	}
 	return filepath.Join(root, ".local", "images"), nil
+}
+
+// KillRealNode stops the real node named node as a power loss would
+// (realnode.Kill): its Node object stays and never reports again. The
+// suite must have asked for real nodes of the kwok provider.
+func KillRealNode(ctx context.Context, node string) error {
+	if p := os.Getenv(EnvProvider); p != "" && p != "kwok" {
+		return fmt.Errorf("killing node %s: only the kwok provider's real nodes can be killed, not %s's", node, p)
+	}
+	for i := range 256 {
+		if realnode.NodeName(i) == node {
+			return realnode.Kill(ctx, i)
+		}
+	}
+	return fmt.Errorf("killing node %s: not a real node's name (%s)", node, realnode.NodeName(0))
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/anishathalye/porcupine"
 	"github.com/google/go-cmp/cmp"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -116,11 +115,11 @@ func etcdLifecycle(op operator) features.Feature {
 		cli        *clientv3.Client
 		stopLoad   context.CancelFunc
 		load       sync.WaitGroup
-		membersNow = func(ctx context.Context, t *testing.T) []*etcdMember {
+		membersNow = func(ctx context.Context, t *testing.T) []*harness.EtcdMember {
 			t.Helper()
-			return memberList(ctx, t, cli)
+			return harness.EtcdMembers(ctx, t, cli)
 		}
-		membersBefore []*etcdMember
+		membersBefore []*harness.EtcdMember
 		changes       []string
 	)
 
@@ -129,10 +128,10 @@ func etcdLifecycle(op operator) features.Feature {
 			if err := cfg.Client().Resources().Create(ctx, cluster); err != nil {
 				t.Fatal(err)
 			}
-			waitEtcdReady(ctx, t, cfg, ns, name)
-			cli = clientTo(ctx, t, cfg, ns, name)
+			harness.WaitEtcdReady(ctx, t, cfg, ns, name)
+			cli = harness.EtcdClient(ctx, t, cfg, ns, name)
 			membersBefore = membersNow(ctx, t)
-			if got := voting(membersBefore); len(got) != 3 {
+			if got := harness.Voting(membersBefore); len(got) != 3 {
 				t.Fatalf("voting members %v, want 3", got)
 			}
 			client := fmt.Sprintf("--endpoints=http://%s-client.%s.svc:2379", name, ns)
@@ -158,8 +157,8 @@ func etcdLifecycle(op operator) features.Feature {
 				out, err := harness.Kubectl(ctx, cfg, "exec", "-n", ns, name+"-1", "--", "etcdctl", "--command-timeout=5s", "endpoint", "health")
 				return err == nil && strings.Contains(out, "is healthy"), out + fmt.Sprint(err)
 			})
-			waitEtcdReady(ctx, t, cfg, ns, name)
-			if diff := cmp.Diff(voting(membersBefore), voting(membersNow(ctx, t))); diff != "" {
+			harness.WaitEtcdReady(ctx, t, cfg, ns, name)
+			if diff := cmp.Diff(harness.Voting(membersBefore), harness.Voting(membersNow(ctx, t))); diff != "" {
 				t.Errorf("members (name -> ID) changed (-before +after):\n%s", diff)
 			}
 			if got := etcdctl(ctx, t, cfg, name+"-1", "get", "written-in-cluster", "--print-value-only", "--consistency=l"); got != "yes" {
@@ -179,17 +178,17 @@ func etcdLifecycle(op operator) features.Feature {
 			if out, err := harness.Kubectl(ctx, cfg, "delete", "pod", "-n", op.namespace, "-l", op.podSelector(), "--force", "--grace-period=0"); err != nil {
 				t.Fatalf("%v\n%s", err, out)
 			}
-			if ms := membersNow(ctx, t); len(voting(ms)) >= 5 {
+			if ms := membersNow(ctx, t); len(harness.Voting(ms)) >= 5 {
 				t.Fatalf("the scale-up was done before the operator was killed: %v", ms)
 			}
-			waitEtcdReady(ctx, t, cfg, ns, name)
+			harness.WaitEtcdReady(ctx, t, cfg, ns, name)
 			ms := membersNow(ctx, t)
-			if len(ms) != 5 || len(voting(ms)) != 5 {
+			if len(ms) != 5 || len(harness.Voting(ms)) != 5 {
 				t.Errorf("members %v, want 5 voting members and no learner", ms)
 			}
-			for name, id := range voting(membersBefore) {
-				if voting(ms)[name] != id {
-					t.Errorf("member %s is %s, want %s as before", name, voting(ms)[name], id)
+			for name, id := range harness.Voting(membersBefore) {
+				if harness.Voting(ms)[name] != id {
+					t.Errorf("member %s is %s, want %s as before", name, harness.Voting(ms)[name], id)
 				}
 			}
 			changes = append(changes, "3 -> 4", "4 -> 5")
@@ -197,15 +196,15 @@ func etcdLifecycle(op operator) features.Feature {
 		}).
 		Assess("shrunk back to 3", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			resize(ctx, t, cfg, 3)
-			waitEtcdReady(ctx, t, cfg, ns, name)
-			if ms := membersNow(ctx, t); len(ms) != 3 || len(voting(ms)) != 3 {
+			harness.WaitEtcdReady(ctx, t, cfg, ns, name)
+			if ms := membersNow(ctx, t); len(ms) != 3 || len(harness.Voting(ms)) != 3 {
 				t.Errorf("members %v, want 3 voting members", ms)
 			}
 			changes = append(changes, "5 -> 4", "4 -> 3")
 			return ctx
 		}).
 		Assess("a member whose pod and claim are deleted is replaced by a new member", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-			before := voting(membersNow(ctx, t))
+			before := harness.Voting(membersNow(ctx, t))
 			names := make([]string, 0, len(before))
 			for n := range before {
 				names = append(names, n)
@@ -221,7 +220,7 @@ func etcdLifecycle(op operator) features.Feature {
 			}
 			harness.WaitFor(ctx, t, "a replacement member", 4*time.Minute, 2*time.Second, func(ctx context.Context) (bool, string) {
 				ms := membersNow(ctx, t)
-				v := voting(ms)
+				v := harness.Voting(ms)
 				if len(ms) != 3 || len(v) != 3 {
 					return false, fmt.Sprint(ms)
 				}
@@ -232,8 +231,8 @@ func etcdLifecycle(op operator) features.Feature {
 				}
 				return true, ""
 			})
-			waitEtcdReady(ctx, t, cfg, ns, name)
-			for n, id := range voting(membersNow(ctx, t)) {
+			harness.WaitEtcdReady(ctx, t, cfg, ns, name)
+			for n, id := range harness.Voting(membersNow(ctx, t)) {
 				if id == before[victim] {
 					t.Errorf("member %s came back under the old ID %s of %s", n, id, victim)
 				}
@@ -242,7 +241,7 @@ func etcdLifecycle(op operator) features.Feature {
 			return ctx
 		}).
 		Assess("upgraded 3.5 -> 3.6 one member at a time with the operator killed in the middle", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-			before := voting(membersNow(ctx, t))
+			before := harness.Voting(membersNow(ctx, t))
 			// Watch the member pods all along: at no time may more than one
 			// member be down (no pod, or not Ready).
 			watch := watchMemberPods(ctx, t, cfg, ns, name, before)
@@ -261,7 +260,7 @@ func etcdLifecycle(op operator) features.Feature {
 			if on := watch.upgraded(toVersion); len(on) >= len(before) {
 				t.Fatalf("the upgrade was done before the operator was killed: %v", on)
 			}
-			waitEtcdReady(ctx, t, cfg, ns, name)
+			harness.WaitEtcdReady(ctx, t, cfg, ns, name)
 			harness.WaitFor(ctx, t, "etcd's cluster version to be 3.6", 2*time.Minute, 2*time.Second, func(ctx context.Context) (bool, string) {
 				v, err := clusterVersion(ctx, cli)
 				return err == nil && strings.HasPrefix(v, "3.6."), v + fmt.Sprint(err)
@@ -270,7 +269,7 @@ func etcdLifecycle(op operator) features.Feature {
 			if maxDown > 1 {
 				t.Errorf("%d members were down at once during the upgrade, want at most 1; pods seen:\n%s", maxDown, seen)
 			}
-			if diff := cmp.Diff(before, voting(membersNow(ctx, t))); diff != "" {
+			if diff := cmp.Diff(before, harness.Voting(membersNow(ctx, t))); diff != "" {
 				t.Errorf("members (name -> ID) changed by the upgrade (-before +after):\n%s", diff)
 			}
 			c := getEtcdCluster(ctx, t, cfg, ns, name)
@@ -320,7 +319,7 @@ func etcdLifecycle(op operator) features.Feature {
 			}
 			// Ready needs the kubelet's probe on the plain metrics port and
 			// the operator's calls over TLS to every member's DNS name.
-			waitEtcdReady(ctx, t, cfg, ns, tlsName)
+			harness.WaitEtcdReady(ctx, t, cfg, ns, tlsName)
 			const dir = "/etc/etcd/tls/server/" // the member's certificate allows client auth too
 			endpoint := fmt.Sprintf("--endpoints=https://%s-client.%s.svc:2379", tlsName, ns)
 			withCert := []string{endpoint, "--cacert=" + dir + "ca.crt", "--cert=" + dir + "tls.crt", "--key=" + dir + "tls.key"}
@@ -377,63 +376,4 @@ func getEtcdCluster(ctx context.Context, t *testing.T, cfg *envconf.Config, ns, 
 		t.Fatal(err)
 	}
 	return &c
-}
-
-// waitEtcdReady waits until the EtcdCluster is Ready at its generation.
-func waitEtcdReady(ctx context.Context, t *testing.T, cfg *envconf.Config, ns, name string) {
-	t.Helper()
-	harness.WaitFor(ctx, t, name+" to be Ready", 4*time.Minute, 2*time.Second, func(ctx context.Context) (bool, string) {
-		var c v1alpha1.EtcdCluster
-		if err := cfg.Client().Resources().Get(ctx, name, ns, &c); err != nil {
-			return false, err.Error()
-		}
-		ready := meta.FindStatusCondition(c.Status.Conditions, "Ready")
-		ok := ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == c.Generation
-		return ok, fmt.Sprintf("Ready %+v at generation %d; pods: %s", ready, c.Generation, harness.DescribePods(ctx, cfg, ns))
-	})
-}
-
-// etcdMember is one entry of etcd's member list.
-type etcdMember struct {
-	ID      string
-	Name    string
-	Learner bool
-}
-
-func (m *etcdMember) String() string {
-	if m.Learner {
-		return m.Name + "=" + m.ID + "(learner)"
-	}
-	return m.Name + "=" + m.ID
-}
-
-// memberList is etcd's member list, read through the client.
-func memberList(ctx context.Context, t *testing.T, cli *clientv3.Client) []*etcdMember {
-	t.Helper()
-	var out []*etcdMember
-	harness.WaitFor(ctx, t, "etcd's member list", time.Minute, time.Second, func(ctx context.Context) (bool, string) {
-		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		resp, err := cli.MemberList(lctx)
-		if err != nil {
-			return false, err.Error()
-		}
-		out = out[:0]
-		for _, m := range resp.Members {
-			out = append(out, &etcdMember{ID: fmt.Sprintf("%x", m.ID), Name: m.Name, Learner: m.IsLearner})
-		}
-		return true, ""
-	})
-	return out
-}
-
-// voting maps the started voting members to their IDs.
-func voting(ms []*etcdMember) map[string]string {
-	out := map[string]string{}
-	for _, m := range ms {
-		if !m.Learner && m.Name != "" {
-			out[m.Name] = m.ID
-		}
-	}
-	return out
 }

@@ -89,8 +89,8 @@ func etcdBackups(op operator) features.Feature {
 			if out, err := harness.Kubectl(ctx, cfg, "patch", "etcdcluster", sampleCluster, "-n", ns, "--type=merge", "-p", patch); err != nil {
 				t.Fatalf("%v\n%s", err, out)
 			}
-			waitEtcdReady(ctx, t, cfg, ns, sampleCluster)
-			cli = clientTo(ctx, t, cfg, ns, sampleCluster)
+			harness.WaitEtcdReady(ctx, t, cfg, ns, sampleCluster)
+			cli = harness.EtcdClient(ctx, t, cfg, ns, sampleCluster)
 			writeSampleData(ctx, t, cli)
 			harness.WaitFor(ctx, t, "four scheduled backups", 3*time.Minute, time.Second, func(ctx context.Context) (bool, string) {
 				id := getEtcdCluster(ctx, t, cfg, ns, sampleCluster).Status.Backup.LastBackupID
@@ -185,7 +185,7 @@ func etcdBackups(op operator) features.Feature {
 		}).
 		Assess("a new cluster restored from the S3 backup holds exactly its keys and revision", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			apply(ctx, t, cfg, "etcdcluster-restore.yaml")
-			waitEtcdReady(ctx, t, cfg, ns, sampleRestored)
+			harness.WaitEtcdReady(ctx, t, cfg, ns, sampleRestored)
 			// Restored physically, by init containers running the
 			// operator's own image (--restore-image follows IMG): its
 			// first build's, or its next one's once the lifecycle suite
@@ -200,9 +200,9 @@ func etcdBackups(op operator) features.Feature {
 			if opImages := []string{op.img, op.nextImg()}; len(seed.Spec.InitContainers) == 0 || !slices.Contains(opImages, seed.Spec.InitContainers[0].Image) {
 				t.Errorf("seed pod's init containers %v, want the first running one of %v", seed.Spec.InitContainers, opImages)
 			}
-			restored := clientTo(ctx, t, cfg, ns, sampleRestored)
+			restored := harness.EtcdClient(ctx, t, cfg, ns, sampleRestored)
 			defer func() { _ = restored.Close() }()
-			if ms := memberList(ctx, t, restored); len(voting(ms)) != 3 || len(ms) != 3 {
+			if ms := harness.EtcdMembers(ctx, t, restored); len(harness.Voting(ms)) != 3 || len(ms) != 3 {
 				t.Errorf("members of the restored cluster %v, want 3 voting", ms)
 			}
 			if diff := cmp.Diff(want.restored(), readKeyspace(ctx, t, restored)); diff != "" {
@@ -234,10 +234,10 @@ func etcdBackups(op operator) features.Feature {
 				got := seed.Annotations["etcd.opkit.dev/restore-backup"]
 				return got == newest, fmt.Sprintf("seed restored from %q; pods: %s", got, harness.DescribePods(ctx, cfg, ns))
 			})
-			waitEtcdReady(ctx, t, cfg, ns, sampleCluster)
-			rebuilt := clientTo(ctx, t, cfg, ns, sampleCluster)
+			harness.WaitEtcdReady(ctx, t, cfg, ns, sampleCluster)
+			rebuilt := harness.EtcdClient(ctx, t, cfg, ns, sampleCluster)
 			defer func() { _ = rebuilt.Close() }()
-			if ms := memberList(ctx, t, rebuilt); len(voting(ms)) != 3 || len(ms) != 3 {
+			if ms := harness.EtcdMembers(ctx, t, rebuilt); len(harness.Voting(ms)) != 3 || len(ms) != 3 {
 				t.Errorf("members of the rebuilt cluster %v, want 3 voting", ms)
 			}
 			if diff := cmp.Diff(want.restored(), readKeyspace(ctx, t, rebuilt)); diff != "" {
@@ -357,22 +357,6 @@ func writeSampleData(ctx context.Context, t *testing.T, cli *clientv3.Client) {
 	if _, err := cli.Delete(ctx, "sample/099"); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// clientTo is an etcd client to the cluster's client Service, from this
-// process through its ClusterIP (kube-proxy). It outlives the step that
-// makes it: the caller closes it.
-func clientTo(ctx context.Context, t *testing.T, cfg *envconf.Config, ns, cluster string) *clientv3.Client {
-	t.Helper()
-	var svc corev1.Service
-	if err := cfg.Client().Resources().Get(ctx, cluster+"-client", ns, &svc); err != nil {
-		t.Fatal(err)
-	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{svc.Spec.ClusterIP + ":2379"}, DialTimeout: 5 * time.Second, Context: context.WithoutCancel(ctx)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cli
 }
 
 // openSampleStore opens, from this process, the part of the samples' S3
