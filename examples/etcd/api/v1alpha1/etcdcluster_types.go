@@ -23,6 +23,11 @@ const (
 	// still starting after its timeout. A new cluster whose seed is
 	// starting, and a learner that is catching up, are not degraded.
 	ConditionDegraded = "Degraded"
+	// ConditionStorageResized appears once spec.storage.size outgrows a
+	// member's claim: False while claims are being expanded (reason
+	// Expanding) or their StorageClass refuses (ExpansionNotAllowed), True
+	// once every claim has the size.
+	ConditionStorageResized = "StorageResized"
 )
 
 // EtcdClusterSpec is the desired state of an EtcdCluster.
@@ -137,9 +142,10 @@ type AutoCompactionSpec struct {
 	Retention string `json:"retention"`
 }
 
-// StorageSpec is the data volume of each member. It cannot change once the
-// cluster exists.
-// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="storage is immutable: members keep their data where they were created; to move it, restore a backup into a new cluster"
+// StorageSpec is the data volume of each member. Only its size may change
+// once the cluster exists, and only grow.
+// +kubebuilder:validation:XValidation:rule="(has(self.ephemeral) && self.ephemeral) == (has(oldSelf.ephemeral) && oldSelf.ephemeral) && has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",message="storage is immutable but for its size: members keep their data where they were created; to move it, restore a backup into a new cluster"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.size) && !has(self.size) || quantity(has(self.size) ? string(self.size) : '1Gi').compareTo(quantity(has(oldSelf.size) ? string(oldSelf.size) : '1Gi')) >= 0",message="storage.size may only grow (volume expansion, where the StorageClass allows it); to shrink, restore a backup into a new cluster"
 // +kubebuilder:validation:XValidation:rule="!(has(self.ephemeral) && self.ephemeral && has(self.size))",message="size and ephemeral are mutually exclusive"
 type StorageSpec struct {
 	// Ephemeral keeps data in an emptyDir: a restarted pod loses its data
@@ -147,7 +153,9 @@ type StorageSpec struct {
 	// +optional
 	Ephemeral bool `json:"ephemeral,omitempty"`
 
-	// Size is the requested size of each member's PersistentVolumeClaim.
+	// Size is the requested size of each member's PersistentVolumeClaim
+	// (default 1Gi). Raising it expands the claims where their
+	// StorageClass allows volume expansion (condition StorageResized).
 	// +optional
 	Size *resource.Quantity `json:"size,omitempty"`
 

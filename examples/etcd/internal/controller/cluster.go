@@ -266,6 +266,9 @@ func (h *ClusterHooks) Reconcile(ctx context.Context, c *v1alpha1.EtcdCluster) r
 	if err := h.deleteOrphanClaims(ctx, c, obs); err != nil {
 		return reconcile.Retry(err)
 	}
+	if err := h.expandClaims(ctx, c, obs); err != nil {
+		return reconcile.Retry(err)
+	}
 	if released, err := h.releaseLostClaims(ctx, c, obs); err != nil || released {
 		if err != nil {
 			return reconcile.Retry(err)

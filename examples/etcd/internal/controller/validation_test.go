@@ -113,16 +113,24 @@ func TestCRDValidation(t *testing.T) {
 
 	// Members keep their data where they were created: flipping ephemeral
 	// would recreate emptyDir members "on their data" with empty claims.
-	t.Run("storage is immutable", func(t *testing.T) {
+	// Only the size may change, and only grow (volume expansion).
+	t.Run("storage is immutable but for a larger size", func(t *testing.T) {
+		size := func(q string) *resource.Quantity { return ptr.To(resource.MustParse(q)) }
 		for i, change := range []struct {
 			name     string
 			from, to v1alpha1.StorageSpec
+			refused  string
 		}{
-			{"claims to ephemeral", v1alpha1.StorageSpec{}, v1alpha1.StorageSpec{Ephemeral: true}},
-			{"ephemeral to claims", v1alpha1.StorageSpec{Ephemeral: true}, v1alpha1.StorageSpec{}},
-			{"a new size", v1alpha1.StorageSpec{Size: ptr.To(resource.MustParse("1Gi"))}, v1alpha1.StorageSpec{Size: ptr.To(resource.MustParse("2Gi"))}},
-			{"a size where there was none", v1alpha1.StorageSpec{}, v1alpha1.StorageSpec{Size: ptr.To(resource.MustParse("2Gi"))}},
-			{"a new class", v1alpha1.StorageSpec{StorageClassName: ptr.To("slow")}, v1alpha1.StorageSpec{StorageClassName: ptr.To("fast")}},
+			{"claims to ephemeral", v1alpha1.StorageSpec{}, v1alpha1.StorageSpec{Ephemeral: true}, "storage is immutable"},
+			{"ephemeral to claims", v1alpha1.StorageSpec{Ephemeral: true}, v1alpha1.StorageSpec{}, "storage is immutable"},
+			{"a new class", v1alpha1.StorageSpec{StorageClassName: ptr.To("slow")}, v1alpha1.StorageSpec{StorageClassName: ptr.To("fast")}, "storage is immutable"},
+			{"a class where there was none", v1alpha1.StorageSpec{}, v1alpha1.StorageSpec{StorageClassName: ptr.To("fast")}, "storage is immutable"},
+			{"a smaller size", v1alpha1.StorageSpec{Size: size("2Gi")}, v1alpha1.StorageSpec{Size: size("1Gi")}, "storage.size may only grow"},
+			{"a size below the default where there was none", v1alpha1.StorageSpec{}, v1alpha1.StorageSpec{Size: size("512Mi")}, "storage.size may only grow"},
+			{"the size dropped for the smaller default", v1alpha1.StorageSpec{Size: size("2Gi")}, v1alpha1.StorageSpec{}, "storage.size may only grow"},
+			{"a larger size", v1alpha1.StorageSpec{Size: size("1Gi")}, v1alpha1.StorageSpec{Size: size("2Gi")}, ""},
+			{"a larger size where there was none", v1alpha1.StorageSpec{}, v1alpha1.StorageSpec{Size: size("2Gi")}, ""},
+			{"the same size in other units", v1alpha1.StorageSpec{Size: size("1Gi")}, v1alpha1.StorageSpec{Size: size("1024Mi")}, ""},
 		} {
 			t.Run(change.name, func(t *testing.T) {
 				c := cluster("storage-"+string(rune('a'+i)), 3)
@@ -133,8 +141,11 @@ func TestCRDValidation(t *testing.T) {
 				}
 				c.Spec.Storage = change.to
 				err := g.c.Update(t.Context(), c)
-				if err == nil || !strings.Contains(err.Error(), "storage is immutable") {
-					t.Errorf("changing storage: %v, want it refused as immutable", err)
+				switch {
+				case change.refused == "" && err != nil:
+					t.Errorf("changing storage: %v, want it accepted", err)
+				case change.refused != "" && (err == nil || !strings.Contains(err.Error(), change.refused)):
+					t.Errorf("changing storage: %v, want it refused with %q", err, change.refused)
 				}
 			})
 		}

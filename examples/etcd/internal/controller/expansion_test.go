@@ -1,0 +1,205 @@
+package controller_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/controller"
+)
+
+// bindClaims binds every claim of the rig's namespace to a volume of its
+// request, and resizeClaims gives each the capacity it requests, as a
+// provisioner and a resizer would (envtest runs neither).
+func (g *rig) bindClaims() {
+	g.t.Helper()
+	ctx := g.t.Context()
+	var claims corev1.PersistentVolumeClaimList
+	if err := g.c.List(ctx, &claims, client.InNamespace(g.ns)); err != nil {
+		g.t.Fatal(err)
+	}
+	for i := range claims.Items {
+		claim := &claims.Items[i]
+		pv := &corev1.PersistentVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: g.ns + "-" + claim.Name},
+			Spec: corev1.PersistentVolumeSpec{
+				Capacity:               claim.Spec.Resources.Requests,
+				AccessModes:            claim.Spec.AccessModes,
+				StorageClassName:       ptr.Deref(claim.Spec.StorageClassName, ""),
+				ClaimRef:               &corev1.ObjectReference{Namespace: g.ns, Name: claim.Name, UID: claim.UID},
+				PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/lib/" + pvName(claim)}},
+			},
+		}
+		if err := g.c.Create(ctx, pv); err != nil {
+			g.t.Fatal(err)
+		}
+		g.t.Cleanup(func() { _ = g.c.Delete(ctx, pv) })
+		claim.Spec.VolumeName = pv.Name
+		if err := g.c.Update(ctx, claim); err != nil {
+			g.t.Fatal(err)
+		}
+		claim.Status.Phase = corev1.ClaimBound
+		claim.Status.AccessModes = claim.Spec.AccessModes
+		claim.Status.Capacity = claim.Spec.Resources.Requests
+		if err := g.c.Status().Update(ctx, claim); err != nil {
+			g.t.Fatal(err)
+		}
+	}
+}
+
+func pvName(claim *corev1.PersistentVolumeClaim) string { return claim.Namespace + "-" + claim.Name }
+
+func (g *rig) resizeClaims() {
+	g.t.Helper()
+	ctx := g.t.Context()
+	var claims corev1.PersistentVolumeClaimList
+	if err := g.c.List(ctx, &claims, client.InNamespace(g.ns)); err != nil {
+		g.t.Fatal(err)
+	}
+	for i := range claims.Items {
+		claim := &claims.Items[i]
+		claim.Status.Capacity = claim.Spec.Resources.Requests
+		if err := g.c.Status().Update(ctx, claim); err != nil {
+			g.t.Fatal(err)
+		}
+	}
+}
+
+// claimRequests maps each claim of the namespace to its storage request.
+func (g *rig) claimRequests() map[string]string {
+	g.t.Helper()
+	var claims corev1.PersistentVolumeClaimList
+	if err := g.c.List(g.t.Context(), &claims, client.InNamespace(g.ns)); err != nil {
+		g.t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, c := range claims.Items {
+		q := c.Spec.Resources.Requests[corev1.ResourceStorage]
+		out[c.Name] = q.String()
+	}
+	return out
+}
+
+// TestStorageGrowsWhereTheClassAllows: raising spec.storage.size asks
+// every member's claim for the new size where the StorageClass allows
+// volume expansion (one event per claim; StorageResized False, reason
+// Expanding, until the volumes have grown, then True); where it does not,
+// the claims stay, StorageResized is False with reason
+// ExpansionNotAllowed naming the fix, one Warning event says so, the
+// cluster stays available, and the claims grow once the class allows it.
+// A cluster never resized has no such condition.
+func TestStorageGrowsWhereTheClassAllows(t *testing.T) {
+	for _, allow := range []bool{true, false} {
+		t.Run(fmt.Sprintf("allowVolumeExpansion=%t", allow), func(t *testing.T) {
+			g := newRig(t)
+			class := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: g.ns},
+				Provisioner: "example.com/disks", AllowVolumeExpansion: ptr.To(allow)}
+			if err := g.c.Create(t.Context(), class); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = g.c.Delete(t.Context(), class) })
+			c := cluster("vx", 3)
+			c.Spec.Storage = v1alpha1.StorageSpec{Size: ptr.To(resource.MustParse("1Gi")), StorageClassName: &class.Name}
+			g.create(c)
+			g.converge("vx", 30)
+			g.bindClaims()
+			if err := g.pass("vx"); err != nil {
+				t.Fatal(err)
+			}
+			if cond := meta.FindStatusCondition(g.get("vx").Status.Conditions, v1alpha1.ConditionStorageResized); cond != nil {
+				t.Errorf("StorageResized before any resize: %+v", cond)
+			}
+
+			c = g.get("vx")
+			c.Spec.Storage.Size = ptr.To(resource.MustParse("2Gi"))
+			if err := g.c.Update(t.Context(), c); err != nil {
+				t.Fatal(err)
+			}
+			g.drain()
+			for range 2 {
+				if err := g.pass("vx"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			events := g.drain()
+			c = g.get("vx")
+			cond := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionStorageResized)
+			if cond == nil {
+				t.Fatalf("no StorageResized condition after the size grew; conditions %+v", c.Status.Conditions)
+			}
+			if !allow {
+				want := map[string]string{"vx-0-data": "1Gi", "vx-1-data": "1Gi", "vx-2-data": "1Gi"}
+				if diff := cmp.Diff(want, g.claimRequests()); diff != "" {
+					t.Errorf("claim requests (-want +got):\n%s", diff)
+				}
+				if cond.Status != metav1.ConditionFalse || cond.Reason != controller.ReasonExpansionNotAllowed ||
+					!strings.Contains(cond.Message, "allowVolumeExpansion") || !strings.Contains(cond.Message, "spec.storage.size 2Gi") {
+					t.Errorf("StorageResized = %s %s %q, want False %s naming spec.storage.size and allowVolumeExpansion",
+						cond.Status, cond.Reason, cond.Message, controller.ReasonExpansionNotAllowed)
+				}
+				t.Logf("StorageResized: %s", cond.Message)
+				if n := countPrefix(events, "Warning "+controller.ReasonExpansionNotAllowed); n != 1 {
+					t.Errorf("%d %s events over two passes, want 1: %q", n, controller.ReasonExpansionNotAllowed, events)
+				}
+				if a := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionAvailable); a == nil || a.Status != metav1.ConditionTrue {
+					t.Errorf("Available = %+v, want True: a refused expansion stops nothing", a)
+				}
+				// The fix the message names: the class allows it now.
+				class.AllowVolumeExpansion = ptr.To(true)
+				if err := g.c.Update(t.Context(), class); err != nil {
+					t.Fatal(err)
+				}
+				if err := g.pass("vx"); err != nil {
+					t.Fatal(err)
+				}
+				want = map[string]string{"vx-0-data": "2Gi", "vx-1-data": "2Gi", "vx-2-data": "2Gi"}
+				if diff := cmp.Diff(want, g.claimRequests()); diff != "" {
+					t.Errorf("claim requests once the class allows expansion (-want +got):\n%s", diff)
+				}
+				return
+			}
+			want := map[string]string{"vx-0-data": "2Gi", "vx-1-data": "2Gi", "vx-2-data": "2Gi"}
+			if diff := cmp.Diff(want, g.claimRequests()); diff != "" {
+				t.Errorf("claim requests (-want +got):\n%s", diff)
+			}
+			if cond.Status != metav1.ConditionFalse || cond.Reason != controller.ReasonExpanding {
+				t.Errorf("StorageResized = %s %s %q, want False %s while the volumes grow", cond.Status, cond.Reason, cond.Message, controller.ReasonExpanding)
+			}
+			if n := countPrefix(events, "Normal "+controller.EventExpandingVolume); n != 3 {
+				t.Errorf("%d %s events, want 3 (one per claim): %q", n, controller.EventExpandingVolume, events)
+			}
+			g.resizeClaims()
+			if err := g.pass("vx"); err != nil {
+				t.Fatal(err)
+			}
+			cond = meta.FindStatusCondition(g.get("vx").Status.Conditions, v1alpha1.ConditionStorageResized)
+			if cond == nil || cond.Status != metav1.ConditionTrue {
+				t.Errorf("StorageResized = %+v once every volume grew, want True", cond)
+			}
+			if events := g.drain(); slices.ContainsFunc(events, func(e string) bool { return strings.Contains(e, "Expand") }) {
+				t.Errorf("events after the volumes grew: %q", events)
+			}
+		})
+	}
+}
+
+func countPrefix(events []string, prefix string) int {
+	n := 0
+	for _, e := range events {
+		if strings.HasPrefix(e, prefix) {
+			n++
+		}
+	}
+	return n
+}
