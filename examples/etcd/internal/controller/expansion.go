@@ -30,8 +30,8 @@ const (
 	ReasonExpansionNotAllowed = "ExpansionNotAllowed"
 )
 
-// expandClaims asks every member's claim smaller than spec.storage.size
-// for that size and reports the outcome in the StorageResized condition,
+// expandClaims asks every bound member claim smaller than
+// spec.storage.size for that size and reports the outcome in the StorageResized condition,
 // which appears only once the spec outgrows a claim. A refusal stops
 // nothing else.
 func (h *ClusterHooks) expandClaims(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation) error {
@@ -54,6 +54,10 @@ func (h *ClusterHooks) expandClaims(ctx context.Context, c *v1alpha1.EtcdCluster
 			if resizing && claim.Status.Phase == corev1.ClaimBound && capacity.Cmp(want) < 0 {
 				expanding = append(expanding, fmt.Sprintf("%s has %s%s", claim.Name, capacity.String(), resizeConditions(claim)))
 			}
+			continue
+		}
+		if claim.Status.Phase != corev1.ClaimBound {
+			// Only a bound claim may grow; this one is asked once bound.
 			continue
 		}
 		_, err := h.Children.EnsureChild(ctx, c, heldBy(dataClaim(c, name), obs.guard))
