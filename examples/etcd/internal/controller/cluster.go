@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -302,6 +303,9 @@ func (h *ClusterHooks) Reconcile(ctx context.Context, c *v1alpha1.EtcdCluster) r
 			log.Info("creating the seed of a restored cluster", "etcdcluster", klog.KObj(c), "backup", restoredWhat(c, ""), "restore", path)
 		}
 		if err := h.execute(ctx, c, obs, step, seed); err != nil {
+			if errors.Is(err, etcdclient.ErrNotYet) {
+				return reconcile.Waiting(step.Reason, fmt.Sprintf("%s: %v; trying again", step.Message, err), stepRequeue)
+			}
 			return childError(fmt.Errorf("%s %s: %w", step.Action, step.Name, err))
 		}
 		emit(h.Recorder, c, normal, step.Reason, string(step.Action), step.Message)

@@ -504,6 +504,7 @@ func TestClusterScaleDownRemovesMembersAndData(t *testing.T) {
 // converge to exactly the desired members, pods and claims.
 func TestClusterFailureInjection(t *testing.T) {
 	injected := errors.New("injected")
+	notYet := fmt.Errorf("etcdserver: unhealthy cluster: %w", etcdclient.ErrNotYet)
 	tests := []struct {
 		name string
 		// grow is true to inject while growing 1 -> 3, false while
@@ -520,6 +521,9 @@ func TestClusterFailureInjection(t *testing.T) {
 		{"MemberPromote fails", true, func(g *rig) { g.fake.FailNext("MemberPromote", injected, false) }, false},
 		{"MemberPromote response lost after it took effect", true, func(g *rig) { g.fake.FailNext("MemberPromote", injected, true) }, false},
 		{"MemberList fails", true, func(g *rig) { g.fake.FailNext("MemberList", injected, false) }, true},
+		// etcd's strict reconfiguration check, and a learner not in sync.
+		{"MemberAddAsLearner refused for now", true, func(g *rig) { g.fake.FailNext("MemberAddAsLearner", notYet, false) }, true},
+		{"MemberPromote refused for now", true, func(g *rig) { g.fake.FailNext("MemberPromote", notYet, false) }, true},
 		{"pod delete fails after MemberRemove", false, func(g *rig) { g.faults.arm("delete", "Pod") }, false},
 		{"claim delete fails after MemberRemove", false, func(g *rig) { g.faults.arm("delete", "PersistentVolumeClaim") }, false},
 		{"MemberRemove response lost after it took effect", false, func(g *rig) { g.fake.FailNext("MemberRemove", injected, true) }, false},
@@ -543,6 +547,9 @@ func TestClusterFailureInjection(t *testing.T) {
 			_, errs := g.converge("f", 30)
 			if len(errs) == 0 && !tt.quiet {
 				t.Errorf("no pass failed; the injected failure was not hit")
+			}
+			if len(errs) > 0 && tt.quiet {
+				t.Errorf("passes failed, want them to wait: %v", errs)
 			}
 			want := []string{"f-0"}
 			if tt.grow {

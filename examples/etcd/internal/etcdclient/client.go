@@ -13,6 +13,12 @@ import (
 // client's other endpoints first.
 var ErrNoLeader = errors.New("etcd cluster has no leader")
 
+// ErrNotYet is returned (wrapped) by a membership change etcd refused for
+// now: a voting member is not connected (its strict reconfiguration
+// check), or the learner to promote is not in sync. The same call
+// succeeds later.
+var ErrNotYet = errors.New("etcd refused the membership change for now")
+
 // ErrRefused is returned (wrapped) when a member answered and refused the
 // request itself (permission denied, unauthenticated, unimplemented, an
 // invalid argument): sending the same request again gets the same answer.

@@ -73,10 +73,15 @@ func members(in []*pb.Member) []Member {
 // leaderless member still answers.
 func leader(ctx context.Context) context.Context { return clientv3.WithRequireLeader(ctx) }
 
-// noLeader wraps err with ErrNoLeader when the member had no leader.
+// noLeader wraps err with ErrNoLeader when the member had no leader, and
+// with ErrNotYet when etcd refused a membership change for now.
 func noLeader(err error) error {
-	if errors.Is(err, rpctypes.ErrNoLeader) {
+	switch {
+	case errors.Is(err, rpctypes.ErrNoLeader):
 		return fmt.Errorf("%w: %w", ErrNoLeader, err)
+	case errors.Is(err, rpctypes.ErrUnhealthy), errors.Is(err, rpctypes.ErrMemberNotEnoughStarted),
+		errors.Is(err, rpctypes.ErrMemberLearnerNotReady):
+		return fmt.Errorf("%w: %w", ErrNotYet, err)
 	}
 	return err
 }
