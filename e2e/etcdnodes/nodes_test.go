@@ -90,7 +90,7 @@ func TestDrainAndNodeLoss(t *testing.T) {
 			node, held := majorityNode(t, before)
 			start := time.Now()
 			out, err := harness.Kubectl(ctx, cfg, "drain", node, "--pod-selector="+labelCluster+"="+name,
-				"--ignore-daemonsets", "--delete-emptydir-data", "--timeout=60s")
+				"--ignore-daemonsets", "--delete-emptydir-data", "--timeout=30s")
 			drained := time.Now()
 			if err == nil {
 				t.Fatalf("the drain of %s (members %v) succeeded, want it stopped by the disruption budget:\n%s", node, held, out)
