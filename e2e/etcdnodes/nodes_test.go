@@ -181,15 +181,9 @@ func TestDrainAndNodeLoss(t *testing.T) {
 			// or a new one) on the surviving node; the other two keep theirs.
 			var replacement string
 			harness.WaitFor(ctx, t, "member "+lost+" replaced on "+node, 5*time.Minute, 2*time.Second, func(ctx context.Context) (bool, string) {
-				lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				defer cancel()
-				resp, err := cli.MemberList(lctx)
+				ms, err := harness.ListEtcdMembers(ctx, cli)
 				if err != nil {
 					return false, err.Error()
-				}
-				var ms []*harness.EtcdMember
-				for _, m := range resp.Members {
-					ms = append(ms, &harness.EtcdMember{ID: fmt.Sprintf("%x", m.ID), Name: m.Name, Learner: m.IsLearner})
 				}
 				v := harness.Voting(ms)
 				pods := memberPods(ctx, t, cfg, ns, name)

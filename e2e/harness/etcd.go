@@ -55,19 +55,26 @@ func EtcdMembers(ctx context.Context, t *testing.T, cli *clientv3.Client) []*Etc
 	t.Helper()
 	var out []*EtcdMember
 	WaitFor(ctx, t, "etcd's member list", time.Minute, time.Second, func(ctx context.Context) (bool, string) {
-		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		resp, err := cli.MemberList(lctx)
-		if err != nil {
-			return false, err.Error()
-		}
-		out = out[:0]
-		for _, m := range resp.Members {
-			out = append(out, &EtcdMember{ID: fmt.Sprintf("%x", m.ID), Name: m.Name, Learner: m.IsLearner})
-		}
-		return true, ""
+		var err error
+		out, err = ListEtcdMembers(ctx, cli)
+		return err == nil, fmt.Sprint(err)
 	})
 	return out
+}
+
+// ListEtcdMembers reads etcd's member list through cli once, within 5 s.
+func ListEtcdMembers(ctx context.Context, cli *clientv3.Client) ([]*EtcdMember, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := cli.MemberList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []*EtcdMember
+	for _, m := range resp.Members {
+		out = append(out, &EtcdMember{ID: fmt.Sprintf("%x", m.ID), Name: m.Name, Learner: m.IsLearner})
+	}
+	return out, nil
 }
 
 // Voting maps the started voting members to their IDs.

@@ -25,12 +25,7 @@ import (
 func (g *rig) bindClaims() {
 	g.t.Helper()
 	ctx := g.t.Context()
-	var claims corev1.PersistentVolumeClaimList
-	if err := g.c.List(ctx, &claims, client.InNamespace(g.ns)); err != nil {
-		g.t.Fatal(err)
-	}
-	for i := range claims.Items {
-		claim := &claims.Items[i]
+	for _, claim := range g.claims() {
 		pv := &corev1.PersistentVolume{
 			ObjectMeta: metav1.ObjectMeta{Name: g.ns + "-" + claim.Name},
 			Spec: corev1.PersistentVolumeSpec{
@@ -62,29 +57,33 @@ func pvName(claim *corev1.PersistentVolumeClaim) string { return claim.Namespace
 
 func (g *rig) resizeClaims() {
 	g.t.Helper()
-	ctx := g.t.Context()
-	var claims corev1.PersistentVolumeClaimList
-	if err := g.c.List(ctx, &claims, client.InNamespace(g.ns)); err != nil {
-		g.t.Fatal(err)
-	}
-	for i := range claims.Items {
-		claim := &claims.Items[i]
+	for _, claim := range g.claims() {
 		claim.Status.Capacity = claim.Spec.Resources.Requests
-		if err := g.c.Status().Update(ctx, claim); err != nil {
+		if err := g.c.Status().Update(g.t.Context(), claim); err != nil {
 			g.t.Fatal(err)
 		}
 	}
 }
 
+// claims are the claims of the rig's namespace.
+func (g *rig) claims() []*corev1.PersistentVolumeClaim {
+	g.t.Helper()
+	var list corev1.PersistentVolumeClaimList
+	if err := g.c.List(g.t.Context(), &list, client.InNamespace(g.ns)); err != nil {
+		g.t.Fatal(err)
+	}
+	out := make([]*corev1.PersistentVolumeClaim, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out
+}
+
 // claimRequests maps each claim of the namespace to its storage request.
 func (g *rig) claimRequests() map[string]string {
 	g.t.Helper()
-	var claims corev1.PersistentVolumeClaimList
-	if err := g.c.List(g.t.Context(), &claims, client.InNamespace(g.ns)); err != nil {
-		g.t.Fatal(err)
-	}
 	out := map[string]string{}
-	for _, c := range claims.Items {
+	for _, c := range g.claims() {
 		q := c.Spec.Resources.Requests[corev1.ResourceStorage]
 		out[c.Name] = q.String()
 	}
