@@ -129,10 +129,8 @@ func KillRealNode(ctx context.Context, node string) error {
 	if p := os.Getenv(EnvProvider); p != "" && p != "kwok" {
 		return fmt.Errorf("killing node %s: only the kwok provider's real nodes can be killed, not %s's", node, p)
 	}
-	for i := range 256 {
-		if realnode.NodeName(i) == node {
-			return realnode.Kill(ctx, i)
-		}
+	if i, ok := realnode.NodeIndex(node); ok {
+		return realnode.Kill(ctx, i)
 	}
 	return fmt.Errorf("killing node %s: not a real node's name (%s)", node, realnode.NodeName(0))
 }

@@ -216,3 +216,24 @@ func TestUnescapeMountPath(t *testing.T) {
 		}
 	}
 }
+
+func TestNodeIndex(t *testing.T) {
+	tests := map[string]struct {
+		i  int
+		ok bool
+	}{
+		"real-node-0":  {0, true},
+		"real-node-12": {12, true},
+		"real-node-01": {},
+		"real-node--1": {},
+		"real-node-":   {},
+		"kwok-node-0":  {},
+		"real-node-1x": {},
+		"xreal-node-1": {},
+	}
+	for name, want := range tests {
+		if i, ok := NodeIndex(name); i != want.i || ok != want.ok {
+			t.Errorf("NodeIndex(%q) = %d, %t, want %d, %t", name, i, ok, want.i, want.ok)
+		}
+	}
+}

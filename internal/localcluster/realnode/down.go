@@ -83,10 +83,14 @@ func Down(ctx context.Context, binDir string) error {
 
 // cgroupDirs returns the cgroup directories of the nodes' pods in every
 // mounted hierarchy (cgroup v1 has one per controller), deepest first.
-func cgroupDirs() []string {
+func cgroupDirs() []string { return cgroupDirsUnder(cgroupPrefix + "*") }
+
+// cgroupDirsUnder is cgroupDirs for the roots matching pattern in each
+// hierarchy.
+func cgroupDirsUnder(pattern string) []string {
 	var dirs []string
 	for _, h := range cgroupHierarchies() {
-		roots, _ := filepath.Glob(filepath.Join(h, cgroupPrefix+"*"))
+		roots, _ := filepath.Glob(filepath.Join(h, pattern))
 		for _, root := range roots {
 			_ = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
 				if err == nil && d.IsDir() {
@@ -103,20 +107,7 @@ func cgroupDirs() []string {
 // killCgroups kills every process left in the nodes' cgroups (containers
 // whose shim is gone) and removes the cgroups.
 func killCgroups(ctx context.Context) error {
-	err := waitFor(ctx, 20*time.Second, "the processes in the real nodes' cgroups to exit", func() error {
-		var left []int
-		for _, dir := range cgroupDirs() {
-			for _, pid := range cgroupProcs(dir) {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-				left = append(left, pid)
-			}
-		}
-		if len(left) > 0 {
-			return fmt.Errorf("pids %v", left)
-		}
-		return nil
-	})
-	if err != nil {
+	if err := killCgroupProcs(ctx, "the real nodes' cgroups", cgroupDirs); err != nil {
 		return err
 	}
 	var errs []error
@@ -126,6 +117,18 @@ func killCgroups(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// killCgroupProcs sends SIGKILL to the processes of dirs until none is
+// left.
+func killCgroupProcs(ctx context.Context, what string, dirs func() []string) error {
+	return waitFor(ctx, 20*time.Second, "the processes in "+what+" to exit", func() error {
+		var pids []int
+		for _, dir := range dirs() {
+			pids = append(pids, cgroupProcs(dir)...)
+		}
+		return killPids(pids)
+	})
 }
 
 func cgroupProcs(dir string) []int {

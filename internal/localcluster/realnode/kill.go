@@ -3,7 +3,7 @@ package realnode
 import (
 	"context"
 	"fmt"
-	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -25,16 +25,8 @@ func Kill(ctx context.Context, i int) error {
 			return err
 		}
 	}
-	return waitFor(ctx, 20*time.Second, "the containers of "+n.name()+" to die", func() error {
-		var pids []int
-		for _, h := range cgroupHierarchies() {
-			for _, dir := range cgroupDirs() {
-				if rel, err := filepath.Rel(filepath.Join(h, n.cgroupRoot()), dir); err == nil && filepath.IsLocal(rel) {
-					pids = append(pids, cgroupProcs(dir)...)
-				}
-			}
-		}
-		return killPids(pids)
+	return killCgroupProcs(ctx, "the cgroups of "+n.name(), func() []string {
+		return cgroupDirsUnder(strings.TrimPrefix(n.cgroupRoot(), "/"))
 	})
 }
 

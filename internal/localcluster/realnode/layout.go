@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"strconv"
+	"strings"
 )
 
 // Paths and addresses of the real nodes. Only one set of real nodes runs
@@ -49,6 +50,17 @@ type node struct {
 
 // NodeName returns the Kubernetes name of real node i.
 func NodeName(i int) string { return fmt.Sprintf("real-node-%d", i) }
+
+// NodeIndex is NodeName's inverse: the i of a real node's name, false for
+// any other name.
+func NodeIndex(name string) (int, bool) {
+	s, ok := strings.CutPrefix(name, "real-node-")
+	i, err := strconv.Atoi(s)
+	if !ok || err != nil || i < 0 || NodeName(i) != name {
+		return 0, false
+	}
+	return i, true
+}
 
 // NodeIP returns the InternalIP of real node i: its bridge's address.
 func NodeIP(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 244, byte(i), 1}) }
