@@ -3,10 +3,13 @@ package harness
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
+
+	"github.com/opkit-dev/opkit/internal/localcluster/realnode"
 )
 
 // PodReady reports the pod's Ready condition: every container passes its
@@ -53,4 +56,21 @@ func DescribePods(ctx context.Context, cfg *envconf.Config, ns string) string {
 		parts = append(parts, p.Name+": "+DescribePod(&p))
 	}
 	return strings.Join(parts, " | ")
+}
+
+// RealNodeDNSLog returns the last lines of the real nodes' CoreDNS log
+// (every query and its answer) that contain match, for the failure
+// messages of lookups.
+func RealNodeDNSLog(match string, lines int) string {
+	b, err := os.ReadFile(realnode.DNSLog())
+	if err != nil {
+		return err.Error()
+	}
+	var found []string
+	for line := range strings.Lines(string(b)) {
+		if strings.Contains(line, match) {
+			found = append(found, strings.TrimRight(line, "\n"))
+		}
+	}
+	return fmt.Sprintf("%s, the last %d lines with %q:\n%s", realnode.DNSLog(), lines, match, strings.Join(found[max(len(found)-lines, 0):], "\n"))
 }

@@ -106,7 +106,7 @@ func execIn(ctx context.Context, t *testing.T, cfg *envconf.Config, ns, pod stri
 	t.Helper()
 	out, err := harness.Kubectl(ctx, cfg, append([]string{"exec", "-n", ns, pod, "--"}, command...)...)
 	if err != nil {
-		t.Fatalf("exec in %s: %v", pod, err)
+		t.Fatalf("exec in %s: %v\n%s", pod, err, harness.RealNodeDNSLog(ns, 30))
 	}
 	return strings.TrimSpace(out)
 }

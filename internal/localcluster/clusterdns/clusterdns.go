@@ -47,6 +47,9 @@ type Options struct {
 	// once the kubernetes plugin has synced, but possibly before the DNS
 	// listeners are up: see the package doc). Empty leaves the plugin out.
 	ReadyAddr string
+	// LogQueries logs every query and its answer (the log plugin) to
+	// standard output: what a DNS failure in a test is diagnosed from.
+	LogQueries bool
 }
 
 // Corefile returns the CoreDNS configuration for opts: one server block
@@ -87,6 +90,9 @@ func Corefile(opts Options) string {
 	w(0, "%s {", strings.Join(keys, " "))
 	bind()
 	w(1, "errors")
+	if opts.LogQueries {
+		w(1, "log")
+	}
 	if opts.HealthAddr != "" {
 		w(1, "health %s", opts.HealthAddr)
 	}
@@ -105,6 +111,9 @@ func Corefile(opts Options) string {
 	w(0, ".:%s {", p)
 	bind()
 	w(1, "errors")
+	if opts.LogQueries {
+		w(1, "log")
+	}
 	w(1, "template ANY ANY {")
 	w(2, "rcode NXDOMAIN")
 	w(1, "}")

@@ -42,12 +42,14 @@ cluster.local:53 in-addr.arpa:53 ip6.arpa:53 {
 			Kubeconfig:  `/var/lib/my "dns"/kubeconfig`,
 			HealthAddr:  "127.0.0.1:8080",
 			ReadyAddr:   "127.0.0.1:8181",
+			LogQueries:  true,
 		},
 		want: `# Cluster DNS for corp.example, rendered by clusterdns.Corefile. No forward plugin:
 # names outside these zones get NXDOMAIN and never leave the machine.
 corp.example:1053 in-addr.arpa:1053 ip6.arpa:1053 {
     bind 10.244.0.1
     errors
+    log
     health 127.0.0.1:8080
     ready 127.0.0.1:8181
     kubernetes corp.example in-addr.arpa ip6.arpa {
@@ -60,6 +62,7 @@ corp.example:1053 in-addr.arpa:1053 ip6.arpa:1053 {
 .:1053 {
     bind 10.244.0.1
     errors
+    log
     template ANY ANY {
         rcode NXDOMAIN
     }

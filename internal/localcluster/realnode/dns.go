@@ -11,6 +11,10 @@ import (
 	"github.com/opkit-dev/opkit/internal/localcluster/clusterdns"
 )
 
+// DNSLog is the file CoreDNS logs every query and error to while the
+// nodes run.
+func DNSLog() string { return sharedDir("logs", "coredns.log") }
+
 // startCoreDNS starts the cluster DNS: CoreDNS with its kubernetes plugin
 // on DNSAddress():53, as its own user (opkit:coredns), answering for
 // ClusterDomain only: other names are never forwarded off the machine.
@@ -23,6 +27,7 @@ func startCoreDNS(ctx context.Context, binDir string) error {
 		Kubeconfig:  coreDNSIdentity.kubeconfig(),
 		HealthAddr:  "127.0.0.1:18180",
 		ReadyAddr:   "127.0.0.1:18181",
+		LogQueries:  true,
 	})
 	path := sharedDir("Corefile")
 	if err := os.WriteFile(path, []byte(corefile), 0o644); err != nil {
@@ -32,7 +37,7 @@ func startCoreDNS(ctx context.Context, binDir string) error {
 		name:    "coredns",
 		path:    filepath.Join(binDir, "coredns"),
 		args:    []string{"-conf", path},
-		logFile: sharedDir("logs", "coredns.log"),
+		logFile: DNSLog(),
 	}
 	if err := d.start(); err != nil {
 		return err
