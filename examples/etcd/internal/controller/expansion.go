@@ -31,15 +31,16 @@ const (
 )
 
 // expandClaims asks every bound member claim smaller than
-// spec.storage.size for that size and reports the outcome in the StorageResized condition,
-// which appears only once the spec outgrows a claim. A refusal stops
-// nothing else.
+// spec.storage.size for that size and reports the outcome in the
+// StorageResized condition, which appears only once the spec outgrows a
+// claim. A refusal stops nothing else.
 func (h *ClusterHooks) expandClaims(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation) error {
 	if !persistent(c) || c.Spec.Storage.Size == nil {
 		return nil
 	}
 	want := *c.Spec.Storage.Size
-	resizing := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionStorageResized) != nil
+	old := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionStorageResized)
+	resizing := old != nil
 	var refused, expanding []string
 	var refusal string
 	for _, name := range slices.Sorted(maps.Keys(obs.claimObjects)) {
@@ -79,7 +80,7 @@ func (h *ClusterHooks) expandClaims(ctx context.Context, c *v1alpha1.EtcdCluster
 	case len(refused) > 0:
 		msg := fmt.Sprintf("spec.storage.size %s is refused for claims %s: %s. Set allowVolumeExpansion on their StorageClass if its driver can "+
 			"expand volumes (the claims are retried on the next pass), or restore a backup into a new cluster with larger volumes", want.String(), strings.Join(refused, ", "), refusal)
-		if old := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionStorageResized); old == nil || old.Reason != ReasonExpansionNotAllowed {
+		if old == nil || old.Reason != ReasonExpansionNotAllowed {
 			emit(h.Recorder, c, warning, ReasonExpansionNotAllowed, "ExpandClaim", msg)
 		}
 		statusutil.MarkFalse(c, v1alpha1.ConditionStorageResized, ReasonExpansionNotAllowed, msg)
