@@ -115,13 +115,11 @@ func (h *ClusterHooks) scheduledBackup(ctx context.Context, c *v1alpha1.EtcdClus
 	if b == nil {
 		return reconcile.RequeueAfter(healthRequeue)
 	}
-	if b.Schedule == "" {
+	due, after, err := h.backupDue(c)
+	if b.Schedule == "" || err != nil {
+		// An invalid schedule is reported by Reconcile (invalidFields).
 		h.applyRetention(ctx, c)
 		return reconcile.RequeueAfter(healthRequeue)
-	}
-	due, after, err := h.backupDue(c)
-	if err != nil {
-		return reconcile.Terminal(reconcile.ReasonInvalidSpec, err) // Validate catches this first
 	}
 	now := h.now().UTC()
 	if !due {

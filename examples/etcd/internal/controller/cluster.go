@@ -189,9 +189,17 @@ func (h *ClusterHooks) timeouts() membership.Timeouts {
 	return t
 }
 
-// Validate checks what the schema cannot: the backup schedule, and that the
-// requested version is reachable from the running one.
+// Validate refuses extra flags no member may start with; the CRD's rules
+// refuse them too, unless it was installed without them.
 func (h *ClusterHooks) Validate(_ context.Context, c *v1alpha1.EtcdCluster) field.ErrorList {
+	return validateFlags(c)
+}
+
+// invalidFields are the fields a pass leaves aside while it does the rest:
+// a lost member is still replaced (at the members' version), backups go on
+// beside a broken defragmentation schedule. The pass ends Stalled with
+// reason InvalidSpec.
+func invalidFields(c *v1alpha1.EtcdCluster) field.ErrorList {
 	var errs field.ErrorList
 	if b := c.Spec.Backup; b != nil && b.Schedule != "" {
 		if _, err := backup.ParseSchedule(b.Schedule); err != nil {
@@ -203,16 +211,46 @@ func (h *ClusterHooks) Validate(_ context.Context, c *v1alpha1.EtcdCluster) fiel
 			errs = append(errs, field.Invalid(field.NewPath("spec", "defragmentation", "schedule"), d.Schedule, err.Error()))
 		}
 	}
-	errs = append(errs, validateFlags(c)...)
 	if err := membership.CheckUpgrade(c.Status.Version, c.Spec.Version); err != nil {
 		errs = append(errs, field.Invalid(field.NewPath("spec", "version"), c.Spec.Version, err.Error()))
 	}
 	return errs
 }
 
-// Reconcile runs one pass: children, observation, one membership step,
-// scheduled backups, status.
+// targetVersion is the version members run and are created at:
+// spec.version, or while etcd cannot move to it, the newest version a
+// member runs (a version an earlier spec asked for).
+func targetVersion(c *v1alpha1.EtcdCluster) string {
+	if membership.CheckUpgrade(c.Status.Version, c.Spec.Version) == nil {
+		return c.Spec.Version
+	}
+	v := c.Status.Version
+	for _, m := range c.Status.Members {
+		if m.Version != "" && lessVersion(v, m.Version) {
+			v = m.Version
+		}
+	}
+	return v
+}
+
+// Reconcile runs one pass; with invalid fields (invalidFields) it ends
+// Stalled but is looked at again as a healthy pass would be.
 func (h *ClusterHooks) Reconcile(ctx context.Context, c *v1alpha1.EtcdCluster) reconcile.Result {
+	invalid := invalidFields(c)
+	res := h.reconcile(ctx, c)
+	if len(invalid) == 0 || res.Kind() == reconcile.KindRetry || res.Kind() == reconcile.KindTerminal {
+		return res
+	}
+	after := res.After()
+	if after <= 0 {
+		after = healthRequeue
+	}
+	return reconcile.Terminal(reconcile.ReasonInvalidSpec, invalid.ToAggregate()).RecheckAfter(after)
+}
+
+// reconcile runs one pass: children, observation, one membership step,
+// scheduled backups, status.
+func (h *ClusterHooks) reconcile(ctx context.Context, c *v1alpha1.EtcdCluster) reconcile.Result {
 	log := ctrl.LoggerFrom(ctx)
 	if c.Status.ClusterToken == "" {
 		c.Status.ClusterToken = string(c.UID)

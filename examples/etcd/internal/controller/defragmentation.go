@@ -39,12 +39,7 @@ func (h *ClusterHooks) defragment(ctx context.Context, c *v1alpha1.EtcdCluster, 
 	members := defragMembers(obs)
 	st := &c.Status.Defragmentation
 	now := h.now().UTC()
-	if d.Schedule != "" && len(st.Pending) == 0 {
-		sched, err := backup.ParseSchedule(d.Schedule)
-		if err != nil {
-			res := reconcile.Terminal(reconcile.ReasonInvalidSpec, err) // Validate catches this first
-			return &res
-		}
+	if sched, err := backup.ParseSchedule(d.Schedule); d.Schedule != "" && err == nil && len(st.Pending) == 0 {
 		last := c.CreationTimestamp.Time
 		if st.LastRound != nil {
 			last = st.LastRound.Time

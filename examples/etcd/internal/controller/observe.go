@@ -71,7 +71,7 @@ func (h *ClusterHooks) observe(ctx context.Context, c *v1alpha1.EtcdCluster, gua
 	// A cluster is bootstrapped once it has answered: its members are in
 	// the status, or its member list is read below. A seed pod alone is
 	// not enough; its member may still be starting.
-	*p = membership.Observed{Cluster: c.Name, Size: plannedSize(c), Version: c.Spec.Version, Revision: PodRevision(c), Persistent: persistent(c),
+	*p = membership.Observed{Cluster: c.Name, Size: plannedSize(c), Version: targetVersion(c), Revision: PodRevision(c), Persistent: persistent(c),
 		Bootstrapped: len(c.Status.Members) > 0, Timeouts: h.timeouts(), Claims: obs.claims, ClaimsDeleting: deleting,
 		Rebuild:     c.Spec.Recovery != nil && c.Spec.Recovery.QuorumLoss == v1alpha1.QuorumLossRebuild,
 		BackupStore: c.Spec.Backup != nil}
