@@ -110,8 +110,12 @@ func campaign(t *testing.T, kind string, schedules, parallel int) {
 
 // schedule is one run of the campaign on a cluster of its own.
 type schedule struct {
-	g    *rig
-	r    *rand.Rand
+	g *rig
+	r *rand.Rand
+	// rx draws what later versions of the campaign added (scheduled
+	// backups, version changes), so that the seeds named for earlier
+	// defects draw the same operations and faults from r.
+	rx   *rand.Rand
 	name string
 	step int
 	etcd campaignEtcd
@@ -134,6 +138,14 @@ type schedule struct {
 	// staleFor passes last.
 	stale    *corev1.PersistentVolumeClaimList
 	staleFor int
+	// scheduled is set when spec.backup.schedule is; lastScheduled is
+	// the last scheduled backup checked.
+	scheduled     bool
+	lastScheduled string
+	// versions is set when version changes are drawn; version is the
+	// last spec.version the operator accepts, refused one it refuses.
+	versions         bool
+	version, refused string
 	// calm is set once faults stop: new learners no longer lag.
 	calm    bool
 	deleted bool
@@ -152,7 +164,7 @@ type schedule struct {
 
 func newSchedule(t *testing.T, kind string, seed uint64, i int) *schedule {
 	g := newRig(t)
-	s := &schedule{g: g, r: rand.New(rand.NewPCG(seed, uint64(i))), name: "c", acked: map[string]string{},
+	s := &schedule{g: g, r: rand.New(rand.NewPCG(seed, uint64(i))), rx: rand.New(rand.NewPCG(seed, ^uint64(i))), name: "c", acked: map[string]string{},
 		claimOf: map[uint64]types.UID{}, catchUp: map[string]int{}, paused: map[string]int{}, cut: map[string]int{}, started: time.Now()}
 	g.cache = interceptor.NewClient(g.c.(client.WithWatch), interceptor.Funcs{
 		List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
@@ -201,9 +213,13 @@ func (s *schedule) run(steps int) {
 	c := cluster(s.name, size)
 	c.Spec.QuotaBackendBytes = ptr.To(resource.MustParse(campaignQuota))
 	c.Spec.Backup = &v1alpha1.BackupSpec{StoreRef: v1alpha1.StoreReference{PVCName: "backups"}}
+	if s.scheduled = s.rx.IntN(2) == 0; s.scheduled {
+		c.Spec.Backup.Schedule, c.Spec.Backup.Retention = "@every 1h", 2
+	}
+	s.versions, s.version = s.rx.IntN(2) == 0, c.Spec.Version
 	g.create(c)
 	s.cluster = c
-	s.logf("create size %d", size)
+	s.logf("create size %d, version %s, scheduled backups %q, version changes %t", size, c.Spec.Version, c.Spec.Backup.Schedule, s.versions)
 	s.calm = true
 	s.converge()
 	s.calm = false
@@ -222,6 +238,9 @@ func (s *schedule) run(steps int) {
 	}
 	s.step = 0
 	s.logf("faults stop")
+	if s.refused != "" {
+		s.changeVersion()
+	}
 	s.calm = true
 	s.stale, s.staleFor = nil, 0
 	for peer := range s.catchUp {
@@ -356,8 +375,41 @@ func (s *schedule) act() {
 		s.logf("member %s paused (SIGSTOP) for %d passes", p, passes)
 		s.paused[p] = max(s.paused[p], passes)
 	default:
-		s.logf("client writes only")
+		switch {
+		case s.scheduled && s.rx.IntN(2) == 0:
+			// Pods age too: start timeouts may run out.
+			s.ops++
+			s.logf("an hour passes: a scheduled backup is due")
+			g.clock.advance(time.Hour + time.Minute)
+		case s.versions && s.rx.IntN(2) == 0:
+			s.ops++
+			s.changeVersion()
+		default:
+			s.logf("client writes only")
+		}
 	}
+}
+
+// changeVersion upgrades spec.version by a minor version, or sets one the
+// operator refuses (a downgrade, a skipped minor version), under which it
+// must still heal the cluster; the next change, or faults stopping, puts
+// the accepted one back. Process members run bin/etcd whatever the
+// version: an upgrade is a roll in the operator's order and gating.
+func (s *schedule) changeVersion() {
+	c := s.g.get(s.name)
+	switch {
+	case s.refused != "":
+		c.Spec.Version, s.refused = s.version, ""
+		s.logf("spec.version back to %s", s.version)
+	case s.version == "3.6.16" && s.rx.IntN(2) == 0:
+		c.Spec.Version, s.version = "3.7.0", "3.7.0"
+		s.logf("upgrade to %s", s.version)
+	default:
+		s.refused = []string{"3.5.26", "3.9.0"}[s.rx.IntN(2)]
+		c.Spec.Version = s.refused
+		s.logf("spec.version %s, which the operator refuses", s.refused)
+	}
+	s.update(c)
 }
 
 // heal ends the cut between pod's member and its peers.
@@ -398,6 +450,10 @@ func (s *schedule) write() {
 func (s *schedule) pass() {
 	g := s.g
 	s.passes++
+	var acked map[string]string
+	if s.scheduled {
+		acked = maps.Clone(s.acked)
+	}
 	// Failed passes are the operator's to retry.
 	res, err := g.r.Reconcile(g.t.Context(), crreconcile.Request{NamespacedName: types.NamespacedName{Namespace: g.ns, Name: s.name}})
 	for _, e := range g.drain() {
@@ -405,6 +461,9 @@ func (s *schedule) pass() {
 	}
 	if err != nil {
 		s.logf("  pass failed: %v", err)
+	}
+	if s.scheduled {
+		s.checkScheduled(acked)
 	}
 	if s.proc != nil && (err != nil || res.RequeueAfter > 0) {
 		// Real etcd takes time (an election, the 5s etcd wants every
@@ -681,6 +740,28 @@ func (s *schedule) backup() {
 			s.checkBackup("on-demand backup "+name, want, g.backupKeys(s.name, m))
 		}
 	}
+}
+
+// checkScheduled checks a scheduled backup that a pass recorded in
+// status.backup against the writes acked before that pass.
+func (s *schedule) checkScheduled(acked map[string]string) {
+	var c v1alpha1.EtcdCluster
+	if err := s.g.c.Get(s.g.t.Context(), client.ObjectKey{Namespace: s.g.ns, Name: s.name}, &c); err != nil {
+		return
+	}
+	id := c.Status.Backup.LastBackupID
+	if id == "" || id == s.lastScheduled {
+		return
+	}
+	s.lastScheduled = id
+	for _, m := range s.g.storedBackups(s.name) {
+		if m.ID == id {
+			s.logf("  scheduled backup %s at revision %s", id, m.Snapshot.ConsistencyPoint)
+			s.checkBackup("scheduled backup "+id, acked, s.g.backupKeys(s.name, m))
+			return
+		}
+	}
+	s.violate("status.backup.lastBackupID %s is not in the store", id)
 }
 
 func (s *schedule) checkBackup(what string, want, got map[string]string) {
