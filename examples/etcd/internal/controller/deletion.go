@@ -2,9 +2,14 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/opkit-dev/opkit/backup"
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
@@ -39,15 +44,25 @@ func (h *ClusterHooks) finalBackup(ctx context.Context, c *v1alpha1.EtcdCluster)
 	if b == nil || b.SkipFinalBackup {
 		return reconcile.Done()
 	}
-	store, err := clusterStore(ctx, h.Stores, c.Namespace, c.Name, b.StoreRef)
+	going, err := h.namespaceGoing(ctx, c.Namespace)
 	if err != nil {
 		return reconcile.Retry(fmt.Errorf("final backup: %w", err))
+	}
+	fail := func(err error) reconcile.Result {
+		if going {
+			return h.skipFinalBackup(ctx, c, err)
+		}
+		return reconcile.Retry(fmt.Errorf("final backup: %w", err))
+	}
+	store, err := clusterStore(ctx, h.Stores, c.Namespace, c.Name, b.StoreRef)
+	if err != nil {
+		return fail(err)
 	}
 	// Idempotent: a final backup recording this cluster's UID is this
 	// deletion's (an on-demand or scheduled one taken meanwhile is not: it
 	// may predate the last writes).
 	if done, err := finalBackupTaken(ctx, store, c); err != nil {
-		return reconcile.Retry(fmt.Errorf("final backup: %w", err))
+		return fail(err)
 	} else if done {
 		return reconcile.Done()
 	}
@@ -61,13 +76,16 @@ func (h *ClusterHooks) finalBackup(ctx context.Context, c *v1alpha1.EtcdCluster)
 	// until the guard goes.
 	tlsConfig, err := clientTLS(ctx, h.secrets(), c, h.now())
 	if err != nil {
-		return reconcile.Retry(fmt.Errorf("final backup: %w", err))
+		return fail(err)
 	}
 	obs, err := h.observe(ctx, c, guard, tlsConfig)
 	if err != nil {
-		return reconcile.Retry(err)
+		return fail(err)
 	}
 	sources := obs.sources()
+	if len(sources) == 0 && going {
+		return h.skipFinalBackup(ctx, c, errors.New("no healthy voting member is left"))
+	}
 	if len(sources) == 0 {
 		// A deleted cluster runs no Reconcile: a member whose pod went
 		// (a restart, an eviction) comes back on its data here, to take
@@ -83,12 +101,35 @@ func (h *ClusterHooks) finalBackup(ctx context.Context, c *v1alpha1.EtcdCluster)
 			"no healthy voting member to take the final backup from; set spec.backup.skipFinalBackup to delete without one", stepRequeue)
 	}
 	m, err := snapshotInto(ctx, h.Etcd, store, sources, finalBackupExtra(c), etcdclient.WithTLS(obs.tls))
+	if err != nil && going {
+		return h.skipFinalBackup(ctx, c, err)
+	}
 	countBackup(c.Namespace, c.Name, TriggerFinal, err)
 	if err != nil {
 		return reconcile.Retry(fmt.Errorf("final backup: %w", err))
 	}
 	ctrl.LoggerFrom(ctx).Info("final backup taken", "id", m.ID, "size", m.Size, "sha256", m.SHA256)
 	emit(h.Recorder, c, normal, EventFinalBackupTaken, "Backup", fmt.Sprintf("final backup %s taken at revision %s (%d bytes); the members are deleted next", m.ID, m.Snapshot.ConsistencyPoint, m.Size))
+	return reconcile.Done()
+}
+
+// namespaceGoing reports whether namespace ns is being deleted: its pods
+// and claims go with it, and no pod can be created in it again.
+func (h *ClusterHooks) namespaceGoing(ctx context.Context, ns string) (bool, error) {
+	var n corev1.Namespace
+	if err := h.apiReader().Get(ctx, client.ObjectKey{Name: ns}, &n); err != nil {
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	}
+	return n.DeletionTimestamp != nil, nil
+}
+
+// skipFinalBackup lets a cluster in a namespace being deleted go without
+// its final backup, once taking it failed for why.
+func (h *ClusterHooks) skipFinalBackup(ctx context.Context, c *v1alpha1.EtcdCluster, why error) reconcile.Result {
+	countBackup(c.Namespace, c.Name, TriggerFinal, why)
+	msg := fmt.Sprintf("namespace %s is being deleted with the members' pods and claims; no final backup was taken: %v", c.Namespace, why)
+	ctrl.LoggerFrom(ctx).Info(msg, "etcdcluster", klog.KObj(c))
+	emit(h.Recorder, c, warning, EventFinalBackupSkipped, "Backup", msg)
 	return reconcile.Done()
 }
 

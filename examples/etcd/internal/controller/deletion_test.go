@@ -410,3 +410,43 @@ func TestDeletionRecreatesAMissingMemberForTheFinalBackup(t *testing.T) {
 		t.Errorf("final backup lacks acknowledged writes (-want +got):\n%s", diff)
 	}
 }
+
+// TestDeletedNamespaceEndsWithoutAFinalBackup: deleting a cluster's
+// namespace deletes its pods and claims, and no pod can be created in it
+// again, so no member can come back to take the final backup from. The
+// cluster goes, with a Warning event. Before, the finalizer tried to
+// recreate a member every pass (refused: the namespace is terminating)
+// and held the namespace Terminating for good.
+func TestDeletedNamespaceEndsWithoutAFinalBackup(t *testing.T) {
+	g := newRig(t)
+	c := g.createBackedUp("ns", 3, 0, 20)
+	// The namespace controller's part (envtest runs none): the namespace
+	// is Terminating, the cluster and the pods are deleted.
+	if err := g.c.Delete(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: g.ns}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.c.Delete(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range g.names(&corev1.PodList{}) {
+		g.deletePodAndStop("ns", p)
+	}
+	g.drain()
+	for i := 0; i < 10 && g.exists(c); i++ {
+		if err := g.pass("ns"); err != nil {
+			t.Logf("pass: %v", err)
+		}
+	}
+	if g.exists(c) {
+		t.Fatalf("EtcdCluster still exists after 10 passes: %+v", g.get("ns").Status.Conditions)
+	}
+	var warnings []string
+	for _, e := range g.drain() {
+		if strings.HasPrefix(e, "Warning") {
+			warnings = append(warnings, e)
+		}
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], controller.EventFinalBackupSkipped) || !strings.Contains(warnings[0], "namespace "+g.ns) {
+		t.Errorf("warnings %q, want one %s naming namespace %s", warnings, controller.EventFinalBackupSkipped, g.ns)
+	}
+}

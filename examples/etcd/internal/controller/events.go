@@ -26,6 +26,11 @@ const (
 	// EventFinalBackupTaken (Normal): a deleted EtcdCluster's final backup
 	// is in its store; its members go next.
 	EventFinalBackupTaken = "FinalBackupTaken"
+	// EventFinalBackupSkipped (Warning): a deleted EtcdCluster's namespace
+	// is being deleted, taking the members' pods and claims with it, and
+	// no member was left to take the final backup from. The API server
+	// refuses new events in such a namespace: the operator's log has it too.
+	EventFinalBackupSkipped = "FinalBackupSkipped"
 	// EventRestored (Normal): spec.restore's backup, or the one a rebuild
 	// after every member was lost chose, is in the seed.
 	EventRestored = "Restored"

@@ -20,14 +20,15 @@ package controller
 // are the clusters' guards (see LabelGuardOf): created, read from the
 // cache and deleted. A member's PersistentVolume and its node are read
 // (get) only while the member's pod does not run, to tell a node declared
-// gone (see EventMemberNodeLost).
+// gone (see EventMemberNodeLost). A deleted cluster's namespace is read
+// (get) to tell a namespace being deleted (see EventFinalBackupSkipped).
 //
 // +kubebuilder:rbac:groups=etcd.opkit.dev,resources=etcdclusters;etcdbackups,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=etcd.opkit.dev,resources=etcdclusters/status;etcdbackups/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=etcd.opkit.dev,resources=etcdclusters/finalizers;etcdbackups/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=pods;persistentvolumeclaims;services,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;update
-// +kubebuilder:rbac:groups="",resources=nodes;persistentvolumes,verbs=get
+// +kubebuilder:rbac:groups="",resources=namespaces;nodes;persistentvolumes,verbs=get
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch

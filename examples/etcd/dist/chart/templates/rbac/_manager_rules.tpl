@@ -13,6 +13,7 @@
 - apiGroups:
   - ""
   resources:
+  - namespaces
   - nodes
   - persistentvolumes
   verbs:
