@@ -14,7 +14,7 @@
 // naming the endpoint it dials, adds no member it cannot reach, keeps the
 // PodDisruptionBudget on etcd's members (not spec.size) through spec
 // changes, and holds deletion for the final
-// backup until told to skip it. Membership changes against real etcd are
+// backup until told to skip it, or until its namespace is deleted. Membership changes against real etcd are
 // tested in examples/etcd/internal/membership; an unreachable cluster that
 // had answered before (Degraded=True, reason Unreachable) in the
 // controller's envtest tests.
