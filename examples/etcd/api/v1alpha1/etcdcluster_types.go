@@ -265,8 +265,10 @@ type RecoveryStatus struct {
 // certificates must be valid for every member, "*.<cluster>.<namespace>.svc",
 // and allow server and client auth; the client certificate allows client
 // auth and is what the operator dials the members with. All three must be
-// signed by a CA in their ca.crt. A CA with a new key cannot be rolled out
-// member by member: put the old and the new CA in every ca.crt first.
+// signed by a CA in their ca.crt. Members mount the operator's copy
+// (status.tls.secretName); a change running members would not trust is
+// refused (Stalled, TLSChangeRefused). Rotate a CA in three steps: both
+// CAs in every ca.crt, then certificates of the new CA, then it alone.
 // +kubebuilder:validation:XValidation:rule="self == oldSelf",message="tls is immutable: to change where a cluster's certificates come from, back it up and restore the backup into a new cluster (spec.restore)"
 // +kubebuilder:validation:XValidation:rule="has(self.auto) ? !(has(self.peerSecretName) || has(self.serverSecretName) || has(self.clientSecretName)) : (has(self.peerSecretName) && has(self.serverSecretName) && has(self.clientSecretName))",message="set auto, or all of peerSecretName, serverSecretName and clientSecretName"
 type TLSSpec struct {
@@ -378,6 +380,16 @@ type TLSStatus struct {
 	// (spec.tls.auto only).
 	// +optional
 	RenewAt *metav1.Time `json:"renewAt,omitempty"`
+	// SecretName is the operator's copy of the accepted certificates:
+	// what new members mount and the operator dials with. A change of the
+	// Secrets of spec.tls is copied only if members running the current
+	// copy and the new certificates trust each other.
+	// +optional
+	SecretName string `json:"secretName,omitempty"`
+	// Retired are earlier copies, each deleted once no member mounts it.
+	// +listType=atomic
+	// +optional
+	Retired []string `json:"retired,omitempty"`
 }
 
 // BackupSpec configures a cluster's scheduled backups.

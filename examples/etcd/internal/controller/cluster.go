@@ -2,12 +2,14 @@ package controller
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
@@ -233,25 +235,11 @@ func targetVersion(c *v1alpha1.EtcdCluster) string {
 	return v
 }
 
-// Reconcile runs one pass; with invalid fields (invalidFields) it ends
-// Stalled but is looked at again as a healthy pass would be.
+// Reconcile runs one pass; with invalid fields (invalidFields) or Secrets
+// of spec.tls the members' copy stands in for, it ends Stalled but is
+// looked at again as a healthy pass would be.
 func (h *ClusterHooks) Reconcile(ctx context.Context, c *v1alpha1.EtcdCluster) reconcile.Result {
 	invalid := invalidFields(c)
-	res := h.reconcile(ctx, c)
-	if len(invalid) == 0 || res.Kind() == reconcile.KindRetry || res.Kind() == reconcile.KindTerminal {
-		return res
-	}
-	after := res.After()
-	if after <= 0 {
-		after = healthRequeue
-	}
-	return reconcile.Terminal(reconcile.ReasonInvalidSpec, invalid.ToAggregate()).RecheckAfter(after)
-}
-
-// reconcile runs one pass: children, observation, one membership step,
-// scheduled backups, status.
-func (h *ClusterHooks) reconcile(ctx context.Context, c *v1alpha1.EtcdCluster) reconcile.Result {
-	log := ctrl.LoggerFrom(ctx)
 	if c.Status.ClusterToken == "" {
 		c.Status.ClusterToken = string(c.UID)
 	}
@@ -260,10 +248,32 @@ func (h *ClusterHooks) reconcile(ctx context.Context, c *v1alpha1.EtcdCluster) r
 	if err != nil {
 		return childError(err)
 	}
-	tlsConfig, res := h.certificates(ctx, c, guard)
-	if res != nil {
-		return *res
+	tlsConfig, aside, stop := h.certificates(ctx, c, guard)
+	if stop != nil {
+		return *stop
 	}
+	res := h.reconcile(ctx, c, guard, tlsConfig)
+	if (len(invalid) == 0 && aside == nil) || res.Kind() == reconcile.KindRetry || res.Kind() == reconcile.KindTerminal {
+		return res
+	}
+	after := res.After()
+	if after <= 0 {
+		after = healthRequeue
+	}
+	switch {
+	case len(invalid) > 0:
+		return reconcile.Terminal(reconcile.ReasonInvalidSpec, invalid.ToAggregate()).RecheckAfter(after)
+	case aside.reason == ReasonTLSSecretMissing:
+		return reconcile.Waiting(aside.reason, aside.Error(), min(after, secretRecheck))
+	default:
+		return reconcile.Terminal(aside.reason, aside).RecheckAfter(min(after, secretRecheck))
+	}
+}
+
+// reconcile runs one pass: children, observation, one membership step,
+// scheduled backups, status.
+func (h *ClusterHooks) reconcile(ctx context.Context, c *v1alpha1.EtcdCluster, guard *corev1.ConfigMap, tlsConfig *tls.Config) reconcile.Result {
+	log := ctrl.LoggerFrom(ctx)
 	obs, err := h.observe(ctx, c, guard, tlsConfig)
 	if err != nil {
 		return reconcile.Retry(err)

@@ -235,10 +235,11 @@ func memberPod(c *v1alpha1.EtcdCluster, member, version, initialCluster, state s
 }
 
 // addTLS makes the etcd container of pod serve its peers and clients over
-// TLS with the certificates of spec.tls, requiring client certificates on
-// both ports, and probes it on the plain HTTP metrics port.
+// TLS with the operator's copy of the certificates (status.tls), requiring
+// client certificates on both ports, and probes it on the plain HTTP
+// metrics port. The copy is immutable: the kubelet never changes what a
+// running member reads, members move to new certificates by restarting.
 func addTLS(c *v1alpha1.EtcdCluster, pod *corev1.Pod) {
-	names := tlsSecretNames(c)
 	peer, server := tlsMountRoot+"/peer", tlsMountRoot+"/server"
 	ctr := &pod.Spec.Containers[0]
 	ctr.Args = append(ctr.Args,
@@ -254,12 +255,23 @@ func addTLS(c *v1alpha1.EtcdCluster, pod *corev1.Pod) {
 	)
 	ctr.Ports = append(ctr.Ports, corev1.ContainerPort{Name: "metrics", ContainerPort: MetricsPort, Protocol: corev1.ProtocolTCP})
 	ctr.ReadinessProbe.HTTPGet.Port = intstr.FromInt32(MetricsPort)
-	for _, v := range []struct{ name, secret, path string }{{"peer-tls", names[0], peer}, {"server-tls", names[1], server}} {
-		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: v.name, VolumeSource: corev1.VolumeSource{
-			Secret: &corev1.SecretVolumeSource{SecretName: v.secret, DefaultMode: ptr.To[int32](0o400)}}})
-		ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: v.name, MountPath: v.path, ReadOnly: true})
+	var items []corev1.KeyToPath
+	for _, role := range []string{peerRole.name, serverRole.name} {
+		for _, from := range []string{corev1.TLSCertKey, corev1.TLSPrivateKeyKey, caKey} {
+			items = append(items, corev1.KeyToPath{Key: copyKeys[role][from], Path: role + "/" + from})
+		}
 	}
+	var name string
+	if c.Status.TLS != nil {
+		name = c.Status.TLS.SecretName
+	}
+	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: tlsVolume, VolumeSource: corev1.VolumeSource{
+		Secret: &corev1.SecretVolumeSource{SecretName: name, Items: items, DefaultMode: ptr.To[int32](0o400)}}})
+	ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: tlsVolume, MountPath: tlsMountRoot, ReadOnly: true})
 }
+
+// tlsVolume is the member pod's volume of the copy.
+const tlsVolume = "tls"
 
 // addRestoreInitContainers makes pod the seed of a physical restore: the
 // operator's fetch-backup stages the backup in the data volume, the

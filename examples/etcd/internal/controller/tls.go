@@ -30,6 +30,11 @@ const (
 	// no usable certificate for the cluster; the message names the Secret,
 	// the field and what is wrong. Looked at again every secretRecheck.
 	ReasonTLSSecretInvalid = "TLSSecretInvalid"
+	// ReasonTLSChangeRefused (Stalled=True): the Secrets of spec.tls
+	// changed to certificates that members still running the old ones
+	// would not trust; the members keep the old ones, and the message
+	// names the Secret and the rotation that works.
+	ReasonTLSChangeRefused = "TLSChangeRefused"
 )
 
 // secretRecheck is how often a cluster stalled on an unusable Secret reads
@@ -71,6 +76,10 @@ func ServerSecretName(cluster string) string { return cluster + "-server-tls" }
 
 // ClientSecretName names the client certificate of spec.tls.auto.
 func ClientSecretName(cluster string) string { return cluster + "-client-tls" }
+
+// TLSCopyName names the operator's copy of the certificates of TLS
+// revision revision of cluster, which its members mount.
+func TLSCopyName(cluster, revision string) string { return cluster + "-tls-" + revision }
 
 // tlsRole is one of the three certificates of a TLS cluster.
 type tlsRole struct {
@@ -161,13 +170,10 @@ func (p *tlsProblem) Error() string { return p.err.Error() }
 
 func (p *tlsProblem) Unwrap() error { return p.err }
 
-// certificates is what a pass knows of a TLS cluster's certificates.
+// certificates is what a pass read of a TLS cluster's Secrets.
 type certificates struct {
-	// client is the operator's TLS configuration for the members.
-	client *tls.Config
-	// revision identifies the peer and server certificates and CAs, which
-	// the members run with (see PodRevision).
-	revision string
+	// data is their copy's content (see TLSCopyName).
+	data map[string][]byte
 	// notAfter is the first expiry of the three certificates; renewAt
 	// the first renewal (spec.tls.auto only).
 	notAfter, renewAt time.Time
@@ -215,16 +221,23 @@ func isTLSProblem(err error) (*tlsProblem, bool) {
 }
 
 // certificates makes, renews (spec.tls.auto) and checks c's certificates,
-// records them in status.tls and returns the operator's TLS configuration
-// for c's members: nil without spec.tls. A non-nil Result ends the pass:
-// nothing of the cluster is made or changed before its certificates are
-// usable.
-func (h *ClusterHooks) certificates(ctx context.Context, c *v1alpha1.EtcdCluster, guard *corev1.ConfigMap) (*tls.Config, *reconcile.Result) {
+// copies them for the members unless members would not trust them (see
+// accept), records the copy in status.tls and returns the operator's TLS
+// configuration for c's members: nil without spec.tls. aside is a problem
+// of the Secrets that the pass works around with the members' copy; a
+// non-nil Result ends the pass: nothing is made before there is a copy.
+func (h *ClusterHooks) certificates(ctx context.Context, c *v1alpha1.EtcdCluster, guard *corev1.ConfigMap) (_ *tls.Config, aside *tlsProblem, _ *reconcile.Result) {
 	if !tlsEnabled(c) {
 		c.Status.TLS = nil
-		return nil, nil
+		return nil, nil, nil
 	}
 	certs, err := h.ensureCertificates(ctx, c, guard)
+	problem, ok := isTLSProblem(err)
+	if err != nil && !ok {
+		res := childError(err)
+		return nil, nil, &res
+	}
+	acc, err := h.accept(ctx, c, guard, certs, problem)
 	if err != nil {
 		var res reconcile.Result
 		if p, ok := isTLSProblem(err); ok && p.reason == ReasonTLSSecretMissing {
@@ -234,20 +247,26 @@ func (h *ClusterHooks) certificates(ctx context.Context, c *v1alpha1.EtcdCluster
 		} else {
 			res = childError(err)
 		}
-		return nil, &res
+		return nil, nil, &res
 	}
-	if len(certs.issued) > 0 {
+	revision := memberRevision(acc.copy.Data)
+	if certs != nil && len(certs.issued) > 0 {
 		note := fmt.Sprintf("issued %s", strings.Join(certs.issued, ", "))
-		if c.Status.TLS != nil && c.Status.TLS.Revision != "" && c.Status.TLS.Revision != certs.revision {
+		if c.Status.TLS != nil && c.Status.TLS.Revision != "" && c.Status.TLS.Revision != revision {
 			note += "; the members restart one at a time with them"
 		}
 		emit(h.Recorder, c, normal, EventCertificatesIssued, "IssueCertificates", note)
 		ctrl.LoggerFrom(ctx).Info("certificates issued", "etcdcluster", klog.KObj(c), "secrets", certs.issued)
 	}
-	st := &v1alpha1.TLSStatus{Revision: certs.revision, NotAfter: ptr.To(metav1.NewTime(certs.notAfter))}
-	if !certs.renewAt.IsZero() {
-		st.RenewAt = ptr.To(metav1.NewTime(certs.renewAt))
+	st := &v1alpha1.TLSStatus{Revision: revision, SecretName: acc.copy.Name, Retired: acc.retired}
+	if c.Status.TLS != nil && acc.refused != nil {
+		st.NotAfter, st.RenewAt = c.Status.TLS.NotAfter, c.Status.TLS.RenewAt
+	} else if certs != nil {
+		st.NotAfter = ptr.To(metav1.NewTime(certs.notAfter))
+		if !certs.renewAt.IsZero() {
+			st.RenewAt = ptr.To(metav1.NewTime(certs.renewAt))
+		}
 	}
 	c.Status.TLS = st
-	return certs.client, nil
+	return acc.client, acc.refused, nil
 }

@@ -2,10 +2,7 @@ package controller
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -20,10 +17,7 @@ import (
 // readCertificates reads and checks the three Secrets of c's TLS, those of
 // known (by name) as they are there.
 func readCertificates(ctx context.Context, r client.Reader, c *v1alpha1.EtcdCluster, now time.Time, known map[string]*corev1.Secret) (*certificates, error) {
-	certs := &certificates{}
-	rev := sha256.New()
-	var clientPair tls.Certificate
-	roots := x509.NewCertPool()
+	certs := &certificates{data: map[string][]byte{}}
 	for _, role := range tlsRoles {
 		sec, ok := known[role.secret(c)]
 		if !ok {
@@ -49,23 +43,10 @@ func readCertificates(ctx context.Context, r client.Reader, c *v1alpha1.EtcdClus
 				certs.renewAt = at
 			}
 		}
-		switch role.name {
-		case clientRole.name:
-			// Verify checked the pair.
-			clientPair, _ = tls.X509KeyPair(sec.Data[corev1.TLSCertKey], sec.Data[corev1.TLSPrivateKeyKey])
-		case serverRole.name:
-			roots.AppendCertsFromPEM(sec.Data[caKey])
-			fallthrough
-		default:
-			// What the members mount: a change restarts them.
-			for _, k := range []string{corev1.TLSCertKey, caKey} {
-				fmt.Fprintf(rev, "%s/%s:%d:", role.name, k, len(sec.Data[k]))
-				rev.Write(sec.Data[k])
-			}
+		for from, to := range copyKeys[role.name] {
+			certs.data[to] = sec.Data[from]
 		}
 	}
-	certs.revision = hex.EncodeToString(rev.Sum(nil)[:8])
-	certs.client = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots, Certificates: []tls.Certificate{clientPair}}
 	return certs, nil
 }
 
@@ -85,15 +66,25 @@ func getSecret(ctx context.Context, r client.Reader, namespace, name string) (*c
 }
 
 // clientTLS returns the TLS configuration the operator dials c's members
-// with, nil for a cluster without TLS, read through r. Certificates that
-// are missing or invalid make it fail as a pass of c does.
+// with, nil for a cluster without TLS: that of the copy status.tls names,
+// else (a cluster not yet passed by this operator) of the Secrets of
+// spec.tls, read through r.
 func clientTLS(ctx context.Context, r client.Reader, c *v1alpha1.EtcdCluster, now time.Time) (*tls.Config, error) {
 	if !tlsEnabled(c) {
 		return nil, nil
+	}
+	if st := c.Status.TLS; st != nil && st.SecretName != "" {
+		sec, err := getSecret(ctx, r, c.Namespace, st.SecretName)
+		if err != nil {
+			return nil, err
+		}
+		if sec != nil {
+			return copyTLS(sec.Data)
+		}
 	}
 	certs, err := readCertificates(ctx, r, c, now, nil)
 	if err != nil {
 		return nil, err
 	}
-	return certs.client, nil
+	return copyTLS(certs.data)
 }

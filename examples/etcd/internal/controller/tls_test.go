@@ -142,7 +142,7 @@ func TestTLSAuto(t *testing.T) {
 				secrets = append(secrets, v.Secret.SecretName)
 			}
 		}
-		if diff := cmp.Diff([]string{"t-peer-tls", "t-server-tls"}, secrets); diff != "" {
+		if diff := cmp.Diff([]string{c.Status.TLS.SecretName}, secrets); diff != "" {
 			t.Errorf("pod %s mounts Secrets (-want +got):\n%s", p.Name, diff)
 		}
 		if port := p.Spec.Containers[0].ReadinessProbe.HTTPGet.Port.IntValue(); port != controller.MetricsPort {
@@ -292,7 +292,7 @@ func TestTLSSecrets(t *testing.T) {
 			mounted = append(mounted, v.Secret.SecretName)
 		}
 	}
-	if diff := cmp.Diff([]string{"peer", "server"}, mounted); diff != "" {
+	if diff := cmp.Diff([]string{c.Status.TLS.SecretName}, mounted); diff != "" {
 		t.Errorf("mounted Secrets (-want +got):\n%s", diff)
 	}
 	revision := pod.Annotations[controller.AnnotationPodRevision]

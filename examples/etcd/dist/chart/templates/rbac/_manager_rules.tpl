@@ -37,6 +37,7 @@
   - secrets
   verbs:
   - create
+  - delete
   - get
   - update
 - apiGroups:
