@@ -249,7 +249,7 @@ CHAOS_STEPS ?= 12
 chaos: envtest-assets etcd ## The etcd operator's fault campaign at size: SCHEDULES (etcd processes) and FAKE_SCHEDULES (fake etcd) schedules of CHAOS_STEPS steps from SEED; non-zero on any violation.
 	@mkdir -p .local
 	@cd examples/etcd && status=0; go test $(GO_TEST_FLAGS) -v -timeout 300m -run '^TestFaultCampaign(Fake)?$$' ./internal/controller \
-		-campaign.seed=$(SEED) -campaign.schedules=$(SCHEDULES) -campaign.fakeschedules=$(FAKE_SCHEDULES) -campaign.steps=$(CHAOS_STEPS) -campaign.pause -campaign.partition > $(ROOT)/.local/chaos.log 2>&1 || status=$$?; \
+		-campaign.seed=$(SEED) -campaign.schedules=$(SCHEDULES) -campaign.fakeschedules=$(FAKE_SCHEDULES) -campaign.steps=$(CHAOS_STEPS) -campaign.pause -campaign.partition -campaign.tls=3 > $(ROOT)/.local/chaos.log 2>&1 || status=$$?; \
 		grep -v -E '^(=== (RUN|PAUSE|CONT)|[[:space:]]*--- PASS|fault campaign)' $(ROOT)/.local/chaos.log | tail -n 300; \
 		grep '^fault campaign' $(ROOT)/.local/chaos.log; \
 		grep '^fault campaign' $(ROOT)/.local/chaos.log | sed -E 's/.* ([0-9]+) schedules, .* ([0-9]+) violations in .*/\1 \2/' | \

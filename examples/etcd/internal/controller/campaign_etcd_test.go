@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +30,8 @@ import (
 	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/controller"
@@ -121,6 +124,10 @@ type procEtcd struct {
 	cutChanged chan struct{}
 	// peerReqs are the requests between members in flight.
 	peerReqs map[*peerReq]struct{}
+	// tls, for a TLS cluster, is the clients' configuration, and
+	// secrets where the members' Secret volumes are read from.
+	tls     *tls.Config
+	secrets client.Reader
 }
 
 // peerReq is one request from member from to pod to's member.
@@ -133,9 +140,15 @@ type peerReq struct {
 type proc struct {
 	pod      types.UID
 	endpoint string
-	cmd      *exec.Cmd
-	exited   chan struct{}
-	log      string
+	tls      *tls.Config
+	// metrics is the plain URL of a TLS member's /readyz, "" without TLS.
+	metrics string
+	// volumes are the member's Secret volumes and what was written of
+	// each, by the directory they are written to (see mountSecrets).
+	volumes map[string]secretVolume
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	log     string
 
 	mu     sync.Mutex
 	cli    *clientv3.Client
@@ -147,7 +160,7 @@ func (p *proc) conn() (*grpc.ClientConn, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cli == nil {
-		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{p.endpoint}, DialTimeout: time.Second, Logger: zap.NewNop()})
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{p.endpoint}, DialTimeout: time.Second, Logger: zap.NewNop(), TLS: p.tls})
 		if err != nil {
 			return nil, err
 		}
@@ -255,7 +268,11 @@ func (e *procEtcd) client(ctx context.Context, endpoints ...string) (etcdclient.
 	if len(endpoints) == 0 {
 		endpoints = e.endpoints()
 	}
-	return e.factory().New(ctx, endpoints)
+	var opts []etcdclient.DialOption
+	if e.tls != nil {
+		opts = append(opts, etcdclient.WithTLS(e.tls))
+	}
+	return e.factory().New(ctx, endpoints, opts...)
 }
 
 // members is etcd's member list, read from the first member that
@@ -359,10 +376,17 @@ func (e *procEtcd) start(pod *corev1.Pod, claim string) bool {
 		e.t.Fatalf("pod %s: the campaign's kubelet runs no init containers", pod.Name)
 	}
 	ip := e.to(fmt.Sprintf("%s.%s.%s.svc", pod.Name, e.c.Name, e.c.Namespace))
+	root := filepath.Join(e.dir, "volumes", string(pod.UID))
+	volumes := e.mountSecrets(pod, root, nil)
 	var args []string
 	var peers *http.Server
+	var metrics string
 	for _, a := range pod.Spec.Containers[0].Args {
-		flag, value, _ := strings.Cut(a, "=")
+		flag, value, hasValue := strings.Cut(a, "=")
+		if !hasValue {
+			args = append(args, a)
+			continue
+		}
 		switch flag {
 		case "--data-dir":
 			value = e.dataDir(pod, claim)
@@ -371,8 +395,15 @@ func (e *procEtcd) start(pod *corev1.Pod, claim string) bool {
 			peers, value = e.peerProxy(pod.Name, value)
 		case "--listen-client-urls":
 			value = strings.Replace(value, "0.0.0.0", ip, 1)
+		case "--listen-metrics-urls":
+			value = strings.Replace(value, "0.0.0.0", ip, 1)
+			metrics = value + "/readyz"
 		default:
-			value = e.to(value)
+			if strings.HasPrefix(value, "/etc/") {
+				value = filepath.Join(root, value)
+			} else {
+				value = e.to(value)
+			}
 		}
 		args = append(args, flag+"="+value)
 	}
@@ -394,7 +425,8 @@ func (e *procEtcd) start(pod *corev1.Pod, claim string) bool {
 	if err := cmd.Start(); err != nil {
 		e.t.Fatalf("starting etcd for pod %s: %v", pod.Name, err)
 	}
-	p = &proc{pod: pod.UID, endpoint: e.to(controller.InClusterClientURL(e.c, pod.Name)), cmd: cmd, exited: make(chan struct{}), log: logPath}
+	p = &proc{pod: pod.UID, endpoint: e.to(controller.InClusterClientURL(e.c, pod.Name)), tls: e.tls, metrics: metrics, volumes: volumes,
+		cmd: cmd, exited: make(chan struct{}), log: logPath}
 	go func() {
 		_ = cmd.Wait()
 		_ = logf.Close()
@@ -451,7 +483,11 @@ func (e *procEtcd) probe(pod, query string) bool {
 	if p == nil || !p.answers() {
 		return false
 	}
-	resp, err := probe.Get(e.to(controller.InClusterClientURL(e.c, pod)) + "/readyz" + query)
+	target := e.to(controller.InClusterClientURL(e.c, pod)) + "/readyz"
+	if p.metrics != "" {
+		target = p.metrics
+	}
+	resp, err := probe.Get(target + query)
 	if err != nil {
 		return false
 	}
@@ -685,7 +721,7 @@ func (e *procEtcd) raw() *clientv3.Client {
 	for _, ep := range e.endpoints() {
 		eps = append(eps, e.to(ep))
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: time.Second, Logger: zap.NewNop(), TLS: e.tls})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -740,4 +776,73 @@ func (e *procEtcd) oneCluster() error {
 		}
 	}
 	return nil
+}
+
+// secretVolume is what was written of one Secret volume of a member.
+type secretVolume struct {
+	secret          string
+	resourceVersion string
+	items           []corev1.KeyToPath
+}
+
+// mountSecrets writes the Secret volumes of pod's etcd container under
+// root, at their mount paths, as the kubelet does; with written (what was
+// written before) only the Secrets that changed since, as the kubelet
+// updates a mutable Secret's volume under a running container. Immutable
+// Secrets are never written again.
+func (e *procEtcd) mountSecrets(pod *corev1.Pod, root string, written map[string]secretVolume) map[string]secretVolume {
+	if e.secrets == nil {
+		return nil
+	}
+	out := map[string]secretVolume{}
+	for _, m := range pod.Spec.Containers[0].VolumeMounts {
+		for _, v := range pod.Spec.Volumes {
+			if v.Name != m.Name || v.Secret == nil {
+				continue
+			}
+			dir := filepath.Join(root, m.MountPath)
+			var sec corev1.Secret
+			if err := e.secrets.Get(e.t.Context(), client.ObjectKey{Namespace: pod.Namespace, Name: v.Secret.SecretName}, &sec); err != nil {
+				out[dir] = written[dir]
+				continue
+			}
+			before, ok := written[dir]
+			if ok && (before.resourceVersion == sec.ResourceVersion || ptr.Deref(sec.Immutable, false)) {
+				out[dir] = before
+				continue
+			}
+			items := v.Secret.Items
+			if len(items) == 0 {
+				for _, k := range slices.Sorted(maps.Keys(sec.Data)) {
+					items = append(items, corev1.KeyToPath{Key: k, Path: k})
+				}
+			}
+			for _, it := range items {
+				file := filepath.Join(dir, it.Path)
+				if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+					e.t.Fatal(err)
+				}
+				// Renamed into place, as the kubelet swaps a volume's files.
+				if err := os.WriteFile(file+".new", sec.Data[it.Key], 0o400); err != nil {
+					e.t.Fatal(err)
+				}
+				if err := os.Rename(file+".new", file); err != nil {
+					e.t.Fatal(err)
+				}
+			}
+			out[dir] = secretVolume{secret: sec.Name, resourceVersion: sec.ResourceVersion, items: items}
+		}
+	}
+	return out
+}
+
+// refresh updates the Secret volumes of pod's running member that changed.
+func (e *procEtcd) refresh(pod *corev1.Pod) {
+	e.mu.Lock()
+	p := e.procs[pod.Name]
+	e.mu.Unlock()
+	if p == nil || p.pod != pod.UID || len(p.volumes) == 0 {
+		return
+	}
+	p.volumes = e.mountSecrets(pod, filepath.Join(e.dir, "volumes", string(pod.UID)), p.volumes)
 }

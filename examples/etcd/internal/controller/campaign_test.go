@@ -40,6 +40,7 @@ var (
 	campaignParallel  = flag.Int("campaign.parallel", 16, "how many schedules on etcd processes run at once")
 	campaignPause     = flag.Bool("campaign.pause", false, "draw the fault that pauses a member (SIGSTOP) on etcd processes")
 	campaignPartition = flag.Bool("campaign.partition", false, "draw the fault that cuts a member off from its peers on etcd processes")
+	campaignTLSEvery  = flag.Int("campaign.tls", 10, "one schedule in this many runs with spec.tls and CA rotations (0: none)")
 )
 
 // TestFaultCampaign drives the operator through seeded random schedules of
@@ -114,11 +115,12 @@ type schedule struct {
 	r *rand.Rand
 	// rx draws what later versions of the campaign added (scheduled
 	// backups, version changes), so that the seeds named for earlier
-	// defects draw the same operations and faults from r.
-	rx   *rand.Rand
-	name string
-	step int
-	etcd campaignEtcd
+	// defects draw the same operations and faults from r; rt likewise
+	// TLS and CA rotations.
+	rx, rt *rand.Rand
+	name   string
+	step   int
+	etcd   campaignEtcd
 	// proc is etcd when it runs as processes, nil with the fake; load
 	// is then the clients' history, cli a client of every member.
 	proc *procEtcd
@@ -146,6 +148,10 @@ type schedule struct {
 	// last spec.version the operator accepts, refused one it refuses.
 	versions         bool
 	version, refused string
+	// tls is set for a TLS schedule.
+	tls *campaignTLS
+	// base is the cluster the etcd runner builds members' URLs from.
+	base *v1alpha1.EtcdCluster
 	// calm is set once faults stop: new learners no longer lag.
 	calm    bool
 	deleted bool
@@ -164,7 +170,8 @@ type schedule struct {
 
 func newSchedule(t *testing.T, kind string, seed uint64, i int) *schedule {
 	g := newRig(t)
-	s := &schedule{g: g, r: rand.New(rand.NewPCG(seed, uint64(i))), rx: rand.New(rand.NewPCG(seed, ^uint64(i))), name: "c", acked: map[string]string{},
+	s := &schedule{g: g, r: rand.New(rand.NewPCG(seed, uint64(i))), rx: rand.New(rand.NewPCG(seed, ^uint64(i))),
+		rt: rand.New(rand.NewPCG(^seed, uint64(i))), name: "c", acked: map[string]string{},
 		claimOf: map[uint64]types.UID{}, catchUp: map[string]int{}, paused: map[string]int{}, cut: map[string]int{}, started: time.Now()}
 	g.cache = interceptor.NewClient(g.c.(client.WithWatch), interceptor.Funcs{
 		List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
@@ -176,6 +183,7 @@ func newSchedule(t *testing.T, kind string, seed uint64, i int) *schedule {
 		},
 	})
 	c := &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: s.name, Namespace: g.ns}}
+	s.base = c
 	if kind == "fake" {
 		s.etcd = fakeEtcd{f: g.fake, c: c}
 	} else {
@@ -217,9 +225,12 @@ func (s *schedule) run(steps int) {
 		c.Spec.Backup.Schedule, c.Spec.Backup.Retention = "@every 1h", 2
 	}
 	s.versions, s.version = s.rx.IntN(2) == 0, c.Spec.Version
+	if *campaignTLSEvery > 0 && s.rt.IntN(*campaignTLSEvery) == 0 {
+		c.Spec.TLS = s.startTLS()
+	}
 	g.create(c)
 	s.cluster = c
-	s.logf("create size %d, version %s, scheduled backups %q, version changes %t", size, c.Spec.Version, c.Spec.Backup.Schedule, s.versions)
+	s.logf("create size %d, version %s, scheduled backups %q, version changes %t, TLS %t", size, c.Spec.Version, c.Spec.Backup.Schedule, s.versions, s.tls != nil)
 	s.calm = true
 	s.converge()
 	s.calm = false
@@ -240,6 +251,9 @@ func (s *schedule) run(steps int) {
 	s.logf("faults stop")
 	if s.refused != "" {
 		s.changeVersion()
+	}
+	if s.tls != nil && s.tls.refused >= 0 {
+		s.rotateCA()
 	}
 	s.calm = true
 	s.stale, s.staleFor = nil, 0
@@ -348,7 +362,7 @@ func (s *schedule) act() {
 		peer := controller.PeerURL(s.cluster, p)
 		g.fake.SetApplied(peer, g.fake.Revision())
 		s.catchUp[peer] = passes
-	case k == 7 && *campaignPartition && s.proc != nil && len(pods) > 0:
+	case k == 7 && *campaignPartition && s.proc != nil && s.tls == nil && len(pods) > 0:
 		s.faults++
 		p := pods[s.r.IntN(len(pods))]
 		passes := 1 + s.r.IntN(3)
@@ -384,6 +398,9 @@ func (s *schedule) act() {
 		case s.versions && s.rx.IntN(2) == 0:
 			s.ops++
 			s.changeVersion()
+		case s.tls != nil && s.rt.IntN(2) == 0:
+			s.ops++
+			s.rotateCA()
 		default:
 			s.logf("client writes only")
 		}
@@ -429,7 +446,11 @@ func (s *schedule) update(c *v1alpha1.EtcdCluster) {
 func (s *schedule) write() {
 	ctx, cancel := context.WithTimeout(s.g.t.Context(), 5*time.Second)
 	defer cancel()
-	ec, err := s.etcd.factory().New(ctx, s.etcd.endpoints())
+	var opts []etcdclient.DialOption
+	if s.tls != nil {
+		opts = append(opts, etcdclient.WithTLS(s.tls.client))
+	}
+	ec, err := s.etcd.factory().New(ctx, s.etcd.endpoints(), opts...)
 	if err != nil {
 		return
 	}
@@ -519,6 +540,7 @@ func (s *schedule) kubelet() {
 		}
 	}
 	s.etcd.reap(live)
+	s.checkTrust(live)
 	if s.proc != nil {
 		if err := s.proc.oneCluster(); err != nil {
 			s.violate("two clusters: %v", err)
@@ -527,6 +549,9 @@ func (s *schedule) kubelet() {
 	for _, name := range slices.Sorted(maps.Keys(live)) {
 		p := live[name]
 		if p.Status.Phase == corev1.PodRunning && s.etcd.alive(name) {
+			if s.proc != nil {
+				s.proc.refresh(p)
+			}
 			s.setReady(p, s.etcd.ready(name))
 			continue
 		}
@@ -794,7 +819,8 @@ func (s *schedule) deleteCluster() {
 		g.t.Fatal(err)
 	}
 	s.deleted = true
-	for i := 0; i < s.budget(20) && g.exists(c); i++ {
+	deadline := time.Now().Add(s.wallBudget())
+	for i := 0; i < s.budget(20) && g.exists(c) && time.Now().Before(deadline); i++ {
 		s.pass()
 	}
 	if g.exists(c) {
@@ -821,10 +847,14 @@ func (s *schedule) budget(n int) int {
 
 // converge runs passes until the cluster is Ready at its generation.
 func (s *schedule) converge() {
+	deadline := time.Now().Add(s.wallBudget())
 	for range s.budget(60) {
 		s.pass()
 		if s.converged() {
 			return
+		}
+		if time.Now().After(deadline) {
+			break
 		}
 	}
 	c := s.g.get(s.name)
@@ -838,7 +868,17 @@ func (s *schedule) converge() {
 	if s.proc != nil {
 		detail = s.proc.logs()
 	}
-	s.violate("not converged after %d passes: %+v; etcd members %v; pods %v; etcd: %s", s.budget(60), c.Status.Conditions, s.etcd.members(), ps, detail)
+	s.violate("not converged after %d passes or %s: %+v; etcd members %v; pods %v; etcd: %s", s.budget(60), s.wallBudget(), c.Status.Conditions, s.etcd.members(), ps, detail)
+}
+
+// wallBudget bounds a wait on etcd processes whose every call times out
+// (members that no longer trust each other): it would take its passes
+// for half an hour. Schedules that converge take seconds.
+func (s *schedule) wallBudget() time.Duration {
+	if s.proc != nil {
+		return 4 * time.Minute
+	}
+	return time.Hour
 }
 
 func lastN(s []string, n int) []string { return s[max(len(s)-n, 0):] }

@@ -13,3 +13,7 @@ const RetentionRetry = retentionRetry
 func MemberPod(c *v1alpha1.EtcdCluster, member string) *corev1.Pod {
 	return memberPod(c, member, c.Spec.Version, "", "existing", nil)
 }
+
+// TrustEachOther is trustEachOther: whether members running copy old and
+// members given next talk to each other.
+var TrustEachOther = trustEachOther
