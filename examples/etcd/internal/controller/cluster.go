@@ -260,14 +260,10 @@ func (h *ClusterHooks) Reconcile(ctx context.Context, c *v1alpha1.EtcdCluster) r
 	if after <= 0 {
 		after = healthRequeue
 	}
-	switch {
-	case len(invalid) > 0:
+	if len(invalid) > 0 {
 		return reconcile.Terminal(reconcile.ReasonInvalidSpec, invalid.ToAggregate()).RecheckAfter(after)
-	case aside.reason == ReasonTLSSecretMissing:
-		return reconcile.Waiting(aside.reason, aside.Error(), min(after, secretRecheck))
-	default:
-		return reconcile.Terminal(aside.reason, aside).RecheckAfter(min(after, secretRecheck))
 	}
+	return aside.result(min(after, secretRecheck))
 }
 
 // reconcile runs one pass: children, observation, one membership step,

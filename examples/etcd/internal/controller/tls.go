@@ -170,6 +170,15 @@ func (p *tlsProblem) Error() string { return p.err.Error() }
 
 func (p *tlsProblem) Unwrap() error { return p.err }
 
+// result ends a pass with p: waiting for a missing Secret, stalled on an
+// unusable one; either is looked at again after after.
+func (p *tlsProblem) result(after time.Duration) reconcile.Result {
+	if p.reason == ReasonTLSSecretMissing {
+		return reconcile.Waiting(p.reason, p.Error(), after)
+	}
+	return reconcile.Terminal(p.reason, p).RecheckAfter(after)
+}
+
 // certificates is what a pass read of a TLS cluster's Secrets.
 type certificates struct {
 	// data is their copy's content (see TLSCopyName).
@@ -239,13 +248,9 @@ func (h *ClusterHooks) certificates(ctx context.Context, c *v1alpha1.EtcdCluster
 	}
 	acc, err := h.accept(ctx, c, guard, certs, problem)
 	if err != nil {
-		var res reconcile.Result
-		if p, ok := isTLSProblem(err); ok && p.reason == ReasonTLSSecretMissing {
-			res = reconcile.Waiting(p.reason, p.Error(), childConflictRequeue)
-		} else if ok {
-			res = reconcile.Terminal(p.reason, err).RecheckAfter(secretRecheck)
-		} else {
-			res = childError(err)
+		res := childError(err)
+		if p, ok := isTLSProblem(err); ok {
+			res = p.result(secretRecheck)
 		}
 		return nil, nil, &res
 	}

@@ -183,10 +183,14 @@ func (h *ClusterHooks) accept(ctx context.Context, c *v1alpha1.EtcdCluster, guar
 		return nil, err
 	}
 	refused := problem
+	var name string
 	if sources != nil {
-		name := copyName(c, sources.data)
+		name = copyName(c, sources.data)
 		if _, ok := copies[name]; !ok {
-			for _, old := range slices.Sorted(maps.Keys(copies)) {
+			for _, old := range mounted {
+				if copies[old] == nil {
+					continue
+				}
 				if err := trustEachOther(c, copies[old].Data, sources.data, h.now()); err != nil {
 					refused = &tlsProblem{reason: ReasonTLSChangeRefused, err: err}
 					break
@@ -196,8 +200,8 @@ func (h *ClusterHooks) accept(ctx context.Context, c *v1alpha1.EtcdCluster, guar
 	}
 	var cp *corev1.Secret
 	if refused == nil {
-		if cp = copies[copyName(c, sources.data)]; cp == nil {
-			if cp, err = h.ensureCopy(ctx, c, guard, sources.data); err != nil {
+		if cp = copies[name]; cp == nil {
+			if cp, err = h.ensureCopy(ctx, c, guard, name, sources.data); err != nil {
 				return nil, err
 			}
 		}
@@ -241,9 +245,8 @@ func (h *ClusterHooks) currentCopy(ctx context.Context, c *v1alpha1.EtcdCluster,
 	return nil, nil
 }
 
-// ensureCopy creates the immutable copy of data unless it exists.
-func (h *ClusterHooks) ensureCopy(ctx context.Context, c *v1alpha1.EtcdCluster, guard *corev1.ConfigMap, data map[string][]byte) (*corev1.Secret, error) {
-	name := copyName(c, data)
+// ensureCopy creates the immutable copy name of data unless it exists.
+func (h *ClusterHooks) ensureCopy(ctx context.Context, c *v1alpha1.EtcdCluster, guard *corev1.ConfigMap, name string, data map[string][]byte) (*corev1.Secret, error) {
 	sec, err := getSecret(ctx, h.secrets(), c.Namespace, name)
 	if err != nil {
 		return nil, err
