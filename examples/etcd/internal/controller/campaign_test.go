@@ -72,11 +72,11 @@ func TestFaultCampaignFake(t *testing.T) {
 
 func campaign(t *testing.T, kind string, schedules, parallel int) {
 	seed := *campaignSeed
-	var ops, faults, backups, passes, histories, clientOps, violations atomic.Int64
+	var ops, faults, backups, restores, passes, histories, clientOps, violations atomic.Int64
 	start := time.Now()
 	t.Cleanup(func() {
-		fmt.Printf("fault campaign (%s etcd): seed %d, %d schedules, %d operations, %d faults, %d operator passes, %d backups and %d client histories (%d client operations) checked, %d violations in %s\n",
-			kind, seed, schedules, ops.Load(), faults.Load(), passes.Load(), backups.Load(), histories.Load(), clientOps.Load(), violations.Load(), time.Since(start).Round(time.Second))
+		fmt.Printf("fault campaign (%s etcd): seed %d, %d schedules, %d operations, %d faults, %d operator passes, %d backups, %d restored clusters and %d client histories (%d client operations) checked, %d violations in %s\n",
+			kind, seed, schedules, ops.Load(), faults.Load(), passes.Load(), backups.Load(), restores.Load(), histories.Load(), clientOps.Load(), violations.Load(), time.Since(start).Round(time.Second))
 	})
 	// Schedules on etcd processes mostly wait for etcd: more run at once
 	// than -parallel allows tests.
@@ -96,6 +96,7 @@ func campaign(t *testing.T, kind string, schedules, parallel int) {
 				faults.Add(int64(s.faults))
 				passes.Add(int64(s.passes))
 				backups.Add(int64(s.backups))
+				restores.Add(int64(s.restores))
 				histories.Add(int64(s.histories))
 				clientOps.Add(int64(s.clientOps))
 				if len(s.violations) > 0 {
@@ -116,16 +117,18 @@ type schedule struct {
 	// rx draws what later versions of the campaign added (scheduled
 	// backups, version changes), so that the seeds named for earlier
 	// defects draw the same operations and faults from r; rt likewise
-	// TLS and CA rotations.
-	rx, rt *rand.Rand
-	name   string
-	step   int
-	etcd   campaignEtcd
+	// TLS and CA rotations, rr restores into a new cluster.
+	rx, rt, rr *rand.Rand
+	name       string
+	index      int
+	step       int
+	etcd       campaignEtcd
 	// proc is etcd when it runs as processes, nil with the fake; load
 	// is then the clients' history, cli a client of every member.
-	proc *procEtcd
-	load *load
-	cli  *clientv3.Client
+	// restoring runs the members of a cluster being restored.
+	proc, restoring *procEtcd
+	load            *load
+	cli             *clientv3.Client
 	// acked are the writes etcd acknowledged.
 	acked map[string]string
 	// claimOf is the claim each member ID first started on: its data.
@@ -163,6 +166,7 @@ type schedule struct {
 	last, lastLine       string
 	repeats              int
 	ops, faults, backups int
+	restores             int
 	passes               int
 	log                  []string
 	violations           []string
@@ -171,7 +175,7 @@ type schedule struct {
 func newSchedule(t *testing.T, kind string, seed uint64, i int) *schedule {
 	g := newRig(t)
 	s := &schedule{g: g, r: rand.New(rand.NewPCG(seed, uint64(i))), rx: rand.New(rand.NewPCG(seed, ^uint64(i))),
-		rt: rand.New(rand.NewPCG(^seed, uint64(i))), name: "c", acked: map[string]string{},
+		rt: rand.New(rand.NewPCG(^seed, uint64(i))), rr: rand.New(rand.NewPCG(^seed, ^uint64(i))), name: "c", index: i, acked: map[string]string{},
 		claimOf: map[uint64]types.UID{}, catchUp: map[string]int{}, paused: map[string]int{}, cut: map[string]int{}, started: time.Now()}
 	g.cache = interceptor.NewClient(g.c.(client.WithWatch), interceptor.Funcs{
 		List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
@@ -469,31 +473,13 @@ func (s *schedule) write() {
 
 // pass runs one operator pass and then the kubelet.
 func (s *schedule) pass() {
-	g := s.g
-	s.passes++
 	var acked map[string]string
 	if s.scheduled {
 		acked = maps.Clone(s.acked)
 	}
-	// Failed passes are the operator's to retry.
-	res, err := g.r.Reconcile(g.t.Context(), crreconcile.Request{NamespacedName: types.NamespacedName{Namespace: g.ns, Name: s.name}})
-	for _, e := range g.drain() {
-		s.logf("  operator: %s", e)
-	}
-	if err != nil {
-		s.logf("  pass failed: %v", err)
-	}
+	s.reconcile(s.name)
 	if s.scheduled {
 		s.checkScheduled(acked)
-	}
-	if s.proc != nil && (err != nil || res.RequeueAfter > 0) {
-		// Real etcd takes time (an election, the 5s etcd wants every
-		// voter connected before a member is added): wait a little as
-		// the operator's queue would.
-		time.Sleep(min(res.RequeueAfter, 250*time.Millisecond))
-		if err != nil {
-			time.Sleep(250 * time.Millisecond)
-		}
 	}
 	if s.staleFor > 0 {
 		if s.staleFor--; s.staleFor == 0 {
@@ -520,6 +506,29 @@ func (s *schedule) pass() {
 	s.kubelet()
 }
 
+// reconcile runs one operator pass of cluster name. Failed passes are
+// the operator's to retry.
+func (s *schedule) reconcile(name string) {
+	g := s.g
+	s.passes++
+	res, err := g.r.Reconcile(g.t.Context(), crreconcile.Request{NamespacedName: types.NamespacedName{Namespace: g.ns, Name: name}})
+	for _, e := range g.drain() {
+		s.logf("  operator: %s", e)
+	}
+	if err != nil {
+		s.logf("  pass failed: %v", err)
+	}
+	if s.proc != nil && (err != nil || res.RequeueAfter > 0) {
+		// Real etcd takes time (an election, the 5s etcd wants every
+		// voter connected before a member is added): wait a little as
+		// the operator's queue would.
+		time.Sleep(min(res.RequeueAfter, 250*time.Millisecond))
+		if err != nil {
+			time.Sleep(250 * time.Millisecond)
+		}
+	}
+}
+
 // kubelet stops the members whose pods are gone, starts the pods not yet
 // running (again, after a crash) and reports their readiness. A pod that
 // starts a member etcd knows as started must be on the claim that member
@@ -533,38 +542,63 @@ func (s *schedule) kubelet() {
 	if err := g.c.List(ctx, &pods, client.InNamespace(g.ns)); err != nil {
 		g.t.Fatal(err)
 	}
+	// Pods of a restored cluster deleted before stay: envtest runs no
+	// garbage collector.
 	live := map[string]*corev1.Pod{}
 	for i := range pods.Items {
-		if p := &pods.Items[i]; p.DeletionTimestamp == nil {
+		if p := &pods.Items[i]; p.DeletionTimestamp == nil && s.clusterOf(p) != nil {
 			live[p.Name] = p
 		}
 	}
 	s.etcd.reap(live)
 	s.checkTrust(live)
-	if s.proc != nil {
-		if err := s.proc.oneCluster(); err != nil {
+	for _, e := range []*procEtcd{s.proc, s.restoring} {
+		if e == nil {
+			continue
+		}
+		if err := e.oneCluster(); err != nil {
 			s.violate("two clusters: %v", err)
 		}
 	}
+	if s.restoring != nil {
+		s.restoring.reap(live)
+	}
 	for _, name := range slices.Sorted(maps.Keys(live)) {
 		p := live[name]
-		if p.Status.Phase == corev1.PodRunning && s.etcd.alive(name) {
-			if s.proc != nil {
-				s.proc.refresh(p)
+		e := s.etcd
+		if s.clusterOf(p) != s.cluster {
+			e = s.restoring
+		}
+		if p.Status.Phase == corev1.PodRunning && e.alive(name) {
+			if pe, ok := e.(*procEtcd); ok {
+				pe.refresh(p)
 			}
-			s.setReady(p, s.etcd.ready(name))
+			s.setReady(p, e.ready(name))
 			continue
 		}
 		claim := s.claimUID(p)
-		s.checkClaim(name, claim)
-		s.setReady(p, s.etcd.start(p, string(claim)))
+		s.checkClaim(e, s.clusterOf(p), name, claim)
+		s.setReady(p, e.start(p, string(claim)))
 	}
 }
 
-// checkClaim checks that member name starts on the claim its data is on.
-func (s *schedule) checkClaim(name string, claim types.UID) {
-	peer := controller.PeerURL(s.cluster, name)
-	for _, m := range s.etcd.members() {
+// clusterOf is the cluster of pod p: nil for a restored cluster
+// deleted before.
+func (s *schedule) clusterOf(p *corev1.Pod) *v1alpha1.EtcdCluster {
+	switch c := p.Labels[controller.LabelCluster]; {
+	case c == s.name:
+		return s.cluster
+	case s.restoring != nil && c == s.restoring.c.Name:
+		return s.restoring.c
+	}
+	return nil
+}
+
+// checkClaim checks that member name of cluster c, run by e, starts on
+// the claim its data is on.
+func (s *schedule) checkClaim(e campaignEtcd, c *v1alpha1.EtcdCluster, name string, claim types.UID) {
+	peer := controller.PeerURL(c, name)
+	for _, m := range e.members() {
 		if m.PeerURLs[0] != peer {
 			continue
 		}
@@ -652,8 +686,11 @@ func (s *schedule) intact() bool {
 }
 
 // converged reports whether the cluster is Ready at its generation.
-func (s *schedule) converged() bool {
-	c := s.g.get(s.name)
+func (s *schedule) converged() bool { return s.ready(s.name) }
+
+// ready reports whether cluster name is Ready at its generation.
+func (s *schedule) ready(name string) bool {
+	c := s.g.get(name)
 	return statusutil.IsFalse(c, v1alpha1.ConditionProgressing) && c.Status.ObservedGeneration == c.Generation &&
 		statusutil.IsTrue(c, v1alpha1.ConditionAvailable) && statusutil.IsTrue(c, statusutil.ReadyCondition)
 }
@@ -761,8 +798,15 @@ func (s *schedule) backup() {
 		return
 	}
 	for _, m := range g.storedBackups(s.name) {
-		if m.ID == b.Status.BackupID {
-			s.checkBackup("on-demand backup "+name, want, g.backupKeys(s.name, m))
+		if m.ID != b.Status.BackupID {
+			continue
+		}
+		keys := g.backupKeys(s.name, m)
+		s.checkBackup("on-demand backup "+name, want, keys)
+		// The fake has one keyspace: a restored cluster would share it.
+		if s.proc != nil && s.tls == nil && s.rr.IntN(2) == 0 {
+			s.ops++
+			s.restore(name, keys)
 		}
 	}
 }
