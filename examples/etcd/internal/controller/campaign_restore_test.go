@@ -87,17 +87,7 @@ func (s *schedule) restoreFault(rc *v1alpha1.EtcdCluster, fault int) {
 	if fault == 1 && g.get(rc.Name).Status.Restored {
 		fault = 0
 	}
-	var pods corev1.PodList
-	if err := g.c.List(g.t.Context(), &pods, client.InNamespace(g.ns), client.MatchingLabels{controller.LabelCluster: rc.Name}); err != nil {
-		g.t.Fatal(err)
-	}
-	var names []string
-	for _, p := range pods.Items {
-		if p.DeletionTimestamp == nil {
-			names = append(names, p.Name)
-		}
-	}
-	slices.Sort(names)
+	names := g.names(&corev1.PodList{}, client.MatchingLabels{controller.LabelCluster: rc.Name})
 	switch {
 	case fault == 2:
 		s.faults++
@@ -108,22 +98,18 @@ func (s *schedule) restoreFault(rc *v1alpha1.EtcdCluster, fault int) {
 		s.faults++
 		p := names[s.rr.IntN(len(names))]
 		s.logf("  pod %s killed while %s restores", p, rc.Name)
-		s.killRestoring(p)
+		s.killPod(p, true)
 	case fault == 1:
 		s.faults++
 		p := names[s.rr.IntN(len(names))]
 		s.logf("  pod %s and its claim lost while %s restores", p, rc.Name)
 		var claim corev1.PersistentVolumeClaim
 		if err := g.c.Get(g.t.Context(), client.ObjectKey{Namespace: g.ns, Name: p + "-data"}, &claim); err == nil {
-			if err := g.c.Delete(g.t.Context(), &claim); client.IgnoreNotFound(err) != nil {
-				g.t.Fatal(err)
-			}
-			g.claimGone(p)
 			// The seed starts again on a new claim under the same ID, as
 			// the restore starts over: its data is gone with the claim.
 			maps.DeleteFunc(s.claimOf, func(_ uint64, uid types.UID) bool { return uid == claim.UID })
 		}
-		s.killRestoring(p)
+		s.loseClaim(p, 0)
 	}
 }
 
@@ -156,15 +142,4 @@ func (s *schedule) checkRestored(name, backup string, keys map[string]string) {
 	if len(diff) > 0 {
 		s.violate("the cluster restored from %s differs from it in %d keys, first %s", backup, len(diff), diff[0])
 	}
-}
-
-// killRestoring deletes pod name of the cluster being restored and kills
-// its member.
-func (s *schedule) killRestoring(name string) {
-	pod := &corev1.Pod{}
-	pod.Name, pod.Namespace = name, s.g.ns
-	if err := s.g.c.Delete(s.g.t.Context(), pod); client.IgnoreNotFound(err) != nil {
-		s.g.t.Fatal(err)
-	}
-	s.restoring.stop(name, true)
 }

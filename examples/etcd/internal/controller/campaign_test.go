@@ -39,7 +39,7 @@ var (
 	campaignSteps     = flag.Int("campaign.steps", 8, "operations and faults per schedule")
 	campaignParallel  = flag.Int("campaign.parallel", 16, "how many schedules on etcd processes run at once")
 	campaignPause     = flag.Bool("campaign.pause", false, "draw the fault that pauses a member (SIGSTOP) on etcd processes")
-	campaignPartition = flag.Bool("campaign.partition", false, "draw the fault that cuts a member off from its peers on etcd processes")
+	campaignPartition = flag.Bool("campaign.partition", true, "draw the fault that cuts a member off from its peers on etcd processes")
 	campaignTLSEvery  = flag.Int("campaign.tls", 10, "one schedule in this many runs with spec.tls and CA rotations (0: none)")
 )
 
@@ -695,12 +695,17 @@ func (s *schedule) ready(name string) bool {
 		statusutil.IsTrue(c, v1alpha1.ConditionAvailable) && statusutil.IsTrue(c, statusutil.ReadyCondition)
 }
 
-// killPod deletes pod name and stops its member, killed when crash is
-// set (SIGKILL), else as a kubelet stops a deleted pod. With the fake, a
-// leader's followers elect another.
+// killPod deletes pod name, of the schedule's cluster or the one being
+// restored, and stops its member: killed when crash is set (SIGKILL),
+// else as a kubelet stops a deleted pod. With the fake, a leader's
+// followers elect another.
 func (s *schedule) killPod(name string, crash bool) {
 	if err := s.g.c.Delete(s.g.t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.g.ns}}); client.IgnoreNotFound(err) != nil {
 		s.g.t.Fatal(err)
+	}
+	if s.restoring != nil && strings.HasPrefix(name, s.restoring.c.Name+"-") {
+		s.restoring.stop(name, crash)
+		return
 	}
 	lead := s.etcd.leader()
 	s.etcd.stop(name, crash)

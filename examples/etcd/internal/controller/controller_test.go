@@ -363,9 +363,11 @@ func (g *rig) converge(name string, maxPasses int) (int, []error) {
 	return 0, nil
 }
 
-func (g *rig) names(list client.ObjectList) []string {
+// names lists the names of list's objects in the rig's namespace that
+// are not being deleted, sorted.
+func (g *rig) names(list client.ObjectList, opts ...client.ListOption) []string {
 	g.t.Helper()
-	if err := g.c.List(g.t.Context(), list, client.InNamespace(g.ns)); err != nil {
+	if err := g.c.List(g.t.Context(), list, append(opts, client.InNamespace(g.ns))...); err != nil {
 		g.t.Fatal(err)
 	}
 	var out []string
