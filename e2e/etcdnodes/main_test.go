@@ -3,7 +3,8 @@
 // recorded client load: a `kubectl drain` whose evictions go through the
 // cluster's PodDisruptionBudget, then a node that dies outright and is
 // later declared gone (tainted node.kubernetes.io/out-of-service, as
-// Kubernetes' non-graceful node shutdown asks).
+// Kubernetes' non-graceful node shutdown asks). TestNodeCampaign, which
+// make chaos runs, draws schedules of faults on the same nodes.
 //
 // Members keep their data on local volumes (the real nodes' local-path
 // provisioner), so a member's pod can run only on the node that holds its

@@ -32,6 +32,8 @@ type Operator struct {
 
 	mu      sync.Mutex
 	dir     string
+	bin     string
+	args    []string
 	logPath string
 	cmd     *exec.Cmd
 	done    chan struct{}
@@ -64,40 +66,62 @@ func (o *Operator) Start(repoRoot string) env.Func {
 			}
 			args = append(args, more...)
 		}
+		o.bin, o.args = bin, args
 		o.logPath = filepath.Join(dir, "operator.log")
-		logFile, err := os.Create(o.logPath)
-		if err != nil {
-			return ctx, err
-		}
-		cmd := exec.Command(bin, args...)
-		cmd.Stdout, cmd.Stderr = logFile, logFile
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
-			_ = logFile.Close()
-			return ctx, fmt.Errorf("starting %s: %w", o.Name, err)
-		}
-		o.cmd = cmd
-		o.done = make(chan struct{})
-		go func() {
-			err := cmd.Wait()
-			_ = logFile.Close()
-			o.mu.Lock()
-			o.waitErr = err
-			o.mu.Unlock()
-			close(o.done)
-		}()
-		fmt.Fprintf(os.Stderr, "%s e2e: operator pid %d, log %s\n", o.Name, cmd.Process.Pid, o.logPath)
-		return ctx, nil
+		return ctx, o.run()
 	}
+}
+
+// run starts the built operator, appending to its log.
+func (o *Operator) run() error {
+	logFile, err := os.OpenFile(o.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(o.bin, o.args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return fmt.Errorf("starting %s: %w", o.Name, err)
+	}
+	done := make(chan struct{})
+	o.mu.Lock()
+	o.cmd, o.done, o.waitErr = cmd, done, nil
+	o.mu.Unlock()
+	go func() {
+		err := cmd.Wait()
+		_ = logFile.Close()
+		o.mu.Lock()
+		o.waitErr = err
+		o.mu.Unlock()
+		close(done)
+	}()
+	fmt.Fprintf(os.Stderr, "%s e2e: operator pid %d, log %s\n", o.Name, cmd.Process.Pid, o.logPath)
+	return nil
+}
+
+// Restart kills the operator (SIGKILL, as a crash or a lost node does)
+// and starts it again with the same flags.
+func (o *Operator) Restart() error {
+	if o.cmd == nil {
+		return errors.New("the operator was not started")
+	}
+	_ = o.cmd.Process.Kill()
+	<-o.done
+	return o.run()
 }
 
 // Exited reports whether the operator process has exited, and how.
 func (o *Operator) Exited() (bool, error) {
-	if o.done == nil {
+	o.mu.Lock()
+	done := o.done
+	o.mu.Unlock()
+	if done == nil {
 		return false, nil
 	}
 	select {
-	case <-o.done:
+	case <-done:
 		o.mu.Lock()
 		defer o.mu.Unlock()
 		return true, o.waitErr
