@@ -148,8 +148,9 @@ func (s *nodeSchedule) run(ctx context.Context, t *testing.T, cfg *envconf.Confi
 		time.Sleep(time.Duration(s.r.IntN(8)) * time.Second)
 	}
 	s.logf("faults stop")
-	s.converge(ctx, t, cfg)
-	s.logf("Ready")
+	if s.converge(ctx, t, cfg) {
+		s.logf("converged")
+	}
 	s.checkHistory(ctx, t)
 }
 
@@ -175,9 +176,9 @@ func (s *nodeSchedule) act(ctx context.Context, t *testing.T, cfg *envconf.Confi
 		p := names[s.r.IntN(len(names))]
 		s.logf("step %d: pod %s killed (grace period 0)", step, p)
 		s.deletePod(ctx, t, cfg, p)
-	case k == 3 && len(names) >= 3 && s.ready(ctx, cfg):
+	case k == 3 && len(names) >= 3 && s.isSettled(ctx, cfg):
 		// More than one member's data at once is beyond what the operator
-		// recovers from by itself: only on a Ready cluster.
+		// recovers from by itself: only on a settled cluster.
 		s.sum.faults++
 		p := names[s.r.IntN(len(names))]
 		s.logf("step %d: pod %s and its claim lost", step, p)
@@ -206,10 +207,10 @@ func (s *nodeSchedule) act(ctx context.Context, t *testing.T, cfg *envconf.Confi
 }
 
 // drain drains node of the cluster's pods through the disruption budget,
-// as `kubectl drain` does, then uncordons it. Started on a Ready cluster,
-// it must leave a quorum: writes go on.
+// as `kubectl drain` does, then uncordons it. Started on a settled
+// cluster, it must leave a quorum: writes go on.
 func (s *nodeSchedule) drain(ctx context.Context, t *testing.T, cfg *envconf.Config, step int, node string) {
-	ready := s.ready(ctx, cfg)
+	ready := s.isSettled(ctx, cfg)
 	start := time.Now()
 	out, err := harness.Kubectl(ctx, cfg, "drain", node, "--pod-selector="+labelCluster+"="+nodeCluster,
 		"--ignore-daemonsets", "--delete-emptydir-data", "--timeout=20s")
@@ -219,7 +220,7 @@ func (s *nodeSchedule) drain(ctx context.Context, t *testing.T, cfg *envconf.Con
 		outcome = "stopped (" + lastLine(out) + ")"
 	}
 	gap, _ := s.probe.longestGap(start, end)
-	s.logf("step %d: drain of %s %s; longest write gap %s; cluster Ready before: %t", step, node, outcome, gap.Round(time.Millisecond), ready)
+	s.logf("step %d: drain of %s %s; longest write gap %s; cluster settled before: %t", step, node, outcome, gap.Round(time.Millisecond), ready)
 	if out, err := harness.Kubectl(ctx, cfg, "uncordon", node); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
@@ -228,7 +229,7 @@ func (s *nodeSchedule) drain(ctx context.Context, t *testing.T, cfg *envconf.Con
 	}
 	s.sum.drains++
 	if gap > maxWriteGap {
-		s.violate(t, "a drain of %s from a Ready cluster stopped writes for %s, want at most %s", node, gap.Round(time.Millisecond), maxWriteGap)
+		s.violate(t, "a drain of %s from a settled cluster stopped writes for %s, want at most %s", node, gap.Round(time.Millisecond), maxWriteGap)
 	}
 }
 
@@ -263,36 +264,48 @@ func (s *nodeSchedule) update(ctx context.Context, t *testing.T, cfg *envconf.Co
 	}
 }
 
-// converge waits for the cluster to be Ready at its generation with a
-// Ready pod for each member of spec.size: right after a fault, the
-// condition may still be the one from before.
-func (s *nodeSchedule) converge(ctx context.Context, t *testing.T, cfg *envconf.Config) {
-	harness.WaitFor(ctx, t, "EtcdCluster "+s.ns+"/"+nodeCluster+" to converge", 5*time.Minute, 2*time.Second, func(ctx context.Context) (bool, string) {
-		var c v1alpha1.EtcdCluster
-		if err := cfg.Client().Resources().Get(ctx, nodeCluster, s.ns, &c); err != nil {
-			return false, err.Error()
+// converge waits for the cluster to settle once faults stop; failing
+// that is a violation.
+func (s *nodeSchedule) converge(ctx context.Context, t *testing.T, cfg *envconf.Config) bool {
+	var why string
+	for deadline := time.Now().Add(5 * time.Minute); time.Now().Before(deadline); time.Sleep(2 * time.Second) {
+		var ok bool
+		if ok, why = s.settled(ctx, cfg); ok {
+			return true
 		}
-		pods := memberPods(ctx, t, cfg, s.ns, nodeCluster)
-		ok := s.ready(ctx, cfg) && len(pods) == int(c.Spec.Size)
-		for _, p := range pods {
-			ok = ok && p.DeletionTimestamp == nil && harness.PodReady(&p)
-		}
-		return ok, fmt.Sprintf("conditions %+v; pods: %s", c.Status.Conditions, harness.DescribePods(ctx, cfg, s.ns))
-	})
+	}
+	s.violate(t, "not converged 5m after faults stopped: %s; pods: %s", why, harness.DescribePods(ctx, cfg, s.ns))
+	return false
 }
 
-// ready reports whether the cluster is Ready at its generation.
-func (s *nodeSchedule) ready(ctx context.Context, cfg *envconf.Config) bool {
+// settled reports whether the cluster is Ready at its generation with a
+// Ready pod for each member of spec.size: right after a fault, the
+// condition may still be the one from before.
+func (s *nodeSchedule) settled(ctx context.Context, cfg *envconf.Config) (bool, string) {
 	var c v1alpha1.EtcdCluster
 	if err := cfg.Client().Resources().Get(ctx, nodeCluster, s.ns, &c); err != nil {
-		return false
+		return false, err.Error()
 	}
+	ready := false
 	for _, cond := range c.Status.Conditions {
 		if cond.Type == "Ready" {
-			return cond.Status == metav1.ConditionTrue && cond.ObservedGeneration == c.Generation
+			ready = cond.Status == metav1.ConditionTrue && cond.ObservedGeneration == c.Generation
 		}
 	}
-	return false
+	var pods corev1.PodList
+	if err := cfg.Client().Resources(s.ns).List(ctx, &pods, resources.WithLabelSelector(labelCluster+"="+nodeCluster)); err != nil {
+		return false, err.Error()
+	}
+	ok := ready && len(pods.Items) == int(c.Spec.Size)
+	for _, p := range pods.Items {
+		ok = ok && p.DeletionTimestamp == nil && harness.PodReady(&p)
+	}
+	return ok, fmt.Sprintf("Ready %t at generation %d, %d pods for size %d", ready, c.Generation, len(pods.Items), c.Spec.Size)
+}
+
+func (s *nodeSchedule) isSettled(ctx context.Context, cfg *envconf.Config) bool {
+	ok, _ := s.settled(ctx, cfg)
+	return ok
 }
 
 // checkHistory stops the load, reads every key once more and checks the

@@ -104,11 +104,14 @@ func (o *Operator) run() error {
 // Restart kills the operator (SIGKILL, as a crash or a lost node does)
 // and starts it again with the same flags.
 func (o *Operator) Restart() error {
-	if o.cmd == nil {
+	o.mu.Lock()
+	cmd, done := o.cmd, o.done
+	o.mu.Unlock()
+	if cmd == nil {
 		return errors.New("the operator was not started")
 	}
-	_ = o.cmd.Process.Kill()
-	<-o.done
+	_ = cmd.Process.Kill()
+	<-done
 	return o.run()
 }
 

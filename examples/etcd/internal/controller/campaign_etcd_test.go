@@ -140,14 +140,18 @@ type peerConn struct {
 	to   string
 	in   *net.TCPConn
 
-	mu  sync.Mutex
-	out *net.TCPConn
+	mu     sync.Mutex
+	out    *net.TCPConn
+	closed bool
 }
 
-func (c *peerConn) setOut(out *net.TCPConn) {
+// setOut records the connection to the member; false if the connection
+// was cut meanwhile.
+func (c *peerConn) setOut(out *net.TCPConn) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.out = out
+	return !c.closed
 }
 
 // close drops the connection both ways, as a lost link would.
@@ -155,6 +159,7 @@ func (c *peerConn) close() {
 	_ = c.in.Close()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.closed = true
 	if c.out != nil {
 		_ = c.out.Close()
 	}
@@ -222,6 +227,11 @@ func newProcEtcd(t *testing.T, c *v1alpha1.EtcdCluster, block int) *procEtcd {
 		for _, p := range e.procs {
 			p.kill()
 		}
+		// Held connections end.
+		clear(e.cutPods)
+		clear(e.cutIDs)
+		close(e.cutChanged)
+		e.cutChanged = make(chan struct{})
 	})
 	return e
 }
@@ -636,9 +646,14 @@ func (e *procEtcd) relay(pod string, in *net.TCPConn, addr string) {
 		return
 	}
 	conn := &peerConn{from: from, to: pod, in: in}
-	for {
+	for waited := false; ; waited = true {
 		e.mu.Lock()
 		if !e.cut(from, pod) {
+			if waited {
+				// Replayed after the heal, it would be stale.
+				e.mu.Unlock()
+				return
+			}
 			e.peerConns[conn] = struct{}{}
 			e.mu.Unlock()
 			break
@@ -653,12 +668,15 @@ func (e *procEtcd) relay(pod string, in *net.TCPConn, addr string) {
 		delete(e.peerConns, conn)
 		e.mu.Unlock()
 	}()
-	out, err := net.Dial("tcp", addr)
+	dialed, err := net.Dial("tcp", addr)
 	if err != nil {
 		return
 	}
+	out := dialed.(*net.TCPConn)
 	defer func() { _ = out.Close() }()
-	conn.setOut(out.(*net.TCPConn))
+	if !conn.setOut(out) {
+		return
+	}
 	done := make(chan struct{})
 	go func() {
 		_, _ = io.Copy(in, out)
@@ -666,10 +684,15 @@ func (e *procEtcd) relay(pod string, in *net.TCPConn, addr string) {
 		close(done)
 	}()
 	head, _ := br.Peek(br.Buffered())
+	if end := bytes.Index(head, []byte("\r\n\r\n")); from == 0 && end >= 0 {
+		// rafthttp's prober names no sender but shares the pool of
+		// connections its raft messages go over: one request only.
+		head = slices.Concat(head[:end+2], []byte("Connection: close\r\n"), head[end+2:])
+	}
 	if _, err := out.Write(head); err == nil {
 		_, _ = io.Copy(out, in)
 	}
-	_ = out.(*net.TCPConn).CloseWrite()
+	_ = out.CloseWrite()
 	<-done
 }
 
