@@ -30,14 +30,16 @@
 //  2. If the object is being deleted: runs Finalize while the Reconciler's
 //     finalizer is present, then removes the finalizer with a patch; an
 //     object that vanishes meanwhile counts as done.
-//  3. Otherwise, when the hooks implement Finalizer, makes sure the
+//  3. If the object carries AnnotationPaused: records Paused (one status
+//     write, then none) and ends the pass; no hook runs.
+//  4. Otherwise, when the hooks implement Finalizer, makes sure the
 //     finalizer is present (never on an object being deleted).
-//  4. Runs Default, Validate and Reconcile.
-//  5. Derives Ready, Reconciling and Stalled from the Result (kstatus
+//  5. Runs Default, Validate and Reconcile.
+//  6. Derives Ready, Reconciling and Stalled from the Result (kstatus
 //     conventions, through statusutil) and the conditions named with
 //     WithConditions / WithNegativePolarityConditions, and sets
 //     status.observedGeneration unless the pass failed with Retry.
-//  6. Writes the status once, only if it changed, as a server-side apply of
+//  7. Writes the status once, only if it changed, as a server-side apply of
 //     the fields this controller owns. Conditions written by other
 //     controllers are not sent and so are kept; no resourceVersion is sent, so
 //     concurrent writers cause no conflict.

@@ -13,7 +13,7 @@ import (
 // manager's metrics endpoint) when the first Reconciler is built.
 const (
 	// MetricOutcomes counts passes by controller and outcome: done,
-	// requeue_after, waiting, retry, terminal, invalid, finalized, not_found.
+	// requeue_after, waiting, retry, terminal, invalid, paused, finalized, not_found.
 	MetricOutcomes = "opkit_reconcile_outcomes_total"
 	// MetricStatusWrites counts status writes by controller and result:
 	// written (a request was sent), skipped (nothing changed), deferred
@@ -37,7 +37,7 @@ type metrics struct {
 func metricsFor(name string) (*metrics, error) {
 	registerOnce.Do(func() {
 		outcomesVec, registerErr = registerCounter(prometheus.CounterOpts{Name: MetricOutcomes,
-			Help: "Reconcile passes by outcome: done, requeue_after, waiting, retry, terminal, invalid, finalized, not_found."},
+			Help: "Reconcile passes by outcome: done, requeue_after, waiting, retry, terminal, invalid, paused, finalized, not_found."},
 			"controller", "outcome")
 		if registerErr != nil {
 			return

@@ -51,7 +51,8 @@ func (r *Reconciler[T]) deferProgress(key types.NamespacedName, before, after T,
 		return 0, false
 	}
 	gen := after.GetGeneration()
-	if res.kind != KindWaiting || before.GetObservedGeneration() >= gen {
+	// A resumed object must lose Paused at once.
+	if res.kind != KindWaiting || before.GetObservedGeneration() >= gen || wasPaused(before) {
 		r.progress.forget(key)
 		return 0, false
 	}

@@ -201,6 +201,9 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req crreconcile.Request) 
 		r.writes.record(req.NamespacedName, obj, readRV, stale)
 		return res, err
 	}
+	if IsPaused(obj) {
+		return ctrl.Result{}, r.pause(ctx, req.NamespacedName, before, obj, readRV, stale)
+	}
 
 	if _, ok := r.hooks.(Finalizer[T]); ok {
 		if _, err := ownership.EnsureFinalizer(ctx, r.client, obj, r.opts.finalizer); err != nil {
@@ -217,6 +220,7 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req crreconcile.Request) 
 		stale = append(stale, obj.GetResourceVersion())
 	}
 
+	resumed := statusutil.Remove(obj, ConditionPaused)
 	res := r.run(ctx, obj)
 	r.setConditions(obj, res)
 	if after, ok := r.deferProgress(req.NamespacedName, before, obj, res); ok {
@@ -229,6 +233,9 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req crreconcile.Request) 
 		copyStatus(before, obj)
 		r.writes.record(req.NamespacedName, obj, readRV, stale)
 		return ctrl.Result{RequeueAfter: after}, nil
+	}
+	if resumed {
+		r.recorder.Eventf(obj, nil, "Normal", EventResumed, "Pause", "annotation %s removed: reconciling again", AnnotationPaused)
 	}
 	out, err := r.finish(ctx, before, obj, res)
 	r.writes.record(req.NamespacedName, obj, readRV, stale)
@@ -256,6 +263,8 @@ func (r *Reconciler[T]) finalize(ctx context.Context, before, obj T) (ctrl.Resul
 		// garbage collector finish the deletion.
 		return ctrl.Result{}, nil
 	}
+	// Deletion is not paused.
+	statusutil.Remove(obj, ConditionPaused)
 	res := Done()
 	if f, ok := r.hooks.(Finalizer[T]); ok {
 		res = f.Finalize(ctx, obj)

@@ -9,6 +9,7 @@ import (
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -36,8 +37,8 @@ func (h *resultHooks) Reconcile(_ context.Context, w *testv1.Widget) reconcile.R
 // each kind of Result and asks kstatus itself what the written status means
 // to Flux, kpt and kubectl-style waits: a new object is InProgress until a
 // pass reports on its generation, Done is Current, a wait or a retry is
-// InProgress, a Terminal result is Failed, and a spec change is InProgress
-// again until the next pass.
+// InProgress, a Terminal result is Failed, a spec change is InProgress
+// again until the next pass, and a paused object is InProgress.
 func TestReconcilerOutcomesAsKstatusSeesThem(t *testing.T) {
 	ctx := t.Context()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "kstatus-"}}
@@ -62,14 +63,17 @@ func TestReconcilerOutcomesAsKstatusSeesThem(t *testing.T) {
 		next      reconcile.Result
 		available metav1.ConditionStatus
 		spec      string // a new spec.message before the pass, if set
+		paused    *bool  // set or remove reconcile.AnnotationPaused before the pass
 		want      status.Status
 	}{
-		{"done", reconcile.Done(), metav1.ConditionTrue, "", status.CurrentStatus},
-		{"spec changed, not yet reconciled", reconcile.Done(), metav1.ConditionTrue, "v2", status.InProgressStatus},
-		{"waiting", reconcile.Waiting("PodsStarting", "2 of 3 pods ready", 0), metav1.ConditionFalse, "", status.InProgressStatus},
-		{"retrying", reconcile.Retry(errors.New("the API was down")), metav1.ConditionUnknown, "", status.InProgressStatus},
-		{"done again", reconcile.Done(), metav1.ConditionTrue, "", status.CurrentStatus},
-		{"terminal", reconcile.Terminal("BadConfig", errors.New("spec.message names no template")), metav1.ConditionFalse, "", status.FailedStatus},
+		{"done", reconcile.Done(), metav1.ConditionTrue, "", nil, status.CurrentStatus},
+		{"spec changed, not yet reconciled", reconcile.Done(), metav1.ConditionTrue, "v2", nil, status.InProgressStatus},
+		{"waiting", reconcile.Waiting("PodsStarting", "2 of 3 pods ready", 0), metav1.ConditionFalse, "", nil, status.InProgressStatus},
+		{"retrying", reconcile.Retry(errors.New("the API was down")), metav1.ConditionUnknown, "", nil, status.InProgressStatus},
+		{"done again", reconcile.Done(), metav1.ConditionTrue, "", nil, status.CurrentStatus},
+		{"paused", reconcile.Done(), metav1.ConditionTrue, "", ptr.To(true), status.InProgressStatus},
+		{"resumed", reconcile.Done(), metav1.ConditionTrue, "", ptr.To(false), status.CurrentStatus},
+		{"terminal", reconcile.Terminal("BadConfig", errors.New("spec.message names no template")), metav1.ConditionFalse, "", nil, status.FailedStatus},
 	}
 	for _, s := range steps {
 		if s.spec != "" {
@@ -80,6 +84,15 @@ func TestReconcilerOutcomesAsKstatusSeesThem(t *testing.T) {
 				t.Errorf("step %q", s.name)
 			}
 			continue
+		}
+		if s.paused != nil {
+			cur := read()
+			if *s.paused {
+				cur.Annotations = map[string]string{reconcile.AnnotationPaused: ""}
+			} else {
+				delete(cur.Annotations, reconcile.AnnotationPaused)
+			}
+			testkit.Must(t, env.Client.Update(ctx, cur))
 		}
 		hooks.next, hooks.available = s.next, s.available
 		_, _ = r.Reconcile(ctx, crreconcile.Request{NamespacedName: key})
