@@ -71,9 +71,10 @@
 // New and SetupWithManager take the Reconciler's options (Option: name,
 // finalizer, field owner, conditions, events, progress delay).
 // SetupWithManager also takes the options of the controller it registers
-// (SetupOption: WithOwns, WithWatches, WithPredicates,
-// WithMaxConcurrentReconciles, WithSkipNameValidation); New builds no
-// controller and does not compile with those.
+// (SetupOption: WithOwns, WithWatches, WithRawSource, WithPredicates,
+// WithMaxConcurrentReconciles, WithSkipNameValidation, and
+// WithControllerOptions for every controller-runtime controller option);
+// New builds no controller and does not compile with those.
 //
 // # Requirements on the kind
 //

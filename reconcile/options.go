@@ -9,10 +9,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/opkit-dev/opkit/statusutil"
 )
@@ -26,9 +29,9 @@ type Option interface {
 
 // SetupOption configures SetupWithManager: every Option, and the options
 // that shape the controller SetupWithManager registers (WithOwns,
-// WithWatches, WithPredicates, WithMaxConcurrentReconciles,
-// WithSkipNameValidation). New builds no controller, so it does not accept
-// those: passing one to New does not compile. With New, give the same
+// WithWatches, WithRawSource, WithPredicates, WithMaxConcurrentReconciles,
+// WithSkipNameValidation, WithControllerOptions). New builds no
+// controller, so passing one of those to New does not compile. With New, give the same
 // settings to the builder (ctrl.NewControllerManagedBy) that runs the
 // Reconciler.
 //
@@ -71,7 +74,11 @@ type setupOptions struct {
 	watches       []watch
 	predicates    []predicate.Predicate
 	maxConcurrent int
-	skipNameCheck bool
+	// skipNameCheck is nil unless WithSkipNameValidation is given, so
+	// that the manager's Controller.SkipNameValidation applies.
+	skipNameCheck *bool
+	controller    controller.Options
+	rawSources    []source.Source
 }
 
 func defaultOptions(gvk schema.GroupVersionKind) options {
@@ -113,6 +120,9 @@ func (o *options) validate() error {
 func (o *setupOptions) validate() error {
 	if o.maxConcurrent < 0 {
 		return fmt.Errorf("reconcile: invalid options: WithMaxConcurrentReconciles(%d): must be 0 (the default) or more", o.maxConcurrent)
+	}
+	if o.controller.Reconciler != nil {
+		return errors.New("reconcile: invalid options: WithControllerOptions: Reconciler must be unset; the controller runs the Reconciler SetupWithManager builds")
 	}
 	return nil
 }
@@ -249,7 +259,24 @@ func WithMaxConcurrentReconciles(n int) SetupOption {
 
 // WithSkipNameValidation lets several controllers with the same name be set
 // up in one process, which controller-runtime refuses by default. Meant for
-// tests.
+// tests. Without it the manager's Controller.SkipNameValidation applies.
 func WithSkipNameValidation() SetupOption {
-	return setupOnlyOption(func(o *setupOptions) { o.skipNameCheck = true })
+	return setupOnlyOption(func(o *setupOptions) { o.skipNameCheck = ptr.To(true) })
+}
+
+// WithControllerOptions gives the controller SetupWithManager registers
+// controller-runtime's options: a rate limiter, a queue, a log
+// constructor, a reconciliation timeout, and whatever later minors add.
+// WithMaxConcurrentReconciles and WithSkipNameValidation, when given, win
+// over the same fields here. Leave Reconciler unset: the controller runs
+// the Reconciler SetupWithManager builds.
+func WithControllerOptions(opts controller.Options) SetupOption {
+	return setupOnlyOption(func(o *setupOptions) { o.controller = opts })
+}
+
+// WithRawSource adds a source of requests of its own (a channel of
+// generic events, a source with its own cache) to the controller
+// SetupWithManager registers, as the builder's WatchesRawSource does.
+func WithRawSource(src source.Source) SetupOption {
+	return setupOnlyOption(func(o *setupOptions) { o.rawSources = append(o.rawSources, src) })
 }

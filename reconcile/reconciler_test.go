@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -366,6 +367,8 @@ func TestControllerOptionsAreSetupOnly(t *testing.T) {
 		"WithPredicates":              reconcile.WithPredicates(reconcile.DefaultPredicate()),
 		"WithMaxConcurrentReconciles": reconcile.WithMaxConcurrentReconciles(2),
 		"WithSkipNameValidation":      reconcile.WithSkipNameValidation(),
+		"WithControllerOptions":       reconcile.WithControllerOptions(controller.Options{}),
+		"WithRawSource":               reconcile.WithRawSource(nil),
 	}
 	for name, o := range setupOnly {
 		if _, ok := o.(reconcile.Option); ok {

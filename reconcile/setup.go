@@ -18,6 +18,8 @@ import (
 //
 //	For(T) with the default predicates (or WithPredicates),
 //	Owns(each WithOwns type), Watches(each WithWatches registration),
+//	WatchesRawSource(each WithRawSource source),
+//	the controller options of WithControllerOptions,
 //	MaxConcurrentReconciles (WithMaxConcurrentReconciles).
 //
 // The default predicates let through what the Reconciler must act on and
@@ -82,20 +84,33 @@ func SetupWithManager[T Object](mgr ctrl.Manager, hooks Hooks[T], opts ...SetupO
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(r.opts.name).
 		For(newObj(), builder.WithPredicates(preds...)).
-		WithOptions(controller.Options{
-			MaxConcurrentReconciles: so.maxConcurrent,
-			SkipNameValidation:      &so.skipNameCheck,
-		})
+		WithOptions(so.controllerOptions())
 	for _, o := range so.owns {
 		b = b.Owns(o, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{}))
 	}
 	for _, w := range so.watches {
 		b = b.Watches(w.obj, w.handler, w.opts...)
 	}
+	for _, src := range so.rawSources {
+		b = b.WatchesRawSource(src)
+	}
 	if err := b.Complete(r); err != nil {
 		return nil, fmt.Errorf("setting up controller %s: %w", r.opts.name, err)
 	}
 	return r, nil
+}
+
+// controllerOptions merges WithControllerOptions with the options of
+// their own.
+func (so *setupOptions) controllerOptions() controller.Options {
+	o := so.controller
+	if so.maxConcurrent > 0 {
+		o.MaxConcurrentReconciles = so.maxConcurrent
+	}
+	if so.skipNameCheck != nil {
+		o.SkipNameValidation = so.skipNameCheck
+	}
+	return o
 }
 
 // DefaultPredicate is SetupWithManager's filter for the reconciled kind: it
