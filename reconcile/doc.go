@@ -21,7 +21,9 @@
 // Optional interfaces on the same value add steps: Finalizer (cleanup before
 // deletion), Defaulter (in-memory defaults for the pass) and Validator
 // (semantic checks; a failure stalls the object with a message naming the
-// field instead of looping on an error).
+// field instead of looping on an error). New refuses hooks with one of
+// these methods on the wrong receiver or with another signature
+// (ErrHookSignature), since the step would silently never run.
 //
 // # What the Reconciler does in each pass
 //

@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -169,19 +170,29 @@ func TestResultConstructors(t *testing.T) {
 		{"requeue after", reconcile.RequeueAfter(time.Minute), reconcile.KindRequeueAfter, time.Minute, "", "", false},
 		{"waiting default delay", reconcile.Waiting("R", "m", -1), reconcile.KindWaiting, reconcile.DefaultWaitingRequeue, "R", "m", false},
 		{"waiting for a change has no delay", reconcile.WaitingForChange("R", "m"), reconcile.KindWaiting, 0, "R", "m", false},
-		{"recheck of a wait for a change adds none", reconcile.WaitingForChange("R", "m").RecheckAfter(time.Minute), reconcile.KindWaiting, 0, "R", "m", false},
 		{"retry nil is still an error", reconcile.Retry(nil), reconcile.KindRetry, 0, "", "retry requested", true},
 		{"terminal nil is still an error", reconcile.Terminal("R", nil), reconcile.KindTerminal, 0, "R", "terminal failure", true},
 		{"terminal rechecked", reconcile.Terminal("R", nil).RecheckAfter(time.Minute), reconcile.KindTerminal, time.Minute, "R", "terminal failure", true},
-		{"recheck of a retry is the retry", reconcile.Retry(nil).RecheckAfter(time.Minute), reconcile.KindRetry, 0, "", "retry requested", true},
-		{"recheck of a wait keeps its delay", reconcile.Waiting("R", "m", time.Second).RecheckAfter(time.Minute), reconcile.KindWaiting, time.Second, "R", "m", false},
 		{"recheck after 0 stays terminal", reconcile.Terminal("R", nil).RecheckAfter(0), reconcile.KindTerminal, 0, "R", "terminal failure", true},
+		// Rechecking anything but a Terminal result is a mistake: a retry
+		// whose error says so, never a silent no-op.
+		{"recheck of a wait for a change", reconcile.WaitingForChange("R", "m").RecheckAfter(time.Minute), reconcile.KindRetry, 0, "",
+			"reconcile: RecheckAfter on a result that is not Terminal: RecheckAfter(1m0s) on waiting (R: m); Waiting and RequeueAfter take their delay as an argument", true},
+		{"recheck of a wait", reconcile.Waiting("R", "m", time.Second).RecheckAfter(time.Minute), reconcile.KindRetry, 0, "",
+			"reconcile: RecheckAfter on a result that is not Terminal: RecheckAfter(1m0s) on waiting (R: m); Waiting and RequeueAfter take their delay as an argument", true},
+		{"recheck of a retry", reconcile.Retry(nil).RecheckAfter(time.Minute), reconcile.KindRetry, 0, "",
+			"reconcile: RecheckAfter on a result that is not Terminal: RecheckAfter(1m0s) on retry (retry requested); a Retry's backoff belongs to the controller", true},
+		{"recheck of done", reconcile.Done().RecheckAfter(0), reconcile.KindRetry, 0, "",
+			"reconcile: RecheckAfter on a result that is not Terminal: RecheckAfter(0s) on done; Waiting and RequeueAfter take their delay as an argument", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := tt.r
 			if r.Kind() != tt.kind || r.After() != tt.after || r.Reason() != tt.reason || r.Message() != tt.msg || (r.Err() != nil) != tt.wantErr {
 				t.Errorf("got kind %s after %v reason %q message %q err %v", r.Kind(), r.After(), r.Reason(), r.Message(), r.Err())
+			}
+			if misuse := strings.Contains(tt.msg, "not Terminal"); errors.Is(r.Err(), reconcile.ErrRecheckNotTerminal) != misuse {
+				t.Errorf("errors.Is(%v, ErrRecheckNotTerminal) = %v, want %v", r.Err(), !misuse, misuse)
 			}
 		})
 	}

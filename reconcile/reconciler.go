@@ -128,6 +128,9 @@ func build[T Object](c client.Client, scheme *runtime.Scheme, hooks Hooks[T], de
 	if err != nil {
 		return nil, err
 	}
+	if err := checkCapabilities(hooks); err != nil {
+		return nil, err
+	}
 	gvk, err := apiutil.GVKForObject(newObj(), scheme)
 	if err != nil {
 		return nil, fmt.Errorf("reconcile.New: %w (register the type with the scheme)", err)

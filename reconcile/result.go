@@ -144,18 +144,36 @@ func Terminal(reason string, err error) Result {
 // waiting for the object to change. Use it when the fix is outside the
 // object and no watch reports it, such as a Secret the spec names that the
 // controller may only get, not list or watch. A re-check finding the same
-// failure writes nothing and emits no event.
+// failure writes nothing and emits no event. With d <= 0 the result stays
+// as it is.
 //
-// On any other kind of Result, or with d <= 0, RecheckAfter returns r
-// unchanged: a Waiting or RequeueAfter result already has its delay, and a
-// Retry's backoff belongs to the controller.
+// Only a Terminal result can be rechecked. On any other kind RecheckAfter
+// returns a Retry whose error wraps ErrRecheckNotTerminal, so that the
+// mistake shows in Ready, an event and the log instead of being dropped.
 func (r Result) RecheckAfter(d time.Duration) Result {
-	if r.kind != KindTerminal || d <= 0 {
-		return r
+	if r.kind != KindTerminal {
+		what := r.kind.String()
+		if m := r.Message(); m != "" {
+			if r.reason != "" {
+				m = r.reason + ": " + m
+			}
+			what += " (" + m + ")"
+		}
+		fix := "Waiting and RequeueAfter take their delay as an argument"
+		if r.kind == KindRetry {
+			fix = "a Retry's backoff belongs to the controller"
+		}
+		return Retry(fmt.Errorf("%w: RecheckAfter(%v) on %s; %s", ErrRecheckNotTerminal, d, what, fix))
 	}
-	r.after = d
+	if d > 0 {
+		r.after = d
+	}
 	return r
 }
+
+// ErrRecheckNotTerminal is wrapped by the Retry that RecheckAfter returns
+// when called on a Result that is not Terminal.
+var ErrRecheckNotTerminal = errors.New("reconcile: RecheckAfter on a result that is not Terminal")
 
 // Kind returns what the result asks for.
 func (r Result) Kind() Kind { return r.kind }
