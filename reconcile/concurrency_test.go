@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -277,4 +278,61 @@ func conditionTypes(w *testv1.Widget) map[string]bool {
 		out[c.Type] = true
 	}
 	return out
+}
+
+// setReplicasElsewhere is another writer's server-side apply of
+// status.replicas alone.
+func setReplicasElsewhere(t *testing.T, name, ns string, n int64) {
+	t.Helper()
+	u := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"replicas": n}}}
+	u.SetGroupVersionKind(testv1.GroupVersion.WithKind("Widget"))
+	u.SetNamespace(ns)
+	u.SetName(name)
+	testkit.Must(t, env.Client.Status().Apply(t.Context(), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("replica-writer"), client.ForceOwnership))
+}
+
+// TestStaleReadKeepsForeignStatusFields: a pass working from a stale copy
+// does not send a status field another writer owns, so it neither takes
+// the field over nor reverts it; only the fields this controller changed
+// or owns are sent, as for conditions.
+func TestStaleReadKeepsForeignStatusFields(t *testing.T) {
+	f := newFixture(t)
+	msg := "first"
+	hooks := &widgetHooks{onReconc: func(_ context.Context, w *testv1.Widget) (reconcile.Result, bool) {
+		statusutil.MarkTrue(w, "Available", "Checked", msg)
+		return reconcile.Done(), true
+	}}
+	f.createWidget("w", testv1.WidgetSpec{Replicas: 1})
+	r := newReconciler(t, f, hooks)
+	f.mustPass(r, "w")
+	setReplicasElsewhere(t, "w", f.ns, 5)
+	stale := f.get("w")
+	setReplicasElsewhere(t, "w", f.ns, 7)
+
+	staleClient := interceptor.NewClient(withWatch(t, f), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if sw, ok := obj.(*testv1.Widget); ok {
+				stale.DeepCopyInto(sw)
+				return nil
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	sr, err := reconcile.New[*testv1.Widget](staleClient, env.Scheme, hooks)
+	testkit.Must(t, err)
+	msg = "second"
+	f.mustPass(sr, "w")
+
+	got := f.get("w")
+	if got.Status.Replicas != 7 {
+		t.Errorf("status.replicas = %d after a stale pass, want the other writer's 7", got.Status.Replicas)
+	}
+	if c := statusutil.Get(got, "Available"); c == nil || c.Message != "second" {
+		t.Errorf("Available = %+v, want this pass's message", c)
+	}
+	for _, e := range got.ManagedFields {
+		if e.Manager == r.FieldOwner() && strings.Contains(string(e.FieldsV1.GetRawBytes()), `"f:replicas"`) {
+			t.Errorf("%s took over status.replicas: %s", e.Manager, e.FieldsV1.GetRawBytes())
+		}
+	}
 }

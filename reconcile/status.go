@@ -19,13 +19,13 @@ import (
 // whether it sent a request.
 //
 // The write is a server-side apply of the status subresource with the
-// Reconciler's field owner and forced ownership. The applied configuration
-// holds every status field except conditions, and only the conditions this
-// controller owns: the ones it changed in this pass plus the ones its field
-// manager already owns (read from metadata.managedFields). Conditions owned
-// by other controllers are never sent, so they survive, and no
-// resourceVersion is sent, so a concurrent write of labels, spec or another
-// controller's condition causes no conflict and no lost update.
+// Reconciler's field owner and forced ownership. It sends only what this
+// controller changed in this pass or already owns (read from
+// metadata.managedFields): top-level status fields, and conditions by type.
+// A field or condition another writer owns is never sent, so a pass on a
+// stale read neither takes it over nor reverts it; and no resourceVersion
+// is sent, so a concurrent write of labels, spec or another writer's status
+// causes no conflict and no lost update.
 //
 // This relies on the conditions list being a map list keyed by type
 // (+listType=map, +listMapKey=type, as API conventions require); with an
@@ -40,13 +40,20 @@ func (r *Reconciler[T]) writeStatus(ctx context.Context, before, after T) (bool,
 		return false, err
 	}
 
-	owned := ownedConditionTypes(after.GetManagedFields(), r.opts.fieldOwner)
+	oldStatus, err := statusMap(before)
+	if err != nil {
+		return false, err
+	}
+	ownedFields, owned := ownedStatus(after.GetManagedFields(), r.opts.fieldOwner)
 	for t := range changedConditionTypes(before.GetConditions(), after.GetConditions()) {
 		owned[t] = true
 	}
+	// No managedFields at all means a cache transform stripped them:
+	// omitting a field owned unseen would delete it, so send them all.
+	stripped := len(after.GetManagedFields()) == 0
 	apply := make(map[string]any, len(newStatus))
 	for k, v := range newStatus {
-		if k != "conditions" {
+		if k != "conditions" && (stripped || ownedFields[k] || !equality.Semantic.DeepEqual(v, oldStatus[k])) {
 			apply[k] = v
 		}
 	}
@@ -135,34 +142,47 @@ func conditionEqual(a, b metav1.Condition) bool {
 		a.ObservedGeneration == b.ObservedGeneration && a.LastTransitionTime.Equal(&b.LastTransitionTime)
 }
 
-// ownedConditionTypes returns the condition types that manager owns on the
-// status subresource according to managedFields.
-func ownedConditionTypes(entries []metav1.ManagedFieldsEntry, manager string) map[string]bool {
-	owned := map[string]bool{}
+// ownedStatus returns the top-level status fields other than conditions,
+// and the condition types, that manager owns on the status subresource
+// according to managedFields.
+func ownedStatus(entries []metav1.ManagedFieldsEntry, manager string) (fields, conditions map[string]bool) {
+	fields, conditions = map[string]bool{}, map[string]bool{}
 	for _, e := range entries {
 		if e.Manager != manager || e.Subresource != "status" || e.FieldsV1 == nil {
 			continue
 		}
-		var fields struct {
-			Status struct {
-				Conditions map[string]json.RawMessage `json:"f:conditions"`
-			} `json:"f:status"`
+		var set struct {
+			Status map[string]json.RawMessage `json:"f:status"`
 		}
-		if err := json.Unmarshal(e.FieldsV1.GetRawBytes(), &fields); err != nil {
+		if err := json.Unmarshal(e.FieldsV1.GetRawBytes(), &set); err != nil {
 			continue
 		}
-		for k := range fields.Status.Conditions {
-			key, ok := strings.CutPrefix(k, "k:")
+		for k, v := range set.Status {
+			name, ok := strings.CutPrefix(k, "f:")
 			if !ok {
 				continue
 			}
-			var id struct {
-				Type string `json:"type"`
+			if name != "conditions" {
+				fields[name] = true
+				continue
 			}
-			if json.Unmarshal([]byte(key), &id) == nil && id.Type != "" {
-				owned[id.Type] = true
+			var conds map[string]json.RawMessage
+			if json.Unmarshal(v, &conds) != nil {
+				continue
+			}
+			for ck := range conds {
+				key, ok := strings.CutPrefix(ck, "k:")
+				if !ok {
+					continue
+				}
+				var id struct {
+					Type string `json:"type"`
+				}
+				if json.Unmarshal([]byte(key), &id) == nil && id.Type != "" {
+					conditions[id.Type] = true
+				}
 			}
 		}
 	}
-	return owned
+	return fields, conditions
 }
