@@ -68,6 +68,16 @@
 // said once, with WithFieldOwner. A write the API server refuses comes back
 // as a *ChildWriteError naming the operation that failed.
 //
+// # Declared children
+//
+// A Workflow declares a kind's children once, each a Dependent: how it is
+// built, what it depends on, when it is ready, when it is wanted. Its
+// Reconcile applies them in dependency order, holds a child back until
+// what it depends on is ready (WaitingForChange: the child's watch event
+// ends the wait), deletes an unwanted child, and sets each dependent's
+// Condition. WithDependents registers the watches. Steady state costs no
+// write: it is EnsureChild and DeleteChild underneath.
+//
 // # Options
 //
 // New and SetupWithManager take the Reconciler's options (Option: name,

@@ -85,8 +85,13 @@ func SetupWithManager[T Object](mgr ctrl.Manager, hooks Hooks[T], opts ...SetupO
 		Named(r.opts.name).
 		For(newObj(), builder.WithPredicates(preds...)).
 		WithOptions(so.controllerOptions())
+	owned := map[string]bool{}
 	for _, o := range so.owns {
-		b = b.Owns(o, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{}))
+		// WithOwns and WithDependents may name one kind twice.
+		if t := fmt.Sprintf("%T", o); !owned[t] {
+			owned[t] = true
+			b = b.Owns(o, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{}))
+		}
 	}
 	for _, w := range so.watches {
 		b = b.Watches(w.obj, w.handler, w.opts...)

@@ -1,0 +1,126 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Dependent declares one child of a P, once: how it is built, what it
+// waits for, when it is ready and when it is wanted at all. A Workflow
+// applies a list of them; WithDependents registers their watches.
+type Dependent[P Object, C client.Object] struct {
+	// Name identifies the dependent in DependsOn and in messages.
+	Name string
+	// Build returns the desired child of parent: its name, namespace and
+	// the fields the operator sets, as for EnsureChild. It is called for an
+	// unwanted child too, to learn the name of the object to delete.
+	Build func(ctx context.Context, parent P) (C, error)
+	// DependsOn names the dependents that must be ready before this one is
+	// applied. One that is not wanted does not hold it back.
+	DependsOn []string
+	// Ready reports whether the live child is ready, and if not, why. nil
+	// means ready once applied.
+	Ready func(child C) (ready bool, message string)
+	// Wanted reports whether parent wants the child; nil means always. An
+	// unwanted child that exists and that parent controls is deleted.
+	Wanted func(parent P) bool
+	// Adopt lets the Workflow take over an existing object of the child's
+	// name that has no controller (AdoptOrphan); without it such an
+	// object is refused.
+	Adopt bool
+	// Applied, if set, is called after each apply with the live child, the
+	// child as the cache held it before (nil when it was created) and what
+	// the apply did: the place for events and for status read from the
+	// child.
+	Applied func(ctx context.Context, parent P, live, old C, op Operation)
+	// Condition, if set, is a condition type of the parent that tracks the
+	// child: True once ready, False while not (with Ready's message),
+	// Unknown while a dependency holds it back, True with reason NotWanted
+	// when unwanted. List it in WithConditions to make Ready follow it.
+	Condition string
+	// WaitReason is the reason of the Waiting result while this child is
+	// not ready (default ReasonWaitingForDependent).
+	WaitReason string
+}
+
+// DependentOf is a Dependent of any child type; only *Dependent
+// implements it.
+type DependentOf[P Object] interface {
+	name() string
+	dependsOn() []string
+	childType() (client.Object, error)
+	waitReason() string
+	reconcile(ctx context.Context, wp *workflowPass[P]) dependentState
+}
+
+func (d *Dependent[P, C]) name() string        { return d.Name }
+func (d *Dependent[P, C]) dependsOn() []string { return d.DependsOn }
+
+// childType returns a new C, for a watch of the child kind.
+func (d *Dependent[P, C]) childType() (client.Object, error) {
+	t := reflect.TypeFor[C]()
+	if t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct || t == reflect.TypeFor[*unstructured.Unstructured]() {
+		return nil, fmt.Errorf("dependent %q: child type %v must be a pointer to a typed struct, such as *appsv1.Deployment", d.Name, t)
+	}
+	return reflect.New(t.Elem()).Interface().(client.Object), nil
+}
+
+// dependentState is what one pass found of a dependent.
+type dependentState struct {
+	wanted, ready bool
+	message       string
+	err           error
+}
+
+func (d *Dependent[P, C]) reconcile(ctx context.Context, wp *workflowPass[P]) dependentState {
+	parent := wp.parent
+	desired, err := d.Build(ctx, parent)
+	if err != nil {
+		return dependentState{wanted: true, err: fmt.Errorf("building %s: %w", d.Name, err)}
+	}
+	if d.Wanted != nil && !d.Wanted(parent) {
+		if _, err := wp.children.DeleteChild(ctx, parent, desired); err != nil {
+			return dependentState{err: fmt.Errorf("deleting %s: %w", d.Name, err)}
+		}
+		d.setCondition(parent, "True", ReasonNotWanted, "not wanted by the spec")
+		return dependentState{ready: true}
+	}
+	if blocker, msg := wp.blocked(d.DependsOn); blocker != "" {
+		msg = fmt.Sprintf("waiting for %s: %s", blocker, msg)
+		d.setCondition(parent, "Unknown", ReasonWaitingForDependent, msg)
+		return dependentState{wanted: true, message: msg}
+	}
+	var old C
+	if d.Applied != nil {
+		if o, err := d.childType(); err == nil {
+			if err := wp.children.client.Get(ctx, client.ObjectKeyFromObject(desired), o); err == nil {
+				old = o.(C)
+			}
+		}
+	}
+	var opts []ChildOption
+	if d.Adopt {
+		opts = append(opts, AdoptOrphan())
+	}
+	op, err := wp.children.EnsureChild(ctx, parent, desired, opts...)
+	if err != nil {
+		return dependentState{wanted: true, err: fmt.Errorf("applying %s: %w", d.Name, err)}
+	}
+	if d.Applied != nil {
+		d.Applied(ctx, parent, desired, old, op)
+	}
+	st := dependentState{wanted: true, ready: true}
+	if d.Ready != nil {
+		st.ready, st.message = d.Ready(desired)
+	}
+	if st.ready {
+		d.setCondition(parent, "True", ReasonDependentReady, "")
+	} else {
+		d.setCondition(parent, "False", ReasonDependentNotReady, st.message)
+	}
+	return st
+}
