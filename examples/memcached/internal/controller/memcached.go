@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -21,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/opkit-dev/opkit/examples/memcached/api/v1alpha1"
-	"github.com/opkit-dev/opkit/ownership"
 	"github.com/opkit-dev/opkit/reconcile"
 	"github.com/opkit-dev/opkit/statusutil"
 )
@@ -39,8 +37,8 @@ const (
 	// ReasonChildConflict (Reconciling=True): an object with a child's name
 	// exists and is not the Memcached's (no controller, or another one);
 	// nothing is written to it. Delete or rename it, and the next pass
-	// (within childConflictRequeue) goes on.
-	ReasonChildConflict     = "ChildConflict"
+	// (within reconcile.ChildConflictRequeue) goes on.
+	ReasonChildConflict     = reconcile.ReasonChildConflict
 	EventReasonScaled       = "Scaled"
 	EventReasonRollingOut   = "RollingOut"
 	actionScale, actionRoll = "Scale", "RollOut"
@@ -57,7 +55,7 @@ const (
 // released by the Reconciler when it is deleted.
 type Hooks struct {
 	reader   client.Reader
-	children *reconcile.Children
+	children *reconcile.Workflow[*v1alpha1.Memcached]
 	recorder events.EventRecorder
 	// podIndexed is set when reader's cache has the podInstanceIndex
 	// index on pod metadata (SetupWithManager registers it).
@@ -88,7 +86,31 @@ func NewHooks(c client.Client, apiReader client.Reader, scheme *runtime.Scheme, 
 	if recorder == nil {
 		recorder = discardRecorder{}
 	}
-	return &Hooks{reader: c, children: children, recorder: recorder}, nil
+	h := &Hooks{reader: c, recorder: recorder}
+	h.children, err = reconcile.NewWorkflow[*v1alpha1.Memcached](children,
+		&reconcile.Dependent[*v1alpha1.Memcached, *appsv1.Deployment]{
+			Name:       "Deployment",
+			Build:      built(desiredDeployment),
+			Applied:    h.deploymentApplied,
+			Ready:      rolledOut,
+			WaitReason: ReasonRollingOut,
+		},
+		&reconcile.Dependent[*v1alpha1.Memcached, *corev1.Service]{Name: "Service", Build: built(desiredService)},
+		// A budget of one pod would block every drain.
+		&reconcile.Dependent[*v1alpha1.Memcached, *policyv1.PodDisruptionBudget]{
+			Name:   "PodDisruptionBudget",
+			Build:  built(desiredPDB),
+			Wanted: func(m *v1alpha1.Memcached) bool { return m.Spec.Size > 1 },
+		})
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// built adapts a desired-child func to Dependent.Build.
+func built[C any](f func(*v1alpha1.Memcached) C) func(context.Context, *v1alpha1.Memcached) (C, error) {
+	return func(_ context.Context, m *v1alpha1.Memcached) (C, error) { return f(m), nil }
 }
 
 // Validate checks what the CRD schema does not: memoryLimitMB must be below
@@ -125,95 +147,41 @@ func (h *Hooks) Validate(_ context.Context, m *v1alpha1.Memcached) field.ErrorLi
 // Reconcile applies m's children, records its pods and the Deployment's
 // progress in m's status, and waits while a rollout is under way.
 func (h *Hooks) Reconcile(ctx context.Context, m *v1alpha1.Memcached) reconcile.Result {
-	log := ctrl.LoggerFrom(ctx).WithValues("memcached", klog.KObj(m))
 	m.Status.Selector = labels.SelectorFromSet(selectorLabels(m)).String()
-
-	dep, err := h.ensureDeployment(ctx, m)
-	if err != nil {
-		return childError(err)
-	}
-	if op, err := h.children.EnsureChild(ctx, m, desiredService(m)); err != nil {
-		return childError(fmt.Errorf("applying the Service: %w", err))
-	} else if op != reconcile.OperationNone {
-		log.V(1).Info("applied the Service", "operation", op)
-	}
-	if err := h.ensurePDB(ctx, m); err != nil {
-		return childError(err)
+	res := h.children.Reconcile(ctx, m)
+	if k := res.Kind(); k == reconcile.KindRetry || res.Reason() == ReasonChildConflict {
+		return res
 	}
 	nodes, err := h.podNames(ctx, m)
 	if err != nil {
 		return reconcile.Retry(err)
 	}
 	m.Status.Nodes = nodes
-	return observeDeployment(m, dep)
+	if res.Reason() == ReasonRollingOut && statusutil.IsTrue(m, v1alpha1.ConditionDegraded) {
+		// Stuck: Ready=False says why; a Deployment change brings us back.
+		return reconcile.Done()
+	}
+	// The Deployment is owned, so every step of its rollout (and its
+	// failure) is a watch event and a pass: no poll while waiting.
+	return res
 }
 
-// childConflictRequeue is how often a Memcached blocked by an object that
-// is not its own looks again: the cache does not see an unlabelled object
-// go, so no watch event would.
-const childConflictRequeue = 30 * time.Second
-
-// childError is the result of a failed child write: a conflict with an
-// object that is not the Memcached's waits with ReasonChildConflict (a
-// person must act), anything else is retried.
-func childError(err error) reconcile.Result {
-	if ownership.IsConflict(err) {
-		return reconcile.Waiting(ReasonChildConflict, err.Error(), childConflictRequeue)
+// deploymentApplied records the Deployment's progress in m's status, and
+// events when the apply scaled it or rolled out a new pod template.
+func (h *Hooks) deploymentApplied(ctx context.Context, m *v1alpha1.Memcached, live, old *appsv1.Deployment, op reconcile.Operation) {
+	observeDeployment(m, live)
+	if op != reconcile.OperationUpdated || old == nil {
+		return
 	}
-	return reconcile.Retry(err)
-}
-
-// ensureDeployment applies the Deployment and records events when the apply
-// scales it or rolls out a new pod template.
-func (h *Hooks) ensureDeployment(ctx context.Context, m *v1alpha1.Memcached) (*appsv1.Deployment, error) {
-	desired := desiredDeployment(m)
-	var old appsv1.Deployment
-	existed := true
-	if err := h.reader.Get(ctx, client.ObjectKeyFromObject(desired), &old); err != nil {
-		if client.IgnoreNotFound(err) != nil {
-			return nil, fmt.Errorf("reading the Deployment: %w", err)
-		}
-		existed = false
-	}
-	// Decide before EnsureChild overwrites desired with the live object.
-	templateChanged := existed && !equality.Semantic.DeepDerivative(desired.Spec.Template, old.Spec.Template)
-	op, err := h.children.EnsureChild(ctx, m, desired)
-	if err != nil {
-		return nil, fmt.Errorf("applying the Deployment: %w", err)
-	}
-	if op != reconcile.OperationUpdated {
-		return desired, nil
-	}
-	ctrl.LoggerFrom(ctx).Info("updated the Deployment", "memcached", klog.KObj(m), "deployment", klog.KObj(desired))
+	ctrl.LoggerFrom(ctx).Info("updated the Deployment", "memcached", klog.KObj(m), "deployment", klog.KObj(live))
 	if oldSize := ptr32(old.Spec.Replicas); oldSize != m.Spec.Size {
-		h.recorder.Eventf(m, desired, corev1.EventTypeNormal, EventReasonScaled, actionScale,
+		h.recorder.Eventf(m, live, corev1.EventTypeNormal, EventReasonScaled, actionScale,
 			"scaling from %d to %d pods", oldSize, m.Spec.Size)
 	}
-	if templateChanged {
-		h.recorder.Eventf(m, desired, corev1.EventTypeNormal, EventReasonRollingOut, actionRoll,
+	if !equality.Semantic.DeepDerivative(desiredDeployment(m).Spec.Template, old.Spec.Template) {
+		h.recorder.Eventf(m, live, corev1.EventTypeNormal, EventReasonRollingOut, actionRoll,
 			"rolling out a new pod template (image %s)", m.Spec.Image)
 	}
-	return desired, nil
-}
-
-// ensurePDB applies the PodDisruptionBudget when m has more than one pod and
-// deletes it otherwise (a budget of one pod would block every drain).
-func (h *Hooks) ensurePDB(ctx context.Context, m *v1alpha1.Memcached) error {
-	pdb := desiredPDB(m)
-	if m.Spec.Size > 1 {
-		if _, err := h.children.EnsureChild(ctx, m, pdb); err != nil {
-			return fmt.Errorf("applying the PodDisruptionBudget: %w", err)
-		}
-		return nil
-	}
-	op, err := h.children.DeleteChild(ctx, m, &policyv1.PodDisruptionBudget{ObjectMeta: pdb.ObjectMeta})
-	if err != nil {
-		return fmt.Errorf("deleting the PodDisruptionBudget: %w", err)
-	}
-	if op == reconcile.OperationDeleted {
-		ctrl.LoggerFrom(ctx).Info("deleted the PodDisruptionBudget", "memcached", klog.KObj(m))
-	}
-	return nil
 }
 
 // podNames lists m's pods that are not being deleted, sorted, from the
@@ -242,8 +210,8 @@ func (h *Hooks) podNames(ctx context.Context, m *v1alpha1.Memcached) ([]string, 
 }
 
 // observeDeployment sets readyReplicas, Available, Progressing and Degraded
-// from dep, and returns Waiting while dep has not rolled out m's spec.
-func observeDeployment(m *v1alpha1.Memcached, dep *appsv1.Deployment) reconcile.Result {
+// from dep.
+func observeDeployment(m *v1alpha1.Memcached, dep *appsv1.Deployment) {
 	size, st := m.Spec.Size, dep.Status
 	m.Status.ReadyReplicas = st.ReadyReplicas
 	current := st.ObservedGeneration >= dep.Generation
@@ -271,20 +239,21 @@ func observeDeployment(m *v1alpha1.Memcached, dep *appsv1.Deployment) reconcile.
 		}
 	}
 
-	rolledOut := current && st.UpdatedReplicas == size && st.Replicas == size && st.AvailableReplicas == size
-	if rolledOut {
+	if ok, msg := rolledOut(dep); ok {
 		statusutil.MarkFalse(m, v1alpha1.ConditionProgressing, ReasonRolloutComplete, "")
-		return reconcile.Done()
+	} else {
+		statusutil.MarkTrue(m, v1alpha1.ConditionProgressing, ReasonRollingOut, msg)
 	}
-	msg := fmt.Sprintf("%d of %d pods updated, %d available", st.UpdatedReplicas, size, st.AvailableReplicas)
-	statusutil.MarkTrue(m, v1alpha1.ConditionProgressing, ReasonRollingOut, msg)
-	if statusutil.IsTrue(m, v1alpha1.ConditionDegraded) {
-		// Stuck: Ready=False says why; a Deployment change brings us back.
-		return reconcile.Done()
+}
+
+// rolledOut reports whether dep runs its spec on every replica, and if
+// not, how far it got.
+func rolledOut(dep *appsv1.Deployment) (bool, string) {
+	size, st := ptr32(dep.Spec.Replicas), dep.Status
+	if st.ObservedGeneration >= dep.Generation && st.UpdatedReplicas == size && st.Replicas == size && st.AvailableReplicas == size {
+		return true, ""
 	}
-	// The Deployment is owned, so every step of its rollout (and its
-	// failure) is a watch event and a pass: no poll while waiting.
-	return reconcile.WaitingForChange(ReasonRollingOut, msg)
+	return false, fmt.Sprintf("%d of %d pods updated, %d available", st.UpdatedReplicas, size, st.AvailableReplicas)
 }
 
 func deploymentCondition(d *appsv1.Deployment, t appsv1.DeploymentConditionType) *appsv1.DeploymentCondition {

@@ -101,7 +101,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) (*reconcile.Reconciler[*v1alp
 		opts = append(opts, o)
 	}
 	opts = append(opts,
-		reconcile.WithOwns(&appsv1.Deployment{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}),
+		reconcile.WithDependents(hooks.children),
 		reconcile.WithWatches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podOwner),
 			builder.OnlyMetadata, builder.WithPredicates(podMembershipChanged())),
 		reconcile.WithMaxConcurrentReconciles(o.MaxConcurrentReconciles),
