@@ -232,6 +232,9 @@ type ChildOption func(*childOptions)
 
 type childOptions struct {
 	adopt bool
+	// readAs, for an unstructured desired, is the typed object the child
+	// is read into, so that the cache serves it from its typed informer.
+	readAs client.Object
 }
 
 // AdoptOrphan lets EnsureChild take over an existing object with the
@@ -298,12 +301,18 @@ func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object
 	// shape of a POSTed child's fields, or movedMark once EnsureChild has
 	// moved them to the apply (childshape.go).
 	var postShape string
-	err = c.client.Get(ctx, key, current)
+	get := func(r client.Reader) error {
+		if o.readAs == nil {
+			return r.Get(ctx, key, current)
+		}
+		return getAs(ctx, r, key, o.readAs, current.(*unstructured.Unstructured), gvk)
+	}
+	err = get(c.client)
 	if apierrors.IsNotFound(err) && c.uncached != nil {
 		if c.applied.wasCreated(ck) {
 			// An earlier pass created it and the cache has not seen it
 			// yet: read it rather than POST it again (409).
-			err = c.uncached.Get(ctx, key, current)
+			err = get(c.uncached)
 		}
 		if apierrors.IsNotFound(err) {
 			// Create it with a POST, which the API server refuses for an
@@ -313,7 +322,7 @@ func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object
 			if !apierrors.IsAlreadyExists(cerr) {
 				return created, cerr
 			}
-			err = c.uncached.Get(ctx, key, current)
+			err = get(c.uncached)
 		}
 	}
 	switch {

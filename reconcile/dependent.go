@@ -6,6 +6,7 @@ import (
 	"reflect"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -19,6 +20,10 @@ type Dependent[P Object, C client.Object] struct {
 	// the fields the operator sets, as for EnsureChild. It is called for an
 	// unwanted child too, to learn the name of the object to delete.
 	Build func(ctx context.Context, parent P) (C, error)
+	// Apply, instead of Build, returns the child as a client-go apply
+	// configuration: only the fields it sets are applied and owned (see
+	// Children.EnsureApplied). Set one of Build and Apply.
+	Apply func(ctx context.Context, parent P) (runtime.ApplyConfiguration, error)
 	// DependsOn names the dependents that must be ready before this one is
 	// applied. One that is not wanted does not hold it back.
 	DependsOn []string
@@ -53,6 +58,7 @@ type DependentOf[P Object] interface {
 	name() string
 	dependsOn() []string
 	childType() (client.Object, error)
+	validate() error
 	waitReason() string
 	reconcile(ctx context.Context, wp *workflowPass[P]) dependentState
 }
@@ -69,6 +75,39 @@ func (d *Dependent[P, C]) childType() (client.Object, error) {
 	return reflect.New(t.Elem()).Interface().(client.Object), nil
 }
 
+func (d *Dependent[P, C]) validate() error {
+	if (d.Build == nil) == (d.Apply == nil) {
+		return fmt.Errorf("dependent %q: set one of Build and Apply", d.Name)
+	}
+	return nil
+}
+
+// desired returns the child d declares for parent, and its apply
+// configuration when d has Apply; for Apply, the child carries only the
+// name and namespace.
+func (d *Dependent[P, C]) desired(ctx context.Context, wp *workflowPass[P]) (C, runtime.ApplyConfiguration, error) {
+	var zero C
+	if d.Build != nil {
+		c, err := d.Build(ctx, wp.parent)
+		return c, nil, err
+	}
+	ac, err := d.Apply(ctx, wp.parent)
+	if err != nil {
+		return zero, nil, err
+	}
+	u, typed, err := wp.children.fromApplyConfiguration(ac)
+	if err != nil {
+		return zero, nil, err
+	}
+	c, ok := typed.(C)
+	if !ok {
+		return zero, nil, fmt.Errorf("apply configuration of kind %s, want %T", u.GetKind(), zero)
+	}
+	c.SetName(u.GetName())
+	c.SetNamespace(u.GetNamespace())
+	return c, ac, nil
+}
+
 // dependentState is what one pass found of a dependent.
 type dependentState struct {
 	wanted, ready bool
@@ -78,7 +117,7 @@ type dependentState struct {
 
 func (d *Dependent[P, C]) reconcile(ctx context.Context, wp *workflowPass[P]) dependentState {
 	parent := wp.parent
-	desired, err := d.Build(ctx, parent)
+	desired, ac, err := d.desired(ctx, wp)
 	if err != nil {
 		return dependentState{wanted: true, err: fmt.Errorf("building %s: %w", d.Name, err)}
 	}
@@ -106,7 +145,15 @@ func (d *Dependent[P, C]) reconcile(ctx context.Context, wp *workflowPass[P]) de
 	if d.Adopt {
 		opts = append(opts, AdoptOrphan())
 	}
-	op, err := wp.children.EnsureChild(ctx, parent, desired, opts...)
+	var op Operation
+	if ac != nil {
+		var live client.Object
+		if live, op, err = wp.children.EnsureApplied(ctx, parent, ac, opts...); err == nil {
+			desired = live.(C)
+		}
+	} else {
+		op, err = wp.children.EnsureChild(ctx, parent, desired, opts...)
+	}
 	if err != nil {
 		return dependentState{wanted: true, err: fmt.Errorf("applying %s: %w", d.Name, err)}
 	}

@@ -65,6 +65,9 @@ func NewWorkflow[P Object](children *Children, deps ...DependentOf[P]) (*Workflo
 		if _, err := d.childType(); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidWorkflow, err)
 		}
+		if err := d.validate(); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidWorkflow, err)
+		}
 		byName[d.name()] = d
 	}
 	for _, d := range deps {
