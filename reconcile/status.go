@@ -40,10 +40,6 @@ func (r *Reconciler[T]) writeStatus(ctx context.Context, before, after T) (bool,
 		return false, err
 	}
 
-	oldStatus, err := statusMap(before)
-	if err != nil {
-		return false, err
-	}
 	ownedFields, owned := ownedStatus(after.GetManagedFields(), r.opts.fieldOwner)
 	for t := range changedConditionTypes(before.GetConditions(), after.GetConditions()) {
 		owned[t] = true
@@ -52,10 +48,22 @@ func (r *Reconciler[T]) writeStatus(ctx context.Context, before, after T) (bool,
 	// omitting a field owned unseen would delete it, so send them all.
 	stripped := len(after.GetManagedFields()) == 0
 	apply := make(map[string]any, len(newStatus))
+	var oldStatus map[string]any // converted only for a field not owned
 	for k, v := range newStatus {
-		if k != "conditions" && (stripped || ownedFields[k] || !equality.Semantic.DeepEqual(v, oldStatus[k])) {
-			apply[k] = v
+		if k == "conditions" {
+			continue
 		}
+		if !stripped && !ownedFields[k] {
+			if oldStatus == nil {
+				if oldStatus, err = statusMap(before); err != nil {
+					return false, err
+				}
+			}
+			if equality.Semantic.DeepEqual(v, oldStatus[k]) {
+				continue
+			}
+		}
+		apply[k] = v
 	}
 	var conds []any
 	for _, c := range after.GetConditions() {
