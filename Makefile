@@ -101,7 +101,7 @@ node-packages: ## Install Debian's runc, CNI plugins, iptables and conntrack for
 			runc containernetworking-plugins iptables conntrack >/dev/null; \
 	fi
 
-.PHONY: kubernetes kubelet containerd etcd kwok controller-gen kustomize golangci-lint versitygw benchstat
+.PHONY: kubernetes kubelet containerd etcd kwok controller-gen kustomize golangci-lint versitygw benchstat kubebuilder
 kubernetes: ## Build kube-apiserver, kube-controller-manager, kube-scheduler and kubectl v1.36.3.
 	@$(INSTALL_TOOL) kubernetes
 kubelet: ## Build kubelet and kube-proxy v1.36.3 (real nodes).
@@ -122,6 +122,12 @@ versitygw: ## Build versitygw, the S3 server the backup tests run against.
 	@$(INSTALL_TOOL) versitygw
 benchstat: ## Build benchstat.
 	@$(INSTALL_TOOL) benchstat
+kubebuilder: ## Build kubebuilder (make kubebuilder-scaffold).
+	@$(INSTALL_TOOL) kubebuilder
+
+.PHONY: kubebuilder-scaffold
+kubebuilder-scaffold: kubebuilder ## Write docs/testdata/kubebuilder anew with kubebuilder's memcached tutorial scaffold (docs/kubebuilder.md ports it).
+	hack/kubebuilder-scaffold.sh
 
 .PHONY: coredns local-path-provisioner
 coredns: ## Build CoreDNS v1.14.7 with only the cluster-DNS plugins (hack/tools/coredns; no forward).

@@ -28,6 +28,8 @@ KUSTOMIZE_VERSION=v5.8.1
 GOLANGCI_LINT_VERSION=v2.15.0
 VERSITYGW_VERSION=v1.8.0
 BENCHSTAT_VERSION=v0.0.0-20260908200009-22c9c6c9d4da
+# kubebuilder generates docs/testdata/kubebuilder (make kubebuilder-scaffold).
+KUBEBUILDER_VERSION=v4.16.0
 # containerd for real nodes: v2.2 is the oldest minor in Kubernetes 1.36's tested
 # matrix. Built statically (no cgo: no btrfs snapshotter; overlayfs is used).
 CONTAINERD_VERSION=v2.2.9
@@ -40,7 +42,7 @@ usage() {
 usage: $0 NAME
 NAME: kubernetes (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl)
       kubelet (kubelet, kube-proxy) | containerd (containerd, containerd-shim-runc-v2, ctr)
-      etcd (etcd, etcdutl) | kwok (kwok, kwokctl) | controller-gen | kustomize | golangci-lint | versitygw | benchstat
+      etcd (etcd, etcdutl) | kwok (kwok, kwokctl) | controller-gen | kustomize | golangci-lint | versitygw | benchstat | kubebuilder
       coredns
       etcd-static (etcd, etcdctl, etcdutl of ETCD_VERSION and ETCD35_VERSION, static, in bin/etcd-static-VERSION/)
 USAGE
@@ -176,6 +178,7 @@ build_kustomize() { goinstall "$1" "sigs.k8s.io/kustomize/kustomize/v5@$2"; }
 build_golangci_lint() { goinstall "$1" "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$2"; }
 build_versitygw() { goinstall "$1" "github.com/versity/versitygw/cmd/versitygw@$2"; }
 build_benchstat() { goinstall "$1" "golang.org/x/perf/cmd/benchstat@$2"; }
+build_kubebuilder() { goinstall "$1" "sigs.k8s.io/kubebuilder/v4@$2"; }
 
 [[ $# -eq 1 ]] || usage
 case $1 in
@@ -198,5 +201,6 @@ kustomize) install kustomize "$KUSTOMIZE_VERSION" kustomize ;;
 golangci-lint) install golangci-lint "$GOLANGCI_LINT_VERSION" golangci-lint ;;
 versitygw) install versitygw "$VERSITYGW_VERSION" versitygw ;;
 benchstat) install benchstat "$BENCHSTAT_VERSION" benchstat ;;
+kubebuilder) install kubebuilder "$KUBEBUILDER_VERSION" kubebuilder ;;
 *) usage ;;
 esac
