@@ -104,7 +104,7 @@ func run() error {
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	if restoreImage == "" {
-		ctrl.Log.Info("--restore-image is empty: EtcdClusters with spec.restore are restored logically (revisions and leased keys are lost)")
+		ctrl.Log.Info("--restore-image is empty: EtcdClusters with spec.restore are restored logically (revisions and leased keys are lost, and a client addressing the seed pod by name reads part of the backup until it is restored)")
 	} else {
 		ctrl.Log.Info("EtcdClusters with spec.restore are restored physically", "restoreImage", restoreImage)
 	}

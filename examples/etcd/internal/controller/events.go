@@ -34,6 +34,11 @@ const (
 	// EventRestored (Normal): spec.restore's backup, or the one a rebuild
 	// after every member was lost chose, is in the seed.
 	EventRestored = "Restored"
+	// EventLogicalRestore (Warning): the backup is loaded logically, since
+	// the operator runs without --restore-image. Until the restore is
+	// recorded, a client that addresses the seed pod by name reads part of
+	// the backup; revisions and leased keys are not restored.
+	EventLogicalRestore = "LogicalRestore"
 	// EventDefragmented (Normal): a member was defragmented; the note says how much
 	// its file shrank.
 	EventDefragmented = "Defragmented"

@@ -165,6 +165,9 @@ func (h *ClusterHooks) restore(ctx context.Context, c *v1alpha1.EtcdCluster, obs
 		return reconcile.Retry(err)
 	}
 	defer func() { _ = ec.Close() }()
+	emit(h.Recorder, c, warning, EventLogicalRestore, "Restore", fmt.Sprintf(
+		"loading %s logically, as the operator runs without --restore-image: until the restore is recorded, a client addressing the seed pod by name reads part of it; revisions and leased keys are not restored",
+		restoredWhat(c, src.name)))
 	r := &snapshot.Restorer{Client: ec, Dir: h.ScratchDir}
 	if _, err := backup.Restore(ctx, src.store, src.id, r); err != nil {
 		var ve *backup.VerificationError

@@ -151,6 +151,16 @@ func TestClusterRestore(t *testing.T) {
 				if ic := initContainersOf(g.pod("dst-0")); len(ic) > 0 {
 					t.Errorf("init containers of the seed of a logical restore: %+v", ic)
 				}
+				// ... and it says what a logical restore exposes, once.
+				var warned int
+				for _, e := range g.drain() {
+					if strings.HasPrefix(e, "Warning "+controller.EventLogicalRestore+" ") && strings.Contains(e, "--restore-image") {
+						warned++
+					}
+				}
+				if warned != 1 {
+					t.Errorf("%d Warning %s events, want 1 naming --restore-image", warned, controller.EventLogicalRestore)
+				}
 				// The data went in while the seed was alone.
 				calls := g.fake.Calls()
 				firstPut := slices.IndexFunc(calls, func(c string) bool { return strings.HasPrefix(c, "Put ") })
