@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -221,4 +223,18 @@ func staleWidgetClient(t *testing.T, cfg *rest.Config, old *testv1.Widget) (clie
 			return c.Get(ctx, key, obj, opts...)
 		},
 	}), stale
+}
+
+// drainEvents returns the "Type Reason" of the events rec holds.
+func drainEvents(rec *events.FakeRecorder) []string {
+	var got []string
+	for {
+		select {
+		case e := <-rec.Events:
+			parts := strings.SplitN(e, " ", 3)
+			got = append(got, parts[0]+" "+parts[1])
+		default:
+			return got
+		}
+	}
 }

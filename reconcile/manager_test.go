@@ -2,7 +2,6 @@ package reconcile_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -271,18 +270,7 @@ func TestEvents(t *testing.T) {
 			for _, s := range tt.steps {
 				fail = s.fail
 				_, _ = f.pass(r, "w")
-				var got []string
-			drain:
-				for {
-					select {
-					case e := <-rec.Events:
-						parts := strings.SplitN(e, " ", 3)
-						got = append(got, parts[0]+" "+parts[1])
-					default:
-						break drain
-					}
-				}
-				if diff := cmp.Diff(s.want, got); diff != "" {
+				if diff := cmp.Diff(s.want, drainEvents(rec)); diff != "" {
 					t.Errorf("%s: events (-want +got):\n%s", s.name, diff)
 				}
 			}

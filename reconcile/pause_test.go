@@ -1,7 +1,6 @@
 package reconcile_test
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -17,20 +16,6 @@ import (
 )
 
 const pausedMessage = "annotation opkit.dev/paused is set: no change is made to this object or its children; remove the annotation to resume"
-
-// drainEvents returns the "Type Reason" of the events rec holds.
-func drainEvents(rec *events.FakeRecorder) []string {
-	var got []string
-	for {
-		select {
-		case e := <-rec.Events:
-			parts := strings.SplitN(e, " ", 3)
-			got = append(got, parts[0]+" "+parts[1])
-		default:
-			return got
-		}
-	}
-}
 
 func (f *fixture) setPaused(name string, paused bool) {
 	f.t.Helper()
