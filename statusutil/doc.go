@@ -74,6 +74,7 @@
 //   - Type and Status are not checked; use Validate or ValidateConditions in
 //     a unit test.
 //
-// The statustest sub-package has test assertions and e2e-framework wait
-// conditions built on this package.
+// The statustest sub-package has test assertions built on this package;
+// the e2e-framework wait conditions are in statusutil/e2estatus, a module
+// of its own.
 package statusutil
