@@ -33,6 +33,9 @@ type Dependent[P Object, C client.Object] struct {
 	// Wanted reports whether parent wants the child; nil means always. An
 	// unwanted child that exists and that parent controls is deleted.
 	Wanted func(parent P) bool
+	// CreateOnly creates the child once and never changes it
+	// (Children.EnsureCreated): for a Job or another one-shot object.
+	CreateOnly bool
 	// Adopt lets the Workflow take over an existing object of the child's
 	// name that has no controller (AdoptOrphan); without it such an
 	// object is refused.
@@ -76,8 +79,11 @@ func (d *Dependent[P, C]) childType() (client.Object, error) {
 }
 
 func (d *Dependent[P, C]) validate() error {
-	if (d.Build == nil) == (d.Apply == nil) {
+	switch {
+	case (d.Build == nil) == (d.Apply == nil):
 		return fmt.Errorf("dependent %q: set one of Build and Apply", d.Name)
+	case d.CreateOnly && (d.Apply != nil || d.Adopt):
+		return fmt.Errorf("dependent %q: CreateOnly takes Build, and adopts nothing", d.Name)
 	}
 	return nil
 }
@@ -146,12 +152,15 @@ func (d *Dependent[P, C]) reconcile(ctx context.Context, wp *workflowPass[P]) de
 		opts = append(opts, AdoptOrphan())
 	}
 	var op Operation
-	if ac != nil {
+	switch {
+	case d.CreateOnly:
+		op, err = wp.children.EnsureCreated(ctx, parent, desired)
+	case ac != nil:
 		var live client.Object
 		if live, op, err = wp.children.EnsureApplied(ctx, parent, ac, opts...); err == nil {
 			desired = live.(C)
 		}
-	} else {
+	default:
 		op, err = wp.children.EnsureChild(ctx, parent, desired, opts...)
 	}
 	if err != nil {

@@ -156,6 +156,33 @@ func TestDefaultPredicate(t *testing.T) {
 	}
 }
 
+func TestRequeueBy(t *testing.T) {
+	tests := []struct {
+		name  string
+		r     reconcile.Result
+		d     time.Duration
+		kind  reconcile.Kind
+		after time.Duration
+	}{
+		{"done takes the schedule", reconcile.Done(), time.Hour, reconcile.KindRequeueAfter, time.Hour},
+		{"a sooner requeue stays", reconcile.RequeueAfter(time.Minute), time.Hour, reconcile.KindRequeueAfter, time.Minute},
+		{"a later requeue comes sooner", reconcile.RequeueAfter(2 * time.Hour), time.Hour, reconcile.KindRequeueAfter, time.Hour},
+		{"a wait keeps the sooner", reconcile.Waiting("R", "m", time.Minute), time.Hour, reconcile.KindWaiting, time.Minute},
+		{"a wait for a change gets a deadline", reconcile.WaitingForChange("R", "m"), time.Hour, reconcile.KindWaiting, time.Hour},
+		{"terminal is rechecked at the schedule", reconcile.Terminal("R", nil), time.Hour, reconcile.KindTerminal, time.Hour},
+		{"a retry is left to its backoff", reconcile.Retry(nil), time.Hour, reconcile.KindRetry, 0},
+		{"a due schedule waits a second", reconcile.Done(), -time.Minute, reconcile.KindRequeueAfter, time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tt.r.RequeueBy(tt.d)
+			if got.Kind() != tt.kind || got.After() != tt.after || got.Reason() != tt.r.Reason() || got.Message() != tt.r.Message() {
+				t.Errorf("RequeueBy(%v) = %s after %v (%q, %q), want %s after %v", tt.d, got.Kind(), got.After(), got.Reason(), got.Message(), tt.kind, tt.after)
+			}
+		})
+	}
+}
+
 func TestResultConstructors(t *testing.T) {
 	tests := []struct {
 		name        string

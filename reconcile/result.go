@@ -171,6 +171,28 @@ func (r Result) RecheckAfter(d time.Duration) Result {
 	return r
 }
 
+// RequeueBy returns r with the next pass due within d: the place to merge
+// a schedule's next run (time.Until(next)) into what the hooks return. Done
+// becomes RequeueAfter(d); RequeueAfter, Waiting and Terminal keep their
+// kind and take the sooner of their delay and d (a WaitingForChange or a
+// Terminal without a recheck takes d). A Retry is unchanged: its backoff
+// comes sooner, and controller-runtime drops a delay returned with an
+// error. A d below one second is one second, so that a schedule already
+// due cannot spin the pass.
+func (r Result) RequeueBy(d time.Duration) Result {
+	d = max(d, time.Second)
+	switch r.kind {
+	case KindRetry:
+		return r
+	case KindDone:
+		return RequeueAfter(d)
+	}
+	if r.after <= 0 || d < r.after {
+		r.after = d
+	}
+	return r
+}
+
 // ErrRecheckNotTerminal is wrapped by the Retry that RecheckAfter returns
 // when called on a Result that is not Terminal.
 var ErrRecheckNotTerminal = errors.New("reconcile: RecheckAfter on a result that is not Terminal")
