@@ -17,8 +17,10 @@ var goBlock = regexp.MustCompile("(?s)```go\n(.*?)```")
 
 // TestFirstOperatorGuideBuilds writes the Go files of first-operator.md into a
 // scratch module that uses this checkout of opkit, generates its deepcopy
-// code and CRD with controller-gen as the guide says, and builds it.
+// code and CRD with controller-gen as the guide says, builds it, and runs
+// the guide's envtest test.
 func TestFirstOperatorGuideBuilds(t *testing.T) {
+	t.Parallel() // each compiles a module of its own: minutes on two cores
 	guide, err := os.ReadFile("first-operator.md")
 	if err != nil {
 		t.Fatal(err)
@@ -30,14 +32,17 @@ func TestFirstOperatorGuideBuilds(t *testing.T) {
 		switch {
 		case strings.HasPrefix(code, "// Package v1alpha1"):
 			files["api/v1alpha1/types.go"] = code
+		case strings.HasPrefix(code, "package main") && strings.Contains(code, "func TestMain("):
+			files["main_test.go"] = code
 		case strings.HasPrefix(code, "package main"):
 			files["main.go"] = code
 		}
 	}
-	if len(files) != 2 {
-		t.Fatalf("found %d of the guide's 2 complete Go files (types.go, main.go)", len(files))
+	if len(files) != 3 {
+		t.Fatalf("found %d of the guide's 3 complete Go files (types.go, main.go, main_test.go)", len(files))
 	}
 	repo, controllerGen := repoTools(t)
+	assets := envtestAssets(t, repo)
 	dir := t.TempDir()
 	files["go.mod"] = "module example.com/greeter\n\ngo 1.26.0\n\nrequire github.com/opkit-dev/opkit v0.0.0\n\nreplace github.com/opkit-dev/opkit => " + repo + "\n"
 	for name, content := range files {
@@ -46,15 +51,15 @@ func TestFirstOperatorGuideBuilds(t *testing.T) {
 	copyGoSum(t, repo, dir)
 	for _, args := range [][]string{
 		{"go", "mod", "tidy"},
-		{controllerGen, "object", "paths=./..."},
-		{controllerGen, "crd", "paths=./...", "output:crd:artifacts:config=config/crd"},
-		{controllerGen, "rbac:roleName=manager-role", "paths=./...", "output:rbac:artifacts:config=config/rbac"},
+		{controllerGen, "object", "crd", "rbac:roleName=manager-role", "paths=./...",
+			"output:crd:artifacts:config=config/crd", "output:rbac:artifacts:config=config/rbac"},
 		{"go", "vet", "./..."},
 		{"go", "build", "-o", filepath.Join(dir, "greeter"), "."},
+		{"go", "test", "-count=1", "./..."},
 	} {
 		cmd := exec.CommandContext(t.Context(), args[0], args[1:]...)
 		cmd.Dir = dir
-		cmd.Env = testkit.GoEnv("-mod=mod")
+		cmd.Env = append(testkit.GoEnv("-mod=mod"), "KUBEBUILDER_ASSETS="+assets)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
 		}

@@ -65,3 +65,17 @@ func write(t *testing.T, path, content string) {
 		t.Fatal(err)
 	}
 }
+
+// envtestAssets returns the directory of envtest's binaries, for the
+// guides' own tests: $KUBEBUILDER_ASSETS, else the repository's bin/.
+func envtestAssets(t *testing.T, repo string) string {
+	t.Helper()
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		assets = filepath.Join(repo, "bin")
+	}
+	if _, err := os.Stat(filepath.Join(assets, "kube-apiserver")); err != nil {
+		t.Fatalf("the guide's tests need envtest's binaries: run `make envtest-assets` (%v)", err)
+	}
+	return assets
+}

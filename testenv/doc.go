@@ -1,0 +1,14 @@
+// Package testenv runs an operator's tests against a real API server
+// (controller-runtime's envtest): a control plane with the module's CRDs,
+// a namespace per test, a manager per test, waits on conditions, and the
+// status a built-in controller would write where envtest runs none.
+//
+//	var env *testenv.Env
+//
+//	func TestMain(m *testing.M) {
+//		testenv.Main(m, &env, testenv.WithCRDs("../../config/crd/bases"), testenv.WithScheme(v1alpha1.AddToScheme))
+//	}
+//
+// The binaries come from $KUBEBUILDER_ASSETS, as for envtest itself
+// (setup-envtest prints the directory).
+package testenv

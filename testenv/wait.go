@@ -1,0 +1,63 @@
+package testenv
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/opkit-dev/opkit/statusutil"
+	"github.com/opkit-dev/opkit/statusutil/statustest"
+)
+
+// Timeout is how long WaitFor and WaitForCondition wait.
+var Timeout = 30 * time.Second
+
+// WaitFor reads obj (by its name and namespace) through c until cond
+// holds, and fails t with the last state read after Timeout. obj holds
+// the last read.
+func WaitFor[T client.Object](t testing.TB, c client.Client, obj T, cond func(T) bool) {
+	t.Helper()
+	key := client.ObjectKeyFromObject(obj)
+	var lastErr error
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, Timeout, true, func(ctx context.Context) (bool, error) {
+		if lastErr = c.Get(ctx, key, obj); lastErr != nil {
+			return false, client.IgnoreNotFound(lastErr)
+		}
+		return cond(obj), nil
+	})
+	if err != nil {
+		if apierrors.IsNotFound(lastErr) {
+			t.Fatalf("%T %s does not exist after %v", obj, key, Timeout)
+		}
+		t.Fatalf("%T %s did not reach the state waited for within %v: %v", obj, key, Timeout, err)
+	}
+}
+
+// Conditioned is an object with status conditions.
+type Conditioned interface {
+	client.Object
+	statusutil.Getter
+}
+
+// WaitForCondition waits until obj's condition condType has status, at
+// obj's current generation, and fails t naming every condition otherwise.
+func WaitForCondition(t testing.TB, c client.Client, obj Conditioned, condType string, status metav1.ConditionStatus) {
+	t.Helper()
+	key := client.ObjectKeyFromObject(obj)
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, Timeout, true, func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, key, obj); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		got := statusutil.Get(obj, condType)
+		return got != nil && got.Status == status && got.ObservedGeneration == obj.GetGeneration(), nil
+	})
+	if err != nil {
+		t.Fatalf("%T %s: %s is not %s at generation %d within %v; conditions:\n%s",
+			obj, key, condType, status, obj.GetGeneration(), Timeout, statustest.FormatConditions(obj.GetConditions()))
+	}
+}
