@@ -97,7 +97,7 @@ func TestManagerAndWaits(t *testing.T) {
 // what it saw.
 func TestWaitsFailWithTheState(t *testing.T) {
 	defer func(d time.Duration) { testenv.Timeout = d }(testenv.Timeout)
-	testenv.Timeout = 300 * time.Millisecond
+	testenv.Timeout = 2 * time.Second // short, yet long enough for a read under load
 	ns := env.Namespace(t)
 	w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: ns}}
 	testkit.Must(t, env.Client.Create(t.Context(), w))

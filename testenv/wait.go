@@ -23,18 +23,30 @@ var Timeout = 30 * time.Second
 func WaitFor[T client.Object](t testing.TB, c client.Client, obj T, cond func(T) bool) {
 	t.Helper()
 	key := client.ObjectKeyFromObject(obj)
+	var seen, missing bool
 	var lastErr error
+	// Errors do not end the wait: a read may fail near the deadline (the
+	// client's rate limiter refuses to wait past it).
 	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, Timeout, true, func(ctx context.Context) (bool, error) {
-		if lastErr = c.Get(ctx, key, obj); lastErr != nil {
-			return false, client.IgnoreNotFound(lastErr)
+		switch err := c.Get(ctx, key, obj); {
+		case err == nil:
+			seen, missing = true, false
+			return cond(obj), nil
+		case apierrors.IsNotFound(err):
+			missing = true
+		default:
+			lastErr = err
 		}
-		return cond(obj), nil
+		return false, nil
 	})
-	if err != nil {
-		if apierrors.IsNotFound(lastErr) {
-			t.Fatalf("%T %s does not exist after %v", obj, key, Timeout)
-		}
-		t.Fatalf("%T %s did not reach the state waited for within %v: %v", obj, key, Timeout, err)
+	switch {
+	case err == nil:
+	case missing && !seen:
+		t.Fatalf("%T %s does not exist after %v", obj, key, Timeout)
+	case lastErr != nil:
+		t.Fatalf("%T %s did not reach the state waited for within %v (last read error: %v)", obj, key, Timeout, lastErr)
+	default:
+		t.Fatalf("%T %s did not reach the state waited for within %v", obj, key, Timeout)
 	}
 }
 
@@ -51,7 +63,7 @@ func WaitForCondition(t testing.TB, c client.Client, obj Conditioned, condType s
 	key := client.ObjectKeyFromObject(obj)
 	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, Timeout, true, func(ctx context.Context) (bool, error) {
 		if err := c.Get(ctx, key, obj); err != nil {
-			return false, client.IgnoreNotFound(err)
+			return false, nil // as in WaitFor: the wait goes on
 		}
 		got := statusutil.Get(obj, condType)
 		return got != nil && got.Status == status && got.ObservedGeneration == obj.GetGeneration(), nil
