@@ -41,17 +41,10 @@ func (r *Reconciler[T]) pause(ctx context.Context, key types.NamespacedName, bef
 	statusutil.MarkTrue(obj, ConditionPaused, ReasonPaused, pausedMessage)
 	statusutil.MarkReconciling(obj, ReasonPaused, pausedMessage)
 	statusutil.SetSummary(obj, r.opts.summary...)
-	written, err := r.writeStatus(ctx, before, obj)
-	if err != nil {
-		r.metrics.statusWrite("failed")
+	if err := r.writeStatusCounted(ctx, before, obj); err != nil {
 		return err
 	}
 	r.writes.record(key, obj, readRV, stale)
-	if written {
-		r.metrics.statusWrite("written")
-	} else {
-		r.metrics.statusWrite("skipped")
-	}
 	if !statusutil.IsTrue(before, ConditionPaused) {
 		r.recorder.Eventf(obj, nil, "Normal", ReasonPaused, "Pause", "%s", pausedMessage)
 	}

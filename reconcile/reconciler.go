@@ -332,15 +332,8 @@ func (r *Reconciler[T]) setFinalizingConditions(obj T, res Result) {
 // finish writes the status, records events and metrics, and converts the
 // outcome for controller-runtime.
 func (r *Reconciler[T]) finish(ctx context.Context, before, obj T, res Result) (ctrl.Result, error) {
-	written, err := r.writeStatus(ctx, before, obj)
-	if err != nil {
-		r.metrics.statusWrite("failed")
+	if err := r.writeStatusCounted(ctx, before, obj); err != nil {
 		return ctrl.Result{}, err
-	}
-	if written {
-		r.metrics.statusWrite("written")
-	} else {
-		r.metrics.statusWrite("skipped")
 	}
 	r.recordEvents(before, obj, res)
 	outcome := res.kind.String()
@@ -369,6 +362,22 @@ func (r *Reconciler[T]) finish(ctx context.Context, before, obj T, res Result) (
 		return ctrl.Result{}, crreconcile.TerminalError(res.err)
 	}
 	return ctrl.Result{}, nil
+}
+
+// writeStatusCounted is writeStatus with its outcome counted in
+// MetricStatusWrites.
+func (r *Reconciler[T]) writeStatusCounted(ctx context.Context, before, obj T) error {
+	written, err := r.writeStatus(ctx, before, obj)
+	switch {
+	case err != nil:
+		r.metrics.statusWrite("failed")
+		return err
+	case written:
+		r.metrics.statusWrite("written")
+	default:
+		r.metrics.statusWrite("skipped")
+	}
+	return nil
 }
 
 // recordEvents emits events for transitions of Ready and Stalled, and for a
