@@ -53,11 +53,11 @@ func TestBuildInstallerFollowsIMG(t *testing.T) {
 				if !strings.HasPrefix(o.GetName(), ex.Name+"-") {
 					t.Errorf("%s %s lacks the prefix %s-", o.GetKind(), o.GetName(), ex.Name)
 				}
-				clusterScoped := o.GetKind() == "ClusterRole" || o.GetKind() == "ClusterRoleBinding"
+				clusterScoped := slices.Contains([]string{"ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}, o.GetKind())
 				if !clusterScoped && o.GetNamespace() != ex.Namespace {
 					t.Errorf("%s %s in namespace %q, want %s", o.GetKind(), o.GetName(), o.GetNamespace(), ex.Namespace)
 				}
-				if strings.HasSuffix(o.GetKind(), "Binding") {
+				if o.GetKind() == "RoleBinding" || o.GetKind() == "ClusterRoleBinding" {
 					subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
 					want := []any{map[string]any{"kind": "ServiceAccount", "name": sa, "namespace": ex.Namespace}}
 					if diff := cmp.Diff(want, subjects); diff != "" {

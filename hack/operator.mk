@@ -87,6 +87,12 @@ chart: ## Write dist/chart/templates from config/ (CRDs, the manager's rules) an
 	  echo '{{- define "chart.managerRules" }}'; \
 	  sed -n '/^rules:$$/,$$p' $(EXAMPLE)/config/rbac/role.yaml | tail -n +2; \
 	  echo '{{- end }}'; } > $(CHART)/templates/rbac/_manager_rules.tpl
+	@# The guard's admission policy (config/guard), named after the release.
+	@if [ -d $(EXAMPLE)/config/guard ]; then mkdir -p $(CHART)/templates/guard; \
+	  sed -e '1s|^#.*|# config/guard/policy.yaml, written by make chart.|' \
+	      -e 's|^  name: .*-guard$$|  name: {{ include "chart.fullname" . }}-guard|' \
+	      -e 's|^  policyName: .*-guard$$|  policyName: {{ include "chart.fullname" . }}-guard|' \
+	      $(EXAMPLE)/config/guard/policy.yaml > $(CHART)/templates/guard/policy.yaml; fi
 	@echo "wrote $(CHART)/templates"
 
 ##@ Deployment ($$KUBECONFIG, default the local cluster)

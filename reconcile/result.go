@@ -106,9 +106,10 @@ const DefaultWaitingRequeue = 30 * time.Second
 // member's health, an object the cache does not hold) must use Waiting with
 // a delay. With WaitingForChange it stalls until an unrelated change: the
 // cache's periodic resyncs start no pass (SetupWithManager's predicates
-// drop them). The same holds in Finalize: while the finalizer holds the
-// object, the garbage collector does not delete its children, so a wait
-// for them to go is never ended by their deletion.
+// drop them). In Finalize, the finalizer does not keep the children:
+// foreground deletion lets the garbage collector delete them while
+// Finalize runs, and deleting the namespace deletes them at once. Hold the
+// children Finalize needs with package guard.
 //
 // With WithProgressDelay, a pass whose status write is deferred is still
 // requeued when the delay runs out, so the deferred status is written even

@@ -21,6 +21,7 @@ import (
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/membership"
+	"github.com/opkit-dev/opkit/guard"
 	"github.com/opkit-dev/opkit/ownership"
 	"github.com/opkit-dev/opkit/reconcile"
 )
@@ -140,6 +141,7 @@ type ClusterHooks struct {
 
 	leaders  leaders
 	retained retention
+	guard    *guard.Guard
 }
 
 // NewClusterHooks returns the hooks of the EtcdCluster Reconciler, once
@@ -157,7 +159,11 @@ func NewClusterHooks(cfg ClusterConfig) (*ClusterHooks, error) {
 	if err := RegisterMetrics(); err != nil {
 		return nil, err
 	}
-	return &ClusterHooks{ClusterConfig: cfg}, nil
+	g, err := newGuard(cfg.Client)
+	if err != nil {
+		return nil, err
+	}
+	return &ClusterHooks{ClusterConfig: cfg, guard: g}, nil
 }
 
 var (

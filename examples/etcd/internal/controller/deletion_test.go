@@ -23,6 +23,7 @@ import (
 	"github.com/opkit-dev/opkit/backup/fsstore"
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/controller"
+	guardpkg "github.com/opkit-dev/opkit/guard"
 	"github.com/opkit-dev/opkit/statusutil"
 )
 
@@ -238,7 +239,7 @@ func TestChildrenMadeBeforeGuardsAreHeld(t *testing.T) {
 	if err := g.c.Get(t.Context(), types.NamespacedName{Namespace: g.ns, Name: controller.GuardName("old")}, guard); err != nil {
 		t.Fatalf("the cluster's guard: %v", err)
 	}
-	if diff := cmp.Diff(map[string]string{controller.LabelCluster: "old", controller.LabelGuardOf: string(c.UID)}, guard.Labels); diff != "" {
+	if diff := cmp.Diff(map[string]string{controller.LabelGuardOf: string(c.UID), guardpkg.LabelGuard: "true"}, guard.Labels); diff != "" {
 		t.Errorf("guard labels (-want +got):\n%s", diff)
 	}
 	if len(guard.OwnerReferences) != 0 {
@@ -252,6 +253,9 @@ func TestChildrenMadeBeforeGuardsAreHeld(t *testing.T) {
 			continue
 		}
 		obj.SetOwnerReferences(kept)
+		labels := obj.GetLabels()
+		delete(labels, guardpkg.LabelHeldBy)
+		obj.SetLabels(labels)
 		if err := g.c.Update(t.Context(), obj); err != nil {
 			t.Fatal(err)
 		}
@@ -269,7 +273,7 @@ func TestChildrenMadeBeforeGuardsAreHeld(t *testing.T) {
 		if obj.GetLabels()[controller.LabelCluster] != "old" || obj.GetKind() == "ConfigMap" || obj.GetName() == "stranger" {
 			continue
 		}
-		if !slices.ContainsFunc(obj.GetOwnerReferences(), func(r metav1.OwnerReference) bool { return r.UID == guard.UID && r.Kind == "ConfigMap" }) {
+		if !guardpkg.IsHeld(obj, guard) {
 			unheld = append(unheld, obj.GetKind()+" "+obj.GetName())
 		}
 	}
@@ -411,17 +415,73 @@ func TestDeletionRecreatesAMissingMemberForTheFinalBackup(t *testing.T) {
 	}
 }
 
-// TestDeletedNamespaceEndsWithoutAFinalBackup: deleting a cluster's
-// namespace deletes its pods and claims, and no pod can be created in it
-// again, so no member can come back to take the final backup from. The
-// cluster goes, with a Warning event. Before, the finalizer tried to
+// TestNamespaceDeletionKeepsMembersForTheFinalBackup: deleting a
+// cluster's namespace deletes its pods, claims, Services and Secrets
+// directly, not through the garbage collector, so only the guard's
+// admission policy keeps the members running for the final backup. The
+// backup holds every acknowledged write; the children can be deleted
+// once it is taken. Before package guard, the namespace controller
+// deleted the members at once and the cluster went without its final
+// backup (a Warning event).
+func TestNamespaceDeletionKeepsMembersForTheFinalBackup(t *testing.T) {
+	g := newRig(t)
+	withGuardPolicy(t)
+	c := g.createBackedUp("ns", 3, 0, 20)
+	want := g.writeKeys("/acked/", 5)
+	guardName := g.guard("ns").Name
+	if err := g.c.Delete(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: g.ns}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.c.Delete(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	// The policy reaches admission through informers.
+	eventually(t, "the guard's policy to refuse deleting a member", func() (bool, string) {
+		err := g.c.Delete(t.Context(), g.pod("ns-0"), client.DryRunAll)
+		return apierrors.IsForbidden(err), fmt.Sprint(err)
+	})
+	refused := g.deleteChildren("ns")
+	for _, p := range g.names(&corev1.PodList{}) {
+		if msg := refused["*v1.Pod "+p]; !strings.Contains(msg, "held by guard "+guardName) {
+			t.Errorf("deleting pod %s in a namespace being deleted: %q, want refused by guard %s", p, msg, guardName)
+		}
+	}
+	for i := 0; i < 10 && g.exists(c); i++ {
+		if err := g.pass("ns"); err != nil {
+			t.Logf("pass: %v", err)
+		}
+	}
+	if g.exists(c) {
+		t.Fatalf("EtcdCluster still exists after 10 passes: %+v", g.get("ns").Status.Conditions)
+	}
+	var final []backup.Manifest
+	for _, m := range g.storedBackups("ns") {
+		if m.Snapshot.Extra[controller.ExtraTrigger] == controller.TriggerFinal {
+			final = append(final, m)
+		}
+	}
+	if len(final) != 1 {
+		t.Fatalf("%d final backups, want 1; events %q", len(final), g.drain())
+	}
+	if diff := cmp.Diff(want, g.backupKeys("ns", final[0])); diff != "" {
+		t.Errorf("final backup lacks acknowledged writes (-want +got):\n%s", diff)
+	}
+	eventually(t, "the children to be deletable once the guard is released", func() (bool, string) {
+		left := g.deleteChildren("ns")
+		return len(left) == 0, fmt.Sprint(left)
+	})
+}
+
+// TestDeletedNamespaceEndsWithoutAFinalBackup: a cluster whose namespace
+// is being deleted and whose members are all gone (the guard's policy not
+// installed, or the members failed) cannot take its final backup, and no
+// pod can be created in the namespace again. The cluster goes, with a
+// Warning event, and releases its guard. Before, the finalizer tried to
 // recreate a member every pass (refused: the namespace is terminating)
 // and held the namespace Terminating for good.
 func TestDeletedNamespaceEndsWithoutAFinalBackup(t *testing.T) {
 	g := newRig(t)
 	c := g.createBackedUp("ns", 3, 0, 20)
-	// The namespace controller's part (envtest runs none): the namespace
-	// is Terminating, the cluster and the pods are deleted.
 	if err := g.c.Delete(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: g.ns}}); err != nil {
 		t.Fatal(err)
 	}
@@ -429,7 +489,7 @@ func TestDeletedNamespaceEndsWithoutAFinalBackup(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range g.names(&corev1.PodList{}) {
-		g.deletePodAndStop("ns", p)
+		g.fake.SetHealthy(controller.PeerURL(c, p), false)
 	}
 	g.drain()
 	for i := 0; i < 10 && g.exists(c); i++ {
@@ -448,5 +508,8 @@ func TestDeletedNamespaceEndsWithoutAFinalBackup(t *testing.T) {
 	}
 	if len(warnings) != 1 || !strings.Contains(warnings[0], controller.EventFinalBackupSkipped) || !strings.Contains(warnings[0], "namespace "+g.ns) {
 		t.Errorf("warnings %q, want one %s naming namespace %s", warnings, controller.EventFinalBackupSkipped, g.ns)
+	}
+	if err := g.c.Get(t.Context(), client.ObjectKey{Namespace: g.ns, Name: controller.GuardName("ns")}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the guard after the cluster went: %v, want NotFound", err)
 	}
 }

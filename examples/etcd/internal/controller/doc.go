@@ -9,11 +9,11 @@
 // write; a crash between the two is finished by the next pass, because the
 // planner looks at both sides.
 //
-// Every child of a cluster is also owned by the cluster's guard, a
-// ConfigMap without owner that the finalizer deletes after the final
-// backup, so that no propagation policy deletes the members before it (see
-// LabelGuardOf); GuardCollector deletes the guards of clusters deleted
-// without their finalizer. SetupWithManager wires the three controllers,
+// Every child of a cluster is held by the cluster's guard (opkit's package
+// guard), which the finalizer releases after the final backup, so that
+// neither a propagation policy nor the namespace's deletion deletes the
+// members before it; NewGuardCollector releases the guards of clusters
+// deleted without their finalizer. SetupWithManager wires the three controllers,
 // with a cache restricted by CacheOptions to the operator's own objects.
 //
 // One topic per file: cluster.go (ClusterHooks and the order of a pass),
@@ -21,9 +21,9 @@
 // members.go (carrying out membership steps on etcd and pods), pods.go
 // (the children's specs), restore.go (both restore paths), backups.go
 // (scheduled backups and retention), deletion.go (the finalizer and final
-// backup), guard.go and guard_collector.go (what keeps members until the
-// final backup), etcdbackup.go (BackupHooks), stores.go, metrics.go and
-// setup.go (SetupWithManager, CacheOptions).
+// backup), guard.go (what keeps members until the final backup),
+// etcdbackup.go (BackupHooks), stores.go, metrics.go and setup.go
+// (SetupWithManager, CacheOptions).
 //
 // Members are reached through Endpoints (pod DNS names on the headless
 // Service by default) and an etcdclient.Factory; see package etcdclient for

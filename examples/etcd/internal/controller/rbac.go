@@ -18,7 +18,7 @@ package controller
 // on pods/portforward, for --member-access=port-forward (an operator
 // outside the cluster), is granted by config/portforward only. ConfigMaps
 // are the clusters' guards (see LabelGuardOf): created, read from the
-// cache and deleted. A member's PersistentVolume and its node are read
+// cache, patched (the guard's finalizer) and deleted. A member's PersistentVolume and its node are read
 // (get) only while the member's pod does not run, to tell a node declared
 // gone (see EventMemberNodeLost). A deleted cluster's namespace is read
 // (get) to tell a namespace being deleted (see EventFinalBackupSkipped).
@@ -29,7 +29,7 @@ package controller
 // +kubebuilder:rbac:groups="",resources=pods;persistentvolumeclaims;services,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;update;delete
 // +kubebuilder:rbac:groups="",resources=namespaces;nodes;persistentvolumes,verbs=get
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create

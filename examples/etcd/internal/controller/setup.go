@@ -87,7 +87,7 @@ func CacheOptions() (cache.Options, error) {
 // scheme must know v1alpha1 and whose cache should be built with
 // CacheOptions: EtcdClusters (ClusterHooks), EtcdBackups (BackupHooks) and
 // the collector of guards left by clusters deleted without their finalizer
-// (GuardCollector). It registers the operator's metrics.
+// (NewGuardCollector). It registers the operator's metrics.
 func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	if o.Etcd == nil {
 		return errors.New("controller.SetupWithManager: Options.Etcd is required")

@@ -4,23 +4,6 @@
   - ""
   resources:
   - configmaps
-  verbs:
-  - create
-  - delete
-  - get
-  - list
-  - watch
-- apiGroups:
-  - ""
-  resources:
-  - namespaces
-  - nodes
-  - persistentvolumes
-  verbs:
-  - get
-- apiGroups:
-  - ""
-  resources:
   - persistentvolumeclaims
   - pods
   - services
@@ -31,6 +14,14 @@
   - list
   - patch
   - watch
+- apiGroups:
+  - ""
+  resources:
+  - namespaces
+  - nodes
+  - persistentvolumes
+  verbs:
+  - get
 - apiGroups:
   - ""
   resources:
