@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"maps"
 	"time"
 )
 
@@ -26,7 +27,16 @@ const writeBufferSize = 256 << 10
 type Option func(*options)
 
 type options struct {
-	now func() time.Time
+	now   func() time.Time
+	extra map[string]string
+}
+
+// WithExtra records extra in the manifest's Snapshot.Extra, over the
+// Snapshotter's own entries of the same keys: tags such as the trigger or
+// the owner's UID, without wrapping the Snapshotter (which would hide its
+// Quiescer or Restorer).
+func WithExtra(extra map[string]string) Option {
+	return func(o *options) { o.extra = maps.Clone(extra) }
 }
 
 // WithClock makes [Backup] read the time from now instead of [time.Now]. It
@@ -92,6 +102,15 @@ func backupData(ctx context.Context, store Store, snap Snapshotter, id string, s
 	meta, size, sum, err := streamSnapshot(ctx, store, snap, dataKey)
 	if rerr := resume(); rerr != nil {
 		err = errors.Join(err, rerr)
+	}
+	if len(o.extra) > 0 {
+		// A copy: the map may be the Snapshotter's own.
+		extra := maps.Clone(meta.Extra)
+		if extra == nil {
+			extra = map[string]string{}
+		}
+		maps.Copy(extra, o.extra)
+		meta.Extra = extra
 	}
 	if err == nil && meta.Engine == "" {
 		err = errors.New("snapshotter returned Metadata with an empty Engine; set Engine to the database engine's name, for example \"etcd\"")

@@ -16,7 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/opkit-dev/opkit/backup"
-	"github.com/opkit-dev/opkit/backup/internal/storetest"
+	"github.com/opkit-dev/opkit/backup/storetest"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/opkit-dev/opkit/backup"
-	"github.com/opkit-dev/opkit/backup/internal/storetest"
+	"github.com/opkit-dev/opkit/backup/storetest"
 )
 
 func TestInvalidManifestsMakeBackupsIncomplete(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/opkit-dev/opkit/backup"
-	"github.com/opkit-dev/opkit/backup/internal/storetest"
+	"github.com/opkit-dev/opkit/backup/storetest"
 )
 
 // TestPruneKeepsBackupsItCannotRead: Prune may collect only what is

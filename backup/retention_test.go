@@ -12,7 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/opkit-dev/opkit/backup"
-	"github.com/opkit-dev/opkit/backup/internal/storetest"
+	"github.com/opkit-dev/opkit/backup/storetest"
 )
 
 // at makes a manifest started at t0 plus d, with an ID derived from it.

@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/opkit-dev/opkit/backup/internal/storetest"
+	"github.com/opkit-dev/opkit/backup/storetest"
 )
 
 // A filesystem that refuses O_DIRECT, when it is enabled or on the first

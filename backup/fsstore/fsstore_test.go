@@ -15,7 +15,7 @@ import (
 
 	"github.com/opkit-dev/opkit/backup"
 	"github.com/opkit-dev/opkit/backup/fsstore"
-	"github.com/opkit-dev/opkit/backup/internal/storetest"
+	"github.com/opkit-dev/opkit/backup/storetest"
 )
 
 func newStore(t *testing.T, opts ...fsstore.Option) *fsstore.Store {

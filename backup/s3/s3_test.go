@@ -16,8 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/opkit-dev/opkit/backup"
-	"github.com/opkit-dev/opkit/backup/internal/storetest"
 	"github.com/opkit-dev/opkit/backup/s3"
+	"github.com/opkit-dev/opkit/backup/storetest"
 	"github.com/opkit-dev/opkit/internal/testkit"
 )
 

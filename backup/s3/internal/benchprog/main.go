@@ -36,8 +36,8 @@ import (
 
 	"github.com/opkit-dev/opkit/backup"
 	"github.com/opkit-dev/opkit/backup/fsstore"
-	"github.com/opkit-dev/opkit/backup/internal/storetest"
 	"github.com/opkit-dev/opkit/backup/s3"
+	"github.com/opkit-dev/opkit/backup/storetest"
 	"github.com/opkit-dev/opkit/internal/testkit"
 )
 

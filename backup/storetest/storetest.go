@@ -1,5 +1,3 @@
-// Package storetest is a conformance suite for implementations of
-// backup.Store, run by the tests of each store.
 package storetest
 
 import (
