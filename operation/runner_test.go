@@ -1,0 +1,260 @@
+package operation_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/opkit-dev/opkit/operation"
+)
+
+var owner = &metav1.ObjectMeta{Name: "db", UID: "uid-1"}
+
+// work is an operation whose Run blocks until released or cancelled, and
+// commits its effect only when released.
+type work struct {
+	mu       sync.Mutex
+	started  int
+	effects  map[string]int
+	release  chan error
+	finished chan struct{}
+}
+
+func newWork() *work {
+	return &work{effects: map[string]int{}, release: make(chan error, 10), finished: make(chan struct{}, 10)}
+}
+
+func (w *work) op(maxAttempts int32, withDone bool) operation.Operation {
+	op := operation.Operation{Type: "backup", MaxAttempts: maxAttempts, Poll: time.Millisecond,
+		Run: func(ctx context.Context, id string, progress func(string)) error {
+			w.mu.Lock()
+			w.started++
+			w.mu.Unlock()
+			progress("copying")
+			defer func() { w.finished <- struct{}{} }()
+			select {
+			case err := <-w.release:
+				if err == nil {
+					w.mu.Lock()
+					w.effects[id]++
+					w.mu.Unlock()
+				}
+				return err
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}}
+	if withDone {
+		op.Done = func(_ context.Context, id string) (bool, error) {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			return w.effects[id] > 0, nil
+		}
+	}
+	return op
+}
+
+func (w *work) counts() (started, effects int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.started, w.effects["b1"]
+}
+
+// process is one operator process: its Runner, and the Record a pass
+// works on, read back from what was written (saved).
+type process struct {
+	t      *testing.T
+	runner *operation.Runner
+	op     operation.Operation
+	rec    operation.Record
+	saved  *operation.Record
+}
+
+func (p *process) step() time.Duration {
+	p.t.Helper()
+	p.rec = *p.saved.DeepCopy()
+	return p.runner.Step(p.t.Context(), owner, &p.rec, p.op)
+}
+
+func (p *process) write() { *p.saved = *p.rec.DeepCopy() }
+
+// restart is the operator killed: its runs end, and the next process
+// starts from what was written.
+func (p *process) restart() *process {
+	p.runner.Cancel(owner)
+	return &process{t: p.t, runner: operation.NewRunner(nil), op: p.op, saved: p.saved}
+}
+
+func TestStepRunsAnOperationOnce(t *testing.T) {
+	w := newWork()
+	saved := &operation.Record{}
+	p := &process{t: t, runner: operation.NewRunner(nil), op: w.op(3, true), saved: saved}
+	if err := operation.Start(saved, "backup", "b1", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := operation.Start(saved, "backup", "b2", time.Now()); !errors.Is(err, operation.ErrActive) {
+		t.Errorf("a second Start: %v, want ErrActive", err)
+	}
+	if d := p.step(); d == 0 || p.rec.Phase != operation.Running || p.rec.Attempts != 1 {
+		t.Fatalf("first step: %s attempt %d, next pass in %s; want Running attempt 1 and a next pass", p.rec.Phase, p.rec.Attempts, d)
+	}
+	if started, _ := w.counts(); started != 0 {
+		t.Fatal("the attempt ran before it was written")
+	}
+	p.write()
+	p.step()
+	p.write()
+	w.release <- nil
+	<-w.finished
+	if d := p.step(); d != 0 || p.rec.Phase != operation.Succeeded || p.rec.EndTime == nil {
+		t.Fatalf("after the run: %+v, next pass in %s; want Succeeded and no next pass", p.rec, d)
+	}
+	p.write()
+	if started, effects := w.counts(); started != 1 || effects != 1 {
+		t.Errorf("started %d, effects %d; want 1 and 1", started, effects)
+	}
+}
+
+// drive runs passes, each written, until Step wants no more, releasing
+// every run it launches.
+func (p *process) drive(w *work) {
+	p.t.Helper()
+	for range 500 {
+		select {
+		case w.release <- nil:
+		default:
+		}
+		d := p.step()
+		p.write()
+		if d == 0 {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	p.t.Fatalf("no end after 500 passes: %+v", p.rec)
+}
+
+// waitStarted waits for the n-th start of the operation's Run.
+func waitStarted(t *testing.T, w *work, n int) {
+	t.Helper()
+	for range 1000 {
+		if started, _ := w.counts(); started >= n {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("Run did not start %d times", n)
+}
+
+// TestRestartAtEveryStep kills the operator at each point of an
+// operation's life and checks that it ends Succeeded or Failed with a
+// reason, never lost, and that an operation of MaxAttempts 1 never starts
+// twice.
+func TestRestartAtEveryStep(t *testing.T) {
+	type outcome struct {
+		Phase            operation.Phase
+		Reason           string
+		Started, Effects int
+	}
+	for _, tc := range []struct {
+		name        string
+		maxAttempts int32
+		withDone    bool
+		crashAt     string
+		want        outcome
+	}{
+		{"while pending", 3, true, "pending", outcome{operation.Succeeded, "", 1, 1}},
+		{"attempt recorded, not written", 1, true, "armed-unwritten", outcome{operation.Succeeded, "", 1, 1}},
+		{"attempt written, not run", 3, true, "armed", outcome{operation.Succeeded, "", 1, 1}},
+		{"attempt written, not run, once only", 1, true, "armed", outcome{operation.Failed, operation.ReasonInterrupted, 0, 0}},
+		{"during the run", 3, true, "running", outcome{operation.Succeeded, "", 2, 1}},
+		{"during the run, once only", 1, true, "running", outcome{operation.Failed, operation.ReasonInterrupted, 1, 0}},
+		{"after the effect, Done knows", 3, true, "committed", outcome{operation.Succeeded, "", 1, 1}},
+		{"after the effect, once only, Done knows", 1, true, "committed", outcome{operation.Succeeded, "", 1, 1}},
+		{"after the effect, once only, no Done", 1, false, "committed", outcome{operation.Failed, operation.ReasonInterrupted, 1, 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWork()
+			saved := &operation.Record{}
+			p := &process{t: t, runner: operation.NewRunner(nil), op: w.op(tc.maxAttempts, tc.withDone), saved: saved}
+			if err := operation.Start(saved, "backup", "b1", time.Now()); err != nil {
+				t.Fatal(err)
+			}
+			switch tc.crashAt {
+			case "pending":
+				p = p.restart()
+			case "armed-unwritten":
+				p.step()
+				p = p.restart()
+			case "armed":
+				p.step()
+				p.write()
+				p = p.restart()
+			case "running", "committed":
+				p.step()
+				p.write()
+				p.step()
+				p.write()
+				waitStarted(t, w, 1)
+				if tc.crashAt == "committed" {
+					w.release <- nil
+				}
+				p = p.restart()
+				<-w.finished
+			}
+			p.drive(w)
+			started, effects := w.counts()
+			if diff := cmp.Diff(tc.want, outcome{saved.Phase, saved.Reason, started, effects}); diff != "" {
+				t.Errorf("outcome (-want +got):\n%s\nrecord %+v", diff, saved)
+			}
+			if saved.Phase == operation.Failed && saved.Message == "" {
+				t.Errorf("Failed with no message: %+v", saved)
+			}
+		})
+	}
+}
+
+func TestFailedRunIsRetriedThenFails(t *testing.T) {
+	for _, tc := range []struct {
+		maxAttempts int32
+		errs        []error
+		want        operation.Phase
+		attempts    int32
+	}{
+		{3, []error{errors.New("disk full"), nil}, operation.Succeeded, 2},
+		{2, []error{errors.New("disk full"), errors.New("disk full")}, operation.Failed, 2},
+		{1, []error{errors.New("disk full")}, operation.Failed, 1},
+	} {
+		t.Run(fmt.Sprint(tc.maxAttempts, len(tc.errs)), func(t *testing.T) {
+			w := newWork()
+			saved := &operation.Record{}
+			p := &process{t: t, runner: operation.NewRunner(nil), op: w.op(tc.maxAttempts, true), saved: saved}
+			if err := operation.Start(saved, "backup", "b1", time.Now()); err != nil {
+				t.Fatal(err)
+			}
+			for _, err := range tc.errs {
+				w.release <- err
+			}
+			for range 50 {
+				if p.step() == 0 {
+					p.write()
+					break
+				}
+				p.write()
+				time.Sleep(time.Millisecond)
+			}
+			if saved.Phase != tc.want || saved.Attempts != tc.attempts {
+				t.Errorf("record %+v, want %s after %d attempts", saved, tc.want, tc.attempts)
+			}
+			if tc.want == operation.Failed && (saved.Reason != operation.ReasonFailed || saved.Message != "disk full") {
+				t.Errorf("reason %q message %q, want %s and the error", saved.Reason, saved.Message, operation.ReasonFailed)
+			}
+		})
+	}
+}
