@@ -108,8 +108,11 @@ func (h *ClusterHooks) finalBackup(ctx context.Context, c *v1alpha1.EtcdCluster)
 	if err != nil {
 		return reconcile.Retry(fmt.Errorf("final backup: %w", err))
 	}
-	ctrl.LoggerFrom(ctx).Info("final backup taken", "id", m.ID, "size", m.Size, "sha256", m.SHA256)
-	emit(h.Recorder, c, normal, EventFinalBackupTaken, "Backup", fmt.Sprintf("final backup %s taken at revision %s (%d bytes); the members are deleted next", m.ID, m.Snapshot.ConsistencyPoint, m.Size))
+	ctrl.LoggerFrom(ctx).Info("final backup taken", "id", m.ID, "size", m.Size, "sha256", m.SHA256, "revision", m.Snapshot.ConsistencyPoint)
+	// A namespace being deleted refuses new events: the log line is all.
+	if !going {
+		emit(h.Recorder, c, normal, EventFinalBackupTaken, "Backup", fmt.Sprintf("final backup %s taken at revision %s (%d bytes); the members are deleted next", m.ID, m.Snapshot.ConsistencyPoint, m.Size))
+	}
 	return reconcile.Done()
 }
 

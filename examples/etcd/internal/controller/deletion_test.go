@@ -466,6 +466,10 @@ func TestNamespaceDeletionKeepsMembersForTheFinalBackup(t *testing.T) {
 	if diff := cmp.Diff(want, g.backupKeys("ns", final[0])); diff != "" {
 		t.Errorf("final backup lacks acknowledged writes (-want +got):\n%s", diff)
 	}
+	// The namespace refuses new events; the operator logs instead.
+	if events := g.drain(); slices.ContainsFunc(events, func(e string) bool { return strings.Contains(e, controller.EventFinalBackupTaken) }) {
+		t.Errorf("events %q: a %s event into a namespace being deleted", events, controller.EventFinalBackupTaken)
+	}
 	eventually(t, "the children to be deletable once the guard is released", func() (bool, string) {
 		left := g.deleteChildren("ns")
 		return len(left) == 0, fmt.Sprint(left)

@@ -24,7 +24,8 @@ const (
 	// scheduled backups of an EtcdCluster; the note names them.
 	EventBackupsPruned = "BackupsPruned"
 	// EventFinalBackupTaken (Normal): a deleted EtcdCluster's final backup
-	// is in its store; its members go next.
+	// is in its store; its members go next. Not emitted while the
+	// namespace is being deleted (it refuses events): logged then.
 	EventFinalBackupTaken = "FinalBackupTaken"
 	// EventFinalBackupSkipped (Warning): a deleted EtcdCluster's namespace
 	// is being deleted, taking the members' pods and claims with it, and
