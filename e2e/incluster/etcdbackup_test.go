@@ -45,13 +45,17 @@ const (
 // a new cluster physically restored from the S3 backup (init containers
 // running the operator's image) holding exactly the keys and revision of
 // the backup, a cluster that lost every member rebuilding itself from its
-// newest backup, and the final backup taken when the cluster is deleted.
+// newest backup, and the final backup taken when the cluster is deleted,
+// in the foreground or with its namespace.
 func etcdBackups(op operator) features.Feature {
 	const ns = "default"
 	// A claim in the operator's namespace mounted at
 	// <--backup-root>/<ns>/<claim>, for the EtcdBackups of ns with
 	// storeRef.pvcName <claim>.
 	const backupClaim = "etcd-backups"
+	// A namespace deleted with its cluster, whose final backup goes to a
+	// claim of the operator's namespace.
+	const doomedNS, doomedClaim, doomed = "etcd-doomed", "etcd-backups-doomed", "doomed"
 	var (
 		cli      *clientv3.Client // to the sample cluster
 		store    backup.Store     // the sample cluster's part of the S3 store
@@ -142,7 +146,7 @@ func etcdBackups(op operator) features.Feature {
 			return ctx
 		}).
 		Assess("an on-demand EtcdBackup into a claim mounted into the operator", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-			mountBackupClaim(ctx, t, cfg, op, ns, backupClaim)
+			mountBackupClaims(ctx, t, cfg, op, claimMount{ns, backupClaim}, claimMount{doomedNS, doomedClaim})
 			b := &v1alpha1.EtcdBackup{
 				ObjectMeta: metav1.ObjectMeta{Name: "demo-to-claim", Namespace: ns},
 				Spec:       v1alpha1.EtcdBackupSpec{ClusterName: sampleCluster, StoreRef: v1alpha1.StoreReference{PVCName: backupClaim}},
@@ -283,6 +287,42 @@ func etcdBackups(op operator) features.Feature {
 			})
 			return ctx
 		}).
+		// Deleting the namespace deletes the pods, claims and Services
+		// directly, not through the garbage collector: the guard's
+		// admission policy keeps the members until the final backup.
+		Assess("deleting a cluster's namespace takes its final backup with every acknowledged write, then the namespace goes", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			r := cfg.Client().Resources()
+			if err := r.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: doomedNS}}); err != nil {
+				t.Fatal(err)
+			}
+			c := &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: doomed, Namespace: doomedNS},
+				Spec: v1alpha1.EtcdClusterSpec{Size: 1, Version: "3.6.16", Storage: v1alpha1.StorageSpec{Ephemeral: true},
+					Backup: &v1alpha1.BackupSpec{StoreRef: v1alpha1.StoreReference{PVCName: doomedClaim}}}}
+			if err := r.Create(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+			harness.WaitEtcdReady(ctx, t, cfg, doomedNS, doomed)
+			dcli := harness.EtcdClient(ctx, t, cfg, doomedNS, doomed)
+			writeSampleData(ctx, t, dcli)
+			acked := readKeyspace(ctx, t, dcli)
+			_ = dcli.Close()
+			if out, err := harness.Kubectl(ctx, cfg, "delete", "namespace", doomedNS, "--wait=true", "--timeout=3m"); err != nil {
+				t.Fatalf("%v\n%s\noperator log:\n%s", err, out, op.log(ctx, cfg))
+			}
+			var final []backup.Manifest
+			for _, m := range readClaimBackups(ctx, t, cfg, op, doomedNS, doomedClaim, doomed) {
+				if m.Snapshot.Extra[extraTrigger] == "final" {
+					final = append(final, m)
+				}
+			}
+			if len(final) != 1 {
+				t.Fatalf("final backups of %s/%s: %+v, want 1\noperator log:\n%s", doomedNS, doomed, final, op.log(ctx, cfg))
+			}
+			if got := final[0].Snapshot.ConsistencyPoint; got != strconv.FormatInt(acked.Revision, 10) {
+				t.Errorf("final backup at revision %s, want %d: the last acknowledged write's", got, acked.Revision)
+			}
+			return ctx
+		}).
 		Teardown(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			if cli != nil {
 				_ = cli.Close()
@@ -293,6 +333,7 @@ func etcdBackups(op operator) features.Feature {
 				{"delete", "etcdcluster", sampleRestored, sampleCluster, "-n", ns, "--ignore-not-found", "--wait=true", "--timeout=3m"},
 				{"delete", "etcdbackup", "--all", "-n", ns, "--ignore-not-found"},
 				{"delete", "-n", ns, "-f", filepath.Join(samples, "s3-store.yaml"), "--ignore-not-found", "--wait=true"},
+				{"delete", "namespace", doomedNS, "--ignore-not-found", "--wait=true", "--timeout=3m"},
 			} {
 				if out, err := harness.Kubectl(ctx, cfg, args...); err != nil {
 					t.Errorf("kubectl %v: %v\n%s", args, err, out)
@@ -424,28 +465,74 @@ func waitBackupSucceeded(ctx context.Context, t *testing.T, cfg *envconf.Config,
 	return &b
 }
 
-// mountBackupClaim creates claim in the operator's namespace and mounts it
-// into the operator at /backups/<ns>/<claim> (under its --backup-root), as
-// an administrator adds a filesystem backup store for the clusters of
-// namespace ns, then waits for the new operator pod.
-func mountBackupClaim(ctx context.Context, t *testing.T, cfg *envconf.Config, op operator, ns, claim string) {
+// claimMount is a claim in the operator's namespace holding the
+// filesystem backup store of the clusters of namespace ns.
+type claimMount struct{ ns, claim string }
+
+// mountBackupClaims creates each claim in the operator's namespace and
+// mounts it into the operator at /backups/<ns>/<claim> (under its
+// --backup-root), as an administrator adds a filesystem backup store for
+// the clusters of namespace ns, then waits for the new operator pod (one
+// rollout for all).
+func mountBackupClaims(ctx context.Context, t *testing.T, cfg *envconf.Config, op operator, mounts ...claimMount) {
 	t.Helper()
-	pvc := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: claim, Namespace: op.namespace},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("256Mi")}},
-		},
+	var ops []string
+	for _, m := range mounts {
+		pvc := &corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: m.claim, Namespace: op.namespace},
+			Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("256Mi")}},
+			},
+		}
+		if err := cfg.Client().Resources().Create(ctx, pvc); err != nil {
+			t.Fatalf("creating claim %s: %v", m.claim, err)
+		}
+		ops = append(ops,
+			fmt.Sprintf(`{"op":"add","path":"/spec/template/spec/volumes/-","value":{"name":%q,"persistentVolumeClaim":{"claimName":%q}}}`, m.claim, m.claim),
+			fmt.Sprintf(`{"op":"add","path":"/spec/template/spec/containers/0/volumeMounts/-","value":{"name":%q,"mountPath":"/backups/%s/%s"}}`, m.claim, m.ns, m.claim))
 	}
-	if err := cfg.Client().Resources().Create(ctx, pvc); err != nil {
-		t.Fatalf("creating claim %s: %v", claim, err)
-	}
-	patch := fmt.Sprintf(`[{"op":"add","path":"/spec/template/spec/volumes/-","value":{"name":"backup-store","persistentVolumeClaim":{"claimName":%q}}},
-		{"op":"add","path":"/spec/template/spec/containers/0/volumeMounts/-","value":{"name":"backup-store","mountPath":"/backups/%s/%s"}}]`, claim, ns, claim)
+	patch := "[" + strings.Join(ops, ",") + "]"
 	if out, err := harness.Kubectl(ctx, cfg, "patch", "deployment", op.deployment(), "-n", op.namespace, "--type=json", "-p", patch); err != nil {
-		t.Fatalf("mounting claim %s into the operator: %v\n%s", claim, err, out)
+		t.Fatalf("mounting claims %v into the operator: %v\n%s", mounts, err, out)
 	}
 	if out, err := harness.Kubectl(ctx, cfg, "rollout", "status", "deployment/"+op.deployment(), "-n", op.namespace, "--timeout=3m"); err != nil {
-		t.Fatalf("the operator with the claim mounted: %v\n%s\npods: %s", err, out, harness.DescribePods(ctx, cfg, op.namespace))
+		t.Fatalf("the operator with the claims mounted: %v\n%s\npods: %s", err, out, harness.DescribePods(ctx, cfg, op.namespace))
 	}
+}
+
+// readClaimBackups reads, in a toolbox pod, the manifests of cluster's
+// backups in claim (mounted as claimMount{ns, claim} into the operator).
+func readClaimBackups(ctx context.Context, t *testing.T, cfg *envconf.Config, op operator, ns, claim, cluster string) []backup.Manifest {
+	t.Helper()
+	reader := "backup-claim-reader"
+	startToolbox(ctx, t, cfg, op.namespace, reader, "", func(p *corev1.Pod) {
+		p.Spec.Volumes = []corev1.Volume{{Name: "store", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim, ReadOnly: true}}}}
+		p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "store", MountPath: "/store", ReadOnly: true}}
+	})
+	defer func() {
+		_, _ = harness.Kubectl(context.WithoutCancel(ctx), cfg, "delete", "pod", reader, "-n", op.namespace, "--ignore-not-found", "--wait=true")
+	}()
+	dir := path.Join("/store", ns, cluster)
+	names, err := harness.Kubectl(ctx, cfg, "exec", "-n", op.namespace, reader, "--", "toolbox", "ls", dir)
+	if err != nil {
+		t.Fatalf("listing %s on claim %s: %v\n%s", dir, claim, err, names)
+	}
+	var out []backup.Manifest
+	for _, name := range strings.Fields(names) {
+		if !strings.HasSuffix(name, backup.ManifestKeyFor("")) {
+			continue
+		}
+		raw, err := harness.Kubectl(ctx, cfg, "exec", "-n", op.namespace, reader, "--", "toolbox", "cat", path.Join(dir, name))
+		if err != nil {
+			t.Fatalf("reading %s: %v\n%s", name, err, raw)
+		}
+		var m backup.Manifest
+		if err := json.Unmarshal([]byte(raw), &m); err != nil {
+			t.Fatalf("manifest %s: %v\n%s", name, err, raw)
+		}
+		out = append(out, m)
+	}
+	return out
 }

@@ -110,6 +110,15 @@ func (o operator) deployment() string { return o.name + "-controller-manager" }
 // podSelector selects the operator's pods.
 func (o operator) podSelector() string { return "app.kubernetes.io/name=" + o.name }
 
+// log is the end of the running operator's log, for a failure message.
+func (o operator) log(ctx context.Context, cfg *envconf.Config) string {
+	out, err := harness.Kubectl(context.WithoutCancel(ctx), cfg, "logs", "-n", o.namespace, "deployment/"+o.deployment(), "--tail=60")
+	if err != nil {
+		return fmt.Sprintf("%v: %s", err, out)
+	}
+	return out
+}
+
 // make runs `make -C examples/<example> target IMG=... args` against the
 // suite's cluster, as a user would.
 func (o operator) make(ctx context.Context, cfg *envconf.Config, target string, args ...string) (string, error) {

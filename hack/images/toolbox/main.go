@@ -7,6 +7,7 @@
 //	toolbox lookup NAME                  resolve NAME with the pod's resolver
 //	toolbox write FILE TEXT              write TEXT to FILE (parents created)
 //	toolbox cat FILE                     print FILE
+//	toolbox ls DIR                       print the names in DIR, one per line
 //	toolbox sha256 FILE                  print FILE's hex SHA-256 and size in bytes
 //	toolbox https-get URL [TOKENFILE]    GET URL (bearer token from TOKENFILE), print "HTTP <code>" and the body
 //
@@ -41,7 +42,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: toolbox sleep | memcached ADDR KEY VALUE | lookup NAME | write FILE TEXT | cat FILE | sha256 FILE | https-get URL [TOKENFILE]")
+		return errors.New("usage: toolbox sleep | memcached ADDR KEY VALUE | lookup NAME | write FILE TEXT | cat FILE | ls DIR | sha256 FILE | https-get URL [TOKENFILE]")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -78,6 +79,15 @@ func run(args []string) error {
 		}
 		_, err = os.Stdout.Write(b)
 		return err
+	case cmd == "ls" && len(rest) == 1:
+		entries, err := os.ReadDir(rest[0])
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			fmt.Println(e.Name())
+		}
+		return nil
 	case cmd == "sha256" && len(rest) == 1:
 		sum, n, err := sha256File(rest[0])
 		if err != nil {
