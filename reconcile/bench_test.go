@@ -20,6 +20,7 @@ import (
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
+	"github.com/opkit-dev/opkit/internal/testenv"
 	"github.com/opkit-dev/opkit/reconcile"
 )
 
@@ -230,7 +231,7 @@ func BenchmarkCreateChildAPIServer(b *testing.B) {
 			owner := benchWidget(b)
 			i := 0
 			counter.Reset()
-			cpu0, err := env.APIServerCPUSeconds()
+			cpu0, err := testenv.APIServerCPUSeconds(env)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -242,7 +243,7 @@ func BenchmarkCreateChildAPIServer(b *testing.B) {
 					b.Fatalf("EnsureChild = %s, %v", op, err)
 				}
 			}
-			cpu1, err := env.APIServerCPUSeconds()
+			cpu1, err := testenv.APIServerCPUSeconds(env)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -263,7 +264,7 @@ func BenchmarkStatusWriteAPIServer(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			w := benchWidget(b)
 			c := env.Client
-			cpu0, err := env.APIServerCPUSeconds()
+			cpu0, err := testenv.APIServerCPUSeconds(env)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -287,7 +288,7 @@ func BenchmarkStatusWriteAPIServer(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			cpu1, err := env.APIServerCPUSeconds()
+			cpu1, err := testenv.APIServerCPUSeconds(env)
 			if err != nil {
 				b.Fatal(err)
 			}

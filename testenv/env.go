@@ -53,15 +53,22 @@ func WithScheme(add ...func(*runtime.Scheme) error) Option {
 	}
 }
 
-// ErrNoAssets is returned by Start when KUBEBUILDER_ASSETS is unset.
+// WithBinaryAssets runs kube-apiserver and etcd from dir instead of
+// $KUBEBUILDER_ASSETS.
+func WithBinaryAssets(dir string) Option {
+	return func(e *envtest.Environment, _ *runtime.Scheme) error {
+		e.BinaryAssetsDirectory = dir
+		return nil
+	}
+}
+
+// ErrNoAssets is returned by Start when KUBEBUILDER_ASSETS is unset and
+// WithBinaryAssets is not given.
 var ErrNoAssets = errors.New("testenv: KUBEBUILDER_ASSETS is unset: point it at envtest's binaries (setup-envtest use -p path)")
 
 // Start starts a control plane with the options' CRDs installed. Call
 // Stop when done.
 func Start(opts ...Option) (*Env, error) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		return nil, ErrNoAssets
-	}
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, err
@@ -71,6 +78,9 @@ func Start(opts ...Option) (*Env, error) {
 		if err := o(e, scheme); err != nil {
 			return nil, err
 		}
+	}
+	if e.BinaryAssetsDirectory == "" && os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		return nil, ErrNoAssets
 	}
 	e.CRDInstallOptions.Scheme = scheme
 	cfg, err := e.Start()

@@ -7,12 +7,12 @@ import (
 	"github.com/prometheus/procfs"
 )
 
-// APIServerCPUSeconds returns the CPU time (user plus system) the
-// environment's kube-apiserver has used so far, read from /proc: the
-// process whose command line serves the port of Config.Host. Benchmarks
-// report the API server's cost of an operation as the difference of two
-// readings divided by the operations between them.
-func (e *Env) APIServerCPUSeconds() (float64, error) {
+// APIServerCPUSeconds returns the CPU time (user plus system) e's
+// kube-apiserver has used so far, read from /proc: the process whose
+// command line serves the port of Config.Host. Benchmarks report the API
+// server's cost of an operation as the difference of two readings divided
+// by the operations between them.
+func APIServerCPUSeconds(e *Env) (float64, error) {
 	u, err := url.Parse(e.Config.Host)
 	if err != nil {
 		return 0, fmt.Errorf("parsing the API server's address %q: %w", e.Config.Host, err)

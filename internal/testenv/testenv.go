@@ -1,7 +1,5 @@
-// Package testenv starts one envtest control plane (a real kube-apiserver and
-// etcd) for a package's tests, with opkit's test CRDs installed.
-//
-// Use it from TestMain:
+// Package testenv is opkit's own use of the public testenv: one envtest
+// control plane per package, with opkit's test CRDs and scheme.
 //
 //	var env *testenv.Env
 //
@@ -18,42 +16,25 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/go-logr/logr"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/opkit-dev/opkit/internal/repo"
 	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
+	"github.com/opkit-dev/opkit/testenv"
 )
 
-// Env is a running envtest control plane.
-type Env struct {
-	// Config reaches the API server with cluster-admin rights.
-	Config *rest.Config
-	// Scheme knows the built-in types and the test API.
-	Scheme *runtime.Scheme
-	// Client is a direct (uncached) client built from Config and Scheme.
-	Client client.Client
+// Env is the public kit's control plane.
+type Env = testenv.Env
 
-	env *envtest.Environment
-}
+// Counter counts a client's requests (Env.CountingConfig).
+type Counter = testenv.Counter
 
-// Option changes how Start configures the environment.
-type Option func(*envtest.Environment)
+// Option is the public kit's option.
+type Option = testenv.Option
 
 // WithCRDPaths installs CRDs from extra files or directories, in addition to
 // opkit's test CRDs.
-func WithCRDPaths(paths ...string) Option {
-	return func(e *envtest.Environment) {
-		e.CRDDirectoryPaths = append(e.CRDDirectoryPaths, paths...)
-	}
-}
+func WithCRDPaths(paths ...string) Option { return testenv.WithCRDs(paths...) }
 
 // AssetsDir returns the directory holding kube-apiserver and etcd, or an error
 // that names the make target installing them.
@@ -73,9 +54,8 @@ func AssetsDir() (string, error) {
 	return dir, nil
 }
 
-// Start starts a control plane with opkit's test CRDs installed.
-// Call Stop when done.
-func Start(opts ...Option) (*Env, error) {
+// defaults are opkit's assets, test CRDs and scheme, before opts.
+func defaults(opts []Option) ([]Option, error) {
 	root, err := repo.Root()
 	if err != nil {
 		return nil, err
@@ -84,69 +64,29 @@ func Start(opts ...Option) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, testv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			return nil, fmt.Errorf("building scheme: %w", err)
-		}
-	}
-	e := &envtest.Environment{
-		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{filepath.Join(root, "internal", "testapi", "crd")},
-		ErrorIfCRDPathMissing: true,
-		Scheme:                scheme,
-	}
-	e.CRDInstallOptions.Scheme = scheme
-	for _, o := range opts {
-		o(e)
-	}
-	cfg, err := e.Start()
-	if err != nil {
-		return nil, fmt.Errorf("starting envtest from %s: %w", assets, err)
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		_ = e.Stop()
-		return nil, fmt.Errorf("building client: %w", err)
-	}
-	return &Env{Config: cfg, Scheme: scheme, Client: c, env: e}, nil
+	return append([]Option{
+		testenv.WithBinaryAssets(assets),
+		testenv.WithCRDs(filepath.Join(root, "internal", "testapi", "crd")),
+		testenv.WithScheme(apiextensionsv1.AddToScheme, testv1.AddToScheme),
+	}, opts...), nil
 }
 
-// Stop stops the control plane.
-func (e *Env) Stop() error {
-	if err := e.env.Stop(); err != nil {
-		return fmt.Errorf("stopping envtest: %w", err)
+// Start starts a control plane with opkit's test CRDs installed.
+// Call Stop when done.
+func Start(opts ...Option) (*Env, error) {
+	all, err := defaults(opts)
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	return testenv.Start(all...)
 }
 
-// Main is a TestMain body: it starts a control plane, stores it in *env, runs
-// the tests and stops it. A control plane that cannot start fails the run.
-// controller-runtime's logs are discarded unless OPKIT_TEST_LOGS is set.
+// Main is testenv.Main with opkit's defaults.
 func Main(m *testing.M, env **Env, opts ...Option) {
-	os.Exit(run(m, env, opts))
-}
-
-func run(m *testing.M, env **Env, opts []Option) int {
-	// controller-runtime logs through a global logger and warns, with a
-	// stack trace, when none is set. Tests log nothing unless asked.
-	if os.Getenv("OPKIT_TEST_LOGS") != "" {
-		ctrllog.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr)))
-	} else {
-		ctrllog.SetLogger(logr.Discard())
-	}
-	e, err := Start(opts...)
+	all, err := defaults(opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testenv:", err)
-		return 1
+		os.Exit(1)
 	}
-	*env = e
-	code := m.Run()
-	if err := e.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "testenv:", err)
-		if code == 0 {
-			code = 1
-		}
-	}
-	return code
+	testenv.Main(m, env, all...)
 }

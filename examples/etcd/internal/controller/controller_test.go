@@ -30,15 +30,15 @@ import (
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/controller"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
-	"github.com/opkit-dev/opkit/internal/testenv"
 	"github.com/opkit-dev/opkit/reconcile"
 	"github.com/opkit-dev/opkit/statusutil"
+	"github.com/opkit-dev/opkit/testenv"
 )
 
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	testenv.Main(m, &env, testenv.WithCRDPaths("../../config/crd/bases"))
+	testenv.Main(m, &env, testenv.WithCRDs("../../config/crd/bases"), testenv.WithScheme(v1alpha1.AddToScheme))
 }
 
 func newScheme(t *testing.T) *runtime.Scheme {

@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -17,19 +16,17 @@ import (
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/opkit-dev/opkit/examples/memcached/api/v1alpha1"
-	"github.com/opkit-dev/opkit/internal/testenv"
 	"github.com/opkit-dev/opkit/internal/testkit"
 	"github.com/opkit-dev/opkit/reconcile"
+	"github.com/opkit-dev/opkit/testenv"
 )
 
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.Discard())
-	testenv.Main(m, &env, testenv.WithCRDPaths("../../config/crd/bases"))
+	testenv.Main(m, &env, testenv.WithCRDs("../../config/crd/bases"), testenv.WithScheme(v1alpha1.AddToScheme))
 }
-
-var addScheme sync.Once
 
 // fixture is one test's namespace, a Reconciler over a direct client and
 // the events it recorded.
@@ -42,7 +39,6 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	addScheme.Do(func() { testkit.Must(t, v1alpha1.AddToScheme(env.Scheme)) })
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "memcached-"}}
 	testkit.Must(t, env.Client.Create(t.Context(), ns))
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), ns) })
