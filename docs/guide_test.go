@@ -77,3 +77,37 @@ func TestFirstOperatorGuideBuilds(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeCodeIsTheExamples: the README's Go blocks are cut from
+// reconcile's runnable examples, which the test suite compiles and runs,
+// so the first code a user reads cannot drift from the library.
+func TestReadmeCodeIsTheExamples(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	examples, err := os.ReadFile("../reconcile/example_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := goBlock.FindAllStringSubmatch(string(readme), -1)
+	if len(blocks) == 0 {
+		t.Fatal("the README has no Go block")
+	}
+	for _, b := range blocks {
+		if !strings.Contains(flatten(string(examples)), flatten(b[1])) {
+			t.Errorf("this README block is not in reconcile/example_test.go:\n%s", b[1])
+		}
+	}
+}
+
+// flatten drops indentation and blank lines.
+func flatten(s string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
