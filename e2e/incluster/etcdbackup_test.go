@@ -160,17 +160,10 @@ func etcdBackups(op operator) features.Feature {
 			}
 			// Read it back from the claim in another pod: the manifest and
 			// the data's checksum.
-			reader := "backup-claim-reader"
-			startToolbox(ctx, t, cfg, op.namespace, reader, "", func(p *corev1.Pod) {
-				p.Spec.Volumes = []corev1.Volume{{Name: "store", VolumeSource: corev1.VolumeSource{
-					PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: backupClaim, ReadOnly: true}}}}
-				p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "store", MountPath: "/store", ReadOnly: true}}
-			})
-			defer func() {
-				_, _ = harness.Kubectl(context.WithoutCancel(ctx), cfg, "delete", "pod", reader, "-n", op.namespace, "--ignore-not-found", "--wait=true")
-			}()
+			read, stop := claimReader(ctx, t, cfg, op, backupClaim)
+			defer stop()
 			dir := path.Join("/store", ns, sampleCluster)
-			out, err := harness.Kubectl(ctx, cfg, "exec", "-n", op.namespace, reader, "--", "toolbox", "cat", path.Join(dir, backup.ManifestKeyFor(b.Status.BackupID)))
+			out, err := read("cat", path.Join(dir, backup.ManifestKeyFor(b.Status.BackupID)))
 			if err != nil {
 				t.Fatalf("reading the manifest from the claim: %v\n%s", err, out)
 			}
@@ -178,7 +171,7 @@ func etcdBackups(op operator) features.Feature {
 			if err := json.Unmarshal([]byte(out), &m); err != nil {
 				t.Fatalf("the manifest on the claim: %v\n%s", err, out)
 			}
-			sum, err := harness.Kubectl(ctx, cfg, "exec", "-n", op.namespace, reader, "--", "toolbox", "sha256", path.Join(dir, m.DataKey))
+			sum, err := read("sha256", path.Join(dir, m.DataKey))
 			if err != nil {
 				t.Fatalf("reading the data from the claim: %v\n%s", err, sum)
 			}
@@ -501,9 +494,10 @@ func mountBackupClaims(ctx context.Context, t *testing.T, cfg *envconf.Config, o
 	}
 }
 
-// readClaimBackups reads, in a toolbox pod, the manifests of cluster's
-// backups in claim (mounted as claimMount{ns, claim} into the operator).
-func readClaimBackups(ctx context.Context, t *testing.T, cfg *envconf.Config, op operator, ns, claim, cluster string) []backup.Manifest {
+// claimReader starts a toolbox pod in the operator's namespace with claim
+// mounted read-only at /store, and returns a toolbox command runner and a
+// stop that deletes the pod.
+func claimReader(ctx context.Context, t *testing.T, cfg *envconf.Config, op operator, claim string) (read func(args ...string) (string, error), stop func()) {
 	t.Helper()
 	reader := "backup-claim-reader"
 	startToolbox(ctx, t, cfg, op.namespace, reader, "", func(p *corev1.Pod) {
@@ -511,11 +505,23 @@ func readClaimBackups(ctx context.Context, t *testing.T, cfg *envconf.Config, op
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim, ReadOnly: true}}}}
 		p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "store", MountPath: "/store", ReadOnly: true}}
 	})
-	defer func() {
+	read = func(args ...string) (string, error) {
+		return harness.Kubectl(ctx, cfg, append([]string{"exec", "-n", op.namespace, reader, "--", "toolbox"}, args...)...)
+	}
+	stop = func() {
 		_, _ = harness.Kubectl(context.WithoutCancel(ctx), cfg, "delete", "pod", reader, "-n", op.namespace, "--ignore-not-found", "--wait=true")
-	}()
+	}
+	return read, stop
+}
+
+// readClaimBackups reads, in a toolbox pod, the manifests of cluster's
+// backups in claim (mounted as claimMount{ns, claim} into the operator).
+func readClaimBackups(ctx context.Context, t *testing.T, cfg *envconf.Config, op operator, ns, claim, cluster string) []backup.Manifest {
+	t.Helper()
+	read, stop := claimReader(ctx, t, cfg, op, claim)
+	defer stop()
 	dir := path.Join("/store", ns, cluster)
-	names, err := harness.Kubectl(ctx, cfg, "exec", "-n", op.namespace, reader, "--", "toolbox", "ls", dir)
+	names, err := read("ls", dir)
 	if err != nil {
 		t.Fatalf("listing %s on claim %s: %v\n%s", dir, claim, err, names)
 	}
@@ -524,7 +530,7 @@ func readClaimBackups(ctx context.Context, t *testing.T, cfg *envconf.Config, op
 		if !strings.HasSuffix(name, backup.ManifestKeyFor("")) {
 			continue
 		}
-		raw, err := harness.Kubectl(ctx, cfg, "exec", "-n", op.namespace, reader, "--", "toolbox", "cat", path.Join(dir, name))
+		raw, err := read("cat", path.Join(dir, name))
 		if err != nil {
 			t.Fatalf("reading %s: %v\n%s", name, err, raw)
 		}

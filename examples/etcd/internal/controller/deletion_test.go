@@ -401,12 +401,7 @@ func TestDeletionRecreatesAMissingMemberForTheFinalBackup(t *testing.T) {
 	if g.exists(c) {
 		t.Fatalf("EtcdCluster still exists after 10 passes: %+v", g.get("gone").Status.Conditions)
 	}
-	var final []backup.Manifest
-	for _, m := range g.storedBackups("gone") {
-		if m.Snapshot.Extra[controller.ExtraTrigger] == controller.TriggerFinal {
-			final = append(final, m)
-		}
-	}
+	final := g.finalBackups("gone")
 	if len(final) != 1 {
 		t.Fatalf("%d final backups, want 1", len(final))
 	}
@@ -454,12 +449,7 @@ func TestNamespaceDeletionKeepsMembersForTheFinalBackup(t *testing.T) {
 	if g.exists(c) {
 		t.Fatalf("EtcdCluster still exists after 10 passes: %+v", g.get("ns").Status.Conditions)
 	}
-	var final []backup.Manifest
-	for _, m := range g.storedBackups("ns") {
-		if m.Snapshot.Extra[controller.ExtraTrigger] == controller.TriggerFinal {
-			final = append(final, m)
-		}
-	}
+	final := g.finalBackups("ns")
 	if len(final) != 1 {
 		t.Fatalf("%d final backups, want 1; events %q", len(final), g.drain())
 	}
@@ -516,4 +506,16 @@ func TestDeletedNamespaceEndsWithoutAFinalBackup(t *testing.T) {
 	if err := g.c.Get(t.Context(), client.ObjectKey{Namespace: g.ns, Name: controller.GuardName("ns")}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the guard after the cluster went: %v, want NotFound", err)
 	}
+}
+
+// finalBackups returns the final backups of cluster in its store.
+func (g *rig) finalBackups(cluster string) []backup.Manifest {
+	g.t.Helper()
+	var final []backup.Manifest
+	for _, m := range g.storedBackups(cluster) {
+		if m.Snapshot.Extra[controller.ExtraTrigger] == controller.TriggerFinal {
+			final = append(final, m)
+		}
+	}
+	return final
 }
