@@ -22,6 +22,8 @@ const (
 	// ReasonInterrupted: an attempt was cut short (the operator stopped)
 	// and no attempt is left.
 	ReasonInterrupted = "Interrupted"
+	// ReasonCanceled: Runner.Cancel stopped it.
+	ReasonCanceled = "Canceled"
 )
 
 // Record is one long operation, kept in the object's status (embed it, or

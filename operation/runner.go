@@ -54,15 +54,18 @@ type Operation struct {
 // (it is a Runnable, run by the leader): its runs are cancelled when the
 // manager stops.
 type Runner struct {
-	mu    sync.Mutex
-	base  context.Context
-	now   func() time.Time
-	armed map[key]int32
-	runs  map[key]*run
+	mu       sync.Mutex
+	base     context.Context
+	now      func() time.Time
+	armed    map[key]int32
+	runs     map[key]*run
+	canceled map[key]bool
+	wg       sync.WaitGroup
 }
 
 type key struct {
 	owner types.UID
+	typ   string
 	id    string
 }
 
@@ -79,30 +82,42 @@ func NewRunner(now func() time.Time) *Runner {
 	if now == nil {
 		now = time.Now
 	}
-	return &Runner{base: context.Background(), now: now, armed: map[key]int32{}, runs: map[key]*run{}}
+	return &Runner{base: context.Background(), now: now, armed: map[key]int32{}, runs: map[key]*run{}, canceled: map[key]bool{}}
 }
 
-// Start runs until ctx ends, then cancels every run.
+// Start runs until ctx ends, then cancels every run and waits for them to
+// return.
 func (rn *Runner) Start(ctx context.Context) error {
 	rn.mu.Lock()
 	rn.base = ctx
 	rn.mu.Unlock()
 	<-ctx.Done()
 	rn.mu.Lock()
-	defer rn.mu.Unlock()
 	for _, r := range rn.runs {
 		r.cancel()
 	}
+	rn.mu.Unlock()
+	rn.wg.Wait()
 	return nil
 }
 
-// Cancel cancels the runs of owner's operations (it is being deleted).
+// Cancel cancels owner's operations and forgets them: call it when owner
+// is deleted. A later Step of a Record of owner records it Failed with
+// ReasonCanceled.
 func (rn *Runner) Cancel(owner metav1.Object) {
 	rn.mu.Lock()
 	defer rn.mu.Unlock()
 	for k, r := range rn.runs {
 		if k.owner == owner.GetUID() {
 			r.cancel()
+			delete(rn.runs, k)
+			rn.canceled[k] = true
+		}
+	}
+	for k := range rn.armed {
+		if k.owner == owner.GetUID() {
+			delete(rn.armed, k)
+			rn.canceled[k] = true
 		}
 	}
 }
@@ -115,9 +130,14 @@ func (rn *Runner) Step(ctx context.Context, owner metav1.Object, r *Record, op O
 	if r.Type != op.Type || r.ID == "" {
 		return 0
 	}
-	k := key{owner.GetUID(), r.ID}
+	k := key{owner.GetUID(), r.Type, r.ID}
 	rn.mu.Lock()
 	defer rn.mu.Unlock()
+	if rn.canceled[k] && r.Active() {
+		delete(rn.canceled, k)
+		rn.finish(r, Failed, ReasonCanceled, "canceled")
+		return 0
+	}
 	switch r.Phase {
 	case Pending:
 		return rn.arm(k, r)
@@ -138,7 +158,7 @@ func (rn *Runner) Step(ctx context.Context, owner metav1.Object, r *Record, op O
 			rn.finish(r, Failed, ReasonFailed, run.err.Error())
 			return 0
 		}
-		if rn.armed[k] == r.Attempts {
+		if a, ok := rn.armed[k]; ok && a == r.Attempts {
 			delete(rn.armed, k)
 			rn.launch(k, r, op)
 			return poll(op)
@@ -147,6 +167,7 @@ func (rn *Runner) Step(ctx context.Context, owner metav1.Object, r *Record, op O
 	default:
 		delete(rn.runs, k)
 		delete(rn.armed, k)
+		delete(rn.canceled, k)
 		return 0
 	}
 }
@@ -157,7 +178,12 @@ func (rn *Runner) arm(k key, r *Record) time.Duration {
 	r.Attempts++
 	r.Progress = ""
 	rn.armed[k] = r.Attempts
-	delete(rn.runs, k)
+	// A run of an earlier attempt still going (a record written late by
+	// an earlier leader) must not overlap the next one.
+	if old := rn.runs[k]; old != nil {
+		old.cancel()
+		delete(rn.runs, k)
+	}
 	return time.Second
 }
 
@@ -166,16 +192,15 @@ func (rn *Runner) launch(k key, r *Record, op Operation) {
 	ru := &run{attempt: r.Attempts, cancel: cancel}
 	rn.runs[k] = ru
 	id := r.ID
+	rn.wg.Add(1)
 	go func() {
+		defer rn.wg.Done()
 		defer cancel()
 		err := op.Run(ctx, id, func(p string) {
 			rn.mu.Lock()
 			ru.progress = p
 			rn.mu.Unlock()
 		})
-		if err == nil && ctx.Err() != nil {
-			err = ctx.Err()
-		}
 		rn.mu.Lock()
 		ru.done, ru.err = true, err
 		rn.mu.Unlock()
@@ -186,7 +211,12 @@ func (rn *Runner) launch(k key, r *Record, op Operation) {
 // the operator restarted (or leadership moved) during the attempt.
 func (rn *Runner) interrupted(ctx context.Context, k key, r *Record, op Operation) time.Duration {
 	if op.Done != nil {
+		// Unlocked: Done reads a store, which may be slow, and runs
+		// report progress meanwhile. Step of one owner is not concurrent
+		// (one worker per object), so nothing else changes r.
+		rn.mu.Unlock()
 		done, err := op.Done(ctx, r.ID)
+		rn.mu.Lock()
 		if err != nil {
 			r.Progress = "checking whether the interrupted attempt completed: " + err.Error()
 			return poll(op)
@@ -199,9 +229,9 @@ func (rn *Runner) interrupted(ctx context.Context, k key, r *Record, op Operatio
 	if r.Attempts < maxAttempts(op) {
 		return rn.arm(k, r)
 	}
-	msg := fmt.Sprintf("attempt %d of %d was interrupted", r.Attempts, maxAttempts(op))
+	msg := fmt.Sprintf("attempt %d of %d was interrupted (started or about to); it did not complete", r.Attempts, maxAttempts(op))
 	if op.Done == nil {
-		msg += "; it may have completed"
+		msg = fmt.Sprintf("attempt %d of %d was interrupted (started or about to); it may have completed", r.Attempts, maxAttempts(op))
 	}
 	rn.finish(r, Failed, ReasonInterrupted, msg)
 	return 0

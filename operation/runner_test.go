@@ -258,3 +258,113 @@ func TestFailedRunIsRetriedThenFails(t *testing.T) {
 		})
 	}
 }
+
+// TestCancel: Cancel stops the run, and the next Step records the
+// operation Failed with ReasonCanceled instead of running it again.
+func TestCancel(t *testing.T) {
+	w := newWork()
+	saved := &operation.Record{}
+	p := &process{t: t, runner: operation.NewRunner(nil), op: w.op(3, true), saved: saved}
+	if err := operation.Start(saved, "backup", "b1", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	p.step()
+	p.write()
+	p.step()
+	p.write()
+	waitStarted(t, w, 1)
+	p.runner.Cancel(owner)
+	<-w.finished
+	if d := p.step(); d != 0 || p.rec.Phase != operation.Failed || p.rec.Reason != operation.ReasonCanceled {
+		t.Errorf("after Cancel: %+v, next pass in %s; want Failed/%s", p.rec, d, operation.ReasonCanceled)
+	}
+	if started, effects := w.counts(); started != 1 || effects != 0 {
+		t.Errorf("started %d, effects %d; want 1 and 0", started, effects)
+	}
+}
+
+// TestTypesDoNotShareRuns: two operations of different types with one ID
+// are two operations.
+func TestTypesDoNotShareRuns(t *testing.T) {
+	w := newWork()
+	runner := operation.NewRunner(nil)
+	backup, resize := w.op(1, false), w.op(1, false)
+	resize.Type = "resize"
+	a, b := &operation.Record{}, &operation.Record{}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(operation.Start(a, "backup", "b1", time.Now()))
+	must(operation.Start(b, "resize", "b1", time.Now()))
+	for _, step := range []func(){
+		func() { runner.Step(t.Context(), owner, a, backup) }, // arm a
+		func() { runner.Step(t.Context(), owner, a, backup) }, // launch a
+		func() { runner.Step(t.Context(), owner, b, resize) }, // arm b
+	} {
+		step()
+	}
+	waitStarted(t, w, 1)
+	w.release <- nil
+	<-w.finished
+	runner.Step(t.Context(), owner, b, resize) // launch b, not a's result
+	if b.Phase != operation.Running {
+		t.Errorf("resize record %+v took the backup's result", b)
+	}
+	waitStarted(t, w, 2)
+	w.release <- nil
+	<-w.finished
+	runner.Step(t.Context(), owner, a, backup)
+	runner.Step(t.Context(), owner, b, resize)
+	if a.Phase != operation.Succeeded || b.Phase != operation.Succeeded {
+		t.Errorf("records %+v and %+v, want both Succeeded", a, b)
+	}
+}
+
+// TestRunningWithNoAttemptIsArmedFirst: a Running record with Attempts 0
+// (written by hand) is not launched before an attempt is written.
+func TestRunningWithNoAttemptIsArmedFirst(t *testing.T) {
+	w := newWork()
+	runner := operation.NewRunner(nil)
+	r := &operation.Record{ID: "b1", Type: "backup", Phase: operation.Running}
+	runner.Step(t.Context(), owner, r, w.op(1, true))
+	if started, _ := w.counts(); started != 0 || r.Attempts != 1 {
+		t.Errorf("started %d, attempts %d; want 0 started and attempt 1 recorded", started, r.Attempts)
+	}
+}
+
+// TestStartWaitsForRuns: the manager's stop cancels the runs and waits
+// for them to return.
+func TestStartWaitsForRuns(t *testing.T) {
+	w := newWork()
+	runner := operation.NewRunner(nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	stopped := make(chan struct{})
+	go func() {
+		_ = runner.Start(ctx)
+		close(stopped)
+	}()
+	r := &operation.Record{}
+	if err := operation.Start(r, "backup", "b1", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	op := w.op(1, true)
+	runner.Step(t.Context(), owner, r, op)
+	for range 100 { // Start may not have set its context yet
+		runner.Step(t.Context(), owner, r, op)
+		if started, _ := w.counts(); started > 0 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	waitStarted(t, w, 1)
+	cancel()
+	<-stopped
+	select {
+	case <-w.finished:
+	default:
+		t.Error("Start returned before the run did")
+	}
+}
