@@ -15,8 +15,13 @@ import (
 //
 // The namespace stays Terminating until Release, which the namespace's
 // conditions show with the policy's message; removing Finalizer from the
-// guard lets it go. The namespace controller retries with a growing delay,
-// so a namespace held for a minute takes about another to go.
+// guard, or deleting it, lets it go. The namespace controller retries with
+// a growing delay, so a namespace held for a minute takes about another to
+// go.
+//
+// Footgun: with ordered namespace deletion (Kubernetes 1.34+) the owner may
+// be deleted only after its held pods, so Finalize would never run: do its
+// work in Reconcile when NamespaceDeleting reports true.
 func Policy(name string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
 	p := &admissionregistrationv1.ValidatingAdmissionPolicy{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicy"},
@@ -38,7 +43,7 @@ func Policy(name string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *a
 				Expression: "!has(namespaceObject.metadata.deletionTimestamp) || " +
 					"oldObject.metadata.labels['" + LabelHeldBy + "'] != params.metadata.uid",
 				MessageExpression: "'held by guard ' + params.metadata.name + ' until its owner\\'s finalizer is done; " +
-					"remove finalizer " + Finalizer + " from ConfigMap ' + params.metadata.name + ' to delete it now'",
+					"delete ConfigMap ' + params.metadata.name + ' and remove its finalizer " + Finalizer + " to delete it now'",
 				Reason: ptr.To(metav1.StatusReasonForbidden),
 			}},
 		},

@@ -5,16 +5,14 @@ import (
 	"errors"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/opkit-dev/opkit/backup"
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/membership"
+	"github.com/opkit-dev/opkit/guard"
 	"github.com/opkit-dev/opkit/ownership"
 	"github.com/opkit-dev/opkit/reconcile"
 )
@@ -116,14 +114,25 @@ func (h *ClusterHooks) finalBackup(ctx context.Context, c *v1alpha1.EtcdCluster)
 	return reconcile.Done()
 }
 
+// namespaceDeleted does Finalize's work for c, whose namespace is being
+// deleted, before c itself is: the final backup, then the guard's release.
+// Once the guard is gone there is nothing left to keep, and a pass
+// changes nothing, so that no change of Ready sends an event the namespace
+// would refuse.
+func (h *ClusterHooks) namespaceDeleted(ctx context.Context, c *v1alpha1.EtcdCluster) reconcile.Result {
+	if g, err := h.getGuard(ctx, c); err == nil && g == nil {
+		return reconcile.Done()
+	}
+	if res := h.Finalize(ctx, c); res.Kind() != reconcile.KindDone && res.Kind() != reconcile.KindRequeueAfter {
+		return res
+	}
+	return reconcile.Done()
+}
+
 // namespaceGoing reports whether namespace ns is being deleted: its pods
 // and claims go with it, and no pod can be created in it again.
 func (h *ClusterHooks) namespaceGoing(ctx context.Context, ns string) (bool, error) {
-	var n corev1.Namespace
-	if err := h.apiReader().Get(ctx, client.ObjectKey{Name: ns}, &n); err != nil {
-		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
-	}
-	return n.DeletionTimestamp != nil, nil
+	return guard.NamespaceDeleting(ctx, h.apiReader(), ns)
 }
 
 // skipFinalBackup lets a cluster in a namespace being deleted go without
@@ -137,13 +146,11 @@ func (h *ClusterHooks) skipFinalBackup(ctx context.Context, c *v1alpha1.EtcdClus
 }
 
 // finalBackupTaken reports whether store holds the final backup of c's
-// deletion: a final backup recording c's UID (finalBackupExtra). A UID is
-// deleted once, so no clock is compared: the operator's (a manifest's start
-// time) and the API server's (deletionTimestamp) may disagree.
+// deletion, or of its namespace's: a final backup recording c's UID
+// (finalBackupExtra). A UID is deleted once, so no clock is compared: the
+// operator's (a manifest's start time) and the API server's
+// (deletionTimestamp) may disagree.
 func finalBackupTaken(ctx context.Context, store backup.Store, c *v1alpha1.EtcdCluster) (bool, error) {
-	if c.DeletionTimestamp == nil {
-		return false, nil
-	}
 	found, err := backup.Find(ctx, store, func(m backup.Manifest) bool {
 		return m.Snapshot.Extra[ExtraTrigger] == TriggerFinal && m.Snapshot.Extra[ExtraClusterUID] == string(c.UID)
 	})

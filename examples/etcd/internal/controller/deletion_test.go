@@ -413,57 +413,86 @@ func TestDeletionRecreatesAMissingMemberForTheFinalBackup(t *testing.T) {
 // TestNamespaceDeletionKeepsMembersForTheFinalBackup: deleting a
 // cluster's namespace deletes its pods, claims, Services and Secrets
 // directly, not through the garbage collector, so only the guard's
-// admission policy keeps the members running for the final backup. The
-// backup holds every acknowledged write; the children can be deleted
-// once it is taken. Before package guard, the namespace controller
+// admission policy keeps the members running for the final backup,
+// whether the namespace controller deletes the cluster at once or, with
+// ordered namespace deletion, only after the pods. The backup holds every
+// acknowledged write; the children can be deleted once it is taken. Before package guard, the namespace controller
 // deleted the members at once and the cluster went without its final
 // backup (a Warning event).
 func TestNamespaceDeletionKeepsMembersForTheFinalBackup(t *testing.T) {
-	g := newRig(t)
-	withGuardPolicy(t)
-	c := g.createBackedUp("ns", 3, 0, 20)
-	want := g.writeKeys("/acked/", 5)
-	guardName := g.guard("ns").Name
-	if err := g.c.Delete(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: g.ns}}); err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name string
+		// podsFirst: ordered namespace deletion (Kubernetes 1.34+) deletes
+		// the cluster only once its pods are gone.
+		podsFirst bool
+	}{{"the cluster deleted with the pods", false}, {"the pods first", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newRig(t)
+			withGuardPolicy(t)
+			c := g.createBackedUp("ns", 3, 0, 20)
+			want := g.writeKeys("/acked/", 5)
+			guardName := g.guard("ns").Name
+			g.drain()
+			if err := g.c.Delete(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: g.ns}}); err != nil {
+				t.Fatal(err)
+			}
+			if !tc.podsFirst {
+				if err := g.c.Delete(t.Context(), c); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The policy reaches admission through informers.
+			eventually(t, "the guard's policy to refuse deleting a member", func() (bool, string) {
+				err := g.c.Delete(t.Context(), g.pod("ns-0"), client.DryRunAll)
+				return apierrors.IsForbidden(err), fmt.Sprint(err)
+			})
+			refused := g.deleteChildren("ns")
+			for _, p := range g.names(&corev1.PodList{}) {
+				if msg := refused["*v1.Pod "+p]; !strings.Contains(msg, "held by guard "+guardName) {
+					t.Errorf("deleting pod %s in a namespace being deleted: %q, want refused by guard %s", p, msg, guardName)
+				}
+			}
+			if tc.podsFirst {
+				// Passes of the live cluster take the final backup and
+				// release the guard; then the pods go, then the cluster.
+				for range 3 {
+					if err := g.pass("ns"); err != nil {
+						t.Logf("pass: %v", err)
+					}
+				}
+				eventually(t, "the pods to be deletable", func() (bool, string) {
+					left := g.deleteChildren("ns")
+					return len(left) == 0, fmt.Sprint(left)
+				})
+				if err := g.c.Delete(t.Context(), c); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := 0; i < 10 && g.exists(c); i++ {
+				if err := g.pass("ns"); err != nil {
+					t.Logf("pass: %v", err)
+				}
+			}
+			if g.exists(c) {
+				t.Fatalf("EtcdCluster still exists after 10 passes: %+v", g.get("ns").Status.Conditions)
+			}
+			final := g.finalBackups("ns")
+			if len(final) != 1 {
+				t.Fatalf("%d final backups, want 1; events %q", len(final), g.drain())
+			}
+			if diff := cmp.Diff(want, g.backupKeys("ns", final[0])); diff != "" {
+				t.Errorf("final backup lacks acknowledged writes (-want +got):\n%s", diff)
+			}
+			// The namespace refuses new events; the operator logs instead.
+			if events := g.drain(); len(events) != 0 {
+				t.Errorf("events %q into a namespace being deleted, want none", events)
+			}
+			eventually(t, "the children to be deletable once the guard is released", func() (bool, string) {
+				left := g.deleteChildren("ns")
+				return len(left) == 0, fmt.Sprint(left)
+			})
+		})
 	}
-	if err := g.c.Delete(t.Context(), c); err != nil {
-		t.Fatal(err)
-	}
-	// The policy reaches admission through informers.
-	eventually(t, "the guard's policy to refuse deleting a member", func() (bool, string) {
-		err := g.c.Delete(t.Context(), g.pod("ns-0"), client.DryRunAll)
-		return apierrors.IsForbidden(err), fmt.Sprint(err)
-	})
-	refused := g.deleteChildren("ns")
-	for _, p := range g.names(&corev1.PodList{}) {
-		if msg := refused["*v1.Pod "+p]; !strings.Contains(msg, "held by guard "+guardName) {
-			t.Errorf("deleting pod %s in a namespace being deleted: %q, want refused by guard %s", p, msg, guardName)
-		}
-	}
-	for i := 0; i < 10 && g.exists(c); i++ {
-		if err := g.pass("ns"); err != nil {
-			t.Logf("pass: %v", err)
-		}
-	}
-	if g.exists(c) {
-		t.Fatalf("EtcdCluster still exists after 10 passes: %+v", g.get("ns").Status.Conditions)
-	}
-	final := g.finalBackups("ns")
-	if len(final) != 1 {
-		t.Fatalf("%d final backups, want 1; events %q", len(final), g.drain())
-	}
-	if diff := cmp.Diff(want, g.backupKeys("ns", final[0])); diff != "" {
-		t.Errorf("final backup lacks acknowledged writes (-want +got):\n%s", diff)
-	}
-	// The namespace refuses new events; the operator logs instead.
-	if events := g.drain(); slices.ContainsFunc(events, func(e string) bool { return strings.Contains(e, controller.EventFinalBackupTaken) }) {
-		t.Errorf("events %q: a %s event into a namespace being deleted", events, controller.EventFinalBackupTaken)
-	}
-	eventually(t, "the children to be deletable once the guard is released", func() (bool, string) {
-		left := g.deleteChildren("ns")
-		return len(left) == 0, fmt.Sprint(left)
-	})
 }
 
 // TestDeletedNamespaceEndsWithoutAFinalBackup: a cluster whose namespace
