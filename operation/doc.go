@@ -9,7 +9,8 @@
 // reports progress and the outcome. A Record found Running after a
 // restart was interrupted: Operation.Done says whether it completed,
 // otherwise it runs again while MaxAttempts allows, or is Failed with
-// ReasonInterrupted. With MaxAttempts 1 an operation runs at most once.
+// ReasonInterrupted. With MaxAttempts 1 an operation runs at most once;
+// a Run that returns a Permanent error is not attempted again.
 //
 // The status write of opkit's Reconciler at the end of each pass is the
 // record; with plain controller-runtime, write the status after Step.

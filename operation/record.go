@@ -43,7 +43,8 @@ type Record struct {
 	EndTime *metav1.Time `json:"endTime,omitempty"`
 	// Progress is the running attempt's last report.
 	Progress string `json:"progress,omitempty"`
-	// Reason is ReasonFailed or ReasonInterrupted when Failed.
+	// Reason says why it Failed: ReasonFailed, ReasonInterrupted,
+	// ReasonCanceled, or a PermanentError's Reason.
 	Reason string `json:"reason,omitempty"`
 	// Message is the error of a Failed operation.
 	Message string `json:"message,omitempty"`

@@ -151,6 +151,10 @@ func (rn *Runner) Step(ctx context.Context, owner metav1.Object, r *Record, op O
 				rn.finish(r, Succeeded, "", "")
 				return 0
 			}
+			if reason, ok := permanent(run.err); ok {
+				rn.finish(r, Failed, reason, run.err.Error())
+				return 0
+			}
 			if r.Attempts < maxAttempts(op) {
 				r.Message = run.err.Error()
 				return rn.arm(k, r)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -220,18 +221,23 @@ func TestRestartAtEveryStep(t *testing.T) {
 	}
 }
 
+// TestFailedRunIsRetriedThenFails: a failed run is attempted again up to
+// MaxAttempts; a Permanent error ends it at once, with its reason.
 func TestFailedRunIsRetriedThenFails(t *testing.T) {
 	for _, tc := range []struct {
 		maxAttempts int32
 		errs        []error
 		want        operation.Phase
 		attempts    int32
+		reason      string
 	}{
-		{3, []error{errors.New("disk full"), nil}, operation.Succeeded, 2},
-		{2, []error{errors.New("disk full"), errors.New("disk full")}, operation.Failed, 2},
-		{1, []error{errors.New("disk full")}, operation.Failed, 1},
+		{3, []error{errors.New("disk full"), nil}, operation.Succeeded, 2, ""},
+		{2, []error{errors.New("disk full"), errors.New("disk full")}, operation.Failed, 2, operation.ReasonFailed},
+		{1, []error{errors.New("disk full")}, operation.Failed, 1, operation.ReasonFailed},
+		{3, []error{operation.Permanent("Refused", errors.New("disk full"))}, operation.Failed, 1, "Refused"},
+		{3, []error{fmt.Errorf("copying: %w", operation.Permanent("", errors.New("disk full")))}, operation.Failed, 1, operation.ReasonFailed},
 	} {
-		t.Run(fmt.Sprint(tc.maxAttempts, len(tc.errs)), func(t *testing.T) {
+		t.Run(fmt.Sprint(tc.maxAttempts, len(tc.errs), tc.reason), func(t *testing.T) {
 			w := newWork()
 			saved := &operation.Record{}
 			p := &process{t: t, runner: operation.NewRunner(nil), op: w.op(tc.maxAttempts, true), saved: saved}
@@ -252,8 +258,8 @@ func TestFailedRunIsRetriedThenFails(t *testing.T) {
 			if saved.Phase != tc.want || saved.Attempts != tc.attempts {
 				t.Errorf("record %+v, want %s after %d attempts", saved, tc.want, tc.attempts)
 			}
-			if tc.want == operation.Failed && (saved.Reason != operation.ReasonFailed || saved.Message != "disk full") {
-				t.Errorf("reason %q message %q, want %s and the error", saved.Reason, saved.Message, operation.ReasonFailed)
+			if saved.Reason != tc.reason || (tc.want == operation.Failed && !strings.HasSuffix(saved.Message, "disk full")) {
+				t.Errorf("reason %q message %q, want %q and the error", saved.Reason, saved.Message, tc.reason)
 			}
 		})
 	}
