@@ -13,5 +13,6 @@
 // a Run that returns a Permanent error is not attempted again.
 //
 // The status write of opkit's Reconciler at the end of each pass is the
-// record; with plain controller-runtime, write the status after Step.
+// record; with plain controller-runtime, write the status after Step. A
+// test that runs passes by hand calls Runner.Wait between them.
 package operation

@@ -43,8 +43,8 @@ type Record struct {
 	EndTime *metav1.Time `json:"endTime,omitempty"`
 	// Progress is the running attempt's last report.
 	Progress string `json:"progress,omitempty"`
-	// Reason says why it Failed: ReasonFailed, ReasonInterrupted,
-	// ReasonCanceled, or a PermanentError's Reason.
+	// Reason says why it Failed: Failed, Interrupted, Canceled, or the
+	// reason of an error that no attempt can overcome.
 	Reason string `json:"reason,omitempty"`
 	// Message is the error of a Failed operation.
 	Message string `json:"message,omitempty"`

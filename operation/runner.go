@@ -61,6 +61,10 @@ type Runner struct {
 	runs     map[key]*run
 	canceled map[key]bool
 	wg       sync.WaitGroup
+	// going counts the runs not yet returned; idle is closed when it
+	// falls to 0 (Wait).
+	going int
+	idle  chan struct{}
 }
 
 type key struct {
@@ -99,6 +103,28 @@ func (rn *Runner) Start(ctx context.Context) error {
 	rn.mu.Unlock()
 	rn.wg.Wait()
 	return nil
+}
+
+// Wait blocks until no run is going, or ctx ends: for tests that step
+// passes by hand and want what one pass launched finished before the
+// next. A Step meanwhile may launch another.
+func (rn *Runner) Wait(ctx context.Context) error {
+	rn.mu.Lock()
+	if rn.going == 0 {
+		rn.mu.Unlock()
+		return nil
+	}
+	if rn.idle == nil {
+		rn.idle = make(chan struct{})
+	}
+	idle := rn.idle
+	rn.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Cancel cancels owner's operations and forgets them: call it when owner
@@ -147,6 +173,9 @@ func (rn *Runner) Step(ctx context.Context, owner metav1.Object, r *Record, op O
 				r.Progress = run.progress
 				return poll(op)
 			}
+			// Forgotten now: a caller may stop calling Step once the
+			// Record is final.
+			delete(rn.runs, k)
 			if run.err == nil {
 				rn.finish(r, Succeeded, "", "")
 				return 0
@@ -197,6 +226,7 @@ func (rn *Runner) launch(k key, r *Record, op Operation) {
 	rn.runs[k] = ru
 	id := r.ID
 	rn.wg.Add(1)
+	rn.going++
 	go func() {
 		defer rn.wg.Done()
 		defer cancel()
@@ -207,6 +237,10 @@ func (rn *Runner) launch(k key, r *Record, op Operation) {
 		})
 		rn.mu.Lock()
 		ru.done, ru.err = true, err
+		if rn.going--; rn.going == 0 && rn.idle != nil {
+			close(rn.idle)
+			rn.idle = nil
+		}
 		rn.mu.Unlock()
 	}()
 }

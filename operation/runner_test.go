@@ -374,3 +374,33 @@ func TestStartWaitsForRuns(t *testing.T) {
 		t.Error("Start returned before the run did")
 	}
 }
+
+// TestWait: Wait returns once the run a Step launched has returned, and
+// at once when none is going.
+func TestWait(t *testing.T) {
+	w := newWork()
+	p := &process{t: t, runner: operation.NewRunner(nil), op: w.op(1, true), saved: &operation.Record{}}
+	if err := p.runner.Wait(t.Context()); err != nil {
+		t.Fatalf("Wait with no run: %v", err)
+	}
+	if err := operation.Start(p.saved, "backup", "b1", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	p.step()
+	p.write()
+	p.step() // launches
+	p.write()
+	waitStarted(t, w, 1)
+	short, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	if err := p.runner.Wait(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait during the run: %v, want the context's deadline", err)
+	}
+	w.release <- nil
+	if err := p.runner.Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, effects := w.counts(); effects != 1 {
+		t.Errorf("Wait returned before the run's effect (%d)", effects)
+	}
+}
