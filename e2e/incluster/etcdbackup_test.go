@@ -40,8 +40,8 @@ const (
 // etcdBackups runs the etcd operator's samples as written
 // (config/samples), on real nodes: the S3 store they name (versitygw in a
 // pod), a cluster taking scheduled backups that keeps the newest
-// spec.backup.retention, an on-demand EtcdBackup into S3 and one into a
-// claim mounted into the operator (which rolls the operator's Deployment),
+// spec.backup.retention, an on-demand EtcdBackup with the operator killed
+// in its course, one into S3 and one into a claim mounted into the operator (which rolls the operator's Deployment),
 // a new cluster physically restored from the S3 backup (init containers
 // running the operator's image) holding exactly the keys and revision of
 // the backup, a cluster that lost every member rebuilding itself from its
@@ -127,6 +127,44 @@ func etcdBackups(op operator) features.Feature {
 					t.Errorf("scheduled backup %s is still in the store; retention %d keeps only the newest", id, retention)
 				}
 			}
+			return ctx
+		}).
+		Assess("an on-demand EtcdBackup with the operator killed once its attempt is recorded is taken once", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			b := &v1alpha1.EtcdBackup{
+				ObjectMeta: metav1.ObjectMeta{Name: "demo-killed", Namespace: ns},
+				Spec:       v1alpha1.EtcdBackupSpec{ClusterName: sampleCluster, StoreRef: v1alpha1.StoreReference{S3SecretName: sampleStore}},
+			}
+			if err := cfg.Client().Resources().Create(ctx, b); err != nil {
+				t.Fatal(err)
+			}
+			// Killed as soon as the attempt is recorded: before the run,
+			// during it, or after its commit and before its status, as
+			// the timing falls; each must end with one backup. Taken
+			// before the sample's EtcdBackup, which stays the newest for
+			// the rebuild below.
+			harness.WaitFor(ctx, t, "the backup's first attempt recorded", time.Minute, 50*time.Millisecond, func(ctx context.Context) (bool, string) {
+				if err := cfg.Client().Resources().Get(ctx, b.Name, ns, b); err != nil {
+					return false, err.Error()
+				}
+				return b.Status.Operation != nil && b.Status.Operation.Attempts > 0, fmt.Sprintf("%+v", b.Status.Operation)
+			})
+			if out, err := harness.Kubectl(ctx, cfg, "delete", "pod", "-n", op.namespace, "-l", op.podSelector(), "--force", "--grace-period=0"); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			if b.Status.Phase == v1alpha1.BackupSucceeded {
+				t.Fatalf("the backup succeeded before the operator was killed: %+v", b.Status.Operation)
+			}
+			b = waitBackupSucceeded(ctx, t, cfg, ns, b.Name)
+			var taken []string
+			for _, m := range backupsBy(ctx, t, store, "on-demand") {
+				if m.Snapshot.Extra["etcd.opkit.dev/etcdbackup-uid"] == string(b.UID) {
+					taken = append(taken, m.ID)
+				}
+			}
+			if diff := cmp.Diff([]string{b.Status.BackupID}, taken); diff != "" {
+				t.Errorf("backups of EtcdBackup %s in the store (-want +got):\n%s", b.Name, diff)
+			}
+			t.Logf("the backup took %d attempt(s) across the kill: %+v", b.Status.Operation.Attempts, b.Status.Operation)
 			return ctx
 		}).
 		Assess("an on-demand EtcdBackup into S3 holds the keyspace at its revision", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {

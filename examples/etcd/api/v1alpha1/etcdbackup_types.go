@@ -2,6 +2,8 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/opkit-dev/opkit/operation"
 )
 
 // BackupPhase is where an EtcdBackup is in its life.
@@ -38,10 +40,16 @@ type EtcdBackupStatus struct {
 	// Phase is Pending, Running, Succeeded or Failed. Succeeded and Failed
 	// are final. A backup fails when retrying cannot help: its cluster or
 	// store is still missing a grace period after its creation, its store
-	// is misconfigured, or etcd refuses the snapshot; the Complete
-	// condition says why. Create a new EtcdBackup to try again.
+	// is misconfigured, etcd refuses the snapshot, or every attempt
+	// failed; the Complete condition says why. Create a new EtcdBackup to
+	// try again.
 	// +optional
 	Phase BackupPhase `json:"phase,omitempty"`
+	// Operation records the backup's attempts, so that an operator
+	// restart resumes the backup rather than forgetting it or taking it
+	// twice.
+	// +optional
+	Operation *operation.Record `json:"operation,omitempty"`
 	// BackupID is the backup's ID in its store.
 	// +optional
 	BackupID string `json:"backupID,omitempty"`

@@ -6,6 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/opkit-dev/opkit/backup"
+	"github.com/opkit-dev/opkit/operation"
 )
 
 // Condition types of an EtcdCluster, besides the Ready, Reconciling and
@@ -535,6 +536,12 @@ type EtcdClusterStatus struct {
 	// Backup reports the scheduled backups.
 	// +optional
 	Backup backup.Status `json:"backup,omitempty"`
+
+	// BackupOperation is the scheduled backup under way, recorded before
+	// it runs so that an operator restart resumes it rather than losing
+	// or repeating it. It is cleared once its outcome is in Backup.
+	// +optional
+	BackupOperation *operation.Record `json:"backupOperation,omitempty"`
 
 	// Defragmentation reports the defragmentations of spec.defragmentation.
 	// +optional

@@ -17,6 +17,7 @@ import (
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/snapshot"
+	"github.com/opkit-dev/opkit/operation"
 	"github.com/opkit-dev/opkit/reconcile"
 )
 
@@ -105,15 +106,40 @@ func snapshotFrom(ctx context.Context, f etcdclient.Factory, store backup.Store,
 	return m, err
 }
 
-// scheduledBackup takes the backup spec.backup.schedule asks for, if one is
-// due, and applies the retention to scheduled backups. A failed attempt is
-// counted and reported, and the next one waits for the next scheduled time.
-// Without a backup to take, the retention is still applied once per spec
-// generation in each operator process (applyRetention).
+// OperationScheduledBackup is the Type of status.backupOperation.
+const OperationScheduledBackup = "ScheduledBackup"
+
+// ExtraOperation is the key, in a scheduled backup's manifest, of the ID of
+// the operation that took it (status.backupOperation.id): a pass after a
+// restart finds the backup by it.
+const ExtraOperation = "etcd.opkit.dev/operation"
+
+// reasonScheduledFailed is the Reason of a scheduled backup's Record when
+// its attempt failed: the next waits for the next scheduled time.
+const reasonScheduledFailed = "SnapshotFailed"
+
+// scheduledAttempts: an interrupted attempt (an operator restart) runs
+// once more; a failed one does not (reasonScheduledFailed).
+const scheduledAttempts = 2
+
+// scheduledBackup starts the backup spec.backup.schedule asks for, if one
+// is due, and steps the one under way (status.backupOperation), which the
+// Runner takes beside the passes. Once it succeeded, the retention is
+// applied to scheduled backups; a failed one is counted and reported, and
+// the next waits for the next scheduled time. Without a backup to take,
+// the retention is still applied once per spec generation in each
+// operator process (applyRetention).
 func (h *ClusterHooks) scheduledBackup(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation) reconcile.Result {
 	b := c.Spec.Backup
 	if b == nil {
+		if c.Status.BackupOperation != nil {
+			h.Runner.Cancel(c)
+			c.Status.BackupOperation = nil
+		}
 		return reconcile.RequeueAfter(healthRequeue)
+	}
+	if c.Status.BackupOperation != nil {
+		return h.stepScheduled(ctx, c, obs)
 	}
 	due, after, err := h.backupDue(c)
 	if b.Schedule == "" || err != nil {
@@ -121,32 +147,105 @@ func (h *ClusterHooks) scheduledBackup(ctx context.Context, c *v1alpha1.EtcdClus
 		h.applyRetention(ctx, c)
 		return reconcile.RequeueAfter(healthRequeue)
 	}
-	now := h.now().UTC()
 	if !due {
 		h.applyRetention(ctx, c)
 		return reconcile.RequeueAfter(min(after, healthRequeue))
 	}
+	now := h.now().UTC()
 	c.Status.Backup.RecordAttempt(now)
-	store, err := clusterStore(ctx, h.Stores, c.Namespace, c.Name, b.StoreRef)
-	var m backup.Manifest
-	if err == nil {
-		m, err = snapshotInto(ctx, h.Etcd, store, obs.sources(), map[string]string{ExtraTrigger: TriggerSchedule, ExtraClusterUID: string(c.UID)}, etcdclient.WithTLS(obs.tls))
-	}
-	countBackup(c.Namespace, c.Name, TriggerSchedule, err)
-	if err != nil {
-		// Kept in status.backup until the next success, beyond the
-		// Ready condition of this pass.
-		c.Status.Backup.RecordFailure(h.now(), err)
-		emit(h.Recorder, c, warning, EventBackupFailed, "Backup", "scheduled backup failed: "+err.Error())
-		return reconcile.Retry(fmt.Errorf("scheduled backup: %w", err))
-	}
-	c.Status.Backup.RecordSuccess(m)
-	ctrl.LoggerFrom(ctx).Info("scheduled backup taken", "etcdcluster", klog.KObj(c), "id", m.ID, "size", m.Size)
-	emit(h.Recorder, c, normal, EventBackupTaken, "Backup", fmt.Sprintf("scheduled backup %s taken at revision %s (%d bytes)", m.ID, m.Snapshot.ConsistencyPoint, m.Size))
-	if err := h.pruneScheduled(ctx, c, store, now); err != nil {
+	c.Status.BackupOperation = &operation.Record{}
+	if err := operation.Start(c.Status.BackupOperation, OperationScheduledBackup, now.Format("20060102T150405Z"), now); err != nil {
 		return reconcile.Retry(err)
 	}
-	return reconcile.RequeueAfter(min(after, healthRequeue))
+	return h.stepScheduled(ctx, c, obs)
+}
+
+// stepScheduled advances status.backupOperation and records its outcome.
+func (h *ClusterHooks) stepScheduled(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation) reconcile.Result {
+	rec := c.Status.BackupOperation
+	store, err := clusterStore(ctx, h.Stores, c.Namespace, c.Name, c.Spec.Backup.StoreRef)
+	if err != nil {
+		countBackup(c.Namespace, c.Name, TriggerSchedule, err)
+		return h.scheduledFailed(c, err)
+	}
+	next := h.Runner.Step(ctx, c, rec, h.scheduledOperation(c, store, obs))
+	switch rec.Phase {
+	case operation.Succeeded:
+		m, ok, err := findScheduled(ctx, store, c.UID, rec.ID)
+		if err != nil {
+			return reconcile.Retry(fmt.Errorf("reading the scheduled backup taken: %w", err))
+		}
+		if !ok {
+			return reconcile.Retry(errors.New("the scheduled backup completed but its manifest is not in the store"))
+		}
+		c.Status.BackupOperation = nil
+		c.Status.Backup.RecordSuccess(m)
+		ctrl.LoggerFrom(ctx).Info("scheduled backup taken", "etcdcluster", klog.KObj(c), "id", m.ID, "size", m.Size)
+		emit(h.Recorder, c, normal, EventBackupTaken, "Backup", fmt.Sprintf("scheduled backup %s taken at revision %s (%d bytes)", m.ID, m.Snapshot.ConsistencyPoint, m.Size))
+		if err := h.pruneScheduled(ctx, c, store, h.now().UTC()); err != nil {
+			return reconcile.Retry(err)
+		}
+		after := healthRequeue
+		if _, a, err := h.backupDue(c); err == nil {
+			after = min(a, after)
+		}
+		return reconcile.RequeueAfter(after)
+	case operation.Failed:
+		err := errors.New(rec.Message)
+		if rec.Reason != reasonScheduledFailed {
+			// Interrupted or canceled: Run did not count it.
+			countBackup(c.Namespace, c.Name, TriggerSchedule, err)
+		}
+		return h.scheduledFailed(c, err)
+	}
+	return reconcile.RequeueAfter(next)
+}
+
+// scheduledFailed records a failed scheduled backup; it is kept in
+// status.backup until the next success, beyond the Ready condition of this
+// pass.
+func (h *ClusterHooks) scheduledFailed(c *v1alpha1.EtcdCluster, err error) reconcile.Result {
+	c.Status.BackupOperation = nil
+	c.Status.Backup.RecordFailure(h.now(), err)
+	emit(h.Recorder, c, warning, EventBackupFailed, "Backup", "scheduled backup failed: "+err.Error())
+	return reconcile.Retry(fmt.Errorf("scheduled backup: %w", err))
+}
+
+// scheduledOperation is c's scheduled backup into store from the members
+// obs found healthy; its manifest carries the operation's ID.
+func (h *ClusterHooks) scheduledOperation(c *v1alpha1.EtcdCluster, store backup.Store, obs *observation) operation.Operation {
+	uid, ns, name := c.UID, c.Namespace, c.Name
+	sources, tlsConfig := obs.sources(), obs.tls
+	return operation.Operation{
+		Type:        OperationScheduledBackup,
+		MaxAttempts: scheduledAttempts,
+		Run: func(ctx context.Context, id string, progress func(string)) error {
+			progress(fmt.Sprintf("snapshotting one of %d healthy voting members", len(sources)))
+			_, err := snapshotInto(ctx, h.Etcd, store, sources,
+				map[string]string{ExtraTrigger: TriggerSchedule, ExtraClusterUID: string(uid), ExtraOperation: id}, etcdclient.WithTLS(tlsConfig))
+			countBackup(ns, name, TriggerSchedule, err)
+			if err != nil {
+				return operation.Permanent(reasonScheduledFailed, err)
+			}
+			return nil
+		},
+		Done: func(ctx context.Context, id string) (bool, error) {
+			_, ok, err := findScheduled(ctx, store, uid, id)
+			return ok, err
+		},
+	}
+}
+
+// findScheduled returns the scheduled backup operation id of the cluster
+// with uid took, if it is in store.
+func findScheduled(ctx context.Context, store backup.Store, uid types.UID, id string) (backup.Manifest, bool, error) {
+	found, err := backup.Find(ctx, store, func(m backup.Manifest) bool {
+		return m.Snapshot.Extra[ExtraOperation] == id && m.Snapshot.Extra[ExtraClusterUID] == string(uid)
+	})
+	if err != nil || len(found) == 0 {
+		return backup.Manifest{}, false, err
+	}
+	return found[0], true, nil
 }
 
 // backupDue reports whether spec.backup.schedule has a backup due, and
@@ -173,6 +272,10 @@ var errNoQuorumToBackUp = errors.New("skipped: the cluster has no quorum, so no 
 // reported as failed (status.backup, the metric, an event) and the next
 // waits for the next scheduled time.
 func (h *ClusterHooks) backupWhileWaiting(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation) {
+	if c.Spec.Backup != nil && c.Status.BackupOperation != nil {
+		_ = h.stepScheduled(ctx, c, obs) // reported by stepScheduled; the pass waits on its step
+		return
+	}
 	if c.Spec.Backup == nil || c.Spec.Backup.Schedule == "" {
 		return
 	}

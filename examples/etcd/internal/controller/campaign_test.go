@@ -145,8 +145,12 @@ type schedule struct {
 	staleFor int
 	// scheduled is set when spec.backup.schedule is; lastScheduled is
 	// the last scheduled backup checked.
-	scheduled     bool
-	lastScheduled string
+	scheduled bool
+	// scheduledOp is the last status.backupOperation seen, and
+	// scheduledAcked the writes acked before the pass that recorded it.
+	scheduledOp    string
+	scheduledAcked map[string]string
+	lastScheduled  string
 	// versions is set when version changes are drawn; version is the
 	// last spec.version the operator accepts, refused one it refuses.
 	versions         bool
@@ -512,6 +516,11 @@ func (s *schedule) reconcile(name string) {
 	g := s.g
 	s.passes++
 	res, err := g.r.Reconcile(g.t.Context(), crreconcile.Request{NamespacedName: types.NamespacedName{Namespace: g.ns, Name: name}})
+	// A scheduled backup the pass launched ends before anything else
+	// happens, so that a schedule replays exactly.
+	if werr := g.runner.Wait(g.t.Context()); werr != nil {
+		g.t.Fatal(werr)
+	}
 	for _, e := range g.drain() {
 		s.logf("  operator: %s", e)
 	}
@@ -817,15 +826,24 @@ func (s *schedule) backup() {
 }
 
 // checkScheduled checks a scheduled backup that a pass recorded in
-// status.backup against the writes acked before that pass.
+// status.backup against the writes acked before the pass that recorded
+// its operation.
 func (s *schedule) checkScheduled(acked map[string]string) {
 	var c v1alpha1.EtcdCluster
 	if err := s.g.c.Get(s.g.t.Context(), client.ObjectKey{Namespace: s.g.ns, Name: s.name}, &c); err != nil {
 		return
 	}
+	// The backup runs after the pass that records its operation: it
+	// must hold every write acked before that pass.
+	if op := c.Status.BackupOperation; op != nil && op.ID != s.scheduledOp {
+		s.scheduledOp, s.scheduledAcked = op.ID, acked
+	}
 	id := c.Status.Backup.LastBackupID
 	if id == "" || id == s.lastScheduled {
 		return
+	}
+	if s.scheduledAcked != nil {
+		acked = s.scheduledAcked
 	}
 	s.lastScheduled = id
 	for _, m := range s.g.storedBackups(s.name) {

@@ -22,6 +22,7 @@ import (
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/membership"
 	"github.com/opkit-dev/opkit/guard"
+	"github.com/opkit-dev/opkit/operation"
 	"github.com/opkit-dev/opkit/ownership"
 	"github.com/opkit-dev/opkit/reconcile"
 )
@@ -81,8 +82,8 @@ const (
 	statusTimeout = 5 * time.Second
 )
 
-// ClusterConfig is what ClusterHooks work with. Client, Children, Etcd and
-// Stores are required.
+// ClusterConfig is what ClusterHooks work with. Client, Children, Etcd,
+// Stores and Runner are required.
 type ClusterConfig struct {
 	// Client reads and writes pods and claims (the manager's client).
 	Client client.Client
@@ -133,6 +134,9 @@ type ClusterConfig struct {
 	// Recorder emits the events of membership steps, backups and
 	// restores (see EventBackupTaken); none if nil.
 	Recorder events.EventRecorder
+	// Runner runs scheduled backups beside the passes; add it to the
+	// manager.
+	Runner *operation.Runner
 }
 
 // ClusterHooks reconciles EtcdClusters; build them with NewClusterHooks.
@@ -149,6 +153,7 @@ type ClusterHooks struct {
 func NewClusterHooks(cfg ClusterConfig) (*ClusterHooks, error) {
 	if err := required("NewClusterHooks", "ClusterConfig", map[string]bool{
 		"Client": cfg.Client != nil, "Children": cfg.Children != nil, "Etcd": cfg.Etcd != nil, "Stores": cfg.Stores != nil,
+		"Runner": cfg.Runner != nil,
 	}); err != nil {
 		return nil, err
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/controller"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
+	"github.com/opkit-dev/opkit/operation"
 	"github.com/opkit-dev/opkit/reconcile"
 	"github.com/opkit-dev/opkit/statusutil"
 	"github.com/opkit-dev/opkit/testenv"
@@ -121,6 +122,28 @@ type rig struct {
 	children *reconcile.Children
 	factory  etcdclient.Factory
 	cache    client.Client
+	// runner runs the backups of the running operator; stopRunner ends
+	// them.
+	runner     *operation.Runner
+	stopRunner func()
+}
+
+// startRunner stops the operator's backup runs, if any, as a killed
+// operator's end, and starts a new Runner.
+func (g *rig) startRunner() *operation.Runner {
+	if g.stopRunner != nil {
+		g.stopRunner()
+	}
+	runner := operation.NewRunner(g.clock.Now)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = runner.Start(ctx)
+	}()
+	g.runner, g.stopRunner = runner, sync.OnceFunc(func() { cancel(); <-done })
+	g.t.Cleanup(g.stopRunner)
+	return runner
 }
 
 // dialed returns the options of the etcd clients made so far.
@@ -230,8 +253,9 @@ func (g *rig) startOperator() {
 		}
 		cl = g.cache
 	}
+	runner := g.startRunner()
 	hooks, err := controller.NewClusterHooks(controller.ClusterConfig{Client: cl, APIReader: g.c, Children: children, Etcd: g.factory, Stores: stores,
-		ScratchDir: t.TempDir(), Now: g.clock.Now, Recorder: g.events})
+		ScratchDir: t.TempDir(), Now: g.clock.Now, Recorder: g.events, Runner: runner})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +266,8 @@ func (g *rig) startOperator() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	backupHooks, err := controller.NewBackupHooks(controller.BackupConfig{Client: g.c, Etcd: g.factory, Stores: stores, Now: g.clock.Now, Recorder: g.events})
+	backupHooks, err := controller.NewBackupHooks(controller.BackupConfig{Client: g.c, Etcd: g.factory, Stores: stores, Now: g.clock.Now, Recorder: g.events,
+		Runner: runner})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,6 +301,24 @@ func (g *rig) pass(name string) error {
 	g.t.Helper()
 	_, err := g.r.Reconcile(g.t.Context(), crreconcile.Request{NamespacedName: types.NamespacedName{Namespace: g.ns, Name: name}})
 	return err
+}
+
+// scheduledPass runs passes of cluster name while a scheduled backup is
+// under way (status.backupOperation), as a manager's requeues would, and
+// returns the last pass's error.
+func (g *rig) scheduledPass(name string) error {
+	g.t.Helper()
+	for range 1000 {
+		err := g.pass(name)
+		if g.get(name).Status.BackupOperation == nil {
+			return err
+		}
+		if err := g.runner.Wait(g.t.Context()); err != nil {
+			g.t.Fatal(err)
+		}
+	}
+	g.t.Fatalf("EtcdCluster %s: a scheduled backup still under way after 1000 passes", name)
+	return nil
 }
 
 // kubelet marks new pods Running and starts their fake members.
@@ -679,7 +722,7 @@ func TestBackupAndFinalBackup(t *testing.T) {
 	if err := g.c.Create(t.Context(), eb); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.br.Reconcile(t.Context(), crreconcile.Request{NamespacedName: client.ObjectKeyFromObject(eb)}); err != nil {
+	if err := g.backupPass(eb.Name); err != nil {
 		t.Fatal(err)
 	}
 	if err := g.c.Get(t.Context(), client.ObjectKeyFromObject(eb), eb); err != nil {
@@ -718,7 +761,7 @@ func TestBackupAndFinalBackup(t *testing.T) {
 	if err := g.c.Create(t.Context(), late); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.br.Reconcile(t.Context(), crreconcile.Request{NamespacedName: client.ObjectKeyFromObject(late)}); err != nil {
+	if err := g.backupPass(late.Name); err != nil {
 		t.Fatal(err)
 	}
 	if err := g.pass("b"); err != nil {

@@ -24,6 +24,8 @@ import (
 // exists: the guard keeps them through a deletion in the foreground or
 // orphaning (see LabelGuardOf).
 func (h *ClusterHooks) Finalize(ctx context.Context, c *v1alpha1.EtcdCluster) reconcile.Result {
+	// A scheduled backup under way yields to the final one.
+	h.Runner.Cancel(c)
 	res := h.finalBackup(ctx, c)
 	if k := res.Kind(); k != reconcile.KindDone && k != reconcile.KindRequeueAfter {
 		return res

@@ -17,6 +17,7 @@ import (
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/snapshot"
+	"github.com/opkit-dev/opkit/operation"
 	"github.com/opkit-dev/opkit/reconcile"
 	"github.com/opkit-dev/opkit/statusutil"
 )
@@ -33,7 +34,19 @@ const (
 	// ReasonSnapshotRefused: the member refused the snapshot, for example
 	// for lack of permission (a Failed backup).
 	ReasonSnapshotRefused = "SnapshotRefused"
+	// ReasonSnapshotFailed: every attempt failed or was interrupted (a
+	// Failed backup).
+	ReasonSnapshotFailed = "SnapshotFailed"
+	// ReasonBackingUp: an attempt is under way (Reconciling).
+	ReasonBackingUp = "BackingUp"
 )
+
+// OperationBackup is the Type of an EtcdBackup's operation.Record.
+const OperationBackup = "Backup"
+
+// backupAttempts bounds the attempts of one EtcdBackup, interrupted ones
+// included: an attempt that fails takes no backup, so another is safe.
+const backupAttempts = 5
 
 // ConditionComplete is True on an EtcdBackup whose snapshot is stored and
 // committed.
@@ -84,14 +97,17 @@ type BackupConfig struct {
 	// Recorder emits an event when a backup is taken or fails for good;
 	// none if nil.
 	Recorder events.EventRecorder
+	// Runner runs the backups beside the passes; add it to the manager.
+	Runner *operation.Runner
 }
 
-// BackupHooks reconciles EtcdBackups: each takes one snapshot, once. A
-// backup ends Succeeded, or Failed when retrying cannot help: the cluster
-// or the store's Secret or volume is still missing NotFoundGrace after the
-// EtcdBackup was created, the store is misconfigured, or etcd refuses the
-// snapshot. Transient failures (no healthy member, a store or network
-// error) are retried. Build them with NewBackupHooks.
+// BackupHooks reconciles EtcdBackups: each takes one snapshot, once, as an
+// operation recorded in its status (operation.Runner). A backup ends
+// Succeeded, or Failed when retrying cannot help: the cluster or the
+// store's Secret or volume is still missing NotFoundGrace after the
+// EtcdBackup was created, the store is misconfigured, etcd refuses the
+// snapshot, or backupAttempts attempts failed or were interrupted. Build
+// them with NewBackupHooks.
 type BackupHooks struct {
 	BackupConfig
 }
@@ -100,7 +116,7 @@ type BackupHooks struct {
 // has what they need, and registers the operator's metrics.
 func NewBackupHooks(cfg BackupConfig) (*BackupHooks, error) {
 	if err := required("NewBackupHooks", "BackupConfig", map[string]bool{
-		"Client": cfg.Client != nil, "Etcd": cfg.Etcd != nil, "Stores": cfg.Stores != nil,
+		"Client": cfg.Client != nil, "Etcd": cfg.Etcd != nil, "Stores": cfg.Stores != nil, "Runner": cfg.Runner != nil,
 	}); err != nil {
 		return nil, err
 	}
@@ -119,7 +135,9 @@ func (h *BackupHooks) now() time.Time {
 	return time.Now()
 }
 
-// Reconcile takes the backup unless it already succeeded or failed.
+// Reconcile takes the backup unless it already succeeded or failed: once
+// the store, the cluster and a healthy member are there, it starts the
+// backup operation, which h.Runner runs beside the passes.
 func (h *BackupHooks) Reconcile(ctx context.Context, b *v1alpha1.EtcdBackup) reconcile.Result {
 	switch b.Status.Phase {
 	case v1alpha1.BackupSucceeded:
@@ -139,8 +157,6 @@ func (h *BackupHooks) Reconcile(ctx context.Context, b *v1alpha1.EtcdBackup) rec
 	if err := RegisterMetrics(); err != nil {
 		return reconcile.Retry(err)
 	}
-	log := ctrl.LoggerFrom(ctx)
-
 	store, err := clusterStore(ctx, h.Stores, b.Namespace, b.Spec.ClusterName, b.Spec.StoreRef)
 	switch {
 	case errors.Is(err, ErrStoreMisconfigured):
@@ -150,55 +166,134 @@ func (h *BackupHooks) Reconcile(ctx context.Context, b *v1alpha1.EtcdBackup) rec
 	case err != nil:
 		return reconcile.Retry(err)
 	}
-	// A pass that took the backup but could not write the status is
-	// followed by one that finds the backup.
-	if m, ok, err := findBackup(ctx, store, b.UID); err != nil {
-		return reconcile.Retry(fmt.Errorf("looking for a backup taken earlier: %w", err))
-	} else if ok {
-		log.Info("recording the backup an earlier pass took", "etcdbackup", klog.KObj(b), "id", m.ID)
+	if b.Status.Operation == nil || !b.Status.Operation.Active() {
+		// An operator before operation.Record took it in one pass, whose
+		// status write may have failed.
+		if m, ok, err := findBackup(ctx, store, b.UID); err != nil {
+			return reconcile.Retry(fmt.Errorf("looking for a backup taken earlier: %w", err))
+		} else if ok {
+			ctrl.LoggerFrom(ctx).Info("recording the backup taken earlier", "etcdbackup", klog.KObj(b), "id", m.ID)
+			h.succeed(b, m)
+			return reconcile.Done()
+		}
+		if res, ok := h.ready(ctx, b); !ok {
+			return res
+		}
+		b.Status.Operation = &operation.Record{}
+		if err := operation.Start(b.Status.Operation, OperationBackup, string(b.UID), h.now()); err != nil {
+			return reconcile.Retry(err)
+		}
+		b.Status.StartTime = b.Status.Operation.StartTime
+	}
+	rec := b.Status.Operation
+	next := h.Runner.Step(ctx, b, rec, h.operation(b, store))
+	switch rec.Phase {
+	case operation.Succeeded:
+		m, ok, err := findBackup(ctx, store, b.UID)
+		if err != nil {
+			return reconcile.Retry(fmt.Errorf("reading the backup taken: %w", err))
+		}
+		if !ok {
+			// Run returns nil only after the manifest's commit.
+			return reconcile.Retry(errors.New("the backup completed but its manifest is not in the store"))
+		}
 		h.succeed(b, m)
 		return reconcile.Done()
+	case operation.Failed:
+		switch rec.Reason {
+		case ReasonSnapshotRefused:
+			return h.fail(b, rec.Reason, errors.New(rec.Message))
+		case operation.ReasonFailed:
+			return h.fail(b, ReasonSnapshotFailed, fmt.Errorf("%d attempts failed, the last: %s", rec.Attempts, rec.Message))
+		}
+		return h.fail(b, ReasonSnapshotFailed, errors.New(rec.Message))
 	}
+	b.Status.Phase = v1alpha1.BackupRunning
+	msg := fmt.Sprintf("attempt %d of %d", rec.Attempts, backupAttempts)
+	if rec.Progress != "" {
+		msg += ": " + rec.Progress
+	}
+	if rec.Message != "" {
+		msg += "; the last failed: " + rec.Message
+	}
+	return reconcile.Waiting(ReasonBackingUp, msg, max(next, time.Second))
+}
 
+// ready reports whether the backup may start: its cluster exists and has
+// a healthy voting member. Otherwise it returns the pass's Result.
+func (h *BackupHooks) ready(ctx context.Context, b *v1alpha1.EtcdBackup) (reconcile.Result, bool) {
+	c, err := h.cluster(ctx, b)
+	if client.IgnoreNotFound(err) == nil && err != nil {
+		return h.notFound(b, ReasonClusterNotFound, fmt.Errorf("EtcdCluster %q not found", b.Spec.ClusterName)), false
+	}
+	if err != nil {
+		return reconcile.Retry(err), false
+	}
+	if len(backupSources(h.Endpoints, c)) == 0 {
+		return reconcile.Waiting("NoHealthyMember", fmt.Sprintf("EtcdCluster %s has no healthy member", c.Name), 10*time.Second), false
+	}
+	return reconcile.Result{}, true
+}
+
+func (h *BackupHooks) cluster(ctx context.Context, b *v1alpha1.EtcdBackup) (*v1alpha1.EtcdCluster, error) {
 	var c v1alpha1.EtcdCluster
 	if err := h.Client.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: b.Spec.ClusterName}, &c); err != nil {
-		if client.IgnoreNotFound(err) == nil {
-			return h.notFound(b, ReasonClusterNotFound, fmt.Errorf("EtcdCluster %q not found", b.Spec.ClusterName))
-		}
-		return reconcile.Retry(err)
+		return nil, err
 	}
+	return &c, nil
+}
+
+// backupSources are c's healthy voting members, the leader first.
+func backupSources(e Endpoints, c *v1alpha1.EtcdCluster) []source {
 	var sources []source
 	for _, m := range c.Status.Members {
 		if m.Healthy && !m.Learner {
-			sources = append(sources, source{name: m.Name, endpoint: h.Endpoints.clientURL(&c, m.Name), leader: m.Leader})
+			sources = append(sources, source{name: m.Name, endpoint: e.clientURL(c, m.Name), leader: m.Leader})
 		}
 	}
-	sortSources(sources)
-	if len(sources) == 0 {
-		return reconcile.Waiting("NoHealthyMember", fmt.Sprintf("EtcdCluster %s has no healthy member", c.Name), 10*time.Second)
+	return sortSources(sources)
+}
+
+// operation is b's backup into store: an attempt reads the cluster's
+// members afresh, and the manifest carries b's UID, by which Done and
+// later passes find it.
+func (h *BackupHooks) operation(b *v1alpha1.EtcdBackup, store backup.Store) operation.Operation {
+	b = b.DeepCopy()
+	return operation.Operation{
+		Type:        OperationBackup,
+		MaxAttempts: backupAttempts,
+		Run: func(ctx context.Context, _ string, progress func(string)) error {
+			c, err := h.cluster(ctx, b)
+			if err != nil {
+				return fmt.Errorf("reading EtcdCluster %s: %w", b.Spec.ClusterName, err)
+			}
+			secrets := h.Secrets
+			if secrets == nil {
+				secrets = h.Client
+			}
+			tlsConfig, err := clientTLS(ctx, secrets, c, h.now())
+			if err != nil {
+				return fmt.Errorf("the certificates of EtcdCluster %s: %w", c.Name, err)
+			}
+			sources := backupSources(h.Endpoints, c)
+			progress(fmt.Sprintf("snapshotting one of %d healthy members", len(sources)))
+			_, err = snapshotInto(ctx, h.Etcd, store, sources,
+				map[string]string{ExtraBackupUID: string(b.UID), ExtraTrigger: TriggerOnDemand, ExtraClusterUID: string(c.UID)},
+				etcdclient.WithTLS(tlsConfig))
+			countBackup(b.Namespace, b.Spec.ClusterName, TriggerOnDemand, err)
+			if errors.Is(err, etcdclient.ErrRefused) {
+				return operation.Permanent(ReasonSnapshotRefused, fmt.Errorf("taking backup: %w", err))
+			}
+			if err != nil {
+				return fmt.Errorf("taking backup: %w", err)
+			}
+			return nil
+		},
+		Done: func(ctx context.Context, _ string) (bool, error) {
+			_, ok, err := findBackup(ctx, store, b.UID)
+			return ok, err
+		},
 	}
-	secrets := h.Secrets
-	if secrets == nil {
-		secrets = h.Client
-	}
-	tlsConfig, err := clientTLS(ctx, secrets, &c, h.now())
-	if err != nil {
-		return reconcile.Retry(fmt.Errorf("the certificates of EtcdCluster %s: %w", c.Name, err))
-	}
-	start := metav1.NewTime(h.now())
-	b.Status.StartTime = &start
-	b.Status.Phase = v1alpha1.BackupRunning
-	m, err := snapshotInto(ctx, h.Etcd, store, sources, map[string]string{ExtraBackupUID: string(b.UID), ExtraTrigger: TriggerOnDemand, ExtraClusterUID: string(c.UID)},
-		etcdclient.WithTLS(tlsConfig))
-	countBackup(b.Namespace, b.Spec.ClusterName, TriggerOnDemand, err)
-	if errors.Is(err, etcdclient.ErrRefused) {
-		return h.fail(b, ReasonSnapshotRefused, fmt.Errorf("taking backup: %w", err))
-	}
-	if err != nil {
-		return reconcile.Retry(fmt.Errorf("taking backup: %w", err))
-	}
-	h.succeed(b, m)
-	return reconcile.Done()
 }
 
 // notFound waits for something the backup needs until NotFoundGrace after

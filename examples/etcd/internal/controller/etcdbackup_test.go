@@ -18,7 +18,7 @@ import (
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/controller"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
-	"github.com/opkit-dev/opkit/reconcile"
+	"github.com/opkit-dev/opkit/operation"
 	"github.com/opkit-dev/opkit/statusutil"
 )
 
@@ -42,12 +42,28 @@ func (g *rig) createBackup(name string, spec v1alpha1.EtcdBackupSpec) {
 	}
 }
 
-// backupPass runs one pass of the EtcdBackup reconciler and returns its
-// error.
+// backupPass runs passes of the EtcdBackup reconciler while the backup's
+// attempt is under way, as the requeues of a manager would, and returns
+// the last pass's error: it ends Succeeded, Failed, waiting to start, or
+// on a failed pass.
 func (g *rig) backupPass(name string) error {
 	g.t.Helper()
-	_, err := g.br.Reconcile(g.t.Context(), crreconcile.Request{NamespacedName: client.ObjectKey{Namespace: g.ns, Name: name}})
-	return err
+	key := client.ObjectKey{Namespace: g.ns, Name: name}
+	for range 1000 {
+		_, err := g.br.Reconcile(g.t.Context(), crreconcile.Request{NamespacedName: key})
+		var eb v1alpha1.EtcdBackup
+		if gerr := g.c.Get(g.t.Context(), key, &eb); gerr != nil {
+			g.t.Fatal(gerr)
+		}
+		if err != nil || eb.Status.Operation == nil || !eb.Status.Operation.Active() {
+			return err
+		}
+		if err := g.runner.Wait(g.t.Context()); err != nil {
+			g.t.Fatal(err)
+		}
+	}
+	g.t.Fatalf("EtcdBackup %s still running after 1000 passes", name)
+	return nil
 }
 
 func (g *rig) getBackup(name string) *v1alpha1.EtcdBackup {
@@ -189,8 +205,7 @@ func TestBackupFailures(t *testing.T) {
 			g.fake.FailNext("Snapshot", errors.New("injected: connection reset"), false)
 			return v1alpha1.EtcdBackupSpec{ClusterName: "src", StoreRef: pvc("backups")}
 		},
-		before: backupState{Phase: v1alpha1.BackupRunning, Complete: condition{metav1.ConditionFalse, "InProgress"},
-			Reconciling: condition{metav1.ConditionTrue, reconcile.ReasonRetrying}},
+		before:        succeeded,
 		after:         succeeded,
 		wantText:      "pvc:backups/",
 		wantSnapshots: 2,
@@ -204,7 +219,10 @@ func TestBackupFailures(t *testing.T) {
 				t.Errorf("after the first pass (-want +got):\n%s", diff)
 			}
 
-			g.clock.advance(controller.DefaultNotFoundGrace + time.Second)
+			// The grace runs from the creation, a real time; the clock is
+			// frozen at the rig's start.
+			created := g.getBackup("eb").CreationTimestamp.Time
+			g.clock.advance(created.Add(controller.DefaultNotFoundGrace + time.Second).Sub(g.clock.Now()))
 			for range 2 {
 				_ = g.backupPass("eb")
 				eb := g.getBackup("eb")
@@ -223,44 +241,150 @@ func TestBackupFailures(t *testing.T) {
 	}
 }
 
-// TestBackupIdempotent: a pass that took the backup but failed to write the
-// status is followed by one that records that backup instead of taking a
-// second one.
-func TestBackupIdempotent(t *testing.T) {
-	g := backupRig(t)
-	g.createBackup("once", v1alpha1.EtcdBackupSpec{ClusterName: "src", StoreRef: v1alpha1.StoreReference{PVCName: "backups"}})
-	g.faults.arm("status-apply", "EtcdBackup")
-	if err := g.backupPass("once"); err == nil {
-		t.Fatal("the pass succeeded; the status write failure was not injected")
-	}
-	if phase := g.getBackup("once").Status.Phase; phase != "" {
-		t.Fatalf("phase %q was written by a pass whose status write failed", phase)
-	}
-	taken := g.storedBackups("src")
-	if len(taken) != 1 {
-		t.Fatalf("%d backups after the first pass, want 1", len(taken))
-	}
+// onePass runs one pass of the EtcdBackup reconciler.
+func (g *rig) onePass(name string) error {
+	g.t.Helper()
+	_, err := g.br.Reconcile(g.t.Context(), crreconcile.Request{NamespacedName: client.ObjectKey{Namespace: g.ns, Name: name}})
+	return err
+}
 
-	if err := g.backupPass("once"); err != nil {
-		t.Fatal(err)
+// TestBackupSurvivesRestartAtEveryStep kills the operator, or fails a
+// status write, at each step of an EtcdBackup's operation: the backup ends
+// Succeeded with exactly one backup of its UID in the store, and is taken
+// again only when the attempt that was cut short took none.
+func TestBackupSurvivesRestartAtEveryStep(t *testing.T) {
+	tests := []struct {
+		name string
+		// cut runs the passes up to the failure.
+		cut func(g *rig)
+		// snapshots is the number of Snapshot calls that completed;
+		// attempts the Record's at the end.
+		snapshots int
+		attempts  int32
+	}{{
+		name: "the attempt's status write fails",
+		cut: func(g *rig) {
+			g.faults.arm("status-apply", "EtcdBackup")
+			if err := g.onePass("eb"); err == nil {
+				g.t.Fatal("the status write did not fail")
+			}
+		},
+		snapshots: 1, attempts: 1,
+	}, {
+		name: "restart with the attempt written, before the run",
+		cut: func(g *rig) {
+			mustPass(g, "eb")
+			g.startOperator()
+		},
+		snapshots: 1, attempts: 2,
+	}, {
+		name: "restart during the run",
+		cut: func(g *rig) {
+			started, release := g.fake.HoldSnapshots()
+			mustPass(g, "eb")
+			mustPass(g, "eb")
+			<-started
+			g.startOperator()
+			release()
+		},
+		snapshots: 1, attempts: 2,
+	}, {
+		name: "restart after the backup's commit, before its status",
+		cut: func(g *rig) {
+			mustPass(g, "eb")
+			mustPass(g, "eb")
+			g.waitStored("src", 1)
+			g.startOperator()
+		},
+		snapshots: 1, attempts: 1,
+	}, {
+		name: "the success's status write fails",
+		cut: func(g *rig) {
+			mustPass(g, "eb")
+			mustPass(g, "eb")
+			g.waitStored("src", 1)
+			g.faults.arm("status-apply", "EtcdBackup")
+			if err := g.onePass("eb"); err == nil {
+				g.t.Fatal("the status write did not fail")
+			}
+		},
+		snapshots: 1, attempts: 1,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := backupRig(t)
+			g.createBackup("eb", v1alpha1.EtcdBackupSpec{ClusterName: "src", StoreRef: v1alpha1.StoreReference{PVCName: "backups"}})
+			tt.cut(g)
+			if err := g.backupPass("eb"); err != nil {
+				t.Fatal(err)
+			}
+			eb := g.getBackup("eb")
+			if eb.Status.Phase != v1alpha1.BackupSucceeded {
+				t.Fatalf("phase %q, want Succeeded; operation %+v", eb.Status.Phase, eb.Status.Operation)
+			}
+			stored := g.storedBackups("src")
+			var uids []string
+			for _, m := range stored {
+				uids = append(uids, m.Snapshot.Extra[controller.ExtraBackupUID])
+			}
+			if diff := cmp.Diff([]string{string(eb.UID)}, uids); diff != "" {
+				t.Fatalf("backups in the store, by EtcdBackup UID (-want +got):\n%s", diff)
+			}
+			got := []any{eb.Status.BackupID, eb.Status.SHA256, eb.Status.Operation.Phase, eb.Status.Operation.Attempts, g.snapshots()}
+			want := []any{stored[0].ID, stored[0].SHA256, operation.Succeeded, tt.attempts, tt.snapshots}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("status (id, sha256, operation phase, attempts), snapshots (-want +got):\n%s", diff)
+			}
+		})
 	}
-	eb := g.getBackup("once")
-	if eb.Status.Phase != v1alpha1.BackupSucceeded {
-		t.Fatalf("phase %q, want Succeeded; conditions %+v", eb.Status.Phase, eb.Status.Conditions)
+}
+
+// TestBackupInterruptedAtEveryAttemptFails: a backup whose every attempt
+// is cut short by an operator restart ends Failed, SnapshotFailed, after
+// its attempts, with no backup taken.
+func TestBackupInterruptedAtEveryAttemptFails(t *testing.T) {
+	g := backupRig(t)
+	g.createBackup("eb", v1alpha1.EtcdBackupSpec{ClusterName: "src", StoreRef: v1alpha1.StoreReference{PVCName: "backups"}})
+	started, release := g.fake.HoldSnapshots()
+	defer release()
+	for eb := g.getBackup("eb"); eb.Status.Phase != v1alpha1.BackupFailed; eb = g.getBackup("eb") {
+		if eb.Status.Operation != nil && eb.Status.Operation.Attempts > 10 {
+			t.Fatalf("attempt %d", eb.Status.Operation.Attempts)
+		}
+		_ = g.onePass("eb") // the last one's error is the failure
+		if op := g.getBackup("eb").Status.Operation; op != nil && op.Phase == operation.Running {
+			mustPass(g, "eb")
+			<-started
+			g.startOperator()
+		}
 	}
-	var ids []string
-	for _, m := range g.storedBackups("src") {
-		ids = append(ids, m.ID)
-	}
-	if diff := cmp.Diff([]string{taken[0].ID}, ids); diff != "" {
-		t.Errorf("backups in the store (-want +got):\n%s", diff)
-	}
-	got := []any{eb.Status.BackupID, eb.Status.SHA256, eb.Status.SizeBytes, eb.Status.CompletionTime.UTC()}
-	want := []any{taken[0].ID, taken[0].SHA256, taken[0].Size, taken[0].EndTime.Truncate(time.Second)}
+	eb := g.getBackup("eb")
+	got := []any{stateOf(eb), eb.Status.Operation.Attempts, len(g.storedBackups("src"))}
+	want := []any{backupState{Phase: v1alpha1.BackupFailed, Complete: condition{metav1.ConditionFalse, controller.ReasonSnapshotFailed},
+		Stalled: condition{metav1.ConditionTrue, controller.ReasonSnapshotFailed}}, int32(5), 0}
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("status (id, sha256, size, completion) (-want +got):\n%s", diff)
+		t.Errorf("state, attempts, backups stored (-want +got):\n%s", diff)
 	}
-	if n := g.snapshots(); n != 1 {
-		t.Errorf("%d snapshots taken, want 1", n)
+	if msg := statusutil.Get(eb, controller.ConditionComplete).Message; !strings.Contains(msg, "interrupted") {
+		t.Errorf("Complete message %q does not say the attempts were interrupted", msg)
 	}
+}
+
+func mustPass(g *rig, name string) {
+	g.t.Helper()
+	if err := g.onePass(name); err != nil {
+		g.t.Fatal(err)
+	}
+}
+
+// waitStored waits for n complete backups of cluster in the store.
+func (g *rig) waitStored(cluster string, n int) {
+	g.t.Helper()
+	for range 1000 {
+		if len(g.storedBackups(cluster)) >= n {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	g.t.Fatalf("fewer than %d backups of %s in the store", n, cluster)
 }

@@ -6,8 +6,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 )
@@ -53,7 +51,7 @@ func TestEventsOnePerStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if _, err := g.br.Reconcile(t.Context(), crreconcile.Request{NamespacedName: client.ObjectKeyFromObject(eb)}); err != nil {
+		if err := g.backupPass(eb.Name); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -15,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/controller"
@@ -50,7 +49,7 @@ func sourceBackup(g *rig) map[string]string {
 	if err := g.c.Create(t.Context(), eb); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.br.Reconcile(t.Context(), crreconcile.Request{NamespacedName: client.ObjectKeyFromObject(eb)}); err != nil {
+	if err := g.backupPass(eb.Name); err != nil {
 		t.Fatal(err)
 	}
 	if err := g.c.Get(t.Context(), client.ObjectKeyFromObject(eb), eb); err != nil {

@@ -90,7 +90,7 @@ func TestScheduledBackups(t *testing.T) {
 		if s.fail {
 			g.fake.FailNext("Snapshot", errors.New("injected"), false)
 		}
-		err := g.pass("sch")
+		err := g.scheduledPass("sch")
 		if (err != nil) != s.fail {
 			t.Fatalf("%s: pass error %v, want failure %v", s.name, err, s.fail)
 		}
@@ -162,7 +162,7 @@ func TestRetentionWithoutANewBackup(t *testing.T) {
 		g.converge(name, 10)
 		for range n {
 			g.clock.advance(time.Hour + time.Minute)
-			if err := g.pass(name); err != nil {
+			if err := g.scheduledPass(name); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -301,7 +301,7 @@ func TestScheduledBackupsWhileDegraded(t *testing.T) {
 	g.drain()
 
 	g.clock.advance(time.Hour + time.Minute)
-	_ = g.pass("deg")
+	_ = g.scheduledPass("deg")
 	if progressing := statusutil.Get(g.get("deg"), v1alpha1.ConditionProgressing); progressing == nil || progressing.Status != metav1.ConditionTrue {
 		t.Fatalf("Progressing = %+v, want the pass waiting on deg-2", progressing)
 	}
@@ -312,7 +312,7 @@ func TestScheduledBackupsWhileDegraded(t *testing.T) {
 	g.fake.LoseQuorum()
 	g.drain()
 	g.clock.advance(time.Hour + time.Minute)
-	_ = g.pass("deg")
+	_ = g.scheduledPass("deg")
 	c = g.get("deg")
 	if got := len(g.storedBackups("deg")); got != 1 {
 		t.Errorf("%d backups stored without a quorum, want still 1", got)
@@ -325,5 +325,73 @@ func TestScheduledBackupsWhileDegraded(t *testing.T) {
 	}
 	if got := clusterMetrics(t, g.ns, "deg")[controller.MetricBackups+"/scheduled/failure"]; got != 1 {
 		t.Errorf("scheduled backup failures counted: %v, want 1", got)
+	}
+}
+
+// TestScheduledBackupSurvivesRestart kills the operator at each step of a
+// scheduled backup (status.backupOperation): the backup is recorded in
+// status.backup once, and taken again only when the attempt that was cut
+// short took none.
+func TestScheduledBackupSurvivesRestart(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		cut  func(g *rig)
+		// snapshots is the number of Snapshot calls that completed.
+		snapshots int
+	}{{
+		name:      "the attempt recorded, before the run",
+		cut:       func(g *rig) { mustClusterPass(g, "s"); g.startOperator() },
+		snapshots: 1,
+	}, {
+		name: "during the run",
+		cut: func(g *rig) {
+			started, release := g.fake.HoldSnapshots()
+			mustClusterPass(g, "s")
+			mustClusterPass(g, "s")
+			<-started
+			g.startOperator()
+			release()
+		},
+		snapshots: 1,
+	}, {
+		name: "after the backup's commit, before its status",
+		cut: func(g *rig) {
+			mustClusterPass(g, "s")
+			mustClusterPass(g, "s")
+			g.waitStored("s", 1)
+			g.startOperator()
+		},
+		snapshots: 1,
+	}} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := newRig(t)
+			g.mountPVCStore("backups")
+			c := cluster("s", 1)
+			c.Spec.Backup = &v1alpha1.BackupSpec{Schedule: "@every 1h", StoreRef: v1alpha1.StoreReference{PVCName: "backups"}}
+			g.create(c)
+			g.converge("s", 10)
+			g.clock.advance(time.Hour + time.Minute)
+			tt.cut(g)
+			if err := g.scheduledPass("s"); err != nil {
+				t.Fatal(err)
+			}
+			c = g.get("s")
+			var ids []string
+			for _, m := range g.storedBackups("s") {
+				ids = append(ids, m.ID)
+			}
+			got := []any{ids, c.Status.Backup.ConsecutiveFailures, c.Status.BackupOperation == nil, g.snapshots()}
+			want := []any{[]string{c.Status.Backup.LastBackupID}, int32(0), true, tt.snapshots}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("backups stored, failures, operation cleared, snapshots (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func mustClusterPass(g *rig, name string) {
+	g.t.Helper()
+	if err := g.pass(name); err != nil {
+		g.t.Fatal(err)
 	}
 }

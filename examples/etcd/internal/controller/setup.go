@@ -15,6 +15,7 @@ import (
 
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
+	"github.com/opkit-dev/opkit/operation"
 	"github.com/opkit-dev/opkit/reconcile"
 )
 
@@ -108,10 +109,15 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		concurrency = 4
 	}
 	rec := mgr.GetEventRecorder(EventSource)
+	// One Runner for both controllers: it keys runs by owner and type.
+	runner := operation.NewRunner(nil)
+	if err := mgr.Add(runner); err != nil {
+		return fmt.Errorf("adding the backup runner: %w", err)
+	}
 	clusters, err := NewClusterHooks(ClusterConfig{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Children: children, Etcd: o.Etcd, Endpoints: o.Endpoints, Stores: stores, Secrets: mgr.GetAPIReader(),
 		BootstrapTimeout: o.BootstrapTimeout, MemberStartTimeout: o.MemberStartTimeout, RestoreImage: o.RestoreImage,
-		Recorder: rec,
+		Recorder: rec, Runner: runner,
 	})
 	if err != nil {
 		return err
@@ -127,7 +133,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		return fmt.Errorf("setting up the EtcdCluster controller: %w", err)
 	}
 	backups, err := NewBackupHooks(BackupConfig{Client: mgr.GetClient(), Etcd: o.Etcd, Endpoints: o.Endpoints, Stores: stores,
-		Secrets: mgr.GetAPIReader(), Recorder: rec})
+		Secrets: mgr.GetAPIReader(), Recorder: rec, Runner: runner})
 	if err != nil {
 		return err
 	}

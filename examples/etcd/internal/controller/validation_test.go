@@ -169,11 +169,11 @@ func TestCRDValidation(t *testing.T) {
 // need are refused at setup, naming the fields, not at the first pass.
 func TestHooksConstructorsNameWhatIsMissing(t *testing.T) {
 	if _, err := controller.NewClusterHooks(controller.ClusterConfig{}); err == nil ||
-		!strings.Contains(err.Error(), "ClusterConfig.Children, ClusterConfig.Client, ClusterConfig.Etcd, ClusterConfig.Stores") {
-		t.Errorf("NewClusterHooks(empty) = %v, want an error naming the four required fields", err)
+		!strings.Contains(err.Error(), "ClusterConfig.Children, ClusterConfig.Client, ClusterConfig.Etcd, ClusterConfig.Runner, ClusterConfig.Stores") {
+		t.Errorf("NewClusterHooks(empty) = %v, want an error naming the five required fields", err)
 	}
 	if _, err := controller.NewBackupHooks(controller.BackupConfig{}); err == nil ||
-		!strings.Contains(err.Error(), "BackupConfig.Client, BackupConfig.Etcd, BackupConfig.Stores") {
-		t.Errorf("NewBackupHooks(empty) = %v, want an error naming the three required fields", err)
+		!strings.Contains(err.Error(), "BackupConfig.Client, BackupConfig.Etcd, BackupConfig.Runner, BackupConfig.Stores") {
+		t.Errorf("NewBackupHooks(empty) = %v, want an error naming the four required fields", err)
 	}
 }

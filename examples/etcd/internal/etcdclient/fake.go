@@ -49,6 +49,10 @@ type Fake struct {
 	compacted int64
 	// Version is reported by Status; "3.6.16" if empty.
 	Version string
+	// held makes Snapshot wait (HoldSnapshots).
+	held chan struct{}
+	// holding receives a value per Snapshot that waits.
+	holding chan struct{}
 }
 
 type fakeMember struct {
@@ -430,12 +434,34 @@ func (c *fakeClient) Status(ctx context.Context, endpoint string) (Status, error
 	return s, err
 }
 
+// HoldSnapshots makes Snapshot calls wait, before they write, until
+// release is called or their context ends, as a large snapshot streaming.
+// started receives a value as each call starts waiting.
+func (f *Fake) HoldSnapshots() (started <-chan struct{}, release func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	held, holding := make(chan struct{}), make(chan struct{}, 100)
+	f.held, f.holding = held, holding
+	return holding, sync.OnceFunc(func() { close(held) })
+}
+
 // Snapshot writes the key space of the member on the client's one endpoint
 // (the whole key space if it is no member's) as an etcd database (a bbolt file with
 // the "key" bucket etcd keeps revisions in; key i in sorted order written at
 // revision i+1) followed by its SHA-256, like etcd's stream, so that
 // snapshot.Restorer can load it.
-func (c *fakeClient) Snapshot(_ context.Context, w io.Writer) (SnapshotInfo, error) {
+func (c *fakeClient) Snapshot(ctx context.Context, w io.Writer) (SnapshotInfo, error) {
+	c.f.mu.Lock()
+	held, holding := c.f.held, c.f.holding
+	c.f.mu.Unlock()
+	if held != nil {
+		holding <- struct{}{}
+		select {
+		case <-held:
+		case <-ctx.Done():
+			return SnapshotInfo{}, ctx.Err()
+		}
+	}
 	var kvs []KeyValue
 	var rev int64
 	err := c.call("Snapshot", "", func() error {
