@@ -78,26 +78,41 @@ func TestFirstOperatorGuideBuilds(t *testing.T) {
 	}
 }
 
-// TestReadmeCodeIsTheExamples: the README's Go blocks are cut from
-// reconcile's runnable examples, which the test suite compiles and runs,
-// so the first code a user reads cannot drift from the library.
-func TestReadmeCodeIsTheExamples(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	examples, err := os.ReadFile("../reconcile/example_test.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocks := goBlock.FindAllStringSubmatch(string(readme), -1)
-	if len(blocks) == 0 {
-		t.Fatal("the README has no Go block")
-	}
-	for _, b := range blocks {
-		if !strings.Contains(flatten(string(examples)), flatten(b[1])) {
-			t.Errorf("this README block is not in reconcile/example_test.go:\n%s", b[1])
-		}
+// TestGuideCodeIsTheExamples: the Go blocks of the README and of the
+// guides that show a package's API are cut from the packages' runnable
+// examples, which the test suite compiles and runs, so that the code a
+// user reads cannot drift from the library.
+func TestGuideCodeIsTheExamples(t *testing.T) {
+	for _, tt := range []struct {
+		doc      string
+		examples []string
+	}{
+		{"../README.md", []string{"../reconcile/example_test.go"}},
+		{"stateful.md", []string{"../guard/example_test.go", "../operation/example_test.go", "../backup/storetest/example_test.go"}},
+	} {
+		t.Run(filepath.Base(tt.doc), func(t *testing.T) {
+			doc, err := os.ReadFile(tt.doc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var examples strings.Builder
+			for _, f := range tt.examples {
+				b, err := os.ReadFile(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				examples.WriteString(flatten(string(b)) + "\n")
+			}
+			blocks := goBlock.FindAllStringSubmatch(string(doc), -1)
+			if len(blocks) == 0 {
+				t.Fatalf("%s has no Go block", tt.doc)
+			}
+			for _, b := range blocks {
+				if !strings.Contains(examples.String(), flatten(b[1])) {
+					t.Errorf("this block of %s is in none of %v:\n%s", tt.doc, tt.examples, b[1])
+				}
+			}
+		})
 	}
 }
 
