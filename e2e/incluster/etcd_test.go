@@ -168,6 +168,8 @@ func etcdLifecycle(op operator) features.Feature {
 			return ctx
 		}).
 		Assess("grown to 5 with the operator killed in the middle, every member voting", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			operatorDisruption.Lock()
+			defer operatorDisruption.Unlock()
 			resize(ctx, t, cfg, 5)
 			// Kill the operator once it has added the first learner: the
 			// next leader must finish the change, not repeat it.
@@ -241,6 +243,8 @@ func etcdLifecycle(op operator) features.Feature {
 			return ctx
 		}).
 		Assess("upgraded 3.5 -> 3.6 one member at a time with the operator killed in the middle", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			operatorDisruption.Lock()
+			defer operatorDisruption.Unlock()
 			before := harness.Voting(membersNow(ctx, t))
 			// Watch the member pods all along: at no time may more than one
 			// member be down (no pod, or not Ready).

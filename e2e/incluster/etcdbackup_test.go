@@ -46,7 +46,7 @@ const (
 // running the operator's image) holding exactly the keys and revision of
 // the backup, a cluster that lost every member rebuilding itself from its
 // newest backup, and the final backup taken when the cluster is deleted,
-// in the foreground or with its namespace.
+// in the foreground, in the background or with its namespace.
 func etcdBackups(op operator) features.Feature {
 	const ns = "default"
 	// A claim in the operator's namespace mounted at
@@ -130,6 +130,8 @@ func etcdBackups(op operator) features.Feature {
 			return ctx
 		}).
 		Assess("an on-demand EtcdBackup with the operator killed once its attempt is recorded is taken once", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			operatorDisruption.Lock()
+			defer operatorDisruption.Unlock()
 			b := &v1alpha1.EtcdBackup{
 				ObjectMeta: metav1.ObjectMeta{Name: "demo-killed", Namespace: ns},
 				Spec:       v1alpha1.EtcdBackupSpec{ClusterName: sampleCluster, StoreRef: v1alpha1.StoreReference{S3SecretName: sampleStore}},
@@ -184,6 +186,8 @@ func etcdBackups(op operator) features.Feature {
 			return ctx
 		}).
 		Assess("an on-demand EtcdBackup into a claim mounted into the operator", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			operatorDisruption.Lock()
+			defer operatorDisruption.Unlock()
 			mountBackupClaims(ctx, t, cfg, op, claimMount{ns, backupClaim}, claimMount{doomedNS, doomedClaim})
 			b := &v1alpha1.EtcdBackup{
 				ObjectMeta: metav1.ObjectMeta{Name: "demo-to-claim", Namespace: ns},
@@ -291,8 +295,7 @@ func etcdBackups(op operator) features.Feature {
 		// In the foreground, as Argo CD prunes: the garbage collector
 		// deletes every dependent that has no other owner, whatever its
 		// blockOwnerDeletion, and the members' guard is what keeps them
-		// running for the final backup. (The restored cluster is deleted
-		// in the background, kubectl's default, in Teardown.)
+		// running for the final backup.
 		Assess("deleting the sample cluster in the foreground takes a final backup, then removes its pods and claims", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			before := backupsBy(ctx, t, store, "final")
 			if len(before) != 0 {
@@ -314,6 +317,38 @@ func etcdBackups(op operator) features.Feature {
 			}
 			harness.WaitFor(ctx, t, "the cluster's pods, claims, Services and guard to go", 2*time.Minute, time.Second, func(ctx context.Context) (bool, string) {
 				out, err := harness.Kubectl(ctx, cfg, "get", "pods,pvc,services,configmaps,poddisruptionbudgets", "-n", ns, "-l", "etcd.opkit.dev/cluster="+sampleCluster, "-o", "name")
+				return err == nil && strings.TrimSpace(out) == "", out + fmt.Sprint(err)
+			})
+			return ctx
+		}).
+		Assess("deleting the restored cluster in the background takes a final backup at its revision, then removes its pods and claims", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			patch := fmt.Sprintf(`{"spec":{"backup":{"storeRef":{"s3SecretName":%q}}}}`, sampleStore)
+			if out, err := harness.Kubectl(ctx, cfg, "patch", "etcdcluster", sampleRestored, "-n", ns, "--type=merge", "-p", patch); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			harness.WaitFor(ctx, t, "the operator to act on spec.backup", time.Minute, time.Second, func(ctx context.Context) (bool, string) {
+				c := getEtcdCluster(ctx, t, cfg, ns, sampleRestored)
+				return c.Status.ObservedGeneration == c.Generation, fmt.Sprintf("observed %d of %d", c.Status.ObservedGeneration, c.Generation)
+			})
+			restored := harness.EtcdClient(ctx, t, cfg, ns, sampleRestored)
+			last := readKeyspace(ctx, t, restored)
+			_ = restored.Close()
+			rstore := openSampleStore(ctx, t, cfg, ns, sampleRestored)
+			if out, err := harness.Kubectl(ctx, cfg, "delete", "etcdcluster", sampleRestored, "-n", ns, "--wait=true", "--timeout=3m"); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			final := backupsBy(ctx, t, rstore, "final")
+			if len(final) != 1 {
+				t.Fatalf("final backups after the delete: %v, want 1", final)
+			}
+			if got := final[0].Snapshot.ConsistencyPoint; got != strconv.FormatInt(last.Revision, 10) {
+				t.Errorf("final backup at revision %s, want %d (the cluster's last)", got, last.Revision)
+			}
+			if _, err := backup.Verify(ctx, rstore, final[0].ID); err != nil {
+				t.Errorf("the final backup does not verify: %v", err)
+			}
+			harness.WaitFor(ctx, t, "the cluster's pods, claims, Services and guard to go", 2*time.Minute, time.Second, func(ctx context.Context) (bool, string) {
+				out, err := harness.Kubectl(ctx, cfg, "get", "pods,pvc,services,configmaps,poddisruptionbudgets", "-n", ns, "-l", "etcd.opkit.dev/cluster="+sampleRestored, "-o", "name")
 				return err == nil && strings.TrimSpace(out) == "", out + fmt.Sprint(err)
 			})
 			return ctx

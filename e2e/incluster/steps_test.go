@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -296,3 +297,9 @@ func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
 }
+
+// operatorDisruption serialises the steps that kill or roll an operator
+// with those, in a feature running beside them, that need its pods to stay
+// put (upgradeInPlace reads the new leader's log). Each holds it for its
+// whole length.
+var operatorDisruption sync.Mutex

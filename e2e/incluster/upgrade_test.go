@@ -159,6 +159,8 @@ func (o operator) nextImg() string {
 // manages was written or restarted.
 func (o operator) upgradeInPlace(lease string, owner func(ctx context.Context, t *testing.T, cfg *envconf.Config) workload) func(context.Context, *testing.T, *envconf.Config) context.Context {
 	return func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+		operatorDisruption.Lock()
+		defer operatorDisruption.Unlock()
 		w := owner(ctx, t, cfg)
 		before := observeWorkload(ctx, t, cfg, w)
 		next := o

@@ -110,7 +110,7 @@ func TestNoSpaceWithDataOverTheQuota(t *testing.T) {
 	}
 	before := len(g.storedBackups("ns"))
 	g.clock.advance(time.Hour + time.Minute)
-	if err := g.scheduledPass("ns"); err != nil {
+	if err := g.operationPass("ns"); err != nil {
 		t.Fatal(err)
 	}
 	if got := len(g.storedBackups("ns")); got != before+1 {

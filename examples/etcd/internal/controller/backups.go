@@ -60,9 +60,9 @@ var errStaleSnapshot = errors.New("snapshot older than the cluster's revision")
 // that has applied every write acknowledged before it started: a
 // linearizable read gives the cluster's revision first, and a snapshot at
 // an older revision is discarded before its manifest is written.
-func snapshotInto(ctx context.Context, f etcdclient.Factory, store backup.Store, sources []source, extra map[string]string, opts ...etcdclient.DialOption) (backup.Manifest, error) {
+func snapshotInto(ctx context.Context, f etcdclient.Factory, store backup.Store, sources []source, extra map[string]string, opts ...etcdclient.DialOption) error {
 	if len(sources) == 0 {
-		return backup.Manifest{}, errors.New("no healthy voting member to snapshot")
+		return errors.New("no healthy voting member to snapshot")
 	}
 	eps := make([]string, 0, len(sources))
 	for _, s := range sources {
@@ -70,27 +70,27 @@ func snapshotInto(ctx context.Context, f etcdclient.Factory, store backup.Store,
 	}
 	all, err := f.New(ctx, eps, opts...)
 	if err != nil {
-		return backup.Manifest{}, err
+		return err
 	}
 	rctx, cancel := context.WithTimeout(ctx, callTimeout)
 	rev, err := all.Revision(rctx)
 	cancel()
 	_ = all.Close()
 	if err != nil {
-		return backup.Manifest{}, fmt.Errorf("reading the cluster's revision before the snapshot: %w", err)
+		return fmt.Errorf("reading the cluster's revision before the snapshot: %w", err)
 	}
 	var errs []error
 	for _, s := range sources {
-		m, err := snapshotFrom(ctx, f, store, s, rev, extra, opts...)
+		_, err := snapshotFrom(ctx, f, store, s, rev, extra, opts...)
 		if err == nil {
-			return m, nil
+			return nil
 		}
 		errs = append(errs, err)
 		if !errors.Is(err, errStaleSnapshot) && !errors.Is(err, etcdclient.ErrSnapshotStalled) {
 			break
 		}
 	}
-	return backup.Manifest{}, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 func snapshotFrom(ctx context.Context, f etcdclient.Factory, store backup.Store, s source, rev int64, extra map[string]string, opts ...etcdclient.DialOption) (backup.Manifest, error) {
@@ -163,6 +163,11 @@ func (h *ClusterHooks) scheduledBackup(ctx context.Context, c *v1alpha1.EtcdClus
 // stepScheduled advances status.backupOperation and records its outcome.
 func (h *ClusterHooks) stepScheduled(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation) reconcile.Result {
 	rec := c.Status.BackupOperation
+	if rec.Type != OperationScheduledBackup {
+		// A final backup's, left by a deletion that did not finish.
+		c.Status.BackupOperation = nil
+		return reconcile.RequeueAfter(time.Second)
+	}
 	store, err := clusterStore(ctx, h.Stores, c.Namespace, c.Name, c.Spec.Backup.StoreRef)
 	if err != nil {
 		countBackup(c.Namespace, c.Name, TriggerSchedule, err)
@@ -221,7 +226,7 @@ func (h *ClusterHooks) scheduledOperation(c *v1alpha1.EtcdCluster, store backup.
 		MaxAttempts: scheduledAttempts,
 		Run: func(ctx context.Context, id string, progress func(string)) error {
 			progress(fmt.Sprintf("snapshotting one of %d healthy voting members", len(sources)))
-			_, err := snapshotInto(ctx, h.Etcd, store, sources,
+			err := snapshotInto(ctx, h.Etcd, store, sources,
 				map[string]string{ExtraTrigger: TriggerSchedule, ExtraClusterUID: string(uid), ExtraOperation: id}, etcdclient.WithTLS(tlsConfig))
 			countBackup(ns, name, TriggerSchedule, err)
 			if err != nil {

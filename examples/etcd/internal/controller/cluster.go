@@ -40,6 +40,9 @@ const (
 	// cluster grows once status.restored is recorded.
 	ReasonRestored    = "Restored"
 	ReasonFinalBackup = "FinalBackupFailed"
+	// ReasonTakingFinalBackup (Reconciling=True, while deleting): the
+	// final backup is under way (status.backupOperation).
+	ReasonTakingFinalBackup = "TakingFinalBackup"
 	// ReasonUnreachable (Degraded=True): member pods are running but none
 	// answers the operator, for example because their URLs do not resolve
 	// where the operator runs (see Endpoints).

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/membership"
 	"github.com/opkit-dev/opkit/guard"
+	"github.com/opkit-dev/opkit/operation"
 	"github.com/opkit-dev/opkit/ownership"
 	"github.com/opkit-dev/opkit/reconcile"
 )
@@ -24,8 +27,11 @@ import (
 // exists: the guard keeps them through a deletion in the foreground or
 // orphaning (see LabelGuardOf).
 func (h *ClusterHooks) Finalize(ctx context.Context, c *v1alpha1.EtcdCluster) reconcile.Result {
-	// A scheduled backup under way yields to the final one.
-	h.Runner.Cancel(c)
+	if op := c.Status.BackupOperation; op != nil && op.Type == OperationScheduledBackup {
+		// A scheduled backup under way yields to the final one.
+		h.Runner.Cancel(c)
+		c.Status.BackupOperation = nil
+	}
 	res := h.finalBackup(ctx, c)
 	if k := res.Kind(); k != reconcile.KindDone && k != reconcile.KindRequeueAfter {
 		return res
@@ -61,9 +67,14 @@ func (h *ClusterHooks) finalBackup(ctx context.Context, c *v1alpha1.EtcdCluster)
 	// Idempotent: a final backup recording this cluster's UID is this
 	// deletion's (an on-demand or scheduled one taken meanwhile is not: it
 	// may predate the last writes).
-	if done, err := finalBackupTaken(ctx, store, c); err != nil {
+	rec := c.Status.BackupOperation
+	running := rec != nil && rec.Type == OperationFinalBackup && rec.Active()
+	if m, done, err := finalBackupOf(ctx, store, c.UID); err != nil {
 		return fail(err)
 	} else if done {
+		if running {
+			h.finalBackupTaken(ctx, c, m, going)
+		}
 		return reconcile.Done()
 	}
 	// A ConfigMap of the guard's name that is not c's guard holds
@@ -100,35 +111,66 @@ func (h *ClusterHooks) finalBackup(ctx context.Context, c *v1alpha1.EtcdCluster)
 		return reconcile.Waiting(ReasonFinalBackup,
 			"no healthy voting member to take the final backup from; set spec.backup.skipFinalBackup to delete without one", stepRequeue)
 	}
-	m, err := snapshotInto(ctx, h.Etcd, store, sources, finalBackupExtra(c), etcdclient.WithTLS(obs.tls))
-	if err != nil && going {
-		return h.skipFinalBackup(ctx, c, err)
+	if !running {
+		rec = &operation.Record{}
+		now := h.now().UTC()
+		if err := operation.Start(rec, OperationFinalBackup, now.Format("20060102T150405Z"), now); err != nil {
+			return reconcile.Retry(err)
+		}
+		c.Status.BackupOperation = rec
 	}
-	countBackup(c.Namespace, c.Name, TriggerFinal, err)
-	if err != nil {
+	next := h.Runner.Step(ctx, c, rec, h.finalOperation(c, store, sources, obs))
+	switch rec.Phase {
+	case operation.Failed:
+		c.Status.BackupOperation = nil
+		err := errors.New(rec.Message)
+		if going {
+			return h.skipCountedFinalBackup(ctx, c, err)
+		}
 		return reconcile.Retry(fmt.Errorf("final backup: %w", err))
+	case operation.Succeeded:
+		m, ok, err := finalBackupOf(ctx, store, c.UID)
+		if err != nil || !ok {
+			return reconcile.Retry(fmt.Errorf("reading the final backup taken (found %t): %w", ok, err))
+		}
+		h.finalBackupTaken(ctx, c, m, going)
+		return reconcile.Done()
 	}
+	msg := fmt.Sprintf("taking the final backup, attempt %d", rec.Attempts)
+	if rec.Progress != "" {
+		msg += ": " + rec.Progress
+	}
+	return reconcile.Waiting(ReasonTakingFinalBackup, msg, max(next, time.Second))
+}
+
+// finalBackupTaken reports c's final backup m, once.
+func (h *ClusterHooks) finalBackupTaken(ctx context.Context, c *v1alpha1.EtcdCluster, m backup.Manifest, going bool) {
+	c.Status.BackupOperation = nil
 	ctrl.LoggerFrom(ctx).Info("final backup taken", "id", m.ID, "size", m.Size, "sha256", m.SHA256, "revision", m.Snapshot.ConsistencyPoint)
 	// A namespace being deleted refuses new events: the log line is all.
 	if !going {
 		emit(h.Recorder, c, normal, EventFinalBackupTaken, "Backup", fmt.Sprintf("final backup %s taken at revision %s (%d bytes); the members are deleted next", m.ID, m.Snapshot.ConsistencyPoint, m.Size))
 	}
-	return reconcile.Done()
 }
 
 // namespaceDeleted does Finalize's work for c, whose namespace is being
 // deleted, before c itself is: the final backup, then the guard's release.
-// Once the guard is gone there is nothing left to keep, and a pass
-// changes nothing, so that no change of Ready sends an event the namespace
-// would refuse.
+// Ready does not move meanwhile, so that no change of it sends an event
+// the namespace would refuse: a wait (the final backup under way) is a
+// requeue, and once the guard is gone a pass changes nothing.
 func (h *ClusterHooks) namespaceDeleted(ctx context.Context, c *v1alpha1.EtcdCluster) reconcile.Result {
 	if g, err := h.getGuard(ctx, c); err == nil && g == nil {
 		return reconcile.Done()
 	}
-	if res := h.Finalize(ctx, c); res.Kind() != reconcile.KindDone && res.Kind() != reconcile.KindRequeueAfter {
+	switch res := h.Finalize(ctx, c); res.Kind() {
+	case reconcile.KindDone, reconcile.KindRequeueAfter:
+		return reconcile.Done()
+	case reconcile.KindWaiting:
+		ctrl.LoggerFrom(ctx).Info("namespace being deleted: "+res.Message(), "etcdcluster", klog.KObj(c))
+		return reconcile.RequeueAfter(res.After())
+	default:
 		return res
 	}
-	return reconcile.Done()
 }
 
 // namespaceGoing reports whether namespace ns is being deleted: its pods
@@ -141,22 +183,54 @@ func (h *ClusterHooks) namespaceGoing(ctx context.Context, ns string) (bool, err
 // its final backup, once taking it failed for why.
 func (h *ClusterHooks) skipFinalBackup(ctx context.Context, c *v1alpha1.EtcdCluster, why error) reconcile.Result {
 	countBackup(c.Namespace, c.Name, TriggerFinal, why)
+	return h.skipCountedFinalBackup(ctx, c, why)
+}
+
+// skipCountedFinalBackup is skipFinalBackup after a failed attempt that
+// counted itself.
+func (h *ClusterHooks) skipCountedFinalBackup(ctx context.Context, c *v1alpha1.EtcdCluster, why error) reconcile.Result {
 	msg := fmt.Sprintf("namespace %s is being deleted with the members' pods and claims; no final backup was taken: %v", c.Namespace, why)
 	ctrl.LoggerFrom(ctx).Info(msg, "etcdcluster", klog.KObj(c))
 	emit(h.Recorder, c, warning, EventFinalBackupSkipped, "Backup", msg)
 	return reconcile.Done()
 }
 
-// finalBackupTaken reports whether store holds the final backup of c's
-// deletion, or of its namespace's: a final backup recording c's UID
-// (finalBackupExtra). A UID is deleted once, so no clock is compared: the
-// operator's (a manifest's start time) and the API server's
-// (deletionTimestamp) may disagree.
-func finalBackupTaken(ctx context.Context, store backup.Store, c *v1alpha1.EtcdCluster) (bool, error) {
+// finalBackupOf returns the final backup of the deletion of the cluster
+// with uid, or of its namespace's, if store holds it: a final backup
+// recording the UID (finalBackupExtra). A UID is deleted once, so no clock
+// is compared: the operator's (a manifest's start time) and the API
+// server's (deletionTimestamp) may disagree.
+func finalBackupOf(ctx context.Context, store backup.Store, uid types.UID) (backup.Manifest, bool, error) {
 	found, err := backup.Find(ctx, store, func(m backup.Manifest) bool {
-		return m.Snapshot.Extra[ExtraTrigger] == TriggerFinal && m.Snapshot.Extra[ExtraClusterUID] == string(c.UID)
+		return m.Snapshot.Extra[ExtraTrigger] == TriggerFinal && m.Snapshot.Extra[ExtraClusterUID] == string(uid)
 	})
-	return len(found) > 0, err
+	if err != nil || len(found) == 0 {
+		return backup.Manifest{}, false, err
+	}
+	return found[0], true, nil
+}
+
+// OperationFinalBackup is the Type of status.backupOperation while the
+// final backup is taken.
+const OperationFinalBackup = "FinalBackup"
+
+// finalOperation is c's final backup into store from sources; Done finds
+// it by c's UID, so a restarted operator does not take it twice.
+func (h *ClusterHooks) finalOperation(c *v1alpha1.EtcdCluster, store backup.Store, sources []source, obs *observation) operation.Operation {
+	uid, ns, name, extra, tlsConfig := c.UID, c.Namespace, c.Name, finalBackupExtra(c), obs.tls
+	return operation.Operation{
+		Type: OperationFinalBackup,
+		Run: func(ctx context.Context, _ string, progress func(string)) error {
+			progress(fmt.Sprintf("snapshotting one of %d healthy voting members", len(sources)))
+			err := snapshotInto(ctx, h.Etcd, store, sources, extra, etcdclient.WithTLS(tlsConfig))
+			countBackup(ns, name, TriggerFinal, err)
+			return err
+		},
+		Done: func(ctx context.Context, _ string) (bool, error) {
+			_, ok, err := finalBackupOf(ctx, store, uid)
+			return ok, err
+		},
+	}
 }
 
 // finalBackupExtra is the snapshot metadata of c's final backup.

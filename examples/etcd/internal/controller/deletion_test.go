@@ -455,9 +455,15 @@ func TestNamespaceDeletionKeepsMembersForTheFinalBackup(t *testing.T) {
 			if tc.podsFirst {
 				// Passes of the live cluster take the final backup and
 				// release the guard; then the pods go, then the cluster.
-				for range 3 {
+				// Ready does not move meanwhile: the Reconciler's event
+				// for a change would be refused by the namespace.
+				ready := statusutil.Get(g.get("ns"), statusutil.ReadyCondition).Status
+				for range 4 {
 					if err := g.pass("ns"); err != nil {
 						t.Logf("pass: %v", err)
+					}
+					if got := statusutil.Get(g.get("ns"), statusutil.ReadyCondition); got.Status != ready {
+						t.Errorf("Ready went from %s to %s (%s: %s) while the namespace is being deleted", ready, got.Status, got.Reason, got.Message)
 					}
 				}
 				eventually(t, "the pods to be deletable", func() (bool, string) {
@@ -547,4 +553,64 @@ func (g *rig) finalBackups(cluster string) []backup.Manifest {
 		}
 	}
 	return final
+}
+
+// TestFinalBackupSurvivesRestart kills the operator at each step of a
+// deleted cluster's final backup (status.backupOperation): the cluster
+// goes with exactly one final backup, reported once, and it is taken again
+// only when the attempt that was cut short took none.
+func TestFinalBackupSurvivesRestart(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		cut  func(g *rig)
+	}{
+		{"the attempt recorded, before the run", func(g *rig) { mustClusterPass(g, "f"); g.startOperator() }},
+		{"during the run", func(g *rig) {
+			started, release := g.fake.HoldSnapshots()
+			mustClusterPass(g, "f")
+			if err := g.passAsync("f"); err != nil {
+				g.t.Fatal(err)
+			}
+			<-started
+			g.startOperator()
+			release()
+		}},
+		{"after the backup's commit, before its status", func(g *rig) {
+			mustClusterPass(g, "f")
+			mustClusterPass(g, "f")
+			g.waitStored("f", 1)
+			g.startOperator()
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := newRig(t)
+			c := g.createBackedUp("f", 1, 0, 10)
+			g.drain()
+			if err := g.c.Delete(t.Context(), g.get("f")); err != nil {
+				t.Fatal(err)
+			}
+			tt.cut(g)
+			if err := g.operationPass("f"); err != nil {
+				t.Fatal(err)
+			}
+			if g.exists(c) {
+				t.Fatalf("the cluster is still there: %+v", g.get("f").Status.BackupOperation)
+			}
+			var triggers []string
+			for _, m := range g.storedBackups("f") {
+				triggers = append(triggers, m.Snapshot.Extra[controller.ExtraTrigger])
+			}
+			var taken int
+			for _, e := range g.drain() {
+				if strings.Contains(e, controller.EventFinalBackupTaken) {
+					taken++
+				}
+			}
+			got := []any{triggers, g.snapshots(), taken}
+			want := []any{[]string{controller.TriggerFinal}, 1, 1}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("backups stored by trigger, snapshots, FinalBackupTaken events (-want +got):\n%s", diff)
+			}
+		})
+	}
 }

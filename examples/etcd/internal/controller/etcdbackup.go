@@ -277,7 +277,7 @@ func (h *BackupHooks) operation(b *v1alpha1.EtcdBackup, store backup.Store) oper
 			}
 			sources := backupSources(h.Endpoints, c)
 			progress(fmt.Sprintf("snapshotting one of %d healthy members", len(sources)))
-			_, err = snapshotInto(ctx, h.Etcd, store, sources,
+			err = snapshotInto(ctx, h.Etcd, store, sources,
 				map[string]string{ExtraBackupUID: string(b.UID), ExtraTrigger: TriggerOnDemand, ExtraClusterUID: string(c.UID)},
 				etcdclient.WithTLS(tlsConfig))
 			countBackup(b.Namespace, b.Spec.ClusterName, TriggerOnDemand, err)

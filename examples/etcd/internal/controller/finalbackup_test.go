@@ -51,9 +51,9 @@ func TestFinalBackupTakenIgnoresClocks(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			got, err := finalBackupTaken(t.Context(), store, c)
+			_, got, err := finalBackupOf(t.Context(), store, c.UID)
 			if err != nil || got != tt.want {
-				t.Errorf("finalBackupTaken = %v, %v; want %v", got, err, tt.want)
+				t.Errorf("finalBackupOf found %v, %v; want %v", got, err, tt.want)
 			}
 		})
 	}

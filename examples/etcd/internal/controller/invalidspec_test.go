@@ -61,7 +61,7 @@ func TestInvalidFieldKeepsTheClusterHealing(t *testing.T) {
 			g.fake.SetHealthy(controller.PeerURL(c, "h-1"), false)
 			g.clock.advance(time.Hour + time.Minute)
 			g.converge("h", 10)
-			_ = g.scheduledPass("h") // Stalled: the pass's error is the invalid field
+			_ = g.operationPass("h") // Stalled: the pass's error is the invalid field
 
 			c = g.get("h")
 			stalled := statusutil.Get(c, statusutil.StalledCondition)

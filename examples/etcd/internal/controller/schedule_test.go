@@ -90,7 +90,7 @@ func TestScheduledBackups(t *testing.T) {
 		if s.fail {
 			g.fake.FailNext("Snapshot", errors.New("injected"), false)
 		}
-		err := g.scheduledPass("sch")
+		err := g.operationPass("sch")
 		if (err != nil) != s.fail {
 			t.Fatalf("%s: pass error %v, want failure %v", s.name, err, s.fail)
 		}
@@ -162,7 +162,7 @@ func TestRetentionWithoutANewBackup(t *testing.T) {
 		g.converge(name, 10)
 		for range n {
 			g.clock.advance(time.Hour + time.Minute)
-			if err := g.scheduledPass(name); err != nil {
+			if err := g.operationPass(name); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -301,7 +301,7 @@ func TestScheduledBackupsWhileDegraded(t *testing.T) {
 	g.drain()
 
 	g.clock.advance(time.Hour + time.Minute)
-	_ = g.scheduledPass("deg")
+	_ = g.operationPass("deg")
 	if progressing := statusutil.Get(g.get("deg"), v1alpha1.ConditionProgressing); progressing == nil || progressing.Status != metav1.ConditionTrue {
 		t.Fatalf("Progressing = %+v, want the pass waiting on deg-2", progressing)
 	}
@@ -312,7 +312,7 @@ func TestScheduledBackupsWhileDegraded(t *testing.T) {
 	g.fake.LoseQuorum()
 	g.drain()
 	g.clock.advance(time.Hour + time.Minute)
-	_ = g.scheduledPass("deg")
+	_ = g.operationPass("deg")
 	c = g.get("deg")
 	if got := len(g.storedBackups("deg")); got != 1 {
 		t.Errorf("%d backups stored without a quorum, want still 1", got)
@@ -347,7 +347,9 @@ func TestScheduledBackupSurvivesRestart(t *testing.T) {
 		cut: func(g *rig) {
 			started, release := g.fake.HoldSnapshots()
 			mustClusterPass(g, "s")
-			mustClusterPass(g, "s")
+			if err := g.passAsync("s"); err != nil {
+				g.t.Fatal(err)
+			}
 			<-started
 			g.startOperator()
 			release()
@@ -372,7 +374,7 @@ func TestScheduledBackupSurvivesRestart(t *testing.T) {
 			g.converge("s", 10)
 			g.clock.advance(time.Hour + time.Minute)
 			tt.cut(g)
-			if err := g.scheduledPass("s"); err != nil {
+			if err := g.operationPass("s"); err != nil {
 				t.Fatal(err)
 			}
 			c = g.get("s")

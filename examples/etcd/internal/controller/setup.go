@@ -108,7 +108,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	if concurrency == 0 {
 		concurrency = 4
 	}
-	rec := mgr.GetEventRecorder(EventSource)
+	rec := DropEventsOfGoingNamespaces(mgr.GetEventRecorder(EventSource), mgr.GetAPIReader())
 	// One Runner for both controllers: it keys runs by owner and type.
 	runner := operation.NewRunner(nil)
 	if err := mgr.Add(runner); err != nil {
