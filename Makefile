@@ -20,7 +20,8 @@ GOLANGCI_LINT := $(BIN)/golangci-lint
 # Local cluster (cluster-up, demo, run-*): name, fake node count, real node
 # count (kubelet + containerd; needs root), kubeconfig.
 CLUSTER_NAME ?= opkit
-CLUSTER_NODES ?= 3
+# kwok fake nodes: 3, or none beside real nodes (REAL_NODES).
+CLUSTER_NODES ?= $(if $(filter-out 0,$(REAL_NODES)),0,3)
 REAL_NODES ?= 0
 CLUSTER_KUBECONFIG ?= $(ROOT)/.local/kubeconfig
 

@@ -3,13 +3,15 @@
 // run it:
 //
 //	cd hack && go run ./cluster up   --name opkit --nodes 3 --kubeconfig ../.local/kubeconfig
-//	cd hack && go run ./cluster up   --name opkit --nodes 3 --real-nodes 1 --images ../.local/images
+//	cd hack && go run ./cluster up   --name opkit --real-nodes 1 --images ../.local/images
 //	cd hack && go run ./cluster down --name opkit --kubeconfig ../.local/kubeconfig
 //
 // With --real-nodes N (root only) the cluster also gets N real nodes
 // (internal/localcluster/realnode): containerd, a kubelet, kube-proxy,
 // CoreDNS and a local-path provisioner on this machine, with the image
-// tarballs of --images loaded. down removes them with the cluster.
+// tarballs of --images loaded, and no fake nodes unless --nodes asks: those
+// are then tainted (fakeNodeTaint), so that only pods that tolerate it
+// land on a node that runs nothing. down removes them with the cluster.
 package main
 
 import (
@@ -19,8 +21,15 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/opkit-dev/opkit/internal/localcluster"
 	"github.com/opkit-dev/opkit/internal/localcluster/realnode"
@@ -38,7 +47,7 @@ func main() {
 	verb := os.Args[1]
 	fs := flag.NewFlagSet(verb, flag.ExitOnError)
 	name := fs.String("name", defaultName, "kwokctl cluster name")
-	nodes := fs.Int("nodes", 3, "number of fake (kwok) nodes")
+	nodes := fs.Int("nodes", -1, "number of fake (kwok) nodes (default 3, or 0 with --real-nodes)")
 	kubeconfig := fs.String("kubeconfig", ".local/kubeconfig", "where to write the cluster's kubeconfig")
 	realNodes := fs.Int("real-nodes", 0, "number of real nodes (kubelet + containerd; needs root)")
 	images := fs.String("images", ".local/images", "image tarballs to load into the real nodes (make images)")
@@ -83,6 +92,13 @@ func run(ctx context.Context, verb, name string, nodes, realNodes int, images, k
 	}
 	if images, err = filepath.Abs(images); err != nil {
 		return err
+	}
+	if nodes < 0 {
+		// With real nodes, what a user applies must land on them.
+		nodes = 3
+		if realNodes > 0 {
+			nodes = 0
+		}
 	}
 	return up(ctx, c, nodes, realNodes, images, kubeconfig)
 }
@@ -133,6 +149,16 @@ func up(ctx context.Context, c *localcluster.Cluster, nodes, realNodes int, imag
 	if err := os.WriteFile(kubeconfig, cfg, 0o600); err != nil {
 		return err
 	}
+	if realNodes > 0 && nodes > 0 {
+		rc, err := clientcmd.RESTConfigFromKubeConfig(cfg)
+		if err != nil {
+			return err
+		}
+		if err := taintFakeNodes(ctx, rc); err != nil {
+			return err
+		}
+		fmt.Printf("the fake nodes are tainted %s: pods land on the real nodes unless they tolerate it (kubectl get pods -o wide shows the node)\n", fakeNodeTaint.ToString())
+	}
 	down := "make cluster-down"
 	if c.Name != defaultName {
 		down += " CLUSTER_NAME=" + c.Name
@@ -179,4 +205,32 @@ func clusterExists(ctx context.Context, bin, name string) bool {
 	c := &localcluster.Cluster{Name: name, BinDir: bin}
 	ok, err := c.Exists(ctx)
 	return err == nil && ok
+}
+
+// fakeNodeTaint keeps the pods a user applies off kwok's fake nodes in a
+// cluster with real ones: a pod there is Running on paper and never runs.
+var fakeNodeTaint = corev1.Taint{Key: "opkit.dev/fake-node", Value: "true", Effect: corev1.TaintEffectNoSchedule}
+
+// taintFakeNodes adds fakeNodeTaint to the nodes kwok fakes (label
+// type=kwok).
+func taintFakeNodes(ctx context.Context, cfg *rest.Config) error {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "type=kwok"})
+	if err != nil {
+		return fmt.Errorf("listing the fake nodes: %w", err)
+	}
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		if slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&fakeNodeTaint) }) {
+			continue
+		}
+		n.Spec.Taints = append(n.Spec.Taints, fakeNodeTaint)
+		if _, err := cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("tainting fake node %s: %w", n.Name, err)
+		}
+	}
+	return nil
 }
