@@ -315,10 +315,7 @@ func etcdBackups(op operator) features.Feature {
 			if _, err := backup.Verify(ctx, store, final[0].ID); err != nil {
 				t.Errorf("the final backup does not verify: %v", err)
 			}
-			harness.WaitFor(ctx, t, "the cluster's pods, claims, Services and guard to go", 2*time.Minute, time.Second, func(ctx context.Context) (bool, string) {
-				out, err := harness.Kubectl(ctx, cfg, "get", "pods,pvc,services,configmaps,poddisruptionbudgets", "-n", ns, "-l", "etcd.opkit.dev/cluster="+sampleCluster, "-o", "name")
-				return err == nil && strings.TrimSpace(out) == "", out + fmt.Sprint(err)
-			})
+			waitChildrenGone(ctx, t, cfg, ns, sampleCluster)
 			return ctx
 		}).
 		Assess("deleting the restored cluster in the background takes a final backup at its revision, then removes its pods and claims", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
@@ -347,10 +344,7 @@ func etcdBackups(op operator) features.Feature {
 			if _, err := backup.Verify(ctx, rstore, final[0].ID); err != nil {
 				t.Errorf("the final backup does not verify: %v", err)
 			}
-			harness.WaitFor(ctx, t, "the cluster's pods, claims, Services and guard to go", 2*time.Minute, time.Second, func(ctx context.Context) (bool, string) {
-				out, err := harness.Kubectl(ctx, cfg, "get", "pods,pvc,services,configmaps,poddisruptionbudgets", "-n", ns, "-l", "etcd.opkit.dev/cluster="+sampleRestored, "-o", "name")
-				return err == nil && strings.TrimSpace(out) == "", out + fmt.Sprint(err)
-			})
+			waitChildrenGone(ctx, t, cfg, ns, sampleRestored)
 			return ctx
 		}).
 		// Deleting the namespace deletes the pods, claims and Services
@@ -512,6 +506,16 @@ func backupsBy(ctx context.Context, t *testing.T, store backup.Store, trigger st
 		}
 	}
 	return out
+}
+
+// waitChildrenGone waits for the pods, claims, Services, budget and guard
+// of a deleted cluster to go.
+func waitChildrenGone(ctx context.Context, t *testing.T, cfg *envconf.Config, ns, cluster string) {
+	t.Helper()
+	harness.WaitFor(ctx, t, "the cluster's pods, claims, Services and guard to go", 2*time.Minute, time.Second, func(ctx context.Context) (bool, string) {
+		out, err := harness.Kubectl(ctx, cfg, "get", "pods,pvc,services,configmaps,poddisruptionbudgets", "-n", ns, "-l", "etcd.opkit.dev/cluster="+cluster, "-o", "name")
+		return err == nil && strings.TrimSpace(out) == "", out + fmt.Sprint(err)
+	})
 }
 
 // waitBackupSucceeded waits for the EtcdBackup's phase to be Succeeded,

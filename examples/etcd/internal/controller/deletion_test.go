@@ -560,36 +560,15 @@ func (g *rig) finalBackups(cluster string) []backup.Manifest {
 // goes with exactly one final backup, reported once, and it is taken again
 // only when the attempt that was cut short took none.
 func TestFinalBackupSurvivesRestart(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		cut  func(g *rig)
-	}{
-		{"the attempt recorded, before the run", func(g *rig) { mustClusterPass(g, "f"); g.startOperator() }},
-		{"during the run", func(g *rig) {
-			started, release := g.fake.HoldSnapshots()
-			mustClusterPass(g, "f")
-			if err := g.passAsync("f"); err != nil {
-				g.t.Fatal(err)
-			}
-			<-started
-			g.startOperator()
-			release()
-		}},
-		{"after the backup's commit, before its status", func(g *rig) {
-			mustClusterPass(g, "f")
-			mustClusterPass(g, "f")
-			g.waitStored("f", 1)
-			g.startOperator()
-		}},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
+	for _, cut := range clusterCuts("f") {
+		t.Run(cut.name, func(t *testing.T) {
 			g := newRig(t)
 			c := g.createBackedUp("f", 1, 0, 10)
 			g.drain()
 			if err := g.c.Delete(t.Context(), g.get("f")); err != nil {
 				t.Fatal(err)
 			}
-			tt.cut(g)
+			cut.at(g)
 			if err := g.operationPass("f"); err != nil {
 				t.Fatal(err)
 			}

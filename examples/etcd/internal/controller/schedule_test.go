@@ -333,39 +333,8 @@ func TestScheduledBackupsWhileDegraded(t *testing.T) {
 // status.backup once, and taken again only when the attempt that was cut
 // short took none.
 func TestScheduledBackupSurvivesRestart(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		cut  func(g *rig)
-		// snapshots is the number of Snapshot calls that completed.
-		snapshots int
-	}{{
-		name:      "the attempt recorded, before the run",
-		cut:       func(g *rig) { mustClusterPass(g, "s"); g.startOperator() },
-		snapshots: 1,
-	}, {
-		name: "during the run",
-		cut: func(g *rig) {
-			started, release := g.fake.HoldSnapshots()
-			mustClusterPass(g, "s")
-			if err := g.passAsync("s"); err != nil {
-				g.t.Fatal(err)
-			}
-			<-started
-			g.startOperator()
-			release()
-		},
-		snapshots: 1,
-	}, {
-		name: "after the backup's commit, before its status",
-		cut: func(g *rig) {
-			mustClusterPass(g, "s")
-			mustClusterPass(g, "s")
-			g.waitStored("s", 1)
-			g.startOperator()
-		},
-		snapshots: 1,
-	}} {
-		t.Run(tt.name, func(t *testing.T) {
+	for _, cut := range clusterCuts("s") {
+		t.Run(cut.name, func(t *testing.T) {
 			g := newRig(t)
 			g.mountPVCStore("backups")
 			c := cluster("s", 1)
@@ -373,7 +342,7 @@ func TestScheduledBackupSurvivesRestart(t *testing.T) {
 			g.create(c)
 			g.converge("s", 10)
 			g.clock.advance(time.Hour + time.Minute)
-			tt.cut(g)
+			cut.at(g)
 			if err := g.operationPass("s"); err != nil {
 				t.Fatal(err)
 			}
@@ -383,11 +352,43 @@ func TestScheduledBackupSurvivesRestart(t *testing.T) {
 				ids = append(ids, m.ID)
 			}
 			got := []any{ids, c.Status.Backup.ConsecutiveFailures, c.Status.BackupOperation == nil, g.snapshots()}
-			want := []any{[]string{c.Status.Backup.LastBackupID}, int32(0), true, tt.snapshots}
+			want := []any{[]string{c.Status.Backup.LastBackupID}, int32(0), true, 1}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("backups stored, failures, operation cleared, snapshots (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// restartCut is where a test kills the operator during a backup of a
+// cluster's passes.
+type restartCut struct {
+	name string
+	at   func(g *rig)
+}
+
+// clusterCuts are the points of a cluster's backup operation at which
+// the tests restart the operator: the attempt recorded but not run, the
+// snapshot streaming, and the backup committed but not recorded.
+func clusterCuts(name string) []restartCut {
+	return []restartCut{
+		{"the attempt recorded, before the run", func(g *rig) { mustClusterPass(g, name); g.startOperator() }},
+		{"during the run", func(g *rig) {
+			started, release := g.fake.HoldSnapshots()
+			mustClusterPass(g, name)
+			if err := g.passAsync(name); err != nil {
+				g.t.Fatal(err)
+			}
+			<-started
+			g.startOperator()
+			release()
+		}},
+		{"after the backup's commit, before its status", func(g *rig) {
+			mustClusterPass(g, name)
+			mustClusterPass(g, name)
+			g.waitStored(name, 1)
+			g.startOperator()
+		}},
 	}
 }
 
