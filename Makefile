@@ -297,6 +297,17 @@ images: etcd-static memcached-deb versitygw ## Build the image tarballs into $(I
 	@# A second build of each operator (version $(NEXT_TAG)), which e2e/incluster upgrades to in place.
 	cd hack && $(STATIC_BUILD_ENV) go run ./images -out $(IMAGES_DIR) -bin $(BIN) -tag $(NEXT_TAG) -only memcached-operator,etcd-operator
 
+# Where make images-push sends every image (host[:port][/path]; plain HTTP on
+# loopback), and the platforms of each image's index.
+REGISTRY ?=
+PLATFORMS ?= linux/amd64,linux/arm64
+
+.PHONY: images-push
+images-push: etcd-static memcached-deb versitygw ## Push every image to REGISTRY as an index of PLATFORMS; $(IMAGES_DIR)/digests.txt names each by digest (make deploy IMG=...).
+	@test -n "$(REGISTRY)" || { echo "make images-push: set REGISTRY=host[:port][/path], for example REGISTRY=127.0.0.1:5000" >&2; exit 2; }
+	mkdir -p $(IMAGES_DIR)
+	cd hack && $(STATIC_BUILD_ENV) go run ./images -bin $(BIN) -push $(REGISTRY) -platforms $(PLATFORMS) -digests $(IMAGES_DIR)/digests.txt
+
 etcd-static: ## Build static etcd, etcdctl and etcdutl v3.6 and v3.5 for the etcd images (bin/etcd-static-VERSION/).
 	@$(INSTALL_TOOL) etcd-static
 

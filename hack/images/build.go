@@ -67,6 +67,9 @@ type Image struct {
 	Files []File
 	// Config is the runtime configuration.
 	Config Config
+	// Arch is the GOARCH of the image's binaries; empty means this
+	// machine's.
+	Arch string
 }
 
 // epoch is the modification time of every layer entry and the image's
@@ -102,50 +105,67 @@ func Normalize(ref string) (string, error) {
 // dynamically linked ELF executable whose interpreter or libraries are not
 // in the image.
 func Write(img Image, file string) error {
-	ref, err := Normalize(img.Ref)
+	tag, image, err := img.build()
 	if err != nil {
 		return err
+	}
+	tmp := file + ".tmp"
+	if err := tarball.WriteToFile(tmp, tag, image); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("image %s: writing %s: %w", tag, file, err)
+	}
+	return os.Rename(tmp, file)
+}
+
+// build returns img as a v1.Image and its normalized tag.
+func (img Image) build() (name.Tag, v1.Image, error) {
+	ref, err := Normalize(img.Ref)
+	if err != nil {
+		return name.Tag{}, nil, err
 	}
 	// name.Tag keeps the string it was parsed from for manifest.json's
 	// RepoTags: the normalized name, not go-containerregistry's
 	// index.docker.io spelling.
 	tag, err := name.NewTag(ref)
 	if err != nil {
-		return fmt.Errorf("image %s: %w", ref, err)
+		return name.Tag{}, nil, fmt.Errorf("image %s: %w", ref, err)
+	}
+	fail := func(err error) (name.Tag, v1.Image, error) {
+		return name.Tag{}, nil, fmt.Errorf("image %s: %w", ref, err)
 	}
 	entries, err := layerEntries(img.Files)
 	if err != nil {
-		return fmt.Errorf("image %s: %w", ref, err)
+		return fail(err)
 	}
 	if err := checkLinking(entries); err != nil {
-		return fmt.Errorf("image %s: %w", ref, err)
+		return fail(err)
 	}
 	var layerTar bytes.Buffer
 	if err := writeLayer(&layerTar, entries); err != nil {
-		return fmt.Errorf("image %s: %w", ref, err)
+		return fail(err)
 	}
 	layerBytes := layerTar.Bytes()
 	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(layerBytes)), nil
 	}, tarball.WithCompressedCaching)
 	if err != nil {
-		return fmt.Errorf("image %s: layer: %w", ref, err)
+		return fail(fmt.Errorf("layer: %w", err))
 	}
 	image, err := mutate.Append(empty.Image, mutate.Addendum{
 		Layer:   layer,
 		History: v1.History{Created: v1.Time{Time: epoch}, CreatedBy: "opkit hack/images"},
 	})
 	if err != nil {
-		return fmt.Errorf("image %s: %w", ref, err)
+		return fail(err)
 	}
 	cfg, err := image.ConfigFile()
 	if err != nil {
-		return fmt.Errorf("image %s: %w", ref, err)
+		return fail(err)
 	}
 	cfg = cfg.DeepCopy()
 	cfg.Created = v1.Time{Time: epoch}
 	cfg.OS = "linux"
-	cfg.Architecture = runtime.GOARCH
+	cfg.Architecture = img.arch()
 	cfg.Config = v1.Config{
 		Entrypoint: img.Config.Entrypoint,
 		Cmd:        img.Config.Cmd,
@@ -155,14 +175,16 @@ func Write(img Image, file string) error {
 		Labels:     img.Config.Labels,
 	}
 	if image, err = mutate.ConfigFile(image, cfg); err != nil {
-		return fmt.Errorf("image %s: %w", ref, err)
+		return fail(err)
 	}
-	tmp := file + ".tmp"
-	if err := tarball.WriteToFile(tmp, tag, image); err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("image %s: writing %s: %w", ref, file, err)
+	return tag, image, nil
+}
+
+func (img Image) arch() string {
+	if img.Arch == "" {
+		return runtime.GOARCH
 	}
-	return os.Rename(tmp, file)
+	return img.Arch
 }
 
 // entry is a File with its parents resolved, in layer order.

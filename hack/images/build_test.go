@@ -386,7 +386,7 @@ func TestGoBuildIsStatic(t *testing.T) {
 		}
 	}
 	out := filepath.Join(dir, "hello")
-	if err := goBuild(t.Context(), dir, ".", out); err != nil {
+	if err := goBuild(t.Context(), dir, ".", out, runtime.GOARCH); err != nil {
 		t.Fatal(err)
 	}
 	f, err := os.Open(out)

@@ -49,18 +49,24 @@ type Spec struct {
 	File string
 	// Ref is the image's fully normalized name and tag.
 	Ref string
-	// Build returns the image's files and configuration, building what
-	// it needs.
-	Build func(ctx context.Context, e *Env) ([]File, Config, error)
+	// Build returns the image's files and configuration for the GOARCH
+	// arch, building what it needs.
+	Build func(ctx context.Context, e *Env, arch string) ([]File, Config, error)
+	// AnyArch is set when Build builds for any GOARCH (Go built here);
+	// otherwise it copies this machine's binaries, for its GOARCH only.
+	AnyArch bool
 }
 
-// Image returns the image of s, built.
-func (s Spec) Image(ctx context.Context, e *Env) (Image, error) {
-	files, cfg, err := s.Build(ctx, e)
+// Image returns the image of s for the GOARCH arch, built.
+func (s Spec) Image(ctx context.Context, e *Env, arch string) (Image, error) {
+	if !s.AnyArch && arch != runtime.GOARCH {
+		return Image{}, fmt.Errorf("%w: linux/%s: the image holds this machine's %s binaries", errSkip, arch, runtime.GOARCH)
+	}
+	files, cfg, err := s.Build(ctx, e, arch)
 	if err != nil {
 		return Image{}, err
 	}
-	return Image{Ref: s.Ref, Files: files, Config: cfg}, nil
+	return Image{Ref: s.Ref, Files: files, Config: cfg, Arch: arch}, nil
 }
 
 // Env is what Spec.Build may use.
@@ -116,15 +122,16 @@ func Catalog(tag string) []Spec {
 func goImage(name, ref, suffix, pkg string, cfg Config, extra ...File) Spec {
 	binPath := cfg.Entrypoint[0]
 	return Spec{
-		Name: name,
-		File: name + suffix + ".tar",
-		Ref:  ref,
-		Build: func(ctx context.Context, e *Env) ([]File, Config, error) {
+		Name:    name,
+		File:    name + suffix + ".tar",
+		Ref:     ref,
+		AnyArch: true,
+		Build: func(ctx context.Context, e *Env, arch string) ([]File, Config, error) {
 			dir := filepath.Join(e.Root, filepath.FromSlash(pkg))
 			if goFiles, _ := filepath.Glob(filepath.Join(dir, "*.go")); len(goFiles) == 0 {
 				return nil, Config{}, fmt.Errorf("%w: no Go package in %s", errSkip, pkg)
 			}
-			out := filepath.Join(e.Tmp, name)
+			out := filepath.Join(e.Tmp, name+"-"+arch)
 			// The operators log their version: the image's tag, so that
 			// two tags are two builds.
 			var ldflags []string
@@ -133,7 +140,7 @@ func goImage(name, ref, suffix, pkg string, cfg Config, extra ...File) Spec {
 			}
 			// In the package's directory: the examples are modules of
 			// their own.
-			if err := goBuild(ctx, dir, ".", out, ldflags...); err != nil {
+			if err := goBuild(ctx, dir, ".", out, arch, ldflags...); err != nil {
 				return nil, Config{}, err
 			}
 			files := append([]File{{Path: binPath, Source: out, Mode: 0o755}}, extra...)
@@ -149,14 +156,14 @@ func goImage(name, ref, suffix, pkg string, cfg Config, extra ...File) Spec {
 	}
 }
 
-// goBuild builds the main package pkg statically (CGO_ENABLED=0, for
-// images without a C library) into out, running the go command in dir,
-// with ldflags added to the linker's flags.
-func goBuild(ctx context.Context, dir, pkg, out string, ldflags ...string) error {
+// goBuild builds the main package pkg for linux/arch statically
+// (CGO_ENABLED=0, for images without a C library) into out, running the go
+// command in dir, with ldflags added to the linker's flags.
+func goBuild(ctx context.Context, dir, pkg, out, arch string, ldflags ...string) error {
 	flags := strings.Join(append([]string{"-s", "-w"}, ldflags...), " ")
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags="+flags, "-o", out, pkg)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
 	cmd.Stdout = os.Stderr
 	cmd.Stderr = os.Stderr
 	if err := cmd.Run(); err != nil {
@@ -175,7 +182,7 @@ func etcdImage(version string) Spec {
 		Name: "etcd-" + version,
 		File: "etcd-" + version + ".tar",
 		Ref:  etcdRepository + ":" + version,
-		Build: func(ctx context.Context, e *Env) ([]File, Config, error) {
+		Build: func(ctx context.Context, e *Env, _ string) ([]File, Config, error) {
 			dir := filepath.Join(e.Bin, "etcd-static-"+version)
 			etcd := filepath.Join(dir, "etcd")
 			out, err := exec.CommandContext(ctx, etcd, "--version").Output()

@@ -8,7 +8,12 @@
 // Load a tarball with `ctr -n k8s.io images import FILE` or
 // `kind load image-archive FILE`. Images are stored under their fully
 // normalized names (docker.io/library/memcached:1.6), as containerd's CRI
-// looks them up. See catalog.go for the images, build.go for the builder.
+// looks them up.
+//
+// With -push REGISTRY it writes no tarballs: it pushes each image as an
+// index of the -platforms it can be built for (`make images-push`), and
+// -digests FILE records each one by digest. See catalog.go for the images,
+// build.go for the builder, push.go for the push.
 package main
 
 import (
@@ -19,6 +24,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -27,24 +33,57 @@ import (
 )
 
 func main() {
-	out := flag.String("out", ".local/images", "directory the tarballs are written to")
-	only := flag.String("only", "", "comma-separated images to build (default: all): "+strings.Join(names(Catalog(DefaultTag)), ", "))
-	bin := flag.String("bin", "", "the repository's bin/ with hack/install-tool.sh's links (default: bin/ of this checkout)")
-	tag := flag.String("tag", DefaultTag, "tag of the opkit.dev images (a tag other than "+DefaultTag+" is added to their file names)")
-	memcached := flag.String("memcached", DefaultMemcached, "the memcached binary of the memcached image (Debian's package)")
+	var o options
+	flag.StringVar(&o.out, "out", ".local/images", "directory the tarballs are written to")
+	flag.StringVar(&o.only, "only", "", "comma-separated images to build (default: all): "+strings.Join(names(Catalog(DefaultTag)), ", "))
+	flag.StringVar(&o.bin, "bin", "", "the repository's bin/ with hack/install-tool.sh's links (default: bin/ of this checkout)")
+	flag.StringVar(&o.tag, "tag", DefaultTag, "tag of the opkit.dev images (a tag other than "+DefaultTag+" is added to their file names)")
+	flag.StringVar(&o.memcached, "memcached", DefaultMemcached, "the memcached binary of the memcached image (Debian's package)")
+	flag.StringVar(&o.push, "push", "", "push to this registry (host[:port][/path]; plain HTTP on loopback) instead of writing tarballs")
+	platforms := flag.String("platforms", "linux/"+runtime.GOARCH, "with -push: comma-separated platforms of each image's index")
+	flag.StringVar(&o.digests, "digests", "", "with -push: write one line per image to this file: its name, then where it was pushed by digest")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "images: unexpected arguments %q\n", flag.Args())
 		os.Exit(2)
 	}
+	var err error
+	if o.arches, err = parsePlatforms(*platforms); err != nil {
+		fmt.Fprintln(os.Stderr, "images:", err)
+		os.Exit(2)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, *out, *only, *bin, *tag, *memcached)
+	err = run(ctx, o)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "images:", err)
 		os.Exit(1)
 	}
+}
+
+// options are main's flags.
+type options struct {
+	out, only, bin, tag, memcached string
+	push, digests                  string
+	// arches are -platforms' GOARCHes.
+	arches []string
+}
+
+// parsePlatforms returns the GOARCHes of a list such as
+// "linux/amd64,linux/arm64".
+func parsePlatforms(list string) ([]string, error) {
+	var arches []string
+	for p := range strings.SplitSeq(list, ",") {
+		os, arch, ok := strings.Cut(strings.TrimSpace(p), "/")
+		if !ok || os != "linux" || arch == "" || strings.Contains(arch, "/") {
+			return nil, fmt.Errorf("-platforms: %q is not linux/ARCH (for example linux/arm64)", p)
+		}
+		if !slices.Contains(arches, arch) {
+			arches = append(arches, arch)
+		}
+	}
+	return arches, nil
 }
 
 func names(specs []Spec) []string {
@@ -78,8 +117,8 @@ func selectSpecs(specs []Spec, only string) ([]Spec, error) {
 	return selected, nil
 }
 
-func run(ctx context.Context, out, only, bin, tag, memcached string) error {
-	specs, err := selectSpecs(Catalog(tag), only)
+func run(ctx context.Context, o options) error {
+	specs, err := selectSpecs(Catalog(o.tag), o.only)
 	if err != nil {
 		return err
 	}
@@ -87,6 +126,7 @@ func run(ctx context.Context, out, only, bin, tag, memcached string) error {
 	if err != nil {
 		return err
 	}
+	bin := o.bin
 	if bin == "" {
 		if bin, err = repo.BinDir(); err != nil {
 			return err
@@ -95,18 +135,21 @@ func run(ctx context.Context, out, only, bin, tag, memcached string) error {
 	if bin, err = filepath.Abs(bin); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return err
-	}
 	tmp, err := os.MkdirTemp("", "opkit-images-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	env := &Env{Root: root, Bin: bin, Tmp: tmp, Memcached: memcached}
+	env := &Env{Root: root, Bin: bin, Tmp: tmp, Memcached: o.memcached}
+	if o.push != "" {
+		return push(ctx, env, specs, o)
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
 	// One image at a time: each may run a go build.
 	for _, s := range specs {
-		img, err := s.Image(ctx, env)
+		img, err := s.Image(ctx, env, runtime.GOARCH)
 		if errors.Is(err, errSkip) {
 			fmt.Printf("note: %s: %v\n", s.Name, err)
 			continue
@@ -114,7 +157,7 @@ func run(ctx context.Context, out, only, bin, tag, memcached string) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", s.Name, err)
 		}
-		file := filepath.Join(out, s.File)
+		file := filepath.Join(o.out, s.File)
 		if err := Write(img, file); err != nil {
 			return err
 		}
@@ -125,4 +168,44 @@ func run(ctx context.Context, out, only, bin, tag, memcached string) error {
 		fmt.Printf("%s\t%.1f MiB\t%s\n", file, float64(st.Size())/(1<<20), s.Ref)
 	}
 	return nil
+}
+
+// push pushes each spec as an index of the arches it can be built for.
+func push(ctx context.Context, env *Env, specs []Spec, o options) error {
+	var digests strings.Builder
+	for _, s := range specs {
+		dst, err := Target(o.push, s.Ref)
+		if err != nil {
+			return err
+		}
+		var imgs []Image
+		for _, arch := range o.arches {
+			img, err := s.Image(ctx, env, arch)
+			if errors.Is(err, errSkip) {
+				fmt.Printf("note: %s: %v\n", s.Name, err)
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("%s: %w", s.Name, err)
+			}
+			imgs = append(imgs, img)
+		}
+		if len(imgs) == 0 {
+			continue
+		}
+		idx, err := Index(imgs)
+		if err != nil {
+			return err
+		}
+		pushed, err := Push(ctx, dst, idx)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%s\t%s\n", s.Name, pushed)
+		fmt.Fprintf(&digests, "%s %s\n", s.Name, pushed)
+	}
+	if o.digests == "" {
+		return nil
+	}
+	return os.WriteFile(o.digests, []byte(digests.String()), 0o644)
 }

@@ -29,7 +29,7 @@ func memcachedImage() Spec {
 		Name: "memcached",
 		File: "memcached.tar",
 		Ref:  "docker.io/library/memcached:1.6",
-		Build: func(ctx context.Context, e *Env) ([]File, Config, error) {
+		Build: func(ctx context.Context, e *Env, _ string) ([]File, Config, error) {
 			out, err := exec.CommandContext(ctx, e.Memcached, "-V").Output()
 			if err != nil {
 				return nil, Config{}, fmt.Errorf("%s -V: %w: install Debian's memcached (apt-get install memcached, done by `make images`)", e.Memcached, err)

@@ -34,7 +34,7 @@ func versityGWImage() Spec {
 		Name: "versitygw",
 		File: "versitygw.tar",
 		Ref:  "opkit.dev/versitygw:" + VersityGWVersion,
-		Build: func(ctx context.Context, e *Env) ([]File, Config, error) {
+		Build: func(ctx context.Context, e *Env, _ string) ([]File, Config, error) {
 			link := filepath.Join(e.Bin, "versitygw")
 			bin, err := filepath.EvalSymlinks(link)
 			if err != nil {
