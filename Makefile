@@ -89,7 +89,7 @@ envtest-assets: kubernetes etcd ## Build kube-apiserver and etcd for envtest (KU
 cluster-tools: kubernetes etcd kwok ## Build everything a local kwok cluster needs.
 
 .PHONY: node-tools
-node-tools: node-packages kubelet containerd coredns local-path-provisioner ## Build and install everything a real node needs (REAL_NODES, E2E_REAL_NODES).
+node-tools: node-packages kubelet containerd coredns local-path-provisioner registry ## Build and install everything a real node needs (REAL_NODES, E2E_REAL_NODES).
 
 .PHONY: node-packages
 node-packages: ## Install Debian's runc, CNI plugins, iptables and conntrack for real nodes (apt-get; root).
@@ -130,7 +130,9 @@ kubebuilder: ## Build kubebuilder (make kubebuilder-scaffold).
 kubebuilder-scaffold: kubebuilder ## Write docs/testdata/kubebuilder anew with kubebuilder's memcached tutorial scaffold (docs/kubebuilder.md ports it).
 	hack/kubebuilder-scaffold.sh
 
-.PHONY: coredns local-path-provisioner
+.PHONY: coredns local-path-provisioner registry
+registry: ## Build the CNCF distribution registry the real nodes pull from.
+	@$(INSTALL_TOOL) registry
 coredns: ## Build CoreDNS v1.14.7 with only the cluster-DNS plugins (hack/tools/coredns; no forward).
 	@$(INSTALL_TOOL) coredns
 local-path-provisioner: ## Build the local-path PersistentVolume provisioner (hack/localpv) into bin/.

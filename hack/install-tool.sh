@@ -36,6 +36,8 @@ CONTAINERD_VERSION=v2.2.9
 # CoreDNS for real nodes' cluster DNS, built from hack/tools/coredns (its
 # go.mod pins this version) with only the plugins that module's main.go lists.
 COREDNS_VERSION=v1.14.7
+# The CNCF distribution registry the real nodes pull every image from.
+DISTRIBUTION_VERSION=v3.1.2
 
 usage() {
 	cat >&2 <<USAGE
@@ -43,7 +45,7 @@ usage: $0 NAME
 NAME: kubernetes (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl)
       kubelet (kubelet, kube-proxy) | containerd (containerd, containerd-shim-runc-v2, ctr)
       etcd (etcd, etcdutl) | kwok (kwok, kwokctl) | controller-gen | kustomize | golangci-lint | versitygw | benchstat | kubebuilder
-      coredns
+      coredns | registry
       etcd-static (etcd, etcdctl, etcdutl of ETCD_VERSION and ETCD35_VERSION, static, in bin/etcd-static-VERSION/)
 USAGE
 	exit 2
@@ -178,6 +180,7 @@ build_kustomize() { goinstall "$1" "sigs.k8s.io/kustomize/kustomize/v5@$2"; }
 build_golangci_lint() { goinstall "$1" "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$2"; }
 build_versitygw() { goinstall "$1" "github.com/versity/versitygw/cmd/versitygw@$2"; }
 build_benchstat() { goinstall "$1" "golang.org/x/perf/cmd/benchstat@$2"; }
+build_registry() { goinstall "$1" "github.com/distribution/distribution/v3/cmd/registry@$2"; }
 build_kubebuilder() { goinstall "$1" "sigs.k8s.io/kubebuilder/v4@$2"; }
 
 [[ $# -eq 1 ]] || usage
@@ -202,5 +205,6 @@ golangci-lint) install golangci-lint "$GOLANGCI_LINT_VERSION" golangci-lint ;;
 versitygw) install versitygw "$VERSITYGW_VERSION" versitygw ;;
 benchstat) install benchstat "$BENCHSTAT_VERSION" benchstat ;;
 kubebuilder) install kubebuilder "$KUBEBUILDER_VERSION" kubebuilder ;;
+registry) install registry "$DISTRIBUTION_VERSION" registry ;;
 *) usage ;;
 esac

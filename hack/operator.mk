@@ -38,12 +38,20 @@ INSTALLER ?= $(EXAMPLE)/dist/install.yaml
 CHART := $(EXAMPLE)/dist/chart
 CHART_TEMPLATES := $(ROOT)/hack/chart/templates
 
+# The manager's imagePullPolicy when set (Always, to pull IMG on every
+# start); config/manager's IfNotPresent otherwise.
+PULL_POLICY ?=
+
 # render OVERLAY: kustomize build of config/OVERLAY with the manager's image
-# set to $(IMG), on a copy of config/ (the tree stays as committed).
+# set to $(IMG) (and its pull policy to $(PULL_POLICY)), on a copy of
+# config/ (the tree stays as committed).
 define render
 tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 cp -r $(EXAMPLE)/config "$$tmp/config"; \
 (cd "$$tmp/config/manager" && $(KUSTOMIZE) edit set image $(IMAGE_NAME)=$(IMG)); \
+$(if $(PULL_POLICY),printf '%s\n' '- op: replace' '  path: /spec/template/spec/containers/0/imagePullPolicy' \
+	'  value: $(PULL_POLICY)' > "$$tmp/config/manager/pull-policy.yaml"; \
+	(cd "$$tmp/config/manager" && $(KUSTOMIZE) edit add patch --kind Deployment --name controller-manager --path pull-policy.yaml);) \
 $(KUSTOMIZE) build "$$tmp/config/$(1)"
 endef
 

@@ -36,7 +36,7 @@ import (
 // leave nothing behind.
 func TestEtcdOperatorInCluster(t *testing.T) {
 	t.Parallel() // with the memcached suite (main_test.go)
-	op := etcdOperator
+	op := etcdOperator.fromRegistry(t.Context(), t)
 	deployed := false
 	f := features.New("etcd operator in-cluster").
 		Assess("make deploy runs the operator from its image", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {

@@ -49,7 +49,7 @@ func TestMemcachedOperatorInCluster(t *testing.T) {
 		// This suite installs through the Helm chart; the etcd suites
 		// through make deploy.
 		chart: true,
-	}
+	}.fromRegistry(t.Context(), t)
 	sample := filepath.Join(root, "examples/memcached/config/samples/cache_v1alpha1_memcached.yaml")
 	const ns, name = "default", "memcached-sample"
 	memcached := func(ctx context.Context, t *testing.T, cfg *envconf.Config) *v1alpha1.Memcached {

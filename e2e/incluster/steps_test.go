@@ -35,8 +35,12 @@ type operator struct {
 	example string
 	// name prefixes its objects and labels its pods; namespace holds them.
 	name, namespace string
-	// img is the IMG make deploy runs (make images builds opkit.dev/<name>:dev).
+	// img is the IMG make deploy runs: make images builds
+	// opkit.dev/<name>:dev, and fromRegistry names it by digest.
 	img string
+	// next is the image of the operator's next build (nextTag), which
+	// upgradeInPlace moves it to; set by fromRegistry.
+	next string
 	// addToScheme and list register and probe its API once installed; crds
 	// are its CustomResourceDefinitions, which uninstalling deletes.
 	addToScheme func(*runtime.Scheme) error
@@ -64,6 +68,22 @@ func (o operator) release(cfg *envconf.Config) (harness.HelmRelease, error) {
 	}, nil
 }
 
+// fromRegistry returns o with its images, this build's and the next's,
+// named by digest in the real nodes' registry, which the operator's pods
+// pull on every start (imagePullPolicy Always), as from a user's registry.
+func (o operator) fromRegistry(ctx context.Context, t *testing.T) operator {
+	t.Helper()
+	var err error
+	name := strings.TrimSuffix(o.img, ":dev")
+	if o.img, err = harness.PushedImage(ctx, name+":dev"); err != nil {
+		t.Fatal(err)
+	}
+	if o.next, err = harness.PushedImage(ctx, name+":"+nextTag); err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
 // install installs the operator running o.img, or moves an installed one
 // to it: make deploy IMG=..., or helm install (upgrade --reuse-values once
 // installed) with manager.image set.
@@ -75,8 +95,8 @@ func (o operator) install(ctx context.Context, cfg *envconf.Config, upgrade bool
 	if err != nil {
 		return "", err
 	}
-	repository, tag, _ := strings.Cut(o.img, ":")
-	image := map[string]any{"manager": map[string]any{"image": map[string]any{"repository": repository, "tag": tag}}}
+	// The chart takes a repository holding "@digest" as the whole image.
+	image := map[string]any{"manager": map[string]any{"image": map[string]any{"repository": o.img, "tag": "", "pullPolicy": "Always"}}}
 	if upgrade {
 		return r.Upgrade(ctx, image)
 	}
@@ -127,7 +147,7 @@ func (o operator) make(ctx context.Context, cfg *envconf.Config, target string, 
 	if err != nil {
 		return "", err
 	}
-	args = append([]string{"-C", filepath.Join(root, "examples", o.example), target, "IMG=" + o.img, "KUBECONFIG=" + cfg.KubeconfigFile()}, args...)
+	args = append([]string{"-C", filepath.Join(root, "examples", o.example), target, "IMG=" + o.img, "PULL_POLICY=Always", "KUBECONFIG=" + cfg.KubeconfigFile()}, args...)
 	cmd := exec.CommandContext(ctx, "make", args...)
 	// When ctx ends, make's kubectl goes too, not just make.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -154,10 +174,35 @@ func (o operator) deploy(ctx context.Context, t *testing.T, cfg *envconf.Config)
 	if got := dep.Spec.Template.Spec.Containers[0].Image; got != o.img {
 		t.Errorf("operator image = %q, want %q", got, o.img)
 	}
+	if got := dep.Spec.Template.Spec.Containers[0].ImagePullPolicy; got != corev1.PullAlways {
+		t.Errorf("operator imagePullPolicy = %q, want Always", got)
+	}
+	o.pulledByDigest(ctx, t, cfg)
 	if _, err := harness.WaitForAPI(o.addToScheme, o.list)(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
 	return ctx
+}
+
+// pulledByDigest fails unless every running operator pod's image was
+// pulled as o.img's digest.
+func (o operator) pulledByDigest(ctx context.Context, t *testing.T, cfg *envconf.Config) {
+	t.Helper()
+	_, digest, ok := strings.Cut(o.img, "@")
+	if !ok {
+		t.Fatalf("operator image %q is not by digest", o.img)
+	}
+	var pods corev1.PodList
+	if err := cfg.Client().Resources(o.namespace).List(ctx, &pods, resources.WithLabelSelector(o.podSelector())); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		for _, c := range p.Status.ContainerStatuses {
+			if c.Ready && !strings.HasSuffix(c.ImageID, "@"+digest) {
+				t.Errorf("pod %s runs image %s, want %s", p.Name, c.ImageID, digest)
+			}
+		}
+	}
 }
 
 // noRBACDenial is the step that fails on any "forbidden" the operator's

@@ -147,9 +147,7 @@ func (w *leaseWatch) stop() (terms []leaseTerm, duration time.Duration) {
 
 // nextImg is the image of the operator's next build, which
 // upgradeInPlace moves it to.
-func (o operator) nextImg() string {
-	return strings.TrimSuffix(o.img, ":dev") + ":" + nextTag
-}
+func (o operator) nextImg() string { return o.next }
 
 // upgradeInPlace is the step that upgrades the operator as a user does,
 // make deploy (or helm upgrade) with the image of the next build, while the workload of

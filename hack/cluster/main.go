@@ -130,7 +130,7 @@ func up(ctx context.Context, c *localcluster.Cluster, nodes, realNodes int, imag
 			return err
 		}
 		if realNodes > 0 {
-			fmt.Printf("starting %d real nodes (containerd, kubelet, kube-proxy, CoreDNS, local-path provisioner)...\n", realNodes)
+			fmt.Printf("starting %d real nodes (containerd, kubelet, kube-proxy, CoreDNS, local-path provisioner, registry)...\n", realNodes)
 			if err := c.StartRealNodes(ctx, realNodes, images); err != nil {
 				return fmt.Errorf("%w\n(the nodes' logs are in %s until make cluster-down)", err, realnode.StateDir)
 			}

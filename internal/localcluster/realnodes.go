@@ -54,7 +54,7 @@ func (c *Cluster) RealNodeArgs(dir string) ([]string, error) {
 
 // StartRealNodes starts n real nodes (kubelet + containerd, see package
 // realnode) for the cluster, created with RealNodeArgs, with the image
-// tarballs in imagesDir (`make images`) loaded into them.
+// tarballs in imagesDir (`make images`) pushed to their registry.
 func (c *Cluster) StartRealNodes(ctx context.Context, n int, imagesDir string) error {
 	images, err := filepath.Glob(filepath.Join(imagesDir, "*.tar"))
 	if err != nil {

@@ -177,9 +177,23 @@ func TestContainerdConfig(t *testing.T) {
 		`sandbox = "registry.k8s.io/pause:3.10"`,
 		`BinaryName = "/usr/sbin/runc"`,
 		"SystemdCgroup = false",
+		`config_path = "/var/lib/opkit/realnode/real-node-1/certs.d"`,
 	} {
 		if !strings.Contains(conf, want) {
 			t.Errorf("containerd config lacks %q:\n%s", want, conf)
+		}
+	}
+}
+
+func TestRegistryRef(t *testing.T) {
+	for ref, want := range map[string]string{
+		"docker.io/library/memcached:1.6":      RegistryAddress + "/library/memcached:1.6",
+		"memcached:1.6":                        RegistryAddress + "/library/memcached:1.6",
+		"opkit.dev/etcd-operator:next":         RegistryAddress + "/etcd-operator:next",
+		"gcr.io/etcd-development/etcd:v3.6.16": RegistryAddress + "/etcd-development/etcd:v3.6.16",
+	} {
+		if got, err := RegistryRef(ref); err != nil || got.String() != want {
+			t.Errorf("RegistryRef(%q) = %v, %v; want %s", ref, got, err, want)
 		}
 	}
 }

@@ -26,7 +26,9 @@ const SandboxImage = "registry.k8s.io/pause:3.10"
 //     under the node's run directory, so Down finds and removes them;
 //   - runc's state (Root) under the node's run directory, not the
 //     machine-wide /run/containerd/runc;
-//   - NRI off: it would take a machine-wide socket.
+//   - NRI off: it would take a machine-wide socket;
+//   - registry hosts from the node's certs.d: every pull goes to the
+//     nodes' registry (hostsTOML).
 func containerdConfig(n node, runc string) string {
 	q := func(s string) string { return fmt.Sprintf("%q", s) }
 	return strings.Join([]string{
@@ -44,6 +46,8 @@ func containerdConfig(n node, runc string) string {
 		`  path = ` + q(n.dir("containerd-opt")),
 		`[plugins.'io.containerd.cri.v1.images']`,
 		`  snapshotter = "overlayfs"`,
+		`  [plugins.'io.containerd.cri.v1.images'.registry]`,
+		`    config_path = ` + q(n.dir("certs.d")),
 		`  [plugins.'io.containerd.cri.v1.images'.pinned_images]`,
 		`    sandbox = ` + q(SandboxImage),
 		`[plugins.'io.containerd.cri.v1.runtime']`,
@@ -80,6 +84,7 @@ func startContainerd(ctx context.Context, n node, binDir string) error {
 	files := map[string][]byte{
 		n.dir("cni", "net.d", "10-opkit.conflist"): cni,
 		n.dir("containerd.toml"):                   []byte(containerdConfig(n, runc)),
+		n.dir("certs.d", "_default", "hosts.toml"): []byte(hostsTOML()),
 	}
 	for path, b := range files {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -112,17 +117,6 @@ func startContainerd(ctx context.Context, n node, binDir string) error {
 // one the CRI plugin uses).
 func ctr(ctx context.Context, binDir string, n node, args ...string) error {
 	return run(ctx, filepath.Join(binDir, "ctr"), append([]string{"--address", n.containerdSocket(), "--namespace", "k8s.io"}, args...)...)
-}
-
-// importImages loads image tarballs (docker-archive or OCI layout) into
-// node n's containerd, for pods with imagePullPolicy IfNotPresent.
-func importImages(ctx context.Context, binDir string, n node, tarballs []string) error {
-	for _, t := range tarballs {
-		if err := ctr(ctx, binDir, n, "images", "import", t); err != nil {
-			return fmt.Errorf("importing %s into %s: %w", t, n.name(), err)
-		}
-	}
-	return nil
 }
 
 // exitedError, returned by a waitFor check, ends the wait at once: what

@@ -42,7 +42,7 @@
 //     directory, so it cleans up after a process that was killed, too; it
 //     also removes every KUBE-* iptables chain, so do not run it on a
 //     machine that is itself a Kubernetes node.
-//   - Images are never pulled: a pod whose image was not imported stays in
-//     ErrImagePull. Use imagePullPolicy IfNotPresent (a :latest tag
-//     defaults to Always).
+//   - Every image is pulled from the nodes' registry on loopback
+//     (RegistryAddress), whatever registry it names: one not pushed there
+//     (Spec.Images, or RegistryRef) stays in ErrImagePull.
 package realnode

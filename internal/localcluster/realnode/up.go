@@ -25,7 +25,8 @@ type Spec struct {
 	// Nodes is how many real nodes to start (at least 1).
 	Nodes int
 	// BinDir holds containerd, containerd-shim-runc-v2, ctr, kubelet,
-	// kube-proxy, coredns and local-path-provisioner (make node-tools).
+	// kube-proxy, coredns, local-path-provisioner and registry (make
+	// node-tools).
 	BinDir string
 	// PKIDir is the cluster's pki directory (ca.crt, ca.key), whose CA
 	// signs the nodes' certificates. The API server must run with
@@ -35,7 +36,8 @@ type Spec struct {
 	// daemons' roles and the StorageClass and to wait for the nodes. Its
 	// server is what the daemons connect to.
 	Kubeconfig []byte
-	// Images are image tarballs (make images) imported into every node.
+	// Images are image tarballs (make images) pushed to the nodes'
+	// registry (RegistryAddress), which every node pulls from.
 	Images []string
 }
 
@@ -107,12 +109,15 @@ func Up(ctx context.Context, spec Spec) error {
 	if err := addGuard(ctx); err != nil {
 		return err
 	}
+	if err := startRegistry(ctx, spec.BinDir); err != nil {
+		return err
+	}
+	if err := pushImages(ctx, spec.Images); err != nil {
+		return err
+	}
 	for _, n := range nodes {
 		if err := startContainerd(ctx, n, spec.BinDir); err != nil {
 			return fmt.Errorf("node %s: %w", n.name(), err)
-		}
-		if err := importImages(ctx, spec.BinDir, n, spec.Images); err != nil {
-			return err
 		}
 		if err := startKubelet(n, spec.BinDir, server, authority); err != nil {
 			return err
@@ -136,7 +141,7 @@ func Up(ctx context.Context, spec Spec) error {
 }
 
 // nodeBinaries are what Up runs from BinDir.
-var nodeBinaries = []string{"containerd", "containerd-shim-runc-v2", "ctr", "kubelet", "kube-proxy", "coredns", "local-path-provisioner"}
+var nodeBinaries = []string{"containerd", "containerd-shim-runc-v2", "ctr", "kubelet", "kube-proxy", "coredns", "local-path-provisioner", "registry"}
 
 // ErrMissingBinary is wrapped by errors about a node binary absent from
 // the bin directory.
