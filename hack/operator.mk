@@ -81,27 +81,8 @@ build-installer: kustomize ## Write dist/install.yaml (INSTALLER): CRDs, RBAC an
 	  $(call render,default); } > $(INSTALLER)
 	@echo "wrote $(INSTALLER)"
 
-chart: ## Write dist/chart/templates from config/ (CRDs, the manager's rules) and hack/chart/templates.
-	@rm -rf $(CHART)/templates && mkdir -p $(CHART)/templates/crd
-	@cp -r $(CHART_TEMPLATES)/. $(CHART)/templates/
-	@# Each CRD behind crd.enable, kept on uninstall with crd.keep.
-	@for f in $(EXAMPLE)/config/crd/bases/*.yaml; do \
-		{ echo '{{- if .Values.crd.enable }}'; \
-		  awk '{ print } /^  annotations:$$/ && !done { print "    {{- if .Values.crd.keep }}"; print "    helm.sh/resource-policy: keep"; print "    {{- end }}"; done = 1 }' $$f; \
-		  echo '{{- end }}'; } > $(CHART)/templates/crd/$$(basename $$f); \
-		grep -q 'helm.sh/resource-policy' $(CHART)/templates/crd/$$(basename $$f) || { echo "$$f: no metadata.annotations to add the keep policy to"; exit 1; }; \
-	done
-	@{ echo '{{/* The rules of config/rbac/role.yaml (controller-gen), written by make chart. */}}'; \
-	  echo '{{- define "chart.managerRules" }}'; \
-	  sed -n '/^rules:$$/,$$p' $(EXAMPLE)/config/rbac/role.yaml | tail -n +2; \
-	  echo '{{- end }}'; } > $(CHART)/templates/rbac/_manager_rules.tpl
-	@# The guard's admission policy (config/guard), named after the release.
-	@if [ -d $(EXAMPLE)/config/guard ]; then mkdir -p $(CHART)/templates/guard; \
-	  sed -e '1s|^#.*|# config/guard/policy.yaml, written by make chart.|' \
-	      -e 's|^  name: .*-guard$$|  name: {{ include "chart.fullname" . }}-guard|' \
-	      -e 's|^  policyName: .*-guard$$|  policyName: {{ include "chart.fullname" . }}-guard|' \
-	      $(EXAMPLE)/config/guard/policy.yaml > $(CHART)/templates/guard/policy.yaml; fi
-	@echo "wrote $(CHART)/templates"
+chart: ## Write dist/chart/templates from config/ (CRDs, the manager's rules, the guard) and hack/chart/templates.
+	@cd $(ROOT)/hack && go run ./chartgen -example $(EXAMPLE) -templates $(CHART_TEMPLATES)
 
 ##@ Deployment ($$KUBECONFIG, default the local cluster)
 

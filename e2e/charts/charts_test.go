@@ -285,3 +285,85 @@ func envOf(container map[string]any) []map[string]any {
 	}
 	return env
 }
+
+// TestChartNotes renders NOTES.txt as helm install prints it: what was
+// installed, and the commands that check it, for the values that change it.
+func TestChartNotes(t *testing.T) {
+	for _, ex := range repo.Operators {
+		t.Run(ex.Dir, func(t *testing.T) {
+			deploy := ex.Name + "-controller-manager"
+			tests := []struct {
+				name          string
+				values        map[string]any
+				want, wantNot []string
+			}{{
+				name: "defaults",
+				want: []string{
+					"is installed as release " + ex.Name,
+					"the Deployment ops/" + deploy,
+					"which helm uninstall keeps, with every custom resource",
+					"kubectl -n ops rollout status deployment/" + deploy,
+					"kubectl -n ops logs deployment/" + deploy,
+					"the Service ops/" + deploy + "-metrics-service on port 8443 (HTTPS",
+				},
+			}, {
+				name:    "CRDs not kept, plain metrics",
+				values:  map[string]any{"crd": map[string]any{"keep": false}, "metrics": map[string]any{"secure": false}},
+				want:    []string{"which helm uninstall deletes, with every custom resource"},
+				wantNot: []string{"HTTPS"},
+			}, {
+				name:    "no CRDs, no metrics",
+				values:  map[string]any{"crd": map[string]any{"enable": false}, "metrics": map[string]any{"enable": false}},
+				want:    []string{"the CRDs are not the chart's"},
+				wantNot: []string{"Metrics:", "helm uninstall"},
+			}, {
+				name:   "the chart's namespace",
+				values: map[string]any{"namespace": map[string]any{"create": true, "name": ex.Namespace}},
+				want:   []string{"the Deployment " + ex.Namespace + "/" + deploy, "kubectl -n " + ex.Namespace + " logs"},
+			}}
+			crds := crdNames(t, ex.Dir)
+			for _, tt := range tests {
+				t.Run(tt.name, func(t *testing.T) {
+					notes, err := harness.RenderChartNotes(t.Context(), filepath.Join(root(t), "examples", ex.Dir, "dist", "chart"), ex.Name, "ops", tt.values)
+					if err != nil {
+						t.Fatal(err)
+					}
+					want := tt.want
+					for _, crd := range crds {
+						plural, _, _ := strings.Cut(crd, ".")
+						want = append(want, "kubectl get "+plural+" -A")
+						if tt.values["crd"] == nil || tt.values["crd"].(map[string]any)["enable"] != false {
+							want = append(want, "  "+crd+"\n")
+						}
+					}
+					for _, w := range want {
+						if !strings.Contains(notes, w) {
+							t.Errorf("NOTES.txt lacks %q:\n%s", w, notes)
+						}
+					}
+					for _, w := range tt.wantNot {
+						if strings.Contains(notes, w) {
+							t.Errorf("NOTES.txt has %q:\n%s", w, notes)
+						}
+					}
+				})
+			}
+		})
+	}
+}
+
+// crdNames returns the names of the example's CRDs, from config/crd/bases.
+func crdNames(t *testing.T, example string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(root(t), "examples", example, "config", "crd", "bases", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("CRDs of %s: %v, %v", example, files, err)
+	}
+	var names []string
+	for _, f := range files {
+		// controller-gen names the file <group>_<plural>.yaml.
+		group, plural, _ := strings.Cut(strings.TrimSuffix(filepath.Base(f), ".yaml"), "_")
+		names = append(names, plural+"."+group)
+	}
+	return names
+}

@@ -34,9 +34,30 @@ type HelmRelease struct {
 // RenderChart renders the chart in dir with values as `helm template` does
 // (client-only, no cluster): release name, namespace, and the manifest.
 func RenderChart(ctx context.Context, dir, release, namespace string, values map[string]any) (string, error) {
+	rel, err := renderChart(ctx, dir, release, namespace, values)
+	if err != nil {
+		return "", err
+	}
+	return rel.Manifest, nil
+}
+
+// RenderChartNotes renders the chart's NOTES.txt, as helm install prints
+// it, with values.
+func RenderChartNotes(ctx context.Context, dir, release, namespace string, values map[string]any) (string, error) {
+	rel, err := renderChart(ctx, dir, release, namespace, values)
+	if err != nil {
+		return "", err
+	}
+	if rel.Info == nil {
+		return "", fmt.Errorf("rendering the chart %s: no release info", dir)
+	}
+	return rel.Info.Notes, nil
+}
+
+func renderChart(ctx context.Context, dir, release, namespace string, values map[string]any) (*releasev1.Release, error) {
 	ch, err := loader.Load(dir)
 	if err != nil {
-		return "", fmt.Errorf("loading the chart %s: %w", dir, err)
+		return nil, fmt.Errorf("loading the chart %s: %w", dir, err)
 	}
 	install := action.NewInstall(action.NewConfiguration(quietLogger()))
 	install.DryRunStrategy = action.DryRunClient
@@ -44,9 +65,13 @@ func RenderChart(ctx context.Context, dir, release, namespace string, values map
 	install.ReleaseName, install.Namespace = release, namespace
 	rel, err := install.RunWithContext(ctx, ch, values)
 	if err != nil {
-		return "", fmt.Errorf("rendering the chart %s: %w", dir, err)
+		return nil, fmt.Errorf("rendering the chart %s: %w", dir, err)
 	}
-	return manifest(rel)
+	r, ok := rel.(*releasev1.Release)
+	if !ok {
+		return nil, errors.New("helm returned a release of an unknown version")
+	}
+	return r, nil
 }
 
 // Install is `helm install` with values. Namespace must exist (helm records

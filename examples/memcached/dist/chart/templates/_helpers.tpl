@@ -1,7 +1,7 @@
 {{/*
 Helpers shared by every template. This directory is hack/chart/templates of
-the opkit repository, copied into each example's dist/chart by make charts:
-edit it there, not in dist/.
+the opkit repository, copied into each example's dist/chart by make chart
+(hack/chartgen): edit it there, not in dist/.
 */}}
 
 {{/* The chart's name, 63 characters at most. */}}

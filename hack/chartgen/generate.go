@@ -1,0 +1,176 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// Generate replaces out with the shared templates and those made from the
+// example's config/. Nothing is written when config/ is not as expected.
+func Generate(example, shared, out string) error {
+	files := map[string][]byte{}
+	if err := filepath.WalkDir(shared, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(shared, path)
+		if err != nil {
+			return err
+		}
+		files[rel], err = os.ReadFile(path)
+		return err
+	}); err != nil {
+		return err
+	}
+	crds, err := filepath.Glob(filepath.Join(example, "config", "crd", "bases", "*.yaml"))
+	if err != nil {
+		return err
+	}
+	if len(crds) == 0 {
+		return fmt.Errorf("no CRDs in %s/config/crd/bases: run make manifests", example)
+	}
+	var names []string
+	for _, path := range crds {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		tpl, name, err := crdTemplate(b)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		files[filepath.Join("crd", filepath.Base(path))] = tpl
+		names = append(names, name)
+	}
+	files["_crds.tpl"] = crdNames(names)
+	role := filepath.Join(example, "config", "rbac", "role.yaml")
+	b, err := os.ReadFile(role)
+	if err != nil {
+		return err
+	}
+	if files[filepath.Join("rbac", "_manager_rules.tpl")], err = rulesTemplate(b); err != nil {
+		return fmt.Errorf("%s: %w", role, err)
+	}
+	policy := filepath.Join(example, "config", "guard", "policy.yaml")
+	if b, err := os.ReadFile(policy); err == nil {
+		if files[filepath.Join("guard", "policy.yaml")], err = guardTemplate(b); err != nil {
+			return fmt.Errorf("%s: %w", policy, err)
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := os.RemoveAll(out); err != nil {
+		return err
+	}
+	for rel, b := range files {
+		path := filepath.Join(out, rel)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// crdTemplate returns the CRD manifest b behind crd.enable, with the keep
+// policy behind crd.keep, and the CRD's name. The lines are inserted into
+// controller-gen's text, which stays as it is.
+func crdTemplate(b []byte) ([]byte, string, error) {
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := yaml.UnmarshalStrict(b, &crd); err != nil {
+		return nil, "", err
+	}
+	if crd.Kind != "CustomResourceDefinition" || crd.Name == "" {
+		return nil, "", fmt.Errorf("not a CustomResourceDefinition with a name (kind %q)", crd.Kind)
+	}
+	lines := strings.SplitAfter(string(b), "\n")
+	at := slices.Index(lines, "metadata:\n")
+	if at < 0 || at+1 >= len(lines) || lines[at+1] != "  annotations:\n" {
+		return nil, "", errors.New(`no "metadata:" line followed by "  annotations:" to add the keep policy to (controller-gen writes both)`)
+	}
+	keep := []string{
+		"    {{- if .Values.crd.keep }}\n",
+		"    helm.sh/resource-policy: keep\n",
+		"    {{- end }}\n",
+	}
+	lines = slices.Insert(lines, at+2, keep...)
+	return []byte("{{- if .Values.crd.enable }}\n" + strings.Join(lines, "") + "{{- end }}\n"), crd.Name, nil
+}
+
+// crdNames defines chart.crds, the CRDs' names one per line.
+func crdNames(names []string) []byte {
+	slices.Sort(names)
+	return []byte("{{/* The CRDs of config/crd/bases, written by make chart. */}}\n" +
+		"{{- define \"chart.crds\" }}\n" + strings.Join(names, "\n") + "\n{{- end }}\n")
+}
+
+// rulesTemplate defines chart.managerRules, the rules of the ClusterRole
+// b (config/rbac/role.yaml).
+func rulesTemplate(b []byte) ([]byte, error) {
+	var role rbacv1.ClusterRole
+	if err := yaml.UnmarshalStrict(b, &role); err != nil {
+		return nil, err
+	}
+	if role.Kind != "ClusterRole" || len(role.Rules) == 0 {
+		return nil, fmt.Errorf("want a ClusterRole with rules, got kind %q with %d rules", role.Kind, len(role.Rules))
+	}
+	rules, err := yaml.Marshal(role.Rules)
+	if err != nil {
+		return nil, err
+	}
+	return []byte("{{/* The rules of config/rbac/role.yaml (controller-gen), written by make chart. */}}\n" +
+		"{{- define \"chart.managerRules\" }}\n" + string(rules) + "{{- end }}\n"), nil
+}
+
+// guardName stands for the release's guard name while the policy is
+// YAML; it cannot occur in a policy (a name cannot hold "_").
+const guardName = "__chart_fullname__-guard"
+
+// guardTemplate returns config/guard's ValidatingAdmissionPolicy and its
+// binding (b) with their names, and the binding's policyName, made the
+// release's: <fullname>-guard.
+func guardTemplate(b []byte) ([]byte, error) {
+	var docs [][]byte
+	for doc := range strings.SplitSeq(string(b), "\n---\n") {
+		var obj map[string]any
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			return nil, err
+		}
+		meta, _ := obj["metadata"].(map[string]any)
+		if name, _ := meta["name"].(string); !strings.HasSuffix(name, "-guard") {
+			return nil, fmt.Errorf("%v %q: want a name ending in -guard", obj["kind"], name)
+		}
+		meta["name"] = guardName
+		switch obj["kind"] {
+		case "ValidatingAdmissionPolicy":
+		case "ValidatingAdmissionPolicyBinding":
+			spec, _ := obj["spec"].(map[string]any)
+			if _, ok := spec["policyName"].(string); !ok {
+				return nil, errors.New("the binding has no spec.policyName")
+			}
+			spec["policyName"] = guardName
+		default:
+			return nil, fmt.Errorf("kind %v: want the guard's ValidatingAdmissionPolicy and its binding", obj["kind"])
+		}
+		out, err := yaml.Marshal(obj)
+		if err != nil {
+			return nil, err
+		}
+		docs = append(docs, out)
+	}
+	out := bytes.Join(docs, []byte("---\n"))
+	out = bytes.ReplaceAll(out, []byte(guardName), []byte(`{{ include "chart.fullname" . }}-guard`))
+	return append([]byte("# config/guard/policy.yaml, written by make chart.\n"), out...), nil
+}

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+const crd = `---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  annotations:
+    controller-gen.kubebuilder.io/version: v0.23.0
+  name: things.example.com
+spec:
+  group: example.com
+`
+
+func TestCRDTemplate(t *testing.T) {
+	got, name, err := crdTemplate([]byte(crd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{{- if .Values.crd.enable }}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  annotations:
+    {{- if .Values.crd.keep }}
+    helm.sh/resource-policy: keep
+    {{- end }}
+    controller-gen.kubebuilder.io/version: v0.23.0
+  name: things.example.com
+spec:
+  group: example.com
+{{- end }}
+`
+	if diff := cmp.Diff(want, string(got)); diff != "" || name != "things.example.com" {
+		t.Errorf("crdTemplate: name %q (-want +got):\n%s", name, diff)
+	}
+	for _, tt := range []struct{ name, in, wantErr string }{
+		{"no annotations", strings.Replace(crd, "  annotations:\n    controller-gen.kubebuilder.io/version: v0.23.0\n", "", 1), `no "metadata:" line`},
+		{"not a CRD", strings.Replace(crd, "kind: CustomResourceDefinition", "kind: ConfigMap", 1), "not a CustomResourceDefinition"},
+		{"unknown field", crd + "bogus: 1\n", "unknown field"},
+	} {
+		if _, _, err := crdTemplate([]byte(tt.in)); err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+			t.Errorf("%s: crdTemplate error %v, want one containing %q", tt.name, err, tt.wantErr)
+		}
+	}
+}
+
+func TestRulesTemplate(t *testing.T) {
+	role := "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: manager-role\nrules:\n- apiGroups: [\"\"]\n  resources: [pods]\n  verbs: [get, list]\n"
+	got, err := rulesTemplate([]byte(role))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{{/* The rules of config/rbac/role.yaml (controller-gen), written by make chart. */}}
+{{- define "chart.managerRules" }}
+- apiGroups:
+  - ""
+  resources:
+  - pods
+  verbs:
+  - get
+  - list
+{{- end }}
+`
+	if diff := cmp.Diff(want, string(got)); diff != "" {
+		t.Errorf("rulesTemplate (-want +got):\n%s", diff)
+	}
+	if _, err := rulesTemplate([]byte("apiVersion: v1\nkind: ClusterRole\nmetadata:\n  name: x\n")); err == nil {
+		t.Error("rulesTemplate of a ClusterRole without rules succeeded")
+	}
+}
+
+func TestGuardTemplate(t *testing.T) {
+	policy := `# a comment
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: op-guard
+spec:
+  failurePolicy: Fail
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: op-guard
+spec:
+  policyName: op-guard
+`
+	got, err := guardTemplate([]byte(policy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `# config/guard/policy.yaml, written by make chart.
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: {{ include "chart.fullname" . }}-guard
+spec:
+  failurePolicy: Fail
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: {{ include "chart.fullname" . }}-guard
+spec:
+  policyName: {{ include "chart.fullname" . }}-guard
+`
+	if diff := cmp.Diff(want, string(got)); diff != "" {
+		t.Errorf("guardTemplate (-want +got):\n%s", diff)
+	}
+	for _, tt := range []struct{ name, in, wantErr string }{
+		{"a name not ending in -guard", strings.ReplaceAll(policy, "op-guard", "op"), "want a name ending in -guard"},
+		{"another kind", strings.Replace(policy, "kind: ValidatingAdmissionPolicyBinding", "kind: ConfigMap", 1), "kind ConfigMap"},
+		{"a binding without policyName", strings.Replace(policy, "  policyName: op-guard\n", "  x: 1\n", 1), "no spec.policyName"},
+	} {
+		if _, err := guardTemplate([]byte(tt.in)); err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+			t.Errorf("%s: guardTemplate error %v, want one containing %q", tt.name, err, tt.wantErr)
+		}
+	}
+}
+
+// TestGenerateLeavesNothingHalfWritten: a config/ that cannot be made a
+// chart leaves the old templates as they were.
+func TestGenerateLeavesNothingHalfWritten(t *testing.T) {
+	ex, shared := t.TempDir(), t.TempDir()
+	write := func(path, content string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := filepath.Join(ex, "dist", "chart", "templates")
+	write(filepath.Join(out, "old.yaml"), "old")
+	write(filepath.Join(shared, "NOTES.txt"), "notes")
+	write(filepath.Join(ex, "config", "crd", "bases", "example.com_things.yaml"), crd)
+	write(filepath.Join(ex, "config", "rbac", "role.yaml"), "kind: ClusterRole\nmetadata:\n  name: x\n")
+	if err := Generate(ex, shared, out); err == nil || !strings.Contains(err.Error(), "role.yaml") {
+		t.Fatalf("Generate with a role without rules: %v, want an error naming role.yaml", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "old.yaml")); err != nil || string(b) != "old" {
+		t.Errorf("a failed Generate changed the old templates: %q, %v", b, err)
+	}
+	write(filepath.Join(ex, "config", "rbac", "role.yaml"), "kind: ClusterRole\nmetadata:\n  name: x\nrules:\n- apiGroups: [\"\"]\n  resources: [pods]\n  verbs: [get]\n")
+	if err := Generate(ex, shared, out); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	if err := filepath.WalkDir(out, func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(out, path)
+			got = append(got, rel)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"NOTES.txt", "_crds.tpl", "crd/example.com_things.yaml", "rbac/_manager_rules.tpl"}, got); diff != "" {
+		t.Errorf("templates written (-want +got):\n%s", diff)
+	}
+}
