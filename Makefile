@@ -310,6 +310,24 @@ images-push: etcd-static memcached-deb versitygw ## Push every image to REGISTRY
 	mkdir -p $(IMAGES_DIR)
 	cd hack && $(STATIC_BUILD_ENV) go run ./images -bin $(BIN) -push $(REGISTRY) -platforms $(PLATFORMS) -digests $(IMAGES_DIR)/digests.txt
 
+# make release: the version, the registry its operator images go to, and
+# DRY_RUN=0 to push them and change the tree (CHANGELOG.md, the library
+# sub-modules' go.mod).
+VERSION ?=
+RELEASE_REGISTRY ?= ghcr.io/opkit-dev
+DRY_RUN ?= 1
+RELEASE_DIR = $(ROOT)/.local/release/$(VERSION)
+release_dry_run = $(if $(filter 0,$(DRY_RUN)),false,true)
+
+.PHONY: release
+release: kustomize ## Release VERSION (a dry run unless DRY_RUN=0): installers and chart packages pinned to the image digests in .local/release/VERSION, its CHANGELOG section, the tags to push.
+	@test -n "$(VERSION)" || { echo "make release: set VERSION=vMAJOR.MINOR.PATCH, for example VERSION=v0.1.0" >&2; exit 2; }
+	cd hack && go run ./release -version $(VERSION) -check
+	mkdir -p $(RELEASE_DIR)
+	cd hack && $(STATIC_BUILD_ENV) go run ./images -bin $(BIN) -push $(RELEASE_REGISTRY) -tag $(VERSION) -platforms $(PLATFORMS) \
+		-only memcached-operator,etcd-operator -digests $(RELEASE_DIR)/digests.txt -dry-run=$(release_dry_run)
+	cd hack && go run ./release -version $(VERSION) -digests $(RELEASE_DIR)/digests.txt -out $(RELEASE_DIR) -dry-run=$(release_dry_run)
+
 etcd-static: ## Build static etcd, etcdctl and etcdutl v3.6 and v3.5 for the etcd images (bin/etcd-static-VERSION/).
 	@$(INSTALL_TOOL) etcd-static
 

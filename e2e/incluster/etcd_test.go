@@ -25,8 +25,9 @@ import (
 	"github.com/opkit-dev/opkit/examples/etcd/kvhistory"
 )
 
-// TestEtcdOperatorInCluster installs the etcd operator with make deploy,
-// from its image and under its own RBAC, and runs its two suites against
+// TestEtcdOperatorInCluster installs the etcd operator from a release's
+// install-VERSION.yaml (pinned to its image in the nodes' registry), under
+// its own RBAC, and runs its two suites against
 // that one operator at the same time, as the clusters of different teams
 // share an operator: the lifecycle of a cluster (etcdLifecycle) and the
 // backups and restores of the samples (etcdBackups). Each suite's faults
@@ -39,7 +40,7 @@ func TestEtcdOperatorInCluster(t *testing.T) {
 	op := etcdOperator.fromRegistry(t.Context(), t)
 	deployed := false
 	f := features.New("etcd operator in-cluster").
-		Assess("make deploy runs the operator from its image", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+		Assess("the release's install.yaml runs the operator from its image by digest", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			ctx = op.deploy(ctx, t, cfg)
 			deployed = !t.Failed()
 			return ctx

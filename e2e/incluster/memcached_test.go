@@ -26,7 +26,8 @@ import (
 )
 
 // TestMemcachedOperatorInCluster is the operator-sdk tutorial's walkthrough
-// on real memcached pods, with the operator installed by its Helm chart and
+// on real memcached pods, with the operator installed by its Helm chart
+// (the package of a release, pinned to the image in the nodes' registry) and
 // running as two replicas under its own ServiceAccount: the sample becomes
 // Ready with its real pods in status.nodes and serves a real client; the
 // operator is upgraded in place to another build (helm upgrade with its
@@ -68,7 +69,7 @@ func TestMemcachedOperatorInCluster(t *testing.T) {
 	}
 
 	f := features.New("memcached operator in-cluster").
-		Assess("helm install runs the operator from its image", op.deploy).
+		Assess("helm install of the release's chart package runs the operator from its image by digest", op.deploy).
 		Assess("the sample becomes Ready with its real pods in status.nodes", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			if out, err := harness.Kubectl(ctx, cfg, "apply", "-f", sample); err != nil {
 				t.Fatalf("%v\n%s", err, out)

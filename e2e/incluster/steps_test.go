@@ -41,6 +41,10 @@ type operator struct {
 	// next is the image of the operator's next build (nextTag), which
 	// upgradeInPlace moves it to; set by fromRegistry.
 	next string
+	// dist is the directory of the versioned release (versioned) the
+	// first install comes from: its install-VERSION.yaml, or its packaged
+	// chart; set by fromRegistry.
+	dist string
 	// addToScheme and list register and probe its API once installed; crds
 	// are its CustomResourceDefinitions, which uninstalling deletes.
 	addToScheme func(*runtime.Scheme) error
@@ -62,8 +66,12 @@ func (o operator) release(cfg *envconf.Config) (harness.HelmRelease, error) {
 	if err != nil {
 		return harness.HelmRelease{}, err
 	}
+	chart := filepath.Join(root, "examples", o.example, "dist", "chart")
+	if o.dist != "" {
+		chart = filepath.Join(o.dist, o.name, o.name+"-"+releaseVersion+".tgz")
+	}
 	return harness.HelmRelease{
-		Chart: filepath.Join(root, "examples", o.example, "dist", "chart"),
+		Chart: chart,
 		Name:  o.name, Namespace: helmReleaseNamespace, Kubeconfig: cfg.KubeconfigFile(),
 	}, nil
 }
@@ -81,13 +89,18 @@ func (o operator) fromRegistry(ctx context.Context, t *testing.T) operator {
 	if o.next, err = harness.PushedImage(ctx, name+":"+nextTag); err != nil {
 		t.Fatal(err)
 	}
+	o.dist = versioned(ctx, t)
 	return o
 }
 
 // install installs the operator running o.img, or moves an installed one
-// to it: make deploy IMG=..., or helm install (upgrade --reuse-values once
-// installed) with manager.image set.
+// to it: kubectl apply of the release's install-VERSION.yaml first, make
+// deploy IMG=... after; or helm install of the release's chart package
+// (upgrade --reuse-values once installed) with manager.image set.
 func (o operator) install(ctx context.Context, cfg *envconf.Config, upgrade bool) (string, error) {
+	if !o.chart && !upgrade && o.dist != "" {
+		return harness.Kubectl(ctx, cfg, "apply", "--server-side", "-f", filepath.Join(o.dist, o.name, "install-"+releaseVersion+".yaml"))
+	}
 	if !o.chart {
 		return o.make(ctx, cfg, "deploy")
 	}
@@ -174,8 +187,14 @@ func (o operator) deploy(ctx context.Context, t *testing.T, cfg *envconf.Config)
 	if got := dep.Spec.Template.Spec.Containers[0].Image; got != o.img {
 		t.Errorf("operator image = %q, want %q", got, o.img)
 	}
-	if got := dep.Spec.Template.Spec.Containers[0].ImagePullPolicy; got != corev1.PullAlways {
-		t.Errorf("operator imagePullPolicy = %q, want Always", got)
+	// A release's installer keeps config/'s IfNotPresent: its image is
+	// pinned by digest.
+	wantPolicy := corev1.PullAlways
+	if !o.chart && o.dist != "" {
+		wantPolicy = corev1.PullIfNotPresent
+	}
+	if got := dep.Spec.Template.Spec.Containers[0].ImagePullPolicy; got != wantPolicy {
+		t.Errorf("operator imagePullPolicy = %q, want %s", got, wantPolicy)
 	}
 	o.pulledByDigest(ctx, t, cfg)
 	if _, err := harness.WaitForAPI(o.addToScheme, o.list)(ctx, cfg); err != nil {

@@ -29,6 +29,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/google/go-containerregistry/pkg/name"
+
 	"github.com/opkit-dev/opkit/internal/repo"
 )
 
@@ -42,6 +44,7 @@ func main() {
 	flag.StringVar(&o.push, "push", "", "push to this registry (host[:port][/path]; plain HTTP on loopback) instead of writing tarballs")
 	platforms := flag.String("platforms", "linux/"+runtime.GOARCH, "with -push: comma-separated platforms of each image's index")
 	flag.StringVar(&o.digests, "digests", "", "with -push: write one line per image to this file: its name, then where it was pushed by digest")
+	flag.BoolVar(&o.dryRun, "dry-run", false, "with -push: build the indexes and write -digests, but push nothing")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "images: unexpected arguments %q\n", flag.Args())
@@ -66,6 +69,7 @@ func main() {
 type options struct {
 	out, only, bin, tag, memcached string
 	push, digests                  string
+	dryRun                         bool
 	// arches are -platforms' GOARCHes.
 	arches []string
 }
@@ -197,8 +201,14 @@ func push(ctx context.Context, env *Env, specs []Spec, o options) error {
 		if err != nil {
 			return err
 		}
-		pushed, err := Push(ctx, dst, idx)
-		if err != nil {
+		var pushed name.Digest
+		if o.dryRun {
+			d, err := idx.Digest()
+			if err != nil {
+				return err
+			}
+			pushed = dst.Digest(d.String())
+		} else if pushed, err = Push(ctx, dst, idx); err != nil {
 			return err
 		}
 		fmt.Printf("%s\t%s\n", s.Name, pushed)
