@@ -3,16 +3,17 @@ module github.com/opkit-dev/opkit/backup/s3
 go 1.26.0
 
 require (
+	github.com/dustin/go-humanize v1.0.1
 	github.com/google/go-cmp v0.7.0
 	github.com/minio/minio-go/v7 v7.4.1
 	github.com/opkit-dev/opkit v0.0.0-00010101000000-000000000000
+	github.com/prometheus/procfs v0.22.0
 	k8s.io/api v0.36.2
 	k8s.io/apimachinery v0.36.2
 )
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/dustin/go-humanize v1.0.1 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.3 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/google/uuid v1.6.0 // indirect

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -15,6 +14,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/prometheus/procfs"
+	"golang.org/x/sys/unix"
 
 	"github.com/opkit-dev/opkit/internal/localcluster"
 )
@@ -36,29 +38,17 @@ type machine struct {
 
 func describe(e *env) machine {
 	m := machine{Cores: runtime.NumCPU(), Go: runtime.Version(), Kubernetes: e.kubeVersion, Etcd: localcluster.EtcdVersion}
-	if f, err := os.Open("/proc/cpuinfo"); err == nil {
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
-				m.CPU = strings.TrimSpace(v)
-				break
-			}
+	if fs, err := procfs.NewDefaultFS(); err == nil {
+		if cpus, err := fs.CPUInfo(); err == nil && len(cpus) > 0 {
+			m.CPU = cpus[0].ModelName
 		}
-		_ = f.Close()
-	}
-	if f, err := os.Open("/proc/meminfo"); err == nil {
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			var kb float64
-			if _, err := fmt.Sscanf(sc.Text(), "MemTotal: %f kB", &kb); err == nil {
-				m.MemoryGB = kb / (1 << 20)
-				break
-			}
+		if mem, err := fs.Meminfo(); err == nil && mem.MemTotal != nil {
+			m.MemoryGB = float64(*mem.MemTotal) / (1 << 20)
 		}
-		_ = f.Close()
 	}
-	if v, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		m.Kernel = strings.TrimSpace(string(v))
+	var uts unix.Utsname
+	if unix.Uname(&uts) == nil {
+		m.Kernel = unix.ByteSliceToString(uts.Release[:])
 	}
 	if out, err := exec.Command(e.cluster.Kwokctl(), "--version").Output(); err == nil {
 		m.Kwok = strings.TrimSpace(string(out))

@@ -3,8 +3,11 @@ module github.com/opkit-dev/opkit/internal/localcluster
 go 1.26.0
 
 require (
+	github.com/coreos/go-iptables v0.8.0
+	github.com/gofrs/flock v0.13.1
 	github.com/google/go-cmp v0.7.0
 	github.com/google/go-containerregistry v0.22.1
+	github.com/moby/sys/mountinfo v0.7.2
 	github.com/opkit-dev/opkit v0.0.0-00010101000000-000000000000
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2

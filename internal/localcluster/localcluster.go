@@ -21,8 +21,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/gofrs/flock"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/opkit-dev/opkit/internal/localcluster/procs"
 )
@@ -149,29 +151,14 @@ func LockCreate(ctx context.Context) (func(), error) {
 // returns the func that releases it; what names the holder waited for.
 // The kernel releases the lock with the process, however it ends.
 func lockFile(ctx context.Context, path, what string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("opening %s: %w", path, err)
-	}
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() {
-				_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-				_ = f.Close()
-			}, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			_ = f.Close()
-			return nil, fmt.Errorf("locking %s: %w", path, err)
-		}
-		select {
-		case <-ctx.Done():
-			_ = f.Close()
+	l := flock.New(path, flock.SetPermissions(0o600))
+	if _, err := l.TryLockContext(ctx, 100*time.Millisecond); err != nil {
+		if ctx.Err() != nil {
 			return nil, fmt.Errorf("waiting for %s (%s): %w", what, path, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
 		}
+		return nil, fmt.Errorf("locking %s: %w", path, err)
 	}
+	return func() { _ = l.Unlock() }, nil
 }
 
 // ScaleNodes sets the number of fake nodes.
@@ -194,21 +181,15 @@ func (c *Cluster) Delete(ctx context.Context) error {
 	// kwokctl signals the components and returns; wait for them to exit so
 	// that no process outlives Delete.
 	marker := filepath.Join(".kwok", "clusters", c.Name) + string(filepath.Separator)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		pids := procs.With(marker)
-		if len(pids) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("cluster %s: processes %v still running 30s after kwokctl delete", c.Name, pids)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+	var pids []int
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		pids = procs.With(marker)
+		return len(pids) == 0, nil
+	})
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("cluster %s: processes %v still running 30s after kwokctl delete", c.Name, pids)
 	}
+	return err
 }
 
 // Processes returns the cluster's running component processes (etcd,

@@ -198,39 +198,6 @@ func TestRegistryRef(t *testing.T) {
 	}
 }
 
-func TestSplitRule(t *testing.T) {
-	tests := []struct {
-		rule string
-		want []string
-	}{
-		{"INPUT -j KUBE-FIREWALL", []string{"INPUT", "-j", "KUBE-FIREWALL"}},
-		{`OUTPUT -m comment --comment "kubernetes service portals" -j KUBE-SERVICES`,
-			[]string{"OUTPUT", "-m", "comment", "--comment", "kubernetes service portals", "-j", "KUBE-SERVICES"}},
-		{`FORWARD -m comment --comment "say \"hi\"" -j KUBE-FORWARD`,
-			[]string{"FORWARD", "-m", "comment", "--comment", `say "hi"`, "-j", "KUBE-FORWARD"}},
-		{`X --comment "" -j Y`, []string{"X", "--comment", "", "-j", "Y"}},
-	}
-	for _, tt := range tests {
-		if diff := cmp.Diff(tt.want, splitRule(tt.rule)); diff != "" {
-			t.Errorf("splitRule(%q) (-want +got):\n%s", tt.rule, diff)
-		}
-	}
-}
-
-func TestUnescapeMountPath(t *testing.T) {
-	tests := map[string]string{
-		`/var/lib/opkit/realnode`: "/var/lib/opkit/realnode",
-		`/var/lib/a\040b`:         "/var/lib/a b",
-		`/x\011y\134z`:            "/x\ty\\z",
-		`/trailing\04`:            `/trailing\04`,
-	}
-	for in, want := range tests {
-		if got := unescapeMountPath(in); got != want {
-			t.Errorf("unescapeMountPath(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestNodeIndex(t *testing.T) {
 	tests := map[string]struct {
 		i  int

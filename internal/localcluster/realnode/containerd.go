@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // SandboxImage is the pause image the CRI runs each pod's sandbox from.
@@ -128,23 +130,22 @@ func (e *exitedError) Error() string { return e.err.Error() }
 // waitFor polls check until it succeeds or timeout passes, and returns
 // the last error naming what was waited for.
 func waitFor(ctx context.Context, timeout time.Duration, what string, check func() error) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return nil
-		}
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		last = check()
 		var exited *exitedError
-		if errors.As(err, &exited) {
-			return fmt.Errorf("waiting for %s: %w", what, exited.err)
+		if errors.As(last, &exited) {
+			return false, exited.err
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("waiting %s for %s: %w", timeout, what, err)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
+		return last == nil, nil
+	})
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
+	case !wait.Interrupted(err): // an exitedError's
+		return fmt.Errorf("waiting for %s: %w", what, err)
 	}
+	return fmt.Errorf("waiting %s for %s: %w", timeout, what, last)
 }

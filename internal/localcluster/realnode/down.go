@@ -1,7 +1,7 @@
 package realnode
 
 import (
-	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/moby/sys/mountinfo"
 )
 
 // Down stops the real nodes and removes everything Up made: processes
@@ -51,7 +53,7 @@ func Down(ctx context.Context, binDir string) error {
 		}
 	}
 	// removeChains also removes the guard chain (ownChain).
-	if err := removeChains(ctx); err != nil {
+	if err := removeChains(); err != nil {
 		errs = append(errs, err)
 	}
 	brs, err := bridges()
@@ -147,51 +149,21 @@ func cgroupProcs(dir string) []int {
 
 // mountsUnder returns the mount points below any of dirs, deepest first.
 func mountsUnder(dirs ...string) ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	infos, err := mountinfo.GetMounts(func(m *mountinfo.Info) (skip, stop bool) {
+		return !slices.ContainsFunc(dirs, func(d string) bool {
+			return m.Mountpoint == d || strings.HasPrefix(m.Mountpoint, d+"/")
+		}), false
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	var mounts []string
-	s := bufio.NewScanner(f)
-	s.Buffer(make([]byte, 64*1024), 1024*1024)
-	for s.Scan() {
-		fields := strings.Fields(s.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		mp := unescapeMountPath(fields[4])
-		for _, d := range dirs {
-			if mp == d || strings.HasPrefix(mp, d+"/") {
-				mounts = append(mounts, mp)
-				break
-			}
-		}
+	for _, m := range infos {
+		mounts = append(mounts, m.Mountpoint)
 	}
-	if err := s.Err(); err != nil {
-		return nil, err
-	}
-	sort.Slice(mounts, func(i, j int) bool { return len(mounts[i]) > len(mounts[j]) })
+	// Deepest first; equal paths (stacked mounts) side by side for Compact.
+	slices.SortFunc(mounts, func(a, b string) int { return cmp.Or(len(b)-len(a), strings.Compare(a, b)) })
 	return slices.Compact(mounts), nil
-}
-
-// unescapeMountPath undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMountPath(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // unmountUnder unmounts everything below dirs (pod volumes, overlay

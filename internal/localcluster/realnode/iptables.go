@@ -1,18 +1,29 @@
 package realnode
 
 import (
-	"context"
 	"errors"
-	"os/exec"
+	"fmt"
+	"slices"
 	"strings"
+
+	"github.com/coreos/go-iptables/iptables"
 )
 
 // iptablesTables are the tables the kubelet and kube-proxy write to.
 var iptablesTables = []string{"filter", "nat", "mangle"}
 
-// iptablesCommands are the IPv4 and IPv6 front ends: the kubelet makes its
-// KUBE-FIREWALL and canary chains in both.
-var iptablesCommands = []struct{ save, edit string }{{"iptables-save", "iptables"}, {"ip6tables-save", "ip6tables"}}
+// iptablesFamilies are the IPv4 and IPv6 front ends: the kubelet makes its
+// KUBE-FIREWALL and canary chains in both. A family whose command is
+// missing is skipped.
+func iptablesFamilies() map[string]*iptables.IPTables {
+	fams := map[string]*iptables.IPTables{}
+	for name, p := range map[string]iptables.Protocol{"iptables": iptables.ProtocolIPv4, "ip6tables": iptables.ProtocolIPv6} {
+		if ipt, err := iptables.New(iptables.IPFamily(p)); err == nil {
+			fams[name] = ipt
+		}
+	}
+	return fams
+}
 
 // ownChain reports whether an iptables chain is one the real nodes made:
 // the kubelet's and kube-proxy's KUBE-* chains, and the guard chain. Down
@@ -21,82 +32,69 @@ func ownChain(name string) bool {
 	return strings.HasPrefix(name, "KUBE-") || name == guardChain
 }
 
-// iptablesChains returns the real nodes' chains per table, and the rules
-// of other chains that jump to them, as iptables-save prints them.
-func iptablesChains(ctx context.Context, save, table string) (chains, jumps []string) {
-	out, err := exec.CommandContext(ctx, save, "-t", table).Output()
+// jump is a rule of another chain that jumps to one of ours: rule number
+// id of chain (iptables -S numbering), as -S prints it.
+type jump struct {
+	chain string
+	id    int
+	rule  string
+}
+
+// ownRules returns the real nodes' chains in table, and the rules of other
+// chains that jump to them.
+func ownRules(ipt *iptables.IPTables, table string) (chains []string, jumps []jump, err error) {
+	all, err := ipt.ListChains(table)
 	if err != nil {
-		return nil, nil
+		return nil, nil, err
 	}
-	for _, l := range strings.Split(string(out), "\n") {
-		f := strings.Fields(l)
-		switch {
-		case len(f) > 0 && strings.HasPrefix(f[0], ":") && ownChain(f[0][1:]):
-			chains = append(chains, f[0][1:])
-		case len(f) > 3 && f[0] == "-A" && !ownChain(f[1]) && ownChain(f[len(f)-1]) && (f[len(f)-2] == "-j" || f[len(f)-2] == "-g"):
-			jumps = append(jumps, l)
+	for _, ch := range all {
+		if ownChain(ch) {
+			chains = append(chains, ch)
+			continue
+		}
+		rules, err := ipt.List(table, ch)
+		if err != nil {
+			return nil, nil, err
+		}
+		// rules[0] is the chain's -P or -N line; rule n is rules[n].
+		for id, r := range rules {
+			f := strings.Fields(r)
+			if id > 0 && len(f) > 3 && ownChain(f[len(f)-1]) && (f[len(f)-2] == "-j" || f[len(f)-2] == "-g") {
+				jumps = append(jumps, jump{chain: ch, id: id, rule: r})
+			}
 		}
 	}
-	return chains, jumps
+	return chains, jumps, nil
 }
 
 // removeChains removes every jump to the real nodes' chains and the chains
 // themselves, in both address families and every table.
-func removeChains(ctx context.Context) error {
+func removeChains() error {
 	var errs []error
-	for _, c := range iptablesCommands {
-		if _, err := exec.LookPath(c.edit); err != nil {
-			continue
-		}
+	for name, ipt := range iptablesFamilies() {
 		for _, table := range iptablesTables {
-			chains, jumps := iptablesChains(ctx, c.save, table)
+			chains, jumps, err := ownRules(ipt, table)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s -t %s: %w", name, table, err))
+				continue
+			}
+			// Last first, so that the numbers of the rest stay right.
+			slices.Reverse(jumps)
 			for _, j := range jumps {
-				// "-A CHAIN rule..." deleted as "-D CHAIN rule...": the
-				// rule as saved is quoted the way iptables parses it back.
-				args := append([]string{"-w", "-t", table, "-D"}, splitRule(strings.TrimPrefix(j, "-A "))...)
-				if err := run(ctx, c.edit, args...); err != nil {
+				if err := ipt.DeleteById(table, j.chain, j.id); err != nil {
 					errs = append(errs, err)
 				}
 			}
+			// Flushed first: our chains jump to one another.
 			for _, ch := range chains {
-				_ = run(ctx, c.edit, "-w", "-t", table, "-F", ch)
+				_ = ipt.ClearChain(table, ch)
 			}
 			for _, ch := range chains {
-				if err := run(ctx, c.edit, "-w", "-t", table, "-X", ch); err != nil {
+				if err := ipt.DeleteChain(table, ch); err != nil {
 					errs = append(errs, err)
 				}
 			}
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// splitRule splits a rule as iptables-save prints it into arguments,
-// keeping double-quoted strings (comments) whole.
-func splitRule(rule string) []string {
-	var args []string
-	var cur strings.Builder
-	quoted, seen := false, false
-	for i := 0; i < len(rule); i++ {
-		ch := rule[i]
-		switch {
-		case ch == '\\' && quoted && i+1 < len(rule):
-			i++
-			cur.WriteByte(rule[i])
-		case ch == '"':
-			quoted, seen = !quoted, true
-		case ch == ' ' && !quoted:
-			if cur.Len() > 0 || seen {
-				args = append(args, cur.String())
-			}
-			cur.Reset()
-			seen = false
-		default:
-			cur.WriteByte(ch)
-		}
-	}
-	if cur.Len() > 0 || seen {
-		args = append(args, cur.String())
-	}
-	return args
 }

@@ -24,14 +24,17 @@ func Leftovers(ctx context.Context) []string {
 	if dirs := cgroupDirs(); len(dirs) > 0 {
 		left = append(left, "cgroups: "+strings.Join(dirs, ", "))
 	}
-	for _, c := range iptablesCommands {
+	for name, ipt := range iptablesFamilies() {
 		for _, table := range iptablesTables {
-			chains, jumps := iptablesChains(ctx, c.save, table)
+			chains, jumps, err := ownRules(ipt, table)
+			if err != nil {
+				left = append(left, name+" "+table+": "+err.Error())
+			}
 			for _, ch := range chains {
-				left = append(left, c.edit+" "+table+" chain "+ch)
+				left = append(left, name+" "+table+" chain "+ch)
 			}
 			for _, j := range jumps {
-				left = append(left, c.edit+" "+table+" rule "+j)
+				left = append(left, name+" "+table+" rule "+j.rule)
 			}
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/coreos/go-iptables/iptables"
 )
 
 // sysctls the nodes need, and the values they are set to. Up records the
@@ -127,26 +129,29 @@ var guardRules = [][]string{
 }
 
 // addGuard installs the guard chain first in FORWARD.
-func addGuard(ctx context.Context) error {
-	removeGuard(ctx)
-	if err := run(ctx, "iptables", "-w", "-N", guardChain); err != nil {
+func addGuard() error {
+	ipt, err := iptables.New()
+	if err != nil {
+		return err
+	}
+	removeGuard(ipt)
+	if err := ipt.NewChain("filter", guardChain); err != nil {
 		return err
 	}
 	for _, r := range guardRules {
-		if err := run(ctx, "iptables", append([]string{"-w", "-A", guardChain}, r...)...); err != nil {
+		if err := ipt.Append("filter", guardChain, r...); err != nil {
 			return err
 		}
 	}
-	return run(ctx, "iptables", "-w", "-I", "FORWARD", "1", "-j", guardChain)
+	return ipt.Insert("filter", "FORWARD", 1, "-j", guardChain)
 }
 
 // removeGuard removes the guard chain and every jump to it; it is quiet
 // about what does not exist.
-func removeGuard(ctx context.Context) {
-	for run(ctx, "iptables", "-w", "-D", "FORWARD", "-j", guardChain) == nil {
+func removeGuard(ipt *iptables.IPTables) {
+	for ipt.Delete("filter", "FORWARD", "-j", guardChain) == nil {
 	}
-	_ = run(ctx, "iptables", "-w", "-F", guardChain)
-	_ = run(ctx, "iptables", "-w", "-X", guardChain)
+	_ = ipt.ClearAndDeleteChain("filter", guardChain)
 }
 
 // cniConfig is node n's CNI network: its bridge, host-local addresses from

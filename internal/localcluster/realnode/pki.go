@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"math/big"
 	"net"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -70,21 +69,19 @@ func (c *ca) issue(certFile, keyFile string, subject pkix.Name, usage x509.ExtKe
 		IPAddresses:  ips,
 		DNSNames:     dnsNames,
 	}
+	// client-go's util/cert makes only self-signed certificates.
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, key.Public(), c.key)
 	if err != nil {
 		return fmt.Errorf("signing a certificate for %s: %w", subject.CommonName, err)
 	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
+	keyPEM, err := keyutil.MarshalPrivateKeyToPEM(key)
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(certFile), 0o755); err != nil {
+	if err := certutil.WriteCert(certFile, pem.EncodeToMemory(&pem.Block{Type: certutil.CertificateBlockType, Bytes: der})); err != nil {
 		return err
 	}
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
-		return err
-	}
-	return os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600)
+	return keyutil.WriteKey(keyFile, keyPEM)
 }
 
 // kubeletIdentity returns the subject of node name's client certificate,

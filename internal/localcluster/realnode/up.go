@@ -106,7 +106,7 @@ func Up(ctx context.Context, spec Spec) error {
 			return err
 		}
 	}
-	if err := addGuard(ctx); err != nil {
+	if err := addGuard(); err != nil {
 		return err
 	}
 	if err := startRegistry(ctx, spec.BinDir); err != nil {

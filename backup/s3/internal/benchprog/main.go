@@ -20,6 +20,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -31,8 +32,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/prometheus/procfs"
 
 	"github.com/opkit-dev/opkit/backup"
 	"github.com/opkit-dev/opkit/backup/fsstore"
@@ -309,45 +312,26 @@ func measure(mode string, size int64, dir, endpoint string) error {
 }
 
 func vmHWM() (int64, error) {
-	b, err := os.ReadFile("/proc/self/status")
+	p, err := procfs.Self()
 	if err != nil {
 		return 0, err
 	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			return strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-		}
+	st, err := p.NewStatus()
+	if err != nil {
+		return 0, err
 	}
-	return 0, errors.New("VmHWM not found in /proc/self/status")
+	return int64(st.VmHWM >> 10), nil
 }
 
 func parseSize(s string) (int64, error) {
-	mult := int64(1)
-	for _, u := range []struct {
-		suffix string
-		m      int64
-	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if v, ok := strings.CutSuffix(s, u.suffix); ok {
-			s, mult = v, u.m
-			break
-		}
+	n, err := humanize.ParseBytes(s)
+	if err != nil || n == 0 || n > math.MaxInt64 {
+		return 0, fmt.Errorf("-size %q: want a positive size such as 1GiB or 512MiB", s)
 	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("-size %q: want a positive number with an optional KiB/MiB/GiB suffix", s)
-	}
-	return n * mult, nil
+	return int64(n), nil
 }
 
-func formatSize(n int64) string {
-	switch {
-	case n%(1<<30) == 0:
-		return fmt.Sprintf("%d GiB", n>>30)
-	case n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	}
-	return fmt.Sprintf("%d bytes", n)
-}
+func formatSize(n int64) string { return humanize.IBytes(uint64(n)) }
 
 // startVersitygw starts versitygw on a free loopback port with a fresh
 // bucket and returns a function that stops it.

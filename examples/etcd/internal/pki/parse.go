@@ -8,12 +8,14 @@ import (
 	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
+
+	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/keyutil"
 )
 
 // ParseCert reads the first PEM certificate of data.
@@ -28,58 +30,25 @@ func ParseCert(data []byte) (*x509.Certificate, error) {
 // ParseCerts reads every PEM certificate of data (a chain, or a CA bundle);
 // at least one.
 func ParseCerts(data []byte) ([]*x509.Certificate, error) {
-	var out []*x509.Certificate
-	for rest := data; ; {
-		var block *pem.Block
-		block, rest = pem.Decode(rest)
-		if block == nil {
-			break
-		}
-		if block.Type != "CERTIFICATE" {
-			continue
-		}
-		cert, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
-		}
-		out = append(out, cert)
+	certs, err := certutil.ParseCertsPEM(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%w: no PEM certificate", ErrInvalid)
-	}
-	return out, nil
+	return certs, nil
 }
 
 // ParseKey reads a PEM private key: PKCS #8, SEC 1 (EC PRIVATE KEY) or
 // PKCS #1 (RSA PRIVATE KEY), as cert-manager and openssl write them.
 func ParseKey(data []byte) (crypto.Signer, error) {
-	for rest := data; ; {
-		var block *pem.Block
-		block, rest = pem.Decode(rest)
-		if block == nil {
-			return nil, fmt.Errorf("%w: no PEM private key", ErrInvalid)
-		}
-		var key any
-		var err error
-		switch block.Type {
-		case "PRIVATE KEY":
-			key, err = x509.ParsePKCS8PrivateKey(block.Bytes)
-		case "EC PRIVATE KEY":
-			key, err = x509.ParseECPrivateKey(block.Bytes)
-		case "RSA PRIVATE KEY":
-			key, err = x509.ParsePKCS1PrivateKey(block.Bytes)
-		default:
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%w: %s: %w", ErrInvalid, block.Type, err)
-		}
-		switch k := key.(type) {
-		case *ecdsa.PrivateKey, *rsa.PrivateKey, ed25519.PrivateKey:
-			return k.(crypto.Signer), nil
-		}
-		return nil, fmt.Errorf("%w: unsupported private key type %T", ErrInvalid, key)
+	key, err := keyutil.ParsePrivateKeyPEM(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
+	switch k := key.(type) {
+	case *ecdsa.PrivateKey, *rsa.PrivateKey, ed25519.PrivateKey:
+		return k.(crypto.Signer), nil
+	}
+	return nil, fmt.Errorf("%w: unsupported private key type %T", ErrInvalid, key)
 }
 
 // matches fails when key is not the private key of cert.

@@ -78,7 +78,7 @@ func TestVerify(t *testing.T) {
 		{name: "no certificate", cert: []byte("junk"), key: server.KeyPEM, ca: ca.CertPEM, want: want, now: t0,
 			wantErrContain: "tls.crt and tls.key"},
 		{name: "no CA", cert: server.CertPEM, key: server.KeyPEM, ca: nil, want: want, now: t0,
-			wantErrContain: "ca.crt: invalid certificate: no PEM certificate"},
+			wantErrContain: "ca.crt: invalid certificate: data does not contain any valid RSA or ECDSA certificates"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
