@@ -22,6 +22,8 @@ import (
 //   - bridge-nf-call-iptables: a pod's reply to another pod on the same
 //     bridge must pass kube-proxy's conntrack (DNAT) rules, or a Service
 //     reply comes from the wrong address.
+//
+// They are written as files: procfs only reads them.
 var sysctls = []struct{ path, value string }{
 	{"/proc/sys/net/ipv4/ip_forward", "1"},
 	{"/proc/sys/net/bridge/bridge-nf-call-iptables", "1"},

@@ -82,6 +82,8 @@ func killAll(ctx context.Context, marker string, grace time.Duration) error {
 		}
 	}
 	signalAll(syscall.SIGTERM)
+	// A loop of its own, not wait.Poll: its deadline moves once, from
+	// SIGTERM's grace to SIGKILL's.
 	deadline := time.Now().Add(grace)
 	killed := false
 	for {
