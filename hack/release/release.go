@@ -60,21 +60,14 @@ func ParseDigests(b []byte) (map[string]string, error) {
 // Run writes the release's files and, unless DryRun, changes the tree;
 // it returns the plan (also written to Out/RELEASE.txt).
 func (r Release) Run(ctx context.Context) (string, error) {
-	if err := r.Check(); err != nil {
+	newChangelog, section, err := r.changelog()
+	if err != nil {
 		return "", err
 	}
 	for _, op := range repo.Operators {
 		if r.Images[op.Name] == "" {
 			return "", fmt.Errorf("no image of %s by digest: push it first (make images-push, which make release runs)", op.Name)
 		}
-	}
-	changelog, err := os.ReadFile(filepath.Join(r.Root, "CHANGELOG.md"))
-	if err != nil {
-		return "", err
-	}
-	newChangelog, section, err := releaseChangelog(string(changelog), r.Version, r.Date)
-	if err != nil {
-		return "", fmt.Errorf("CHANGELOG.md: %w", err)
 	}
 	mods, err := libraryModules(r.Root)
 	if err != nil {
@@ -134,17 +127,24 @@ func (r Release) Run(ctx context.Context) (string, error) {
 // not vMAJOR.MINOR.PATCH, already in the CHANGELOG, or nothing in its
 // Unreleased section.
 func (r Release) Check() error {
+	_, _, err := r.changelog()
+	return err
+}
+
+// changelog checks Version and returns releaseChangelog of the tree's
+// CHANGELOG.md.
+func (r Release) changelog() (newChangelog, section string, err error) {
 	if !semver.IsValid(r.Version) || semver.Canonical(r.Version) != r.Version || semver.Build(r.Version) != "" {
-		return fmt.Errorf("VERSION %q: want vMAJOR.MINOR.PATCH, for example v0.1.0", r.Version)
+		return "", "", fmt.Errorf("VERSION %q: want vMAJOR.MINOR.PATCH, for example v0.1.0", r.Version)
 	}
-	changelog, err := os.ReadFile(filepath.Join(r.Root, "CHANGELOG.md"))
+	b, err := os.ReadFile(filepath.Join(r.Root, "CHANGELOG.md"))
 	if err != nil {
-		return err
+		return "", "", err
 	}
-	if _, _, err := releaseChangelog(string(changelog), r.Version, r.Date); err != nil {
-		return fmt.Errorf("CHANGELOG.md: %w", err)
+	if newChangelog, section, err = releaseChangelog(string(b), r.Version, r.Date); err != nil {
+		return "", "", fmt.Errorf("CHANGELOG.md: %w", err)
 	}
-	return nil
+	return newChangelog, section, nil
 }
 
 // operatorFiles writes op's install-VERSION.yaml and chart package, both
@@ -251,11 +251,7 @@ func libraryModules(root string) ([]module, error) {
 		if d.Name() != "go.mod" || rel == "go.mod" {
 			return nil
 		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		f, err := modfile.Parse(path, b, nil)
+		f, err := parseMod(path)
 		if err != nil {
 			return err
 		}
@@ -272,11 +268,7 @@ func libraryModules(root string) ([]module, error) {
 
 // requireRoot makes the go.mod at path require the root module at version.
 func requireRoot(path, version string) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	f, err := modfile.Parse(path, b, nil)
+	f, err := parseMod(path)
 	if err != nil {
 		return err
 	}
@@ -288,6 +280,14 @@ func requireRoot(path, version string) error {
 		return err
 	}
 	return os.WriteFile(path, out, 0o644)
+}
+
+func parseMod(path string) (*modfile.File, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return modfile.Parse(path, b, nil)
 }
 
 // releaseChangelog returns the CHANGELOG with its Unreleased section made
