@@ -1,7 +1,7 @@
 // Package incluster runs the example operators as users run them: deployed
 // in-cluster from their images (`make images`), the memcached operator
-// with its Helm chart (helm's Go SDK) and the etcd operator with its
-// `make deploy`, under their own ServiceAccount and RBAC, on real nodes,
+// with its Helm chart (helm's Go SDK) and the etcd operator with
+// `make -C examples/etcd deploy`, under their own ServiceAccount and RBAC, on real nodes,
 // managing real pods. A permission missing from config/rbac fails these
 // suites: every call the operator makes goes through RBAC, unlike the
 // suites that run the operator as a local process with the admin

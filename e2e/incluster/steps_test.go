@@ -153,7 +153,7 @@ func (o operator) log(ctx context.Context, cfg *envconf.Config) string {
 	return out
 }
 
-// make runs `make -C examples/<example> target IMG=... args` against the
+// make runs `make -C examples/<example> TARGET IMG=... args` against the
 // suite's cluster, as a user would.
 func (o operator) make(ctx context.Context, cfg *envconf.Config, target string, args ...string) (string, error) {
 	root, err := repo.Root()
@@ -169,7 +169,7 @@ func (o operator) make(ctx context.Context, cfg *envconf.Config, target string, 
 	return string(out), err
 }
 
-// deploy is the step `make deploy IMG=...` (or helm install): it waits
+// deploy is the step `make -C examples/<example> deploy IMG=...` (or helm install): it waits
 // until the operator's Deployment is Available running IMG and its API is
 // served.
 func (o operator) deploy(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
@@ -252,7 +252,7 @@ func (o operator) noRBACDenial(ctx context.Context, t *testing.T, cfg *envconf.C
 	return ctx
 }
 
-// undeploy is `make undeploy` (or helm uninstall), for a teardown:
+// undeploy is `make -C examples/<example> undeploy` (or helm uninstall), for a teardown:
 // afterwards neither the operator's namespace, its CRDs, its cluster-wide
 // RBAC nor a Helm release record may be left.
 func (o operator) undeploy(ctx context.Context, t *testing.T, cfg *envconf.Config) {

@@ -1,6 +1,6 @@
 // Command chartgen writes an example operator's Helm chart templates
 // (dist/chart/templates) from its config/ and the shared templates of
-// hack/chart/templates. `make chart` in an example runs it:
+// hack/chart/templates. `make -C examples/<operator> chart` runs it:
 //
 //	cd hack && go run ./chartgen -example ../examples/memcached
 //

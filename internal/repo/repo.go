@@ -48,7 +48,7 @@ func BinDir() (string, error) {
 }
 
 // Tool returns the path of the tool name in BinDir, or an error naming
-// `make target`, the make target that builds it.
+// `make TARGET`, the make target that builds it.
 func Tool(name, target string) (string, error) {
 	bin, err := BinDir()
 	if err != nil {
