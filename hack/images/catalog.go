@@ -172,25 +172,38 @@ func goBuild(ctx context.Context, dir, pkg, out, arch string, ldflags ...string)
 	return nil
 }
 
+// checkEtcd fails unless the binary etcd is etcd version.
+func checkEtcd(ctx context.Context, etcd, version string) error {
+	out, err := exec.CommandContext(ctx, etcd, "--version").Output()
+	if err != nil {
+		return fmt.Errorf("%s --version: %w: run `make etcd-static` (hack/install-tool.sh etcd-static)", etcd, err)
+	}
+	if want := "etcd Version: " + strings.TrimPrefix(version, "v") + "\n"; !strings.Contains(string(out), want) {
+		return fmt.Errorf("%s is not etcd %s (it says %q): run `make etcd-static`", etcd, version, out)
+	}
+	return nil
+}
+
 // etcdImage is etcd at version (vX.Y.Z) as the etcd operator runs it:
 // tagged <etcdRepository>:vX.Y.Z, with etcd, etcdctl and etcdutl in
 // /usr/local/bin as in the upstream image, found through PATH (the
 // operator's containers run "etcd" and "etcdutl"). Like upstream, it runs
-// as root.
+// as root. Another arch is cross-built from the same pinned module.
 func etcdImage(version string) Spec {
 	return Spec{
-		Name: "etcd-" + version,
-		File: "etcd-" + version + ".tar",
-		Ref:  etcdRepository + ":" + version,
-		Build: func(ctx context.Context, e *Env, _ string) ([]File, Config, error) {
+		Name:    "etcd-" + version,
+		File:    "etcd-" + version + ".tar",
+		Ref:     etcdRepository + ":" + version,
+		AnyArch: true,
+		Build: func(ctx context.Context, e *Env, arch string) ([]File, Config, error) {
 			dir := filepath.Join(e.Bin, "etcd-static-"+version)
-			etcd := filepath.Join(dir, "etcd")
-			out, err := exec.CommandContext(ctx, etcd, "--version").Output()
-			if err != nil {
-				return nil, Config{}, fmt.Errorf("%s --version: %w: run `make etcd-static` (hack/install-tool.sh etcd-static)", etcd, err)
-			}
-			if want := "etcd Version: " + strings.TrimPrefix(version, "v") + "\n"; !strings.Contains(string(out), want) {
-				return nil, Config{}, fmt.Errorf("%s is not etcd %s (it says %q): run `make etcd-static`", etcd, version, out)
+			if arch != runtime.GOARCH {
+				var err error
+				if dir, err = crossEtcd(ctx, e, version, arch); err != nil {
+					return nil, Config{}, err
+				}
+			} else if err := checkEtcd(ctx, filepath.Join(dir, "etcd"), version); err != nil {
+				return nil, Config{}, err
 			}
 			files := []File{
 				{Path: "/var/etcd", Mode: fs.ModeDir | 0o700},

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 )
 
 // VersityGWVersion is the versitygw release of the S3 store image, as
@@ -22,6 +23,28 @@ const (
 	versityGWBucket = "etcd-backups"
 )
 
+// versityGWBinary returns the versitygw binary for linux/arch and the
+// shared libraries it loads: for this machine's arch the one `make
+// versitygw` built, for another one a static cross-build.
+func versityGWBinary(ctx context.Context, e *Env, arch string) (string, []string, error) {
+	if arch != runtime.GOARCH {
+		out := filepath.Join(e.Tmp, "versitygw-"+arch)
+		err := crossModule(ctx, "github.com/versity/versitygw", VersityGWVersion, "./cmd/versitygw", out, arch)
+		return out, nil, err
+	}
+	link := filepath.Join(e.Bin, "versitygw")
+	bin, err := filepath.EvalSymlinks(link)
+	if err != nil {
+		return "", nil, fmt.Errorf("%s: %w: run `make versitygw`", link, err)
+	}
+	// hack/install-tool.sh installs into <cache>/versitygw-<version>/.
+	if got := filepath.Base(filepath.Dir(bin)); got != "versitygw-"+VersityGWVersion {
+		return "", nil, fmt.Errorf("%s is %s, not versitygw %s: run `make versitygw`", link, bin, VersityGWVersion)
+	}
+	libs, err := sharedLibraries(ctx, bin)
+	return bin, libs, err
+}
+
 // versityGWImage is an S3 server for the local cluster: the versitygw
 // binary `make versitygw` built (with its shared libraries) serving its
 // posix backend on :7070, root /data holding the bucket etcd-backups,
@@ -31,20 +54,12 @@ const (
 // store for demos and tests, not for backups anyone needs.
 func versityGWImage() Spec {
 	return Spec{
-		Name: "versitygw",
-		File: "versitygw.tar",
-		Ref:  "opkit.dev/versitygw:" + VersityGWVersion,
-		Build: func(ctx context.Context, e *Env, _ string) ([]File, Config, error) {
-			link := filepath.Join(e.Bin, "versitygw")
-			bin, err := filepath.EvalSymlinks(link)
-			if err != nil {
-				return nil, Config{}, fmt.Errorf("%s: %w: run `make versitygw`", link, err)
-			}
-			// hack/install-tool.sh installs into <cache>/versitygw-<version>/.
-			if got := filepath.Base(filepath.Dir(bin)); got != "versitygw-"+VersityGWVersion {
-				return nil, Config{}, fmt.Errorf("%s is %s, not versitygw %s: run `make versitygw`", link, bin, VersityGWVersion)
-			}
-			libs, err := sharedLibraries(ctx, bin)
+		Name:    "versitygw",
+		File:    "versitygw.tar",
+		Ref:     "opkit.dev/versitygw:" + VersityGWVersion,
+		AnyArch: true,
+		Build: func(ctx context.Context, e *Env, arch string) ([]File, Config, error) {
+			bin, libs, err := versityGWBinary(ctx, e, arch)
 			if err != nil {
 				return nil, Config{}, err
 			}
