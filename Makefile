@@ -58,7 +58,7 @@ export GOWORK := off
 # root go.mod requires the oldest supported minor (README, Compatibility).
 COMPAT_MODFILE := compat/controller-runtime-v0.25.mod
 # The library's packages, tested against both.
-LIBRARY_PKGS := ./reconcile/... ./statusutil/... ./ownership/... ./backup/... ./securemetrics/...
+LIBRARY_PKGS := ./reconcile/... ./statusutil/... ./ownership/... ./backup/... ./securemetrics/... ./webhook/... ./testenv/...
 
 # Groups of modules that select the same version of every dependency they
 # compile, so that one build of it in the Go build cache serves them all: a
@@ -148,7 +148,7 @@ generate: controller-gen ## Generate deepcopy code (controller-gen object).
 
 .PHONY: manifests
 manifests: controller-gen ## Generate CRDs and RBAC from markers.
-	$(CONTROLLER_GEN) crd paths=./internal/testapi/... output:crd:artifacts:config=internal/testapi/crd
+	$(CONTROLLER_GEN) crd webhook paths=./internal/testapi/... output:crd:artifacts:config=internal/testapi/crd output:webhook:artifacts:config=internal/testapi/webhook
 	@for ex in $$(ls -d examples/*/api 2>/dev/null); do ex=$${ex%/api}; \
 		echo "$(CONTROLLER_GEN) crd rbac in $$ex"; \
 		(cd $$ex && $(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases \

@@ -7,12 +7,17 @@ import (
 	"strings"
 )
 
-// ErrHookSignature is returned by New and SetupWithManager for hooks with
-// a Finalize, Validate or Default method the Reconciler would never call:
+// ErrHookSignature is returned by New, SetupWithManager and package webhook
+// for hooks with a Finalize, Validate, Default, ValidateUpdate or Warnings
+// method that would never be called:
 // one declared on the pointer of a value passed as hooks, or one with
 // another signature. The capabilities are found by type assertion, so
 // either slip would silently disable the step.
 var ErrHookSignature = errors.New("reconcile: a hook method would never be called")
+
+// CheckHooks returns ErrHookSignature, naming the method and the fix, when
+// an optional method of hooks misses its interface.
+func CheckHooks[T Object](hooks Hooks[T]) error { return checkCapabilities(hooks) }
 
 // checkCapabilities refuses hooks whose optional methods miss their
 // interface.
@@ -35,11 +40,15 @@ func checkCapabilities[T Object](hooks Hooks[T]) error {
 	}{
 		{method: "Finalize", want: "(context.Context, " + obj + ") reconcile.Result", iface: reflect.TypeFor[Finalizer[T]]()},
 		{method: "Validate", want: "(context.Context, " + obj + ") field.ErrorList", iface: reflect.TypeFor[Validator[T]]()},
-		{method: "Default", want: "(context.Context, " + obj + ")", iface: reflect.TypeFor[Defaulter[T]]()},
+		{method: "Default", want: "(context.Context, " + obj + ") error", iface: reflect.TypeFor[Defaulter[T]]()},
+		{method: "ValidateUpdate", want: "(context.Context, " + obj + ", " + obj + ") field.ErrorList", iface: reflect.TypeFor[UpdateValidator[T]]()},
+		{method: "Warnings", want: "(context.Context, " + obj + ", " + obj + ") []string", iface: reflect.TypeFor[Warner[T]]()},
 	}
 	caps[0].m, caps[0].found = pt.MethodByName("Finalize")
 	caps[1].m, caps[1].found = pt.MethodByName("Validate")
 	caps[2].m, caps[2].found = pt.MethodByName("Default")
+	caps[3].m, caps[3].found = pt.MethodByName("ValidateUpdate")
+	caps[4].m, caps[4].found = pt.MethodByName("Warnings")
 	for _, c := range caps {
 		switch {
 		case ht.Implements(c.iface) || !c.found:

@@ -28,19 +28,35 @@ type listValidator struct{ valueHooks }
 
 func (*listValidator) Validate(context.Context, *testv1.Widget) []error { return nil }
 
-// errDefaulter has controller-runtime's Default, which returns an error.
-type errDefaulter struct{ valueHooks }
+// voidDefaulter has opkit's Default of before v0.1, which returned nothing.
+type voidDefaulter struct{ valueHooks }
 
-func (*errDefaulter) Default(context.Context, *testv1.Widget) error { return nil }
+func (*voidDefaulter) Default(context.Context, *testv1.Widget) {}
+
+// oneObjectUpdateValidator's ValidateUpdate lacks the old object.
+type oneObjectUpdateValidator struct{ valueHooks }
+
+func (*oneObjectUpdateValidator) ValidateUpdate(context.Context, *testv1.Widget) field.ErrorList {
+	return nil
+}
+
+// stringWarner's Warnings returns one string.
+type stringWarner struct{ valueHooks }
+
+func (*stringWarner) Warnings(context.Context, *testv1.Widget, *testv1.Widget) string { return "" }
 
 // allHooks has every capability, rightly.
 type allHooks struct{ valueHooks }
 
 func (*allHooks) Validate(context.Context, *testv1.Widget) field.ErrorList { return nil }
-func (*allHooks) Default(context.Context, *testv1.Widget)                  {}
+func (*allHooks) Default(context.Context, *testv1.Widget) error            { return nil }
+func (*allHooks) ValidateUpdate(context.Context, *testv1.Widget, *testv1.Widget) field.ErrorList {
+	return nil
+}
+func (*allHooks) Warnings(context.Context, *testv1.Widget, *testv1.Widget) []string { return nil }
 
-// TestHooksWithAMissedCapabilityAreRefused: a Finalize, Validate or Default
-// that the Reconciler would never call (on the pointer of a value passed
+// TestHooksWithAMissedCapabilityAreRefused: an optional hook method that
+// would never be called (on the pointer of a value passed
 // as hooks, or with another signature) fails New and SetupWithManager,
 // naming the method and the fix.
 func TestHooksWithAMissedCapabilityAreRefused(t *testing.T) {
@@ -52,7 +68,9 @@ func TestHooksWithAMissedCapabilityAreRefused(t *testing.T) {
 		{"Finalize on the pointer of a value", valueHooks{}, []string{"Finalize", "pointer", "&reconcile_test.valueHooks"}},
 		{"the same hooks as a pointer", &valueHooks{}, nil},
 		{"Validate with another signature", &listValidator{}, []string{"Validate", "[]error", "field.ErrorList"}},
-		{"Default returning an error", &errDefaulter{}, []string{"Default", "error"}},
+		{"Default returning nothing", &voidDefaulter{}, []string{"Default", "want Default(context.Context, *v1.Widget) error"}},
+		{"ValidateUpdate without the old object", &oneObjectUpdateValidator{}, []string{"ValidateUpdate", "*v1.Widget, *v1.Widget"}},
+		{"Warnings returning a string", &stringWarner{}, []string{"Warnings", "[]string"}},
 		{"every capability", &allHooks{}, nil},
 	}
 	f := newFixture(t)

@@ -21,9 +21,11 @@
 // Optional interfaces on the same value add steps: Finalizer (cleanup before
 // deletion), Defaulter (in-memory defaults for the pass) and Validator
 // (semantic checks; a failure stalls the object with a message naming the
-// field instead of looping on an error). New refuses hooks with one of
-// these methods on the wrong receiver or with another signature
-// (ErrHookSignature), since the step would silently never run.
+// field instead of looping on an error). Package webhook serves Default and
+// Validate at admission too, with UpdateValidator and Warner, which only
+// admission calls. New refuses hooks with one of these methods on the
+// wrong receiver or with another signature (ErrHookSignature), since the
+// step would silently never run.
 //
 // # What the Reconciler does in each pass
 //

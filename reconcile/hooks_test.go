@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -85,10 +86,14 @@ func (h *validatingHooks) Validate(_ context.Context, w *testv1.Widget) field.Er
 	return nil
 }
 
-func (h *validatingHooks) Default(_ context.Context, w *testv1.Widget) {
-	if w.Spec.Message == "" {
+func (h *validatingHooks) Default(_ context.Context, w *testv1.Widget) error {
+	switch w.Spec.Message {
+	case "":
 		w.Spec.Message = "defaulted"
+	case "cannot default":
+		return errors.New("no default today")
 	}
+	return nil
 }
 
 // fixture is a Reconciler over a counting client, and a namespace.

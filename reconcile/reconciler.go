@@ -63,20 +63,37 @@ type Finalizer[T Object] interface {
 }
 
 // Defaulter is implemented by Hooks that fill in defaults before Validate and
-// Reconcile. Defaults are applied to the in-memory copy for this pass only,
-// never written back to the spec (the spec belongs to the user); use CRD
-// defaults or a webhook for defaults that should be visible.
+// Reconcile. In a pass, defaults go to the in-memory copy only, never to the
+// stored spec; served by package webhook, the same method defaults objects
+// at admission, where they are stored. Its shape is controller-runtime's
+// admission.Defaulter[T], so one type serves both. An error fails the pass
+// with Retry.
 type Defaulter[T Object] interface {
-	Default(ctx context.Context, obj T)
+	Default(ctx context.Context, obj T) error
 }
 
 // Validator is implemented by Hooks with semantic checks that the CRD schema
 // and CEL rules cannot express. A non-empty list stalls the object:
 // Stalled=True with reason InvalidSpec and a message naming each field, no
 // retries, and Reconcile is not called. The next spec change is validated
-// afresh.
+// afresh. Package webhook runs it at admission too, on create and on every
+// update that changes more than metadata.
 type Validator[T Object] interface {
 	Validate(ctx context.Context, obj T) field.ErrorList
+}
+
+// UpdateValidator is implemented by Hooks with rules on a change rather than
+// a state: an immutable field, an allowed transition. Only admission sees
+// the old object, so only package webhook calls it; a pass does not.
+type UpdateValidator[T Object] interface {
+	ValidateUpdate(ctx context.Context, old, obj T) field.ErrorList
+}
+
+// Warner is implemented by Hooks that warn at admission about a spec that
+// is valid but unwise (a deprecated field). old is nil on create. The
+// warnings reach the user's kubectl; a pass does not call it.
+type Warner[T Object] interface {
+	Warnings(ctx context.Context, old, obj T) []string
 }
 
 // Condition reasons set by the Reconciler.
@@ -248,7 +265,9 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req crreconcile.Request) 
 // run calls the author's hooks: Default, Validate, Reconcile.
 func (r *Reconciler[T]) run(ctx context.Context, obj T) Result {
 	if d, ok := r.hooks.(Defaulter[T]); ok {
-		d.Default(ctx, obj)
+		if err := d.Default(ctx, obj); err != nil {
+			return Retry(fmt.Errorf("defaulting: %w", err))
+		}
 	}
 	if v, ok := r.hooks.(Validator[T]); ok {
 		if errs := v.Validate(ctx, obj); len(errs) > 0 {

@@ -331,6 +331,26 @@ func TestValidationStallsWithoutRetry(t *testing.T) {
 	}
 }
 
+// TestDefaultErrorRetries: a Default that fails fails the pass with Retry,
+// before Validate and Reconcile.
+func TestDefaultErrorRetries(t *testing.T) {
+	f := newFixture(t)
+	hooks := &validatingHooks{widgetHooks: widgetHooks{children: f.children()}}
+	r := newReconciler(t, f, hooks)
+	f.createWidget("w", testv1.WidgetSpec{Message: "cannot default"})
+
+	if _, err := f.pass(r, "w"); err == nil || !strings.Contains(err.Error(), "defaulting: no default today") {
+		t.Fatalf("pass error = %v, want the Default error", err)
+	}
+	if n := hooks.reconcils.Load(); n != 0 {
+		t.Errorf("Reconcile called %d times after Default failed, want 0", n)
+	}
+	w := f.get("w")
+	if c := statusutil.Get(w, statusutil.ReconcilingCondition); c == nil || c.Reason != reconcile.ReasonRetrying {
+		t.Errorf("Reconciling = %+v, want reason %s", c, reconcile.ReasonRetrying)
+	}
+}
+
 func TestNewRejectsBadOptions(t *testing.T) {
 	f := newFixture(t)
 	tests := []struct {

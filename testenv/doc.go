@@ -1,6 +1,7 @@
 // Package testenv runs an operator's tests against a real API server
 // (controller-runtime's envtest): a control plane with the module's CRDs,
-// a namespace per test, a manager per test, waits on conditions, the
+// a namespace per test, a manager per test (serving the webhooks of
+// WithWebhooks), waits on conditions, the
 // status a built-in controller would write where envtest runs none, and
 // clients that count their requests (Env.CountingClient) for tests of how
 // many writes a pass makes.

@@ -53,6 +53,21 @@ func WithScheme(add ...func(*runtime.Scheme) error) Option {
 	}
 }
 
+// WithWebhooks installs the webhook configurations in these files or
+// directories (such as config/webhook), pointed at the webhook server of
+// the manager StartManager builds. A path that does not exist fails Start.
+func WithWebhooks(paths ...string) Option {
+	return func(e *envtest.Environment, _ *runtime.Scheme) error {
+		for _, p := range paths {
+			if _, err := os.Stat(p); err != nil {
+				return fmt.Errorf("WithWebhooks: %w", err)
+			}
+		}
+		e.WebhookInstallOptions.Paths = append(e.WebhookInstallOptions.Paths, paths...)
+		return nil
+	}
+}
+
 // WithBinaryAssets runs kube-apiserver and etcd from dir instead of
 // $KUBEBUILDER_ASSETS.
 func WithBinaryAssets(dir string) Option {

@@ -3,25 +3,41 @@ package testenv
 import (
 	"context"
 	"testing"
+	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 )
 
 // StartManager builds a manager on e (no metrics or health endpoints,
 // controller names not checked, so that every test may register its
 // own), lets setup register controllers, and runs it until t ends. A
 // manager that fails fails t.
+//
+// With WithWebhooks, the manager's webhook server is the one the
+// configurations call, and StartManager returns once it serves. Only one
+// manager at a time can serve them: tests that do must not run in
+// parallel.
 func (e *Env) StartManager(t testing.TB, setup func(ctrl.Manager) error) ctrl.Manager {
 	t.Helper()
-	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
+	opts := ctrl.Options{
 		Scheme:                 e.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	}
+	wh := e.env.WebhookInstallOptions
+	serving := len(wh.MutatingWebhooks)+len(wh.ValidatingWebhooks) > 0
+	if serving {
+		opts.WebhookServer = webhook.NewServer(webhook.Options{
+			Host: wh.LocalServingHost, Port: wh.LocalServingPort, CertDir: wh.LocalServingCertDir,
+		})
+	}
+	mgr, err := ctrl.NewManager(e.Config, opts)
 	if err != nil {
 		t.Fatalf("building a manager: %v", err)
 	}
@@ -37,5 +53,14 @@ func (e *Env) StartManager(t testing.TB, setup func(ctrl.Manager) error) ctrl.Ma
 			t.Errorf("manager: %v", err)
 		}
 	})
+	if serving {
+		started := mgr.GetWebhookServer().StartedChecker()
+		err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			return started(nil) == nil, nil
+		})
+		if err != nil {
+			t.Fatalf("the webhook server did not start: %v", err)
+		}
+	}
 	return mgr
 }
