@@ -34,7 +34,7 @@ import (
 
 var (
 	campaignSeed      = flag.Uint64("campaign.seed", 1, "seed of the fault campaign; the same seed runs the same schedules")
-	campaignSchedules = flag.Int("campaign.schedules", 200, "how many schedules TestFaultCampaign runs on etcd processes")
+	campaignSchedules = flag.Int("campaign.schedules", 80, "how many schedules TestFaultCampaign runs on etcd processes")
 	campaignFake      = flag.Int("campaign.fakeschedules", 50, "how many schedules TestFaultCampaignFake runs on the fake etcd")
 	campaignSteps     = flag.Int("campaign.steps", 8, "operations and faults per schedule")
 	campaignParallel  = flag.Int("campaign.parallel", 16, "how many schedules on etcd processes run at once")
