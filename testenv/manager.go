@@ -33,9 +33,7 @@ func (e *Env) StartManager(t testing.TB, setup func(ctrl.Manager) error) ctrl.Ma
 	wh := e.env.WebhookInstallOptions
 	serving := len(wh.MutatingWebhooks)+len(wh.ValidatingWebhooks) > 0
 	if serving {
-		opts.WebhookServer = webhook.NewServer(webhook.Options{
-			Host: wh.LocalServingHost, Port: wh.LocalServingPort, CertDir: wh.LocalServingCertDir,
-		})
+		opts.WebhookServer = webhook.NewServer(e.WebhookOptions())
 	}
 	mgr, err := ctrl.NewManager(e.Config, opts)
 	if err != nil {
@@ -63,4 +61,12 @@ func (e *Env) StartManager(t testing.TB, setup func(ctrl.Manager) error) ctrl.Ma
 		}
 	}
 	return mgr
+}
+
+// WebhookOptions are the webhook server options the configurations of
+// WithWebhooks call: host, port and a CertDir holding a certificate their
+// caBundle trusts. For a manager built without StartManager.
+func (e *Env) WebhookOptions() webhook.Options {
+	wh := e.env.WebhookInstallOptions
+	return webhook.Options{Host: wh.LocalServingHost, Port: wh.LocalServingPort, CertDir: wh.LocalServingCertDir}
 }

@@ -15,11 +15,14 @@
 // stored while invalid can still be paused, labelled, and have its
 // finalizer removed.
 //
-// The webhook configurations, Service and certificates are the
-// installer's: controller-gen's webhook generator writes the
-// configurations from +kubebuilder:webhook markers, at the paths
-// controller-runtime serves (/mutate-<group>-<version>-<kind> and
-// /validate-...). testenv.WithWebhooks runs them against envtest.
+// The webhook configurations and Service are the installer's:
+// controller-gen's webhook generator writes the configurations from
+// +kubebuilder:webhook markers, at the paths controller-runtime serves
+// (/mutate-<group>-<version>-<kind> and /validate-...).
+// testenv.WithWebhooks runs them against envtest. The serving certificate
+// comes from cert-manager, or from the operator itself: RotateCertificates
+// keeps a CA and certificate in a Secret and their CA in the
+// configurations' caBundle, and NewServer starts once it is mounted.
 //
 // At admission the hooks run outside a pass: ctx carries the admission
 // request (admission.RequestFromContext), not a field owner, and the

@@ -3,7 +3,9 @@ package webhook_test
 import (
 	"os"
 
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
 	"github.com/opkit-dev/opkit/reconcile"
@@ -24,6 +26,35 @@ func ExampleSetupWithManager() {
 		os.Exit(1)
 	}
 	if err := webhook.SetupWithManager[*testv1.Widget](mgr, hooks); err != nil {
+		os.Exit(1)
+	}
+	_ = mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// The operator makes its own serving certificate: the installer creates
+// the Secret empty, mounts it at CertDir, and names the configurations.
+func ExampleRotateCertificates() {
+	const certDir = "/tmp/k8s-webhook-server/serving-certs"
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		WebhookServer: webhook.NewServer(crwebhook.Options{CertDir: certDir}),
+	})
+	if err != nil {
+		os.Exit(1)
+	}
+	if err := webhook.SetupWithManager[*testv1.Widget](mgr, widgetHooks{}); err != nil {
+		os.Exit(1)
+	}
+	ready, err := webhook.RotateCertificates(mgr, webhook.Certificates{
+		Secret:     types.NamespacedName{Namespace: "widget-system", Name: "webhook-server-cert"},
+		CertDir:    certDir,
+		DNSName:    "widget-webhook-service.widget-system.svc",
+		Validating: []string{"widget-validating-webhook-configuration"},
+		Mutating:   []string{"widget-mutating-webhook-configuration"},
+	})
+	if err != nil {
+		os.Exit(1)
+	}
+	if err := mgr.AddReadyzCheck("webhook", ready); err != nil {
 		os.Exit(1)
 	}
 	_ = mgr.Start(ctrl.SetupSignalHandler())

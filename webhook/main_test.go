@@ -4,6 +4,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
 	"github.com/opkit-dev/opkit/internal/testenv"
 	publictestenv "github.com/opkit-dev/opkit/testenv"
 )
@@ -11,5 +14,11 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	testenv.Main(m, &env, publictestenv.WithWebhooks(filepath.Join("..", "internal", "testapi", "webhook")))
+	testenv.Main(m, &env, publictestenv.WithWebhooks(filepath.Join("..", "internal", "testapi", "webhook")),
+		// The configurations call https://localhost:<port>, the name the
+		// certificate of TestServeWithCertificates is made for.
+		func(e *envtest.Environment, _ *runtime.Scheme) error {
+			e.WebhookInstallOptions.LocalServingHostExternalName = "localhost"
+			return nil
+		})
 }

@@ -1,0 +1,146 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/open-policy-agent/cert-controller/pkg/rotator"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+)
+
+// ErrCertificatesNotReady is the readiness error of RotateCertificates
+// until the CA is injected.
+var ErrCertificatesNotReady = errors.New("webhook: the serving certificate is not mounted and injected yet")
+
+// Certificates is a webhook server's self-managed serving certificate: a CA
+// and a certificate it signs, kept in a Secret that the pods mount, with the
+// CA written into the caBundle of the named configurations and CRDs.
+type Certificates struct {
+	// Secret holds ca.crt, ca.key, tls.crt and tls.key. It must exist
+	// (installers create it empty) and be mounted at CertDir.
+	Secret types.NamespacedName
+	// CertDir is the webhook server's CertDir, where Secret is mounted.
+	CertDir string
+	// DNSName is the name the API server calls, such as
+	// webhook-service.my-system.svc.
+	DNSName string
+	// Validating and Mutating name webhook configurations, Conversions
+	// CRDs with a conversion webhook: their caBundle gets the CA.
+	Validating, Mutating, Conversions []string
+	// Validity is how long a serving certificate is valid (default one
+	// year) and RenewBefore how long before its expiry a new one is made
+	// (default 90 days). RenewBefore must exceed the kubelet's delay in
+	// updating the mounted Secret (about a minute), or requests fail.
+	Validity, RenewBefore time.Duration
+	// CheckEvery is how often expiry is checked (default 12 hours); it
+	// must be below RenewBefore.
+	CheckEvery time.Duration
+}
+
+func (c Certificates) check() error {
+	switch {
+	case c.Secret.Name == "" || c.Secret.Namespace == "":
+		return errors.New("webhook: Certificates.Secret: set the name and namespace of the Secret the pods mount")
+	case c.CertDir == "":
+		return errors.New("webhook: Certificates.CertDir: set the webhook server's CertDir, where the Secret is mounted")
+	case c.DNSName == "":
+		return errors.New("webhook: Certificates.DNSName: set the Service's name, <service>.<namespace>.svc")
+	case c.Validity != 0 && c.RenewBefore >= c.Validity:
+		return fmt.Errorf("webhook: Certificates.RenewBefore (%s) must be below Validity (%s)", c.RenewBefore, c.Validity)
+	case c.CheckEvery != 0 && c.RenewBefore != 0 && c.CheckEvery >= c.RenewBefore:
+		return fmt.Errorf("webhook: Certificates.CheckEvery (%s) must be below RenewBefore (%s)", c.CheckEvery, c.RenewBefore)
+	}
+	return nil
+}
+
+// RotateCertificates provisions and rotates c with
+// open-policy-agent/cert-controller on every replica. Give the manager a
+// server from NewServer, which waits for the certificate the rotator
+// writes. Add the returned checker as a readiness check: it fails with
+// ErrCertificatesNotReady until the CA is injected and the server serves.
+//
+// Footgun: a CA rotation (every ten years) replaces the caBundle at once,
+// and requests fail until the kubelet mounts the new Secret.
+func RotateCertificates(mgr ctrl.Manager, c Certificates) (healthz.Checker, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	var hooks []rotator.WebhookInfo
+	for _, w := range []struct {
+		names []string
+		typ   rotator.WebhookType
+	}{{c.Validating, rotator.Validating}, {c.Mutating, rotator.Mutating}, {c.Conversions, rotator.CRDConversion}} {
+		for _, n := range w.names {
+			hooks = append(hooks, rotator.WebhookInfo{Name: n, Type: w.typ})
+		}
+	}
+	injected := make(chan struct{})
+	err := rotator.AddRotator(mgr, &rotator.CertRotator{
+		SecretKey:              c.Secret,
+		CertDir:                c.CertDir,
+		CAName:                 c.DNSName + "-ca",
+		CAOrganization:         "opkit",
+		DNSName:                c.DNSName,
+		IsReady:                injected,
+		Webhooks:               hooks,
+		ServerCertDuration:     c.Validity,
+		LookaheadInterval:      c.RenewBefore,
+		RotationCheckFrequency: c.CheckEvery,
+		// Every replica serves, so every replica needs the Secret ready;
+		// a write conflict between them is retried.
+		RequireLeaderElection: false,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("webhook: adding the certificate rotator: %w", err)
+	}
+	started := mgr.GetWebhookServer().StartedChecker()
+	return func(req *http.Request) error {
+		select {
+		case <-injected:
+			return started(req)
+		default:
+			return ErrCertificatesNotReady
+		}
+	}, nil
+}
+
+// NewServer is controller-runtime's webhook server, started only once
+// opts.CertDir holds its certificate: a mounted Secret that a rotator or
+// cert-manager fills after the pod starts. (controller-runtime's own fails
+// to start without one, and registering webhooks after it started races.)
+func NewServer(opts crwebhook.Options) crwebhook.Server {
+	return &server{Server: crwebhook.NewServer(opts), opts: opts}
+}
+
+type server struct {
+	crwebhook.Server
+	opts crwebhook.Options
+}
+
+func (s *server) Start(ctx context.Context) error {
+	dir, name := s.opts.CertDir, s.opts.CertName
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs")
+	}
+	if name == "" {
+		name = "tls.crt"
+	}
+	cert := filepath.Join(dir, name)
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(context.Context) (bool, error) {
+		_, err := os.Stat(cert)
+		return err == nil, nil
+	})
+	if err != nil {
+		return nil // stopped before the certificate came
+	}
+	return s.Server.Start(ctx)
+}

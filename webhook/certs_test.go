@@ -1,0 +1,292 @@
+package webhook_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
+	"github.com/opkit-dev/opkit/webhook"
+)
+
+// The configurations of internal/testapi/webhook.
+const validating, mutating = "validating-webhook-configuration", "mutating-webhook-configuration"
+
+// TestRotateCertificates runs the rotator against envtest's API server,
+// which calls https://localhost:<port> with the caBundle the rotator
+// writes; a goroutine plays the kubelet, copying the Secret into CertDir a
+// second late. Admission works with the provisioned certificate, and keeps
+// working, with no failed request, across rotations of a 30-second
+// certificate renewed 20 seconds before expiry.
+func TestRotateCertificates(t *testing.T) {
+	ctx := t.Context()
+	restoreCABundles(t)
+	ns := namespace(t)
+	secret := types.NamespacedName{Namespace: ns, Name: "webhook-server-cert"}
+	if err := env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secret.Name}}); err != nil {
+		t.Fatal(err)
+	}
+	certDir := t.TempDir()
+	go playKubelet(ctx, t, secret, certDir, time.Second)
+
+	opts := env.WebhookOptions()
+	opts.CertDir = certDir
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 env.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: new(true)},
+		WebhookServer:          webhook.NewServer(opts),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := webhook.SetupWithManager[*testv1.Widget](mgr, widgetHooks{}); err != nil {
+		t.Fatal(err)
+	}
+	ready, err := webhook.RotateCertificates(mgr, webhook.Certificates{
+		Secret: secret, CertDir: certDir, DNSName: "localhost",
+		Validating: []string{validating}, Mutating: []string{mutating},
+		Validity: 30 * time.Second, RenewBefore: 20 * time.Second, CheckEvery: time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ready(nil); !errors.Is(err, webhook.ErrCertificatesNotReady) {
+		t.Fatalf("ready before start = %v, want ErrCertificatesNotReady", err)
+	}
+	startManager(t, mgr)
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return ready(nil) == nil, nil
+	}); err != nil {
+		t.Fatalf("not ready within a minute: %v", ready(nil))
+	}
+	ca := secretData(t, secret)["ca.crt"]
+	for _, cfg := range []client.Object{&admissionregistrationv1.ValidatingWebhookConfiguration{}, &admissionregistrationv1.MutatingWebhookConfiguration{}} {
+		for _, b := range caBundles(t, cfg) {
+			if !bytes.Equal(b, ca) {
+				t.Errorf("%T's caBundle is not the Secret's CA", cfg)
+			}
+		}
+	}
+
+	certs := map[string]bool{}
+	var refused []error
+	for i := 0; i < 300; i++ {
+		certs[string(secretData(t, secret)["tls.crt"])] = true
+		w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "w" + strconv.Itoa(i)}}
+		if i%10 == 0 {
+			w.Spec.Message = "invalid"
+		}
+		err := env.Client.Create(ctx, w)
+		switch {
+		case i%10 == 0 && !apierrors.IsInvalid(err):
+			refused = append(refused, err)
+		case i%10 != 0 && err != nil:
+			refused = append(refused, err)
+		case i%10 != 0 && w.Spec.Message != "defaulted":
+			t.Errorf("%s stored with message %q, want defaulted", w.Name, w.Spec.Message)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(refused) > 0 {
+		t.Errorf("%d of 300 requests failed across rotations; first: %v", len(refused), refused[0])
+	}
+	if len(certs) < 3 {
+		t.Errorf("%d serving certificates in 30 s, want at least 3 (two rotations)", len(certs))
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 15*time.Second, true, func(context.Context) (bool, error) {
+		return bytes.Equal(servedCert(t, opts.Host, opts.Port), firstCert(t, secretData(t, secret)["tls.crt"])), nil
+	}); err != nil {
+		t.Errorf("the server does not serve the Secret's latest certificate")
+	}
+}
+
+// playKubelet copies secret's tls.crt and tls.key into dir, lag after
+// each change, as the kubelet updates a mounted Secret.
+func playKubelet(ctx context.Context, t *testing.T, secret types.NamespacedName, dir string, lag time.Duration) {
+	var last []byte
+	for ctx.Err() == nil {
+		var s corev1.Secret
+		if err := env.Client.Get(ctx, secret, &s); err == nil && len(s.Data["tls.crt"]) > 0 && !bytes.Equal(s.Data["tls.crt"], last) {
+			time.Sleep(lag)
+			for _, name := range []string{"tls.key", "tls.crt"} {
+				tmp := filepath.Join(dir, "."+name)
+				if err := os.WriteFile(tmp, s.Data[name], 0o600); err != nil {
+					t.Error(err)
+					return
+				}
+				if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+			last = s.Data["tls.crt"]
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// restoreCABundles puts back envtest's caBundles when t ends, for the
+// tests that serve envtest's certificate.
+func restoreCABundles(t *testing.T) {
+	t.Helper()
+	v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	m := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	for _, obj := range []client.Object{v, m} {
+		caBundles(t, obj)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		for _, obj := range []client.Object{v, m} {
+			err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+				live := obj.DeepCopyObject().(client.Object)
+				if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), live); err != nil {
+					return false, err
+				}
+				obj.SetResourceVersion(live.GetResourceVersion())
+				return env.Client.Update(ctx, obj) == nil, nil
+			})
+			if err != nil {
+				t.Errorf("restoring %s's caBundle: %v", obj.GetName(), err)
+			}
+		}
+	})
+}
+
+// caBundles reads obj, one of the two configurations, and returns the
+// caBundle of each of its webhooks.
+func caBundles(t *testing.T, obj client.Object) [][]byte {
+	t.Helper()
+	var out [][]byte
+	switch c := obj.(type) {
+	case *admissionregistrationv1.ValidatingWebhookConfiguration:
+		if err := env.Client.Get(t.Context(), types.NamespacedName{Name: validating}, c); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range c.Webhooks {
+			out = append(out, w.ClientConfig.CABundle)
+		}
+	case *admissionregistrationv1.MutatingWebhookConfiguration:
+		if err := env.Client.Get(t.Context(), types.NamespacedName{Name: mutating}, c); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range c.Webhooks {
+			out = append(out, w.ClientConfig.CABundle)
+		}
+	}
+	return out
+}
+
+func secretData(t *testing.T, key types.NamespacedName) map[string][]byte {
+	t.Helper()
+	var s corev1.Secret
+	if err := env.Client.Get(t.Context(), key, &s); err != nil {
+		t.Fatal(err)
+	}
+	return s.Data
+}
+
+// servedCert is the DER of the certificate the server at host:port
+// presents.
+func servedCert(t *testing.T, host string, port int) []byte {
+	t.Helper()
+	conn, err := tls.Dial("tcp", net.JoinHostPort(host, strconv.Itoa(port)), &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // reads the certificate only
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	return conn.ConnectionState().PeerCertificates[0].Raw
+}
+
+// firstCert is the DER of the first certificate in PEM data.
+func firstCert(t *testing.T, data []byte) []byte {
+	t.Helper()
+	b, _ := pem.Decode(data)
+	if b == nil {
+		t.Fatal("no PEM certificate")
+	}
+	if _, err := x509.ParseCertificate(b.Bytes); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes
+}
+
+// startManager runs mgr until t ends.
+func startManager(t *testing.T, mgr ctrl.Manager) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+}
+
+func TestRotateCertificatesRefuses(t *testing.T) {
+	ok := webhook.Certificates{Secret: types.NamespacedName{Namespace: "ns", Name: "certs"}, CertDir: "/certs", DNSName: "svc.ns.svc"}
+	tests := []struct {
+		name string
+		edit func(*webhook.Certificates)
+		want string
+	}{
+		{"no secret", func(c *webhook.Certificates) { c.Secret.Namespace = "" }, "Certificates.Secret"},
+		{"no cert dir", func(c *webhook.Certificates) { c.CertDir = "" }, "Certificates.CertDir"},
+		{"no DNS name", func(c *webhook.Certificates) { c.DNSName = "" }, "Certificates.DNSName"},
+		{"renewal after expiry", func(c *webhook.Certificates) { c.Validity, c.RenewBefore = time.Hour, 2*time.Hour }, "RenewBefore (2h0m0s) must be below Validity (1h0m0s)"},
+		{"checks too rare", func(c *webhook.Certificates) { c.RenewBefore, c.CheckEvery = time.Hour, time.Hour }, "CheckEvery (1h0m0s) must be below RenewBefore"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := ok
+			tt.edit(&c)
+			if _, err := webhook.RotateCertificates(mgr, c); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("RotateCertificates = %v, want an error naming %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestNewServerWaitsForItsCertificate: stopped before its certificate
+// comes, the server returns without error, never having served.
+func TestNewServerWaitsForItsCertificate(t *testing.T) {
+	opts := env.WebhookOptions()
+	srv := webhook.NewServer(crwebhook.Options{Host: opts.Host, Port: opts.Port, CertDir: t.TempDir()})
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancel()
+	if err := srv.Start(ctx); err != nil {
+		t.Errorf("stopped while waiting: %v", err)
+	}
+	if err := srv.StartedChecker()(nil); err == nil {
+		t.Error("started without a certificate")
+	}
+}
