@@ -147,12 +147,13 @@ generate: controller-gen ## Generate deepcopy code (controller-gen object).
 		echo "$(CONTROLLER_GEN) object in $$ex"; (cd $$ex && $(CONTROLLER_GEN) object paths=./api/...); done
 
 .PHONY: manifests
-manifests: controller-gen ## Generate CRDs and RBAC from markers.
+manifests: controller-gen ## Generate CRDs, RBAC and webhook configurations from markers.
 	$(CONTROLLER_GEN) crd webhook paths=./internal/testapi/... output:crd:artifacts:config=internal/testapi/crd output:webhook:artifacts:config=internal/testapi/webhook
 	@for ex in $$(ls -d examples/*/api 2>/dev/null); do ex=$${ex%/api}; \
 		echo "$(CONTROLLER_GEN) crd rbac in $$ex"; \
 		(cd $$ex && $(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases \
-			rbac:roleName=manager-role paths=./... output:rbac:artifacts:config=config/rbac); \
+			rbac:roleName=manager-role paths=./... output:rbac:artifacts:config=config/rbac \
+			webhook output:webhook:artifacts:config=config/webhook); \
 		mkdir -p $$ex/docs; (cd hack && $(STATIC_BUILD_ENV) go run ./crdref -title "$$(basename $$ex) operator: API reference" \
 			-out $(ROOT)/$$ex/docs/reference.md $(ROOT)/$$ex/config/crd/bases/*.yaml); \
 	done

@@ -31,11 +31,15 @@ import (
 // running as two replicas under its own ServiceAccount: the sample becomes
 // Ready with its real pods in status.nodes and serves a real client; the
 // operator is upgraded in place to another build (helm upgrade with its
-// next image) without restarting a pod or writing a child; an
+// next image) without restarting a pod or writing a child; the
+// operator's own Validate refuses a spec at admission through its webhook
+// (with the certificate it made itself) and its Warnings warn; an
 // invalid size is refused at admission naming the field; a scale-up whose
 // leader is killed midway is finished by the new leader; an image change
-// rolls every pod; a deleted pod is replaced; it scales down; deleting it
-// removes its children; helm uninstall leaves nothing.
+// rolls every pod; a deleted pod is replaced; it scales down; with the
+// operator scaled to 0, updates are refused (failurePolicy Fail) and
+// deletes are not; deleting it removes its children; helm uninstall
+// leaves nothing.
 func TestMemcachedOperatorInCluster(t *testing.T) {
 	t.Parallel() // with TestEtcdOperatorInCluster (main_test.go)
 	root, err := repo.Root()
@@ -91,6 +95,40 @@ func TestMemcachedOperatorInCluster(t *testing.T) {
 				return workload{ns: ns, owner: memcached(ctx, t, cfg).UID, pods: "app.kubernetes.io/instance=" + name}
 			})).
 		Assess("metrics are served over HTTPS to a token allowed to get /metrics only", op.metricsOnlyForReaders(ns)).
+		Assess("the operator's own checks run at admission: a refused spec names the field, an unpinned image warns", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			create := func(name, spec string, dryRun bool) (string, error) {
+				t.Helper()
+				args := []string{"create", "-f", "-"}
+				if dryRun {
+					args = append(args, "--dry-run=server")
+				}
+				cmd, err := harness.KubectlCommand(ctx, cfg, args...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cmd.Stdin = strings.NewReader(`{"apiVersion":"cache.opkit.dev/v1alpha1","kind":"Memcached","metadata":{"name":"` + name + `","namespace":"` + ns + `"},"spec":` + spec + `}`)
+				out, err := cmd.CombinedOutput()
+				return string(out), err
+			}
+			// Valid for the schema; the operator's Validate refuses it.
+			out, err := create("memcached-items-beyond-limit", `{"size":1,"memoryLimitMB":128,"resources":{"limits":{"memory":"96Mi"}}}`, false)
+			if err == nil {
+				t.Fatalf("memoryLimitMB beyond the memory limit was admitted: %s", out)
+			}
+			// The message is Validate's: no schema or CEL rule says it.
+			if !strings.Contains(out, "spec.memoryLimitMB: Invalid value: 128: must be less than spec.resources.limits.memory (96Mi)") {
+				t.Errorf("the refusal is not the webhook's naming spec.memoryLimitMB: %s", out)
+			}
+			var m v1alpha1.Memcached
+			if err := cfg.Client().Resources().Get(ctx, "memcached-items-beyond-limit", ns, &m); !apierrors.IsNotFound(err) {
+				t.Errorf("the refused Memcached: get = %v, want NotFound", err)
+			}
+			out, err = create("memcached-unpinned", `{"size":1,"image":"memcached"}`, true)
+			if err != nil || !strings.Contains(out, `Warning: spec.image "memcached" does not pin a version`) {
+				t.Errorf("an unpinned image: %v, output %q, want admitted with a warning", err, out)
+			}
+			return ctx
+		}).
 		Assess("an invalid size is refused at admission, naming the field", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			before := memcached(ctx, t, cfg)
 			out, err := harness.Kubectl(ctx, cfg, "patch", "memcached", name, "-n", ns, "--type=merge", "-p", `{"spec":{"size":101}}`)
@@ -165,6 +203,41 @@ func TestMemcachedOperatorInCluster(t *testing.T) {
 		Assess("scaling to 2 leaves 2 real pods in status.nodes", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			patch(ctx, t, cfg, `{"size":2}`)
 			waitReadyWithPods(ctx, t, cfg, ns, name, 2)
+			return ctx
+		}).
+		Assess("with the operator scaled to 0, updates are refused (failurePolicy Fail) and deletes are not; scaled back, admission works", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			deployment := op.name + "-controller-manager"
+			scale := func(replicas string) {
+				t.Helper()
+				if out, err := harness.Kubectl(ctx, cfg, "scale", "deployment", deployment, "-n", op.namespace, "--replicas="+replicas); err != nil {
+					t.Fatalf("%v\n%s", err, out)
+				}
+			}
+			doomed := &v1alpha1.Memcached{ObjectMeta: metav1.ObjectMeta{Name: "memcached-deleted-while-down", Namespace: ns}, Spec: v1alpha1.MemcachedSpec{Size: 0, Image: "memcached:1.6"}}
+			if err := cfg.Client().Resources().Create(ctx, doomed); err != nil {
+				t.Fatal(err)
+			}
+			scale("0")
+			harness.WaitFor(ctx, t, "no operator pod", 2*time.Minute, time.Second, func(ctx context.Context) (bool, string) {
+				var pods corev1.PodList
+				if err := cfg.Client().Resources(op.namespace).List(ctx, &pods, resources.WithLabelSelector("control-plane=controller-manager")); err != nil {
+					return false, err.Error()
+				}
+				return len(pods.Items) == 0, fmt.Sprintf("%d pods", len(pods.Items))
+			})
+			_, err := harness.Kubectl(ctx, cfg, "patch", "memcached", name, "-n", ns, "--type=merge", "-p", `{"spec":{"size":3}}`)
+			if err == nil || !strings.Contains(err.Error(), `failed calling webhook "vmemcached.cache.opkit.dev"`) {
+				t.Errorf("an update with no operator: %v, want refused by the webhook's failurePolicy", err)
+			}
+			if out, err := harness.Kubectl(ctx, cfg, "delete", "memcached", doomed.Name, "-n", ns, "--wait=true", "--timeout=1m"); err != nil {
+				t.Errorf("a delete with no operator: %v\n%s", err, out)
+			}
+			scale("2")
+			if out, err := harness.Kubectl(ctx, cfg, "rollout", "status", "deployment", deployment, "-n", op.namespace, "--timeout=3m"); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			patch(ctx, t, cfg, `{"size":3}`)
+			waitReadyWithPods(ctx, t, cfg, ns, name, 3)
 			return ctx
 		}).
 		Assess("deleting the Memcached removes its children", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {

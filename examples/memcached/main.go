@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -20,14 +21,17 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/opkit-dev/opkit/examples/memcached/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/memcached/internal/controller"
 	"github.com/opkit-dev/opkit/reconcile"
 	"github.com/opkit-dev/opkit/securemetrics"
+	"github.com/opkit-dev/opkit/webhook"
 )
 
 // version is this build of the operator, logged when it starts. The linker
@@ -101,7 +105,12 @@ func run() error {
 	}
 	cacheOpts := controller.CacheOptions(watched)
 	cacheOpts.SyncPeriod = &o.syncPeriod
+	var webhookServer crwebhook.Server
+	if o.webhookPort != 0 {
+		webhookServer = webhook.NewServer(crwebhook.Options{Port: o.webhookPort, CertDir: o.webhookCertDir})
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		WebhookServer:           webhookServer,
 		Scheme:                  scheme,
 		Cache:                   cacheOpts,
 		Metrics:                 securemetrics.ServerOptions(o.metricsAddr, o.metricsSecure),
@@ -116,8 +125,20 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
-	if _, err := controller.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: o.concurrency, ProgressDelay: o.progressDelay, ReadyEvents: events}); err != nil {
+	if _, err := controller.SetupWithManager(mgr, controller.Options{
+		MaxConcurrentReconciles: o.concurrency, ProgressDelay: o.progressDelay, ReadyEvents: events,
+		Webhooks: o.webhookPort != 0,
+	}); err != nil {
 		return err
+	}
+	if o.webhookPort != 0 {
+		ready, err := webhookReadiness(mgr, o)
+		if err != nil {
+			return err
+		}
+		if err := mgr.AddReadyzCheck("webhook", ready); err != nil {
+			return fmt.Errorf("adding the webhook readiness check: %w", err)
+		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("adding the health check: %w", err)
@@ -135,15 +156,52 @@ func run() error {
 	if err := mgr.AddReadyzCheck("readyz", cacheSynced); err != nil {
 		return fmt.Errorf("adding the readiness check: %w", err)
 	}
-	log.Info("starting", "version", version, "host", cfg.Host, "namespaces", watched, "leaderElection", o.leaderElect)
+	log.Info("starting", "version", version, "host", cfg.Host, "namespaces", watched, "leaderElection", o.leaderElect, "webhookPort", o.webhookPort)
 	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// webhookReadiness is ready once the webhook server serves: with
+// --webhook-cert-secret, once the operator's own certificate is mounted
+// and its CA injected.
+func webhookReadiness(mgr ctrl.Manager, o *flags) (healthz.Checker, error) {
+	if o.webhookCertSecret == "" {
+		return mgr.GetWebhookServer().StartedChecker(), nil
+	}
+	ns, err := podNamespace()
+	if err != nil {
+		return nil, fmt.Errorf("--webhook-cert-secret: %w", err)
+	}
+	ready, err := webhook.RotateCertificates(mgr, webhook.Certificates{
+		Secret:     types.NamespacedName{Namespace: ns, Name: o.webhookCertSecret},
+		CertDir:    o.webhookCertDir,
+		DNSName:    o.webhookService + "." + ns + ".svc",
+		Validating: []string{o.validatingWebhookConfig},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("--webhook-cert-secret: %w", err)
+	}
+	return ready, nil
+}
+
+// podNamespace is $POD_NAMESPACE, else the namespace of the pod's
+// ServiceAccount.
+func podNamespace() (string, error) {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns, nil
+	}
+	b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+	if err != nil {
+		return "", fmt.Errorf("the pod's namespace: set POD_NAMESPACE out of a cluster: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
 }
 
 // flags are the operator's command-line settings.
 type flags struct {
 	metricsAddr, probeAddr, pprofAddr, namespaces, leaderNamespace, readyEvents string
+	webhookCertDir, webhookCertSecret, webhookService, validatingWebhookConfig  string
 	leaderElect, metricsSecure                                                  bool
-	concurrency                                                                 int
+	concurrency, webhookPort                                                    int
 	syncPeriod, progressDelay                                                   time.Duration
 }
 
@@ -161,8 +219,19 @@ func bindFlags(fs *flag.FlagSet) *flags {
 	fs.DurationVar(&o.syncPeriod, "sync-period", 10*time.Hour, "how often the informers resync every cached object; a resync changes nothing and runs no pass (the watches' predicates drop it)")
 	fs.StringVar(&o.readyEvents, "ready-events", "on-recovery", "when a Memcached's Normal Ready event is recorded: on-recovery (only when Ready becomes True from False; a new Memcached's first Ready is in its status alone) or always")
 	fs.DurationVar(&o.progressDelay, "progress-delay", defaultProgressDelay, "a Memcached (or spec change) Ready within this delay gets one status write; a slower rollout shows Reconciling after it (0: at once). Until then status.observedGeneration is behind, which kstatus reads as in progress; a Deployment that fails (ReplicaFailure, ProgressDeadlineExceeded) is reported at once")
+	fs.IntVar(&o.webhookPort, "webhook-port", 0, "port the admission webhooks (validation, warnings) are served on; 0 serves none, for runs outside the cluster (the installers set 9443)")
+	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs"), "directory of the webhook server's tls.crt and tls.key; the server starts once they are there")
+	fs.StringVar(&o.webhookCertSecret, "webhook-cert-secret", "", "Secret in the pod's namespace, mounted at --webhook-cert-dir, where the operator keeps its own CA and serving certificate and renews them; empty: another party provides them (cert-manager)")
+	fs.StringVar(&o.webhookService, "webhook-service", "memcached-operator-webhook-service", "Service in the pod's namespace the API server calls the webhooks through: the serving certificate's name (with --webhook-cert-secret)")
+	fs.StringVar(&o.validatingWebhookConfig, "validating-webhook-configuration", "memcached-operator-validating-webhook-configuration", "ValidatingWebhookConfiguration whose caBundle gets the operator's CA (with --webhook-cert-secret)")
 	return o
 }
+
+// The rights of --webhook-cert-secret outside the operator's namespace
+// (config/webhook has the Role for the Secret): it writes its CA into
+// the webhook configuration.
+//
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;list;watch;update
 
 // The rights the metrics endpoint's authentication and authorisation
 // (--metrics-secure, securemetrics) use: it asks the API server who a

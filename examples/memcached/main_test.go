@@ -3,6 +3,8 @@ package main
 import (
 	"flag"
 	"io"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -23,14 +25,19 @@ func TestFlagDefaults(t *testing.T) {
 		{"no flags", nil, flags{
 			metricsAddr: ":8443", metricsSecure: true, probeAddr: ":8081", pprofAddr: "0",
 			readyEvents: "on-recovery", concurrency: 16, syncPeriod: 10 * time.Hour, progressDelay: 5 * time.Minute,
+			webhookCertDir: filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs"),
+			webhookService: "memcached-operator-webhook-service", validatingWebhookConfig: "memcached-operator-validating-webhook-configuration",
 		}},
 		{"every flag", []string{
 			"--metrics-bind-address=127.0.0.1:1", "--metrics-secure=false", "--health-probe-bind-address=127.0.0.1:2",
 			"--pprof-bind-address=127.0.0.1:3", "--leader-elect", "--leader-election-namespace=ops", "--namespaces=a,b",
 			"--max-concurrent-reconciles=2", "--sync-period=15s", "--ready-events=always", "--progress-delay=0",
+			"--webhook-port=9443", "--webhook-cert-dir=/certs", "--webhook-cert-secret=certs", "--webhook-service=svc",
+			"--validating-webhook-configuration=vwc",
 		}, flags{
 			metricsAddr: "127.0.0.1:1", probeAddr: "127.0.0.1:2", pprofAddr: "127.0.0.1:3", leaderElect: true,
 			leaderNamespace: "ops", namespaces: "a,b", concurrency: 2, syncPeriod: 15 * time.Second, readyEvents: "always",
+			webhookPort: 9443, webhookCertDir: "/certs", webhookCertSecret: "certs", webhookService: "svc", validatingWebhookConfig: "vwc",
 		}},
 	}
 	for _, tt := range tests {

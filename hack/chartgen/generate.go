@@ -69,6 +69,14 @@ func Generate(example, shared, out string) error {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
+	hooks := filepath.Join(example, "config", "webhook", "manifests.yaml")
+	if b, err := os.ReadFile(hooks); err == nil {
+		if files[filepath.Join("webhook", "manifests.yaml")], err = webhookTemplate(b); err != nil {
+			return fmt.Errorf("%s: %w", hooks, err)
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
 	if err := os.RemoveAll(out); err != nil {
 		return err
 	}
@@ -173,4 +181,55 @@ func guardTemplate(b []byte) ([]byte, error) {
 	out := bytes.Join(docs, []byte("---\n"))
 	out = bytes.ReplaceAll(out, []byte(guardName), []byte(`{{ include "chart.fullname" . }}-guard`))
 	return append([]byte("# config/guard/policy.yaml, written by make chart.\n"), out...), nil
+}
+
+// Placeholders for the release's values while the webhook configurations
+// are YAML; none can occur in a configuration (names hold no "_").
+const (
+	fullnamePart  = "__chart_fullname__"
+	namespacePart = "__chart_namespace__"
+	failurePart   = "__chart_failure_policy__"
+)
+
+// webhookTemplate returns controller-gen's webhook configurations (b)
+// behind chart.webhook, with their names, their Service's name and
+// namespace made the release's, and failurePolicy webhook.failurePolicy.
+func webhookTemplate(b []byte) ([]byte, error) {
+	var docs [][]byte
+	for doc := range strings.SplitSeq(strings.TrimPrefix(string(b), "---\n"), "\n---\n") {
+		var obj map[string]any
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			return nil, err
+		}
+		if k := obj["kind"]; k != "ValidatingWebhookConfiguration" && k != "MutatingWebhookConfiguration" {
+			return nil, fmt.Errorf("kind %v: want webhook configurations", k)
+		}
+		meta, _ := obj["metadata"].(map[string]any)
+		meta["name"] = fullnamePart + "-" + fmt.Sprint(meta["name"])
+		hooks, _ := obj["webhooks"].([]any)
+		for _, h := range hooks {
+			h, _ := h.(map[string]any)
+			cc, _ := h["clientConfig"].(map[string]any)
+			svc, ok := cc["service"].(map[string]any)
+			if !ok {
+				return nil, fmt.Errorf("webhook %v: no clientConfig.service", h["name"])
+			}
+			svc["name"] = fullnamePart + "-" + fmt.Sprint(svc["name"])
+			svc["namespace"] = namespacePart
+			h["failurePolicy"] = failurePart
+		}
+		out, err := yaml.Marshal(obj)
+		if err != nil {
+			return nil, err
+		}
+		docs = append(docs, out)
+	}
+	out := string(bytes.Join(docs, []byte("---\n")))
+	out = strings.NewReplacer(
+		fullnamePart, `{{ include "chart.fullname" . }}`,
+		namespacePart, `{{ include "chart.namespace" . }}`,
+		failurePart, `{{ .Values.webhook.failurePolicy }}`,
+	).Replace(out)
+	return []byte("# config/webhook/manifests.yaml (controller-gen), written by make chart.\n" +
+		"{{- if include \"chart.webhook\" . }}\n" + out + "{{- end }}\n"), nil
 }

@@ -68,3 +68,12 @@ control-plane: controller-manager
 {{- define "chart.metricsPortName" -}}
 {{- if .Values.metrics.secure }}https{{ else }}http{{ end }}
 {{- end }}
+
+{{/*
+"true" when the chart serves the operator's admission webhooks: its values
+have webhook.enable (an operator with webhook configurations, written into
+templates/webhook by make chart).
+*/}}
+{{- define "chart.webhook" -}}
+{{- if and .Values.webhook .Values.webhook.enable }}true{{ end }}
+{{- end }}

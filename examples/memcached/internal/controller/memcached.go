@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -113,10 +114,13 @@ func built[C any](f func(*v1alpha1.Memcached) C) func(context.Context, *v1alpha1
 	return func(_ context.Context, m *v1alpha1.Memcached) (C, error) { return f(m), nil }
 }
 
+// +kubebuilder:webhook:path=/validate-cache-opkit-dev-v1alpha1-memcached,mutating=false,failurePolicy=fail,sideEffects=None,groups=cache.opkit.dev,resources=memcacheds,verbs=create;update,versions=v1alpha1,name=vmemcached.cache.opkit.dev,admissionReviewVersions=v1,timeoutSeconds=5
+
 // Validate checks what the CRD schema does not: memoryLimitMB must be below
 // the container's memory limit (or memcached is OOM-killed when its cache
 // fills), and resource requests must not exceed their limits (the pods would
-// be rejected by the ReplicaSet controller, far from the Memcached).
+// be rejected by the ReplicaSet controller, far from the Memcached). It
+// runs at admission too (--webhook-port), as the webhook above.
 func (h *Hooks) Validate(_ context.Context, m *v1alpha1.Memcached) field.ErrorList {
 	var errs field.ErrorList
 	res := m.Spec.Resources
@@ -142,6 +146,20 @@ func (h *Hooks) Validate(_ context.Context, m *v1alpha1.Memcached) field.ErrorLi
 		}
 	}
 	return errs
+}
+
+// Warnings warns at admission of an image with no tag, or tagged latest:
+// a pod rescheduled later may pull another memcached than its peers run.
+func (h *Hooks) Warnings(_ context.Context, _, m *v1alpha1.Memcached) []string {
+	image := m.Spec.Image
+	if strings.Contains(image, "@") {
+		return nil
+	}
+	_, tag, tagged := strings.Cut(image[strings.LastIndex(image, "/")+1:], ":")
+	if !tagged || tag == "latest" {
+		return []string{fmt.Sprintf("spec.image %q does not pin a version: pin a tag or digest, or pods may run different memcached releases", image)}
+	}
+	return nil
 }
 
 // Reconcile applies m's children, records its pods and the Deployment's

@@ -23,6 +23,7 @@ import (
 
 	"github.com/opkit-dev/opkit/examples/memcached/api/v1alpha1"
 	"github.com/opkit-dev/opkit/reconcile"
+	"github.com/opkit-dev/opkit/webhook"
 )
 
 // Name is the controller's name: metrics label, events' reporting
@@ -45,6 +46,9 @@ type Options struct {
 	// Ready=False does (reconcile.ReadyEventsOnRecovery: one event write
 	// fewer per new Memcached).
 	ReadyEvents reconcile.ReadyEvents
+	// Webhooks also serves the hooks' Validate and Warnings as the
+	// Memcached validating webhook (webhook.SetupWithManager).
+	Webhooks bool
 	// SkipNameValidation allows several controllers named Name in one
 	// process (tests).
 	SkipNameValidation bool
@@ -113,6 +117,11 @@ func SetupWithManager(mgr ctrl.Manager, o Options) (*reconcile.Reconciler[*v1alp
 	r, err := reconcile.SetupWithManager[*v1alpha1.Memcached](mgr, hooks, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("setting up the %s controller: %w", Name, err)
+	}
+	if o.Webhooks {
+		if err := webhook.SetupWithManager[*v1alpha1.Memcached](mgr, hooks); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
 }

@@ -1,0 +1,98 @@
+package charts
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// TestChartWebhook: the memcached chart's webhook values. Under another
+// release name every name the manager is given is the release's object;
+// webhook.enable false drops the webhook and everything it needs;
+// failurePolicy and extra volumes reach the objects.
+func TestChartWebhook(t *testing.T) {
+	const ns, release = "ops", "mc"
+	const fullname = "mc-memcached-operator"
+	tests := []struct {
+		name   string
+		values map[string]any
+		check  func(t *testing.T, objs map[string]*unstructured.Unstructured)
+	}{{
+		name: "another release: the flags name its objects",
+		check: func(t *testing.T, objs map[string]*unstructured.Unstructured) {
+			secret := mustGet(t, objs, "Secret/"+ns+"/"+fullname+"-webhook-server-cert")
+			svc := mustGet(t, objs, "Service/"+ns+"/"+fullname+"-webhook-service")
+			cfg := mustGet(t, objs, "ValidatingWebhookConfiguration//"+fullname+"-validating-webhook-configuration")
+			mustGet(t, objs, "RoleBinding/"+ns+"/"+fullname+"-webhook-cert-rolebinding")
+			want := []string{
+				"--webhook-port=9443",
+				"--webhook-cert-secret=" + secret.GetName(),
+				"--webhook-cert-dir=/tmp/k8s-webhook-server/serving-certs",
+				"--webhook-service=" + svc.GetName(),
+				"--validating-webhook-configuration=" + cfg.GetName(),
+			}
+			var got []string
+			for _, a := range managerArgs(t, objs) {
+				if strings.HasPrefix(a, "--webhook-") || strings.HasPrefix(a, "--validating-webhook-") {
+					got = append(got, a)
+				}
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("webhook flags (-want +got):\n%s", diff)
+			}
+			hooks, _, _ := unstructured.NestedSlice(cfg.Object, "webhooks")
+			ref, _, _ := unstructured.NestedStringMap(hooks[0].(map[string]any), "clientConfig", "service")
+			if ref["name"] != svc.GetName() || ref["namespace"] != ns {
+				t.Errorf("the configuration calls %s/%s, not the Service %s/%s", ref["namespace"], ref["name"], ns, svc.GetName())
+			}
+			if p := hooks[0].(map[string]any)["failurePolicy"]; p != "Fail" {
+				t.Errorf("failurePolicy %v by default, want Fail", p)
+			}
+		},
+	}, {
+		name:   "webhook.enable false: no webhook, Service, Secret, flags or volume",
+		values: map[string]any{"webhook": map[string]any{"enable": false}},
+		check: func(t *testing.T, objs map[string]*unstructured.Unstructured) {
+			noneNamed(t, objs, "webhook")
+			if args := managerArgs(t, objs); slices.ContainsFunc(args, func(a string) bool { return strings.Contains(a, "webhook") }) {
+				t.Errorf("args %v still serve the webhook", args)
+			}
+			if m := manager(t, objs); m["volumeMounts"] != nil {
+				t.Errorf("volumeMounts %v", m["volumeMounts"])
+			}
+		},
+	}, {
+		name:   "webhook.failurePolicy Ignore",
+		values: map[string]any{"webhook": map[string]any{"failurePolicy": "Ignore"}},
+		check: func(t *testing.T, objs map[string]*unstructured.Unstructured) {
+			cfg := mustGet(t, objs, "ValidatingWebhookConfiguration//"+fullname+"-validating-webhook-configuration")
+			hooks, _, _ := unstructured.NestedSlice(cfg.Object, "webhooks")
+			if p := hooks[0].(map[string]any)["failurePolicy"]; p != "Ignore" {
+				t.Errorf("failurePolicy %v, want Ignore", p)
+			}
+		},
+	}, {
+		name: "extra volumes beside the certificate's",
+		values: map[string]any{"manager": map[string]any{
+			"extraVolumes":      []any{map[string]any{"name": "cache", "emptyDir": map[string]any{}}},
+			"extraVolumeMounts": []any{map[string]any{"name": "cache", "mountPath": "/cache"}},
+		}},
+		check: func(t *testing.T, objs map[string]*unstructured.Unstructured) {
+			var mounts []string
+			for _, m := range manager(t, objs)["volumeMounts"].([]any) {
+				mounts = append(mounts, m.(map[string]any)["name"].(string))
+			}
+			if diff := cmp.Diff([]string{"webhook-cert", "cache"}, mounts); diff != "" {
+				t.Errorf("volumeMounts (-want +got):\n%s", diff)
+			}
+		},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.check(t, byKey(render(t, "memcached", release, ns, tt.values)))
+		})
+	}
+}
