@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -41,10 +42,14 @@ type Certificates struct {
 	// (default 90 days). RenewBefore must exceed the kubelet's delay in
 	// updating the mounted Secret (about a minute), or requests fail.
 	Validity, RenewBefore time.Duration
-	// CheckEvery is how often expiry is checked (default 12 hours); it
-	// must be below RenewBefore.
+	// CheckEvery is how often expiry is checked (default 12 hours, or a
+	// quarter of RenewBefore when that is shorter); it must be below
+	// RenewBefore.
 	CheckEvery time.Duration
 }
+
+// defaultValidity is cert-controller's serving certificate validity.
+const defaultValidity = 365 * 24 * time.Hour
 
 func (c Certificates) check() error {
 	switch {
@@ -54,8 +59,8 @@ func (c Certificates) check() error {
 		return errors.New("webhook: Certificates.CertDir: set the webhook server's CertDir, where the Secret is mounted")
 	case c.DNSName == "":
 		return errors.New("webhook: Certificates.DNSName: set the Service's name, <service>.<namespace>.svc")
-	case c.Validity != 0 && c.RenewBefore >= c.Validity:
-		return fmt.Errorf("webhook: Certificates.RenewBefore (%s) must be below Validity (%s)", c.RenewBefore, c.Validity)
+	case c.RenewBefore >= cmp.Or(c.Validity, defaultValidity):
+		return fmt.Errorf("webhook: Certificates.RenewBefore (%s) must be below Validity (%s)", c.RenewBefore, cmp.Or(c.Validity, defaultValidity))
 	case c.CheckEvery != 0 && c.RenewBefore != 0 && c.CheckEvery >= c.RenewBefore:
 		return fmt.Errorf("webhook: Certificates.CheckEvery (%s) must be below RenewBefore (%s)", c.CheckEvery, c.RenewBefore)
 	}
@@ -73,6 +78,9 @@ func (c Certificates) check() error {
 func RotateCertificates(mgr ctrl.Manager, c Certificates) (healthz.Checker, error) {
 	if err := c.check(); err != nil {
 		return nil, err
+	}
+	if c.CheckEvery == 0 && c.RenewBefore != 0 && c.RenewBefore/4 < 12*time.Hour {
+		c.CheckEvery = c.RenewBefore / 4
 	}
 	var hooks []rotator.WebhookInfo
 	for _, w := range []struct {

@@ -259,6 +259,7 @@ func TestRotateCertificatesRefuses(t *testing.T) {
 		{"no cert dir", func(c *webhook.Certificates) { c.CertDir = "" }, "Certificates.CertDir"},
 		{"no DNS name", func(c *webhook.Certificates) { c.DNSName = "" }, "Certificates.DNSName"},
 		{"renewal after expiry", func(c *webhook.Certificates) { c.Validity, c.RenewBefore = time.Hour, 2*time.Hour }, "RenewBefore (2h0m0s) must be below Validity (1h0m0s)"},
+		{"renewal beyond the default validity", func(c *webhook.Certificates) { c.RenewBefore = 400 * 24 * time.Hour }, "must be below Validity (8760h0m0s)"},
 		{"checks too rare", func(c *webhook.Certificates) { c.RenewBefore, c.CheckEvery = time.Hour, time.Hour }, "CheckEvery (1h0m0s) must be below RenewBefore"},
 	}
 	for _, tt := range tests {

@@ -54,6 +54,9 @@ func TestMemcachedOperatorInCluster(t *testing.T) {
 		// This suite installs through the Helm chart; the etcd suites
 		// through make deploy.
 		chart: true,
+		// The webhook's certificate is renewed a minute after it is made,
+		// throughout the suite (certificateRotates).
+		args: []string{"--webhook-cert-validity=" + certValidity.String(), "--webhook-cert-renew-before=" + certRenewBefore.String()},
 	}.fromRegistry(t.Context(), t)
 	sample := filepath.Join(root, "examples/memcached/config/samples/cache_v1alpha1_memcached.yaml")
 	const ns, name = "default", "memcached-sample"
@@ -129,6 +132,7 @@ func TestMemcachedOperatorInCluster(t *testing.T) {
 			}
 			return ctx
 		}).
+		Assess("the webhook's certificate rotates under load with no failed request, and every replica serves the new one", op.certificateRotates(ns)).
 		Assess("an invalid size is refused at admission, naming the field", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			before := memcached(ctx, t, cfg)
 			out, err := harness.Kubectl(ctx, cfg, "patch", "memcached", name, "-n", ns, "--type=merge", "-p", `{"spec":{"size":101}}`)

@@ -53,6 +53,8 @@ type operator struct {
 	// chart installs, upgrades and uninstalls through the Helm chart
 	// (helm's Go SDK) instead of make deploy and make undeploy.
 	chart bool
+	// args are the chart's manager.args at install, kept on upgrades.
+	args []string
 }
 
 // helmReleaseNamespace records the chart's release (helm -n): the chart
@@ -112,6 +114,9 @@ func (o operator) install(ctx context.Context, cfg *envconf.Config, upgrade bool
 	image := map[string]any{"manager": map[string]any{"image": map[string]any{"repository": o.img, "tag": "", "pullPolicy": "Always"}}}
 	if upgrade {
 		return r.Upgrade(ctx, image)
+	}
+	if o.args != nil {
+		image["manager"].(map[string]any)["args"] = o.args
 	}
 	image["namespace"] = map[string]any{"create": true, "name": o.namespace}
 	image["crd"] = map[string]any{"keep": false}

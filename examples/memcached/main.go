@@ -176,6 +176,7 @@ func webhookReadiness(mgr ctrl.Manager, o *flags) (healthz.Checker, error) {
 		CertDir:    o.webhookCertDir,
 		DNSName:    o.webhookService + "." + ns + ".svc",
 		Validating: []string{o.validatingWebhookConfig},
+		Validity:   o.webhookCertValidity, RenewBefore: o.webhookCertRenewBefore,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("--webhook-cert-secret: %w", err)
@@ -202,7 +203,7 @@ type flags struct {
 	webhookCertDir, webhookCertSecret, webhookService, validatingWebhookConfig  string
 	leaderElect, metricsSecure                                                  bool
 	concurrency, webhookPort                                                    int
-	syncPeriod, progressDelay                                                   time.Duration
+	syncPeriod, progressDelay, webhookCertValidity, webhookCertRenewBefore      time.Duration
 }
 
 // bindFlags registers the operator's flags on fs, with their defaults.
@@ -224,6 +225,8 @@ func bindFlags(fs *flag.FlagSet) *flags {
 	fs.StringVar(&o.webhookCertSecret, "webhook-cert-secret", "", "Secret in the pod's namespace, mounted at --webhook-cert-dir, where the operator keeps its own CA and serving certificate and renews them; empty: another party provides them (cert-manager)")
 	fs.StringVar(&o.webhookService, "webhook-service", "memcached-operator-webhook-service", "Service in the pod's namespace the API server calls the webhooks through: the serving certificate's name (with --webhook-cert-secret)")
 	fs.StringVar(&o.validatingWebhookConfig, "validating-webhook-configuration", "memcached-operator-validating-webhook-configuration", "ValidatingWebhookConfiguration whose caBundle gets the operator's CA (with --webhook-cert-secret)")
+	fs.DurationVar(&o.webhookCertValidity, "webhook-cert-validity", 0, "how long a serving certificate of --webhook-cert-secret is valid (0: one year)")
+	fs.DurationVar(&o.webhookCertRenewBefore, "webhook-cert-renew-before", 0, "how long before its expiry the certificate is renewed (0: 90 days); it must exceed the kubelet's delay in updating the mounted Secret, about a minute")
 	return o
 }
 

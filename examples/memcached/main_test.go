@@ -33,11 +33,12 @@ func TestFlagDefaults(t *testing.T) {
 			"--pprof-bind-address=127.0.0.1:3", "--leader-elect", "--leader-election-namespace=ops", "--namespaces=a,b",
 			"--max-concurrent-reconciles=2", "--sync-period=15s", "--ready-events=always", "--progress-delay=0",
 			"--webhook-port=9443", "--webhook-cert-dir=/certs", "--webhook-cert-secret=certs", "--webhook-service=svc",
-			"--validating-webhook-configuration=vwc",
+			"--validating-webhook-configuration=vwc", "--webhook-cert-validity=3m", "--webhook-cert-renew-before=2m",
 		}, flags{
 			metricsAddr: "127.0.0.1:1", probeAddr: "127.0.0.1:2", pprofAddr: "127.0.0.1:3", leaderElect: true,
 			leaderNamespace: "ops", namespaces: "a,b", concurrency: 2, syncPeriod: 15 * time.Second, readyEvents: "always",
 			webhookPort: 9443, webhookCertDir: "/certs", webhookCertSecret: "certs", webhookService: "svc", validatingWebhookConfig: "vwc",
+			webhookCertValidity: 3 * time.Minute, webhookCertRenewBefore: 2 * time.Minute,
 		}},
 	}
 	for _, tt := range tests {
