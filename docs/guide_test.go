@@ -17,8 +17,8 @@ var goBlock = regexp.MustCompile("(?s)```go\n(.*?)```")
 
 // TestFirstOperatorGuideBuilds writes the Go files of first-operator.md into a
 // scratch module that uses this checkout of opkit, generates its deepcopy
-// code and CRD with controller-gen as the guide says, builds it, and runs
-// the guide's envtest test.
+// code, CRD and webhook configuration with controller-gen as the guide
+// says, builds it, and runs the guide's envtest tests.
 func TestFirstOperatorGuideBuilds(t *testing.T) {
 	t.Parallel() // each compiles a module of its own: minutes on two cores
 	guide, err := os.ReadFile("first-operator.md")
@@ -34,12 +34,16 @@ func TestFirstOperatorGuideBuilds(t *testing.T) {
 			files["api/v1alpha1/types.go"] = code
 		case strings.HasPrefix(code, "package main") && strings.Contains(code, "func TestMain("):
 			files["main_test.go"] = code
+		case strings.HasPrefix(code, "package main") && strings.Contains(code, "testenv.WithWebhooks("):
+			files["webhook_test.go"] = code
+		case strings.HasPrefix(code, "package main") && strings.Contains(code, "+kubebuilder:webhook:"):
+			files["webhook.go"] = code
 		case strings.HasPrefix(code, "package main"):
 			files["main.go"] = code
 		}
 	}
-	if len(files) != 3 {
-		t.Fatalf("found %d of the guide's 3 complete Go files (types.go, main.go, main_test.go)", len(files))
+	if len(files) != 5 {
+		t.Fatalf("found %d of the guide's 5 complete Go files (types.go, main.go, main_test.go, webhook.go, webhook_test.go)", len(files))
 	}
 	repo, controllerGen := repoTools(t)
 	assets := envtestAssets(t, repo)
@@ -53,6 +57,7 @@ func TestFirstOperatorGuideBuilds(t *testing.T) {
 		{"go", "mod", "tidy"},
 		{controllerGen, "object", "crd", "rbac:roleName=manager-role", "paths=./...",
 			"output:crd:artifacts:config=config/crd", "output:rbac:artifacts:config=config/rbac"},
+		{controllerGen, "webhook", "paths=./...", "output:webhook:artifacts:config=config/webhook"},
 		{"go", "vet", "./..."},
 		{"go", "build", "-o", filepath.Join(dir, "greeter"), "."},
 		{"go", "test", "-count=1", "./..."},
@@ -89,6 +94,7 @@ func TestGuideCodeIsTheExamples(t *testing.T) {
 	}{
 		{"../README.md", []string{"../reconcile/example_test.go"}},
 		{"stateful.md", []string{"../guard/example_test.go", "../operation/example_test.go", "../backup/storetest/example_test.go"}},
+		{"webhooks.md", []string{"../webhook/example_test.go"}},
 	} {
 		t.Run(filepath.Base(tt.doc), func(t *testing.T) {
 			doc, err := os.ReadFile(tt.doc)
