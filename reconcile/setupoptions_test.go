@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -23,20 +22,6 @@ import (
 	"github.com/opkit-dev/opkit/internal/testkit"
 	"github.com/opkit-dev/opkit/reconcile"
 )
-
-// startManager runs mgr until the test ends.
-func startManager(t *testing.T, mgr ctrl.Manager) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
-}
 
 // countingLimiter is a rate limiter that counts the items it was asked
 // about.
@@ -85,7 +70,7 @@ func TestWithControllerOptions(t *testing.T) {
 		}),
 		reconcile.WithRawSource(source.Channel(events, &handler.EnqueueRequestForObject{})))
 	testkit.Must(t, err)
-	startManager(t, mgr)
+	testkit.Run(t, mgr)
 
 	f.createWidget("w", testv1.WidgetSpec{})
 	waitFor(t, f, "w", func(*testv1.Widget) bool { return limiter.asked.Load() > 0 })

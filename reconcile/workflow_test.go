@@ -292,7 +292,7 @@ func TestWithDependentsEndsAWaitByWatch(t *testing.T) {
 	_, err = reconcile.SetupWithManager[*testv1.Widget](mgr, &nsFilter{ns: f.ns, inner: hooks},
 		reconcile.WithName("dependents-watch"), reconcile.WithDependents(wf))
 	testkit.Must(t, err)
-	startManager(t, mgr)
+	testkit.Run(t, mgr)
 	f.createWidget("w", testv1.WidgetSpec{})
 	waitFor(t, f, "w", func(*testv1.Widget) bool { return f.configMap("w-config") != nil })
 	f.markReady("w-config")

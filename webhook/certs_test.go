@@ -28,6 +28,7 @@ import (
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
+	"github.com/opkit-dev/opkit/internal/testkit"
 	"github.com/opkit-dev/opkit/webhook"
 )
 
@@ -77,7 +78,7 @@ func TestRotateCertificates(t *testing.T) {
 	if err := ready(nil); !errors.Is(err, webhook.ErrCertificatesNotReady) {
 		t.Fatalf("ready before start = %v, want ErrCertificatesNotReady", err)
 	}
-	startManager(t, mgr)
+	testkit.Run(t, mgr)
 	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		return ready(nil) == nil, nil
 	}); err != nil {
@@ -232,20 +233,6 @@ func firstCert(t *testing.T, data []byte) []byte {
 		t.Fatal(err)
 	}
 	return b.Bytes
-}
-
-// startManager runs mgr until t ends.
-func startManager(t *testing.T, mgr ctrl.Manager) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
 }
 
 func TestRotateCertificatesRefuses(t *testing.T) {
