@@ -53,7 +53,8 @@ func TestBuildInstallerFollowsIMG(t *testing.T) {
 				if !strings.HasPrefix(o.GetName(), ex.Name+"-") {
 					t.Errorf("%s %s lacks the prefix %s-", o.GetKind(), o.GetName(), ex.Name)
 				}
-				clusterScoped := slices.Contains([]string{"ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}, o.GetKind())
+				clusterScoped := slices.Contains([]string{"ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+					"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"}, o.GetKind())
 				if !clusterScoped && o.GetNamespace() != ex.Namespace {
 					t.Errorf("%s %s in namespace %q, want %s", o.GetKind(), o.GetName(), o.GetNamespace(), ex.Namespace)
 				}
@@ -83,7 +84,15 @@ func TestServiceMonitorMatchesMetricsService(t *testing.T) {
 	}
 	for _, ex := range repo.Operators {
 		t.Run(ex.Dir, func(t *testing.T) {
-			svc := only(t, testkit.KustomizeBuild(t, filepath.Join(root, "examples", ex.Dir, "config/default")), "Service")
+			var svc *unstructured.Unstructured
+			for _, o := range testkit.KustomizeBuild(t, filepath.Join(root, "examples", ex.Dir, "config/default")) {
+				if o.GetKind() == "Service" && strings.HasSuffix(o.GetName(), "-metrics-service") {
+					svc = o
+				}
+			}
+			if svc == nil {
+				t.Fatal("config/default has no Service named *-metrics-service")
+			}
 			mon := only(t, testkit.KustomizeBuild(t, filepath.Join(root, "examples", ex.Dir, "config/prometheus")), "ServiceMonitor")
 			if mon.GetNamespace() != svc.GetNamespace() || !strings.HasPrefix(mon.GetName(), ex.Name+"-") {
 				t.Errorf("ServiceMonitor %s/%s, want it in %s with the prefix %s-", mon.GetNamespace(), mon.GetName(), svc.GetNamespace(), ex.Name)
