@@ -189,11 +189,13 @@ const (
 	fullnamePart  = "__chart_fullname__"
 	namespacePart = "__chart_namespace__"
 	failurePart   = "__chart_failure_policy__"
+	labelsPart    = "__chart_labels__"
 )
 
 // webhookTemplate returns controller-gen's webhook configurations (b)
-// behind chart.webhook, with their names, their Service's name and
-// namespace made the release's, and failurePolicy webhook.failurePolicy.
+// behind chart.webhook, with the chart's labels, their names, their
+// Service's name and namespace made the release's, and failurePolicy
+// webhook.failurePolicy.
 func webhookTemplate(b []byte) ([]byte, error) {
 	var docs [][]byte
 	for doc := range strings.SplitSeq(strings.TrimPrefix(string(b), "---\n"), "\n---\n") {
@@ -206,6 +208,7 @@ func webhookTemplate(b []byte) ([]byte, error) {
 		}
 		meta, _ := obj["metadata"].(map[string]any)
 		meta["name"] = fullnamePart + "-" + fmt.Sprint(meta["name"])
+		meta["labels"] = labelsPart
 		hooks, _ := obj["webhooks"].([]any)
 		for _, h := range hooks {
 			h, _ := h.(map[string]any)
@@ -226,6 +229,7 @@ func webhookTemplate(b []byte) ([]byte, error) {
 	}
 	out := string(bytes.Join(docs, []byte("---\n")))
 	out = strings.NewReplacer(
+		"labels: "+labelsPart, "labels:\n    {{- include \"chart.labels\" . | nindent 4 }}",
 		fullnamePart, `{{ include "chart.fullname" . }}`,
 		namespacePart, `{{ include "chart.namespace" . }}`,
 		failurePart, `{{ .Values.webhook.failurePolicy }}`,

@@ -128,6 +128,56 @@ spec:
 	}
 }
 
+func TestWebhookTemplate(t *testing.T) {
+	hooks := `---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: validating-webhook-configuration
+webhooks:
+- clientConfig:
+    service:
+      name: webhook-service
+      namespace: system
+      path: /validate-example-com-v1-thing
+  failurePolicy: Fail
+  name: vthing.example.com
+`
+	got, err := webhookTemplate([]byte(hooks))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `# config/webhook/manifests.yaml (controller-gen), written by make chart.
+{{- if include "chart.webhook" . }}
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  labels:
+    {{- include "chart.labels" . | nindent 4 }}
+  name: {{ include "chart.fullname" . }}-validating-webhook-configuration
+webhooks:
+- clientConfig:
+    service:
+      name: {{ include "chart.fullname" . }}-webhook-service
+      namespace: {{ include "chart.namespace" . }}
+      path: /validate-example-com-v1-thing
+  failurePolicy: {{ .Values.webhook.failurePolicy }}
+  name: vthing.example.com
+{{- end }}
+`
+	if diff := cmp.Diff(want, string(got)); diff != "" {
+		t.Errorf("webhookTemplate (-want +got):\n%s", diff)
+	}
+	for _, tt := range []struct{ name, in, wantErr string }{
+		{"another kind", strings.Replace(hooks, "kind: ValidatingWebhookConfiguration", "kind: ConfigMap", 1), "kind ConfigMap"},
+		{"a URL, not a Service", strings.Replace(hooks, "    service:\n      name: webhook-service\n      namespace: system\n      path: /validate-example-com-v1-thing\n", "    url: https://example.com\n", 1), "no clientConfig.service"},
+	} {
+		if _, err := webhookTemplate([]byte(tt.in)); err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+			t.Errorf("%s: webhookTemplate error %v, want one containing %q", tt.name, err, tt.wantErr)
+		}
+	}
+}
+
 // TestGenerateLeavesNothingHalfWritten: a config/ that cannot be made a
 // chart leaves the old templates as they were.
 func TestGenerateLeavesNothingHalfWritten(t *testing.T) {
