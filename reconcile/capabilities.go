@@ -8,7 +8,8 @@ import (
 )
 
 // ErrHookSignature is returned by New, SetupWithManager and package webhook
-// for hooks with a Finalize, Validate, Default, ValidateUpdate or Warnings
+// for hooks with a Finalize, Validate, Default, ValidateAdmission or
+// Warnings
 // method that would never be called:
 // one declared on the pointer of a value passed as hooks, or one with
 // another signature. The capabilities are found by type assertion, so
@@ -41,13 +42,13 @@ func checkCapabilities[T Object](hooks Hooks[T]) error {
 		{method: "Finalize", want: "(context.Context, " + obj + ") reconcile.Result", iface: reflect.TypeFor[Finalizer[T]]()},
 		{method: "Validate", want: "(context.Context, " + obj + ") field.ErrorList", iface: reflect.TypeFor[Validator[T]]()},
 		{method: "Default", want: "(context.Context, " + obj + ") error", iface: reflect.TypeFor[Defaulter[T]]()},
-		{method: "ValidateUpdate", want: "(context.Context, " + obj + ", " + obj + ") field.ErrorList", iface: reflect.TypeFor[UpdateValidator[T]]()},
+		{method: "ValidateAdmission", want: "(context.Context, " + obj + ", " + obj + ") field.ErrorList", iface: reflect.TypeFor[AdmissionValidator[T]]()},
 		{method: "Warnings", want: "(context.Context, " + obj + ", " + obj + ") []string", iface: reflect.TypeFor[Warner[T]]()},
 	}
 	caps[0].m, caps[0].found = pt.MethodByName("Finalize")
 	caps[1].m, caps[1].found = pt.MethodByName("Validate")
 	caps[2].m, caps[2].found = pt.MethodByName("Default")
-	caps[3].m, caps[3].found = pt.MethodByName("ValidateUpdate")
+	caps[3].m, caps[3].found = pt.MethodByName("ValidateAdmission")
 	caps[4].m, caps[4].found = pt.MethodByName("Warnings")
 	for _, c := range caps {
 		switch {

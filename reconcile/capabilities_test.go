@@ -33,10 +33,10 @@ type voidDefaulter struct{ valueHooks }
 
 func (*voidDefaulter) Default(context.Context, *testv1.Widget) {}
 
-// oneObjectUpdateValidator's ValidateUpdate lacks the old object.
-type oneObjectUpdateValidator struct{ valueHooks }
+// oneObjectAdmissionValidator's ValidateAdmission lacks the old object.
+type oneObjectAdmissionValidator struct{ valueHooks }
 
-func (*oneObjectUpdateValidator) ValidateUpdate(context.Context, *testv1.Widget) field.ErrorList {
+func (*oneObjectAdmissionValidator) ValidateAdmission(context.Context, *testv1.Widget) field.ErrorList {
 	return nil
 }
 
@@ -50,7 +50,7 @@ type allHooks struct{ valueHooks }
 
 func (*allHooks) Validate(context.Context, *testv1.Widget) field.ErrorList { return nil }
 func (*allHooks) Default(context.Context, *testv1.Widget) error            { return nil }
-func (*allHooks) ValidateUpdate(context.Context, *testv1.Widget, *testv1.Widget) field.ErrorList {
+func (*allHooks) ValidateAdmission(context.Context, *testv1.Widget, *testv1.Widget) field.ErrorList {
 	return nil
 }
 func (*allHooks) Warnings(context.Context, *testv1.Widget, *testv1.Widget) []string { return nil }
@@ -69,7 +69,7 @@ func TestHooksWithAMissedCapabilityAreRefused(t *testing.T) {
 		{"the same hooks as a pointer", &valueHooks{}, nil},
 		{"Validate with another signature", &listValidator{}, []string{"Validate", "[]error", "field.ErrorList"}},
 		{"Default returning nothing", &voidDefaulter{}, []string{"Default", "want Default(context.Context, *v1.Widget) error"}},
-		{"ValidateUpdate without the old object", &oneObjectUpdateValidator{}, []string{"ValidateUpdate", "*v1.Widget, *v1.Widget"}},
+		{"ValidateAdmission without the old object", &oneObjectAdmissionValidator{}, []string{"ValidateAdmission", "*v1.Widget, *v1.Widget"}},
 		{"Warnings returning a string", &stringWarner{}, []string{"Warnings", "[]string"}},
 		{"every capability", &allHooks{}, nil},
 	}

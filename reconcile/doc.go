@@ -22,7 +22,7 @@
 // deletion), Defaulter (in-memory defaults for the pass) and Validator
 // (semantic checks; a failure stalls the object with a message naming the
 // field instead of looping on an error). Package webhook serves Default and
-// Validate at admission too, with UpdateValidator and Warner, which only
+// Validate at admission too, with AdmissionValidator and Warner, which only
 // admission calls. New refuses hooks with one of these methods on the
 // wrong receiver or with another signature (ErrHookSignature), since the
 // step would silently never run.

@@ -82,11 +82,13 @@ type Validator[T Object] interface {
 	Validate(ctx context.Context, obj T) field.ErrorList
 }
 
-// UpdateValidator is implemented by Hooks with rules on a change rather than
-// a state: an immutable field, an allowed transition. Only admission sees
-// the old object, so only package webhook calls it; a pass does not.
-type UpdateValidator[T Object] interface {
-	ValidateUpdate(ctx context.Context, old, obj T) field.ErrorList
+// AdmissionValidator is implemented by Hooks with checks only admission
+// runs, on create (old is nil) and on each spec update: rules on a change
+// (an immutable field, an allowed transition; only admission sees the old
+// object), and fields a pass sets aside rather than stall on. Package
+// webhook calls it; a pass does not.
+type AdmissionValidator[T Object] interface {
+	ValidateAdmission(ctx context.Context, old, obj T) field.ErrorList
 }
 
 // Warner is implemented by Hooks that warn at admission about a spec that

@@ -93,7 +93,9 @@ func RotateCertificates(mgr ctrl.Manager, c Certificates) (healthz.Checker, erro
 	}
 	injected := make(chan struct{})
 	err := rotator.AddRotator(mgr, &rotator.CertRotator{
-		SecretKey:              c.Secret,
+		SecretKey: c.Secret,
+		// Controller names are unique per process: one per Secret.
+		ControllerName:         "cert-rotator-" + c.Secret.Namespace + "-" + c.Secret.Name,
 		CertDir:                c.CertDir,
 		CAName:                 c.DNSName + "-ca",
 		CAOrganization:         "opkit",
@@ -126,25 +128,26 @@ func RotateCertificates(mgr ctrl.Manager, c Certificates) (healthz.Checker, erro
 // cert-manager fills after the pod starts. (controller-runtime's own fails
 // to start without one, and registering webhooks after it started races.)
 func NewServer(opts crwebhook.Options) crwebhook.Server {
-	return &server{Server: crwebhook.NewServer(opts), opts: opts}
+	// Set here rather than left to controller-runtime's defaults, so that
+	// Start waits for the very file the server reads.
+	opts.CertDir = cmp.Or(opts.CertDir, defaultCertDir())
+	opts.CertName = cmp.Or(opts.CertName, "tls.crt")
+	return &server{Server: crwebhook.NewServer(opts), cert: filepath.Join(opts.CertDir, opts.CertName)}
+}
+
+// defaultCertDir is controller-runtime's default CertDir.
+func defaultCertDir() string {
+	return filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs")
 }
 
 type server struct {
 	crwebhook.Server
-	opts crwebhook.Options
+	cert string
 }
 
 func (s *server) Start(ctx context.Context) error {
-	dir, name := s.opts.CertDir, s.opts.CertName
-	if dir == "" {
-		dir = filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs")
-	}
-	if name == "" {
-		name = "tls.crt"
-	}
-	cert := filepath.Join(dir, name)
 	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(context.Context) (bool, error) {
-		_, err := os.Stat(cert)
+		_, err := os.Stat(s.cert)
 		return err == nil, nil
 	})
 	if err != nil {

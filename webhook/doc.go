@@ -1,5 +1,5 @@
 // Package webhook serves a kind's reconcile hooks at admission: Default as
-// its mutating webhook, Validate (with ValidateUpdate and Warnings) as its
+// its mutating webhook, Validate (with ValidateAdmission and Warnings) as its
 // validating webhook. The checks a pass runs are then the checks
 // `kubectl apply` runs, written once:
 //

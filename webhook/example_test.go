@@ -1,6 +1,7 @@
 package webhook_test
 
 import (
+	"flag"
 	"os"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -55,6 +56,31 @@ func ExampleRotateCertificates() {
 		os.Exit(1)
 	}
 	if err := mgr.AddReadyzCheck("webhook", ready); err != nil {
+		os.Exit(1)
+	}
+	_ = mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// An operator's command line: the webhooks are off unless the installer
+// sets --webhook-port, and the defaults are the installer's names.
+func ExampleFlags() {
+	wh := webhook.Flags{
+		CertSecret:              "widget-webhook-server-cert",
+		Service:                 "widget-webhook-service",
+		ValidatingConfiguration: "widget-validating-webhook-configuration",
+	}
+	wh.BindFlags(flag.CommandLine)
+	flag.Parse()
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{WebhookServer: wh.Server()})
+	if err != nil {
+		os.Exit(1)
+	}
+	if wh.Enabled() {
+		if err := webhook.SetupWithManager[*testv1.Widget](mgr, widgetHooks{}); err != nil {
+			os.Exit(1)
+		}
+	}
+	if err := wh.Setup(mgr); err != nil {
 		os.Exit(1)
 	}
 	_ = mgr.Start(ctrl.SetupSignalHandler())

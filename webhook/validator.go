@@ -19,7 +19,7 @@ import (
 type validator[T reconcile.Object] struct {
 	gk     schema.GroupKind
 	create reconcile.Validator[T]
-	update reconcile.UpdateValidator[T]
+	admit  reconcile.AdmissionValidator[T]
 	warner reconcile.Warner[T]
 }
 
@@ -29,9 +29,9 @@ var _ admission.Validator[reconcile.Object] = &validator[reconcile.Object]{}
 func newValidator[T reconcile.Object](gk schema.GroupKind, hooks reconcile.Hooks[T]) *validator[T] {
 	v := &validator[T]{gk: gk}
 	v.create, _ = hooks.(reconcile.Validator[T])
-	v.update, _ = hooks.(reconcile.UpdateValidator[T])
+	v.admit, _ = hooks.(reconcile.AdmissionValidator[T])
 	v.warner, _ = hooks.(reconcile.Warner[T])
-	if v.create == nil && v.update == nil && v.warner == nil {
+	if v.create == nil && v.admit == nil && v.warner == nil {
 		return nil
 	}
 	return v
@@ -39,7 +39,7 @@ func newValidator[T reconcile.Object](gk schema.GroupKind, hooks reconcile.Hooks
 
 func (v *validator[T]) ValidateCreate(ctx context.Context, obj T) (admission.Warnings, error) {
 	var none T
-	return v.check(ctx, none, obj, false)
+	return v.check(ctx, none, obj)
 }
 
 func (v *validator[T]) ValidateUpdate(ctx context.Context, old, obj T) (admission.Warnings, error) {
@@ -48,7 +48,7 @@ func (v *validator[T]) ValidateUpdate(ctx context.Context, old, obj T) (admissio
 	if obj.GetDeletionTimestamp() != nil || !specChanged(old, obj) {
 		return nil, nil
 	}
-	return v.check(ctx, old, obj, true)
+	return v.check(ctx, old, obj)
 }
 
 func (v *validator[T]) ValidateDelete(context.Context, T) (admission.Warnings, error) {
@@ -56,13 +56,13 @@ func (v *validator[T]) ValidateDelete(context.Context, T) (admission.Warnings, e
 }
 
 // check runs the checks; old is nil on create.
-func (v *validator[T]) check(ctx context.Context, old, obj T, isUpdate bool) (admission.Warnings, error) {
+func (v *validator[T]) check(ctx context.Context, old, obj T) (admission.Warnings, error) {
 	var errs field.ErrorList
 	if v.create != nil {
 		errs = append(errs, v.create.Validate(ctx, obj)...)
 	}
-	if v.update != nil && isUpdate {
-		errs = append(errs, v.update.ValidateUpdate(ctx, old, obj)...)
+	if v.admit != nil {
+		errs = append(errs, v.admit.ValidateAdmission(ctx, old, obj)...)
 	}
 	var warnings admission.Warnings
 	if v.warner != nil {

@@ -11,11 +11,11 @@ import (
 )
 
 // ErrNoAdmissionHooks is returned by SetupWithManager for hooks with none of
-// Default, Validate, ValidateUpdate and Warnings.
+// Default, Validate, ValidateAdmission and Warnings.
 var ErrNoAdmissionHooks = errors.New("webhook: the hooks have nothing to serve at admission")
 
 // SetupWithManager registers hooks' Default as T's mutating webhook and
-// Validate, ValidateUpdate and Warnings as its validating webhook with mgr's
+// Validate, ValidateAdmission and Warnings as its validating webhook with mgr's
 // webhook server, each only when hooks implement it. Hooks with a
 // mistyped optional method fail with reconcile.ErrHookSignature.
 func SetupWithManager[T reconcile.Object](mgr ctrl.Manager, hooks reconcile.Hooks[T]) error {

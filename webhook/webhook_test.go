@@ -47,8 +47,11 @@ func (widgetHooks) Validate(_ context.Context, w *testv1.Widget) field.ErrorList
 	return nil
 }
 
-func (widgetHooks) ValidateUpdate(_ context.Context, old, w *testv1.Widget) field.ErrorList {
-	if w.Spec.Replicas < old.Spec.Replicas {
+func (widgetHooks) ValidateAdmission(_ context.Context, old, w *testv1.Widget) field.ErrorList {
+	if w.Spec.Message == "admission only" {
+		return field.ErrorList{field.Invalid(field.NewPath("spec", "message"), w.Spec.Message, "is refused at admission only")}
+	}
+	if old != nil && w.Spec.Replicas < old.Spec.Replicas {
 		return field.ErrorList{field.Forbidden(field.NewPath("spec", "replicas"), fmt.Sprintf("may only grow (from %d): recreate the widget to shrink it", old.Spec.Replicas))}
 	}
 	return nil
@@ -122,6 +125,10 @@ func TestAdmission(t *testing.T) {
 			wantErr: []string{"spec.replicas", "may only grow (from 3): recreate the widget to shrink it"}, wantStored: testv1.WidgetSpec{Replicas: 3, Message: "m"}},
 		{name: "a transition allowed", create: testv1.WidgetSpec{Replicas: 3, Message: "m"}, update: &testv1.WidgetSpec{Replicas: 4, Message: "m"},
 			wantStored: testv1.WidgetSpec{Replicas: 4, Message: "m"}},
+		{name: "admission-only check on create", create: testv1.WidgetSpec{Message: "admission only"},
+			wantErr: []string{"spec.message", "is refused at admission only"}},
+		{name: "admission-only check on update", create: testv1.WidgetSpec{Message: "m"}, update: &testv1.WidgetSpec{Message: "admission only"},
+			wantErr: []string{"spec.message", "is refused at admission only"}, wantStored: testv1.WidgetSpec{Message: "m"}},
 		{name: "defaulted on update", create: testv1.WidgetSpec{Message: "m"}, update: &testv1.WidgetSpec{},
 			wantStored: testv1.WidgetSpec{Message: "defaulted"}},
 	}

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -21,11 +20,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/opkit-dev/opkit/examples/memcached/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/memcached/internal/controller"
@@ -74,6 +71,7 @@ func run() error {
 	// --kubeconfig is registered on flag.CommandLine by controller-runtime
 	// (ctrl.GetConfig reads it).
 	o := bindFlags(flag.CommandLine)
+	wh := &o.webhook
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -105,12 +103,8 @@ func run() error {
 	}
 	cacheOpts := controller.CacheOptions(watched)
 	cacheOpts.SyncPeriod = &o.syncPeriod
-	var webhookServer crwebhook.Server
-	if o.webhookPort != 0 {
-		webhookServer = webhook.NewServer(crwebhook.Options{Port: o.webhookPort, CertDir: o.webhookCertDir})
-	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		WebhookServer:           webhookServer,
+		WebhookServer:           wh.Server(),
 		Scheme:                  scheme,
 		Cache:                   cacheOpts,
 		Metrics:                 securemetrics.ServerOptions(o.metricsAddr, o.metricsSecure),
@@ -127,18 +121,12 @@ func run() error {
 	}
 	if _, err := controller.SetupWithManager(mgr, controller.Options{
 		MaxConcurrentReconciles: o.concurrency, ProgressDelay: o.progressDelay, ReadyEvents: events,
-		Webhooks: o.webhookPort != 0,
+		Webhooks: wh.Enabled(),
 	}); err != nil {
 		return err
 	}
-	if o.webhookPort != 0 {
-		ready, err := webhookReadiness(mgr, o)
-		if err != nil {
-			return err
-		}
-		if err := mgr.AddReadyzCheck("webhook", ready); err != nil {
-			return fmt.Errorf("adding the webhook readiness check: %w", err)
-		}
+	if err := wh.Setup(mgr); err != nil {
+		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("adding the health check: %w", err)
@@ -156,59 +144,25 @@ func run() error {
 	if err := mgr.AddReadyzCheck("readyz", cacheSynced); err != nil {
 		return fmt.Errorf("adding the readiness check: %w", err)
 	}
-	log.Info("starting", "version", version, "host", cfg.Host, "namespaces", watched, "leaderElection", o.leaderElect, "webhookPort", o.webhookPort)
+	log.Info("starting", "version", version, "host", cfg.Host, "namespaces", watched, "leaderElection", o.leaderElect, "webhookPort", wh.Port)
 	return mgr.Start(ctrl.SetupSignalHandler())
-}
-
-// webhookReadiness is ready once the webhook server serves: with
-// --webhook-cert-secret, once the operator's own certificate is mounted
-// and its CA injected.
-func webhookReadiness(mgr ctrl.Manager, o *flags) (healthz.Checker, error) {
-	if o.webhookCertSecret == "" {
-		return mgr.GetWebhookServer().StartedChecker(), nil
-	}
-	ns, err := podNamespace()
-	if err != nil {
-		return nil, fmt.Errorf("--webhook-cert-secret: %w", err)
-	}
-	ready, err := webhook.RotateCertificates(mgr, webhook.Certificates{
-		Secret:     types.NamespacedName{Namespace: ns, Name: o.webhookCertSecret},
-		CertDir:    o.webhookCertDir,
-		DNSName:    o.webhookService + "." + ns + ".svc",
-		Validating: []string{o.validatingWebhookConfig},
-		Validity:   o.webhookCertValidity, RenewBefore: o.webhookCertRenewBefore,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("--webhook-cert-secret: %w", err)
-	}
-	return ready, nil
-}
-
-// podNamespace is $POD_NAMESPACE, else the namespace of the pod's
-// ServiceAccount.
-func podNamespace() (string, error) {
-	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
-		return ns, nil
-	}
-	b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-	if err != nil {
-		return "", fmt.Errorf("the pod's namespace: set POD_NAMESPACE out of a cluster: %w", err)
-	}
-	return strings.TrimSpace(string(b)), nil
 }
 
 // flags are the operator's command-line settings.
 type flags struct {
 	metricsAddr, probeAddr, pprofAddr, namespaces, leaderNamespace, readyEvents string
-	webhookCertDir, webhookCertSecret, webhookService, validatingWebhookConfig  string
 	leaderElect, metricsSecure                                                  bool
-	concurrency, webhookPort                                                    int
-	syncPeriod, progressDelay, webhookCertValidity, webhookCertRenewBefore      time.Duration
+	concurrency                                                                 int
+	syncPeriod, progressDelay                                                   time.Duration
+	webhook                                                                     webhook.Flags
 }
 
 // bindFlags registers the operator's flags on fs, with their defaults.
 func bindFlags(fs *flag.FlagSet) *flags {
-	o := &flags{}
+	o := &flags{webhook: webhook.Flags{
+		Service:                 "memcached-operator-webhook-service",
+		ValidatingConfiguration: "memcached-operator-validating-webhook-configuration",
+	}}
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "address the Prometheus metrics endpoint binds to; 0 disables it")
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS to authenticated, authorised clients only (a bearer token allowed to get /metrics); false serves plain HTTP to anyone, for local runs")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address the /healthz and /readyz endpoints bind to; 0 disables them")
@@ -220,13 +174,7 @@ func bindFlags(fs *flag.FlagSet) *flags {
 	fs.DurationVar(&o.syncPeriod, "sync-period", 10*time.Hour, "how often the informers resync every cached object; a resync changes nothing and runs no pass (the watches' predicates drop it)")
 	fs.StringVar(&o.readyEvents, "ready-events", "on-recovery", "when a Memcached's Normal Ready event is recorded: on-recovery (only when Ready becomes True from False; a new Memcached's first Ready is in its status alone) or always")
 	fs.DurationVar(&o.progressDelay, "progress-delay", defaultProgressDelay, "a Memcached (or spec change) Ready within this delay gets one status write; a slower rollout shows Reconciling after it (0: at once). Until then status.observedGeneration is behind, which kstatus reads as in progress; a Deployment that fails (ReplicaFailure, ProgressDeadlineExceeded) is reported at once")
-	fs.IntVar(&o.webhookPort, "webhook-port", 0, "port the admission webhooks (validation, warnings) are served on; 0 serves none, for runs outside the cluster (the installers set 9443)")
-	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs"), "directory of the webhook server's tls.crt and tls.key; the server starts once they are there")
-	fs.StringVar(&o.webhookCertSecret, "webhook-cert-secret", "", "Secret in the pod's namespace, mounted at --webhook-cert-dir, where the operator keeps its own CA and serving certificate and renews them; empty: another party provides them (cert-manager)")
-	fs.StringVar(&o.webhookService, "webhook-service", "memcached-operator-webhook-service", "Service in the pod's namespace the API server calls the webhooks through: the serving certificate's name (with --webhook-cert-secret)")
-	fs.StringVar(&o.validatingWebhookConfig, "validating-webhook-configuration", "memcached-operator-validating-webhook-configuration", "ValidatingWebhookConfiguration whose caBundle gets the operator's CA (with --webhook-cert-secret)")
-	fs.DurationVar(&o.webhookCertValidity, "webhook-cert-validity", 0, "how long a serving certificate of --webhook-cert-secret is valid (0: one year)")
-	fs.DurationVar(&o.webhookCertRenewBefore, "webhook-cert-renew-before", 0, "how long before its expiry the certificate is renewed (0: 90 days); it must exceed the kubelet's delay in updating the mounted Secret, about a minute")
+	o.webhook.BindFlags(fs)
 	return o
 }
 

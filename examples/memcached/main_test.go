@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/opkit-dev/opkit/reconcile"
+	"github.com/opkit-dev/opkit/webhook"
 )
 
 // TestFlagDefaults: what the operator does with no flags, and that each
@@ -25,8 +26,8 @@ func TestFlagDefaults(t *testing.T) {
 		{"no flags", nil, flags{
 			metricsAddr: ":8443", metricsSecure: true, probeAddr: ":8081", pprofAddr: "0",
 			readyEvents: "on-recovery", concurrency: 16, syncPeriod: 10 * time.Hour, progressDelay: 5 * time.Minute,
-			webhookCertDir: filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs"),
-			webhookService: "memcached-operator-webhook-service", validatingWebhookConfig: "memcached-operator-validating-webhook-configuration",
+			webhook: webhook.Flags{CertDir: filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs"),
+				Service: "memcached-operator-webhook-service", ValidatingConfiguration: "memcached-operator-validating-webhook-configuration"},
 		}},
 		{"every flag", []string{
 			"--metrics-bind-address=127.0.0.1:1", "--metrics-secure=false", "--health-probe-bind-address=127.0.0.1:2",
@@ -37,8 +38,8 @@ func TestFlagDefaults(t *testing.T) {
 		}, flags{
 			metricsAddr: "127.0.0.1:1", probeAddr: "127.0.0.1:2", pprofAddr: "127.0.0.1:3", leaderElect: true,
 			leaderNamespace: "ops", namespaces: "a,b", concurrency: 2, syncPeriod: 15 * time.Second, readyEvents: "always",
-			webhookPort: 9443, webhookCertDir: "/certs", webhookCertSecret: "certs", webhookService: "svc", validatingWebhookConfig: "vwc",
-			webhookCertValidity: 3 * time.Minute, webhookCertRenewBefore: 2 * time.Minute,
+			webhook: webhook.Flags{Port: 9443, CertDir: "/certs", CertSecret: "certs", Service: "svc", ValidatingConfiguration: "vwc",
+				CertValidity: 3 * time.Minute, CertRenewBefore: 2 * time.Minute},
 		}},
 	}
 	for _, tt := range tests {
