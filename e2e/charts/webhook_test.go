@@ -85,7 +85,7 @@ func TestChartWebhook(t *testing.T) {
 			for _, m := range manager(t, objs)["volumeMounts"].([]any) {
 				mounts = append(mounts, m.(map[string]any)["name"].(string))
 			}
-			if diff := cmp.Diff([]string{"webhook-cert", "cache"}, mounts); diff != "" {
+			if diff := cmp.Diff([]string{"cache", "webhook-cert"}, mounts); diff != "" {
 				t.Errorf("volumeMounts (-want +got):\n%s", diff)
 			}
 		},

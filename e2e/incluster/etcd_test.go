@@ -35,6 +35,11 @@ import (
 // hit the other suite's clusters too, which must ride them out. Then no
 // operator pod may have logged an RBAC denial, and make undeploy must
 // leave nothing behind.
+//
+// The operator runs two replicas, as installed: a fault kills the leader,
+// and the other keeps serving the webhook, which refuses writes to
+// EtcdClusters while no replica serves (failurePolicy Fail).
+
 func TestEtcdOperatorInCluster(t *testing.T) {
 	t.Parallel() // with the memcached suite (main_test.go)
 	op := etcdOperator.fromRegistry(t.Context(), t)
@@ -67,6 +72,9 @@ func TestEtcdOperatorInCluster(t *testing.T) {
 		}).Feature()
 	testEnv.Test(t, f)
 }
+
+// etcdLease is the etcd operator's leader-election Lease.
+const etcdLease = "etcd-operator.etcd.opkit.dev"
 
 // etcdLifecycle: the etcd operator manages a 3-member EtcdCluster on real
 // pods and provisioned claims, while clients write and read through the
@@ -146,7 +154,7 @@ func etcdLifecycle(op operator) features.Feature {
 			}
 			return ctx
 		}).
-		Assess("the operator upgraded in place to its next build: no member restarted, no child written", op.upgradeInPlace("etcd-operator.etcd.opkit.dev",
+		Assess("the operator upgraded in place to its next build: no member restarted, no child written", op.upgradeInPlace(etcdLease,
 			func(ctx context.Context, t *testing.T, cfg *envconf.Config) workload {
 				return workload{ns: ns, owner: getEtcdCluster(ctx, t, cfg, ns, name).UID, pods: "etcd.opkit.dev/cluster=" + name}
 			})).
@@ -178,9 +186,7 @@ func etcdLifecycle(op operator) features.Feature {
 				ms := membersNow(ctx, t)
 				return len(ms) >= 4, fmt.Sprint(ms)
 			})
-			if out, err := harness.Kubectl(ctx, cfg, "delete", "pod", "-n", op.namespace, "-l", op.podSelector(), "--force", "--grace-period=0"); err != nil {
-				t.Fatalf("%v\n%s", err, out)
-			}
+			op.killLeader(ctx, t, cfg, etcdLease)
 			if ms := membersNow(ctx, t); len(harness.Voting(ms)) >= 5 {
 				t.Fatalf("the scale-up was done before the operator was killed: %v", ms)
 			}
@@ -259,9 +265,7 @@ func etcdLifecycle(op operator) features.Feature {
 				on := watch.upgraded(toVersion)
 				return len(on) >= 1, fmt.Sprint(on)
 			})
-			if out, err := harness.Kubectl(ctx, cfg, "delete", "pod", "-n", op.namespace, "-l", op.podSelector(), "--force", "--grace-period=0"); err != nil {
-				t.Fatalf("%v\n%s", err, out)
-			}
+			op.killLeader(ctx, t, cfg, etcdLease)
 			if on := watch.upgraded(toVersion); len(on) >= len(before) {
 				t.Fatalf("the upgrade was done before the operator was killed: %v", on)
 			}
@@ -288,6 +292,50 @@ func etcdLifecycle(op operator) features.Feature {
 			}
 			for range before {
 				changes = append(changes, "member upgraded")
+			}
+			return ctx
+		}).
+		Assess("the operator's checks run at admission: each refusal names the field, a missing TLS Secret warns", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			out, err := harness.Kubectl(ctx, cfg, "patch", "etcdcluster", name, "-n", ns, "--type=merge", "-p", fmt.Sprintf(`{"spec":{"version":%q}}`, fromVersion))
+			if err == nil {
+				t.Fatalf("a downgrade to %s was admitted: %s", fromVersion, out)
+			}
+			if want := fmt.Sprintf(`spec.version: Invalid value: %q: unsupported etcd version change: %s to %s is a downgrade; restore a backup into a new cluster instead`, fromVersion, toVersion, fromVersion); !strings.Contains(err.Error()+out, want) {
+				t.Errorf("the refusal does not say %q: %v\n%s", want, err, out)
+			}
+			if c := getEtcdCluster(ctx, t, cfg, ns, name); c.Spec.Version != toVersion {
+				t.Errorf("spec.version = %q after a refused patch, want %s", c.Spec.Version, toVersion)
+			}
+			create := func(spec string) (string, error) {
+				t.Helper()
+				cmd, err := harness.KubectlCommand(ctx, cfg, "create", "--dry-run=server", "-f", "-")
+				if err != nil {
+					t.Fatal(err)
+				}
+				cmd.Stdin = strings.NewReader(`{"apiVersion":"etcd.opkit.dev/v1alpha1","kind":"EtcdCluster","metadata":{"name":"admission","namespace":"` + ns + `"},"spec":` + spec + `}`)
+				out, err := cmd.CombinedOutput()
+				return string(out), err
+			}
+			tlsSpec := func(secret string) string {
+				return fmt.Sprintf(`{"version":%q,"tls":{"peerSecretName":%q,"serverSecretName":%q,"clientSecretName":%q}}`, toVersion, secret, secret, secret)
+			}
+			out, err = create(fmt.Sprintf(`{"version":%q,"backup":{"schedule":"hourly","storeRef":{"pvcName":"backups"}}}`, toVersion))
+			if err == nil || !strings.Contains(out, `spec.backup.schedule: Invalid value: "hourly"`) {
+				t.Errorf("an unparsable schedule: %v, output %q; want refused naming spec.backup.schedule", err, out)
+			}
+			out, err = create(tlsSpec("absent"))
+			if err != nil || !strings.Contains(out, `Warning: spec.tls.peerSecretName: Secret "absent" is not in namespace `+ns+` yet`) {
+				t.Errorf("TLS Secrets not there yet: %v, output %q; want admitted with a warning", err, out)
+			}
+			if out, err := harness.Kubectl(ctx, cfg, "create", "secret", "generic", "not-a-certificate", "-n", ns, "--from-literal=tls.crt=x", "--from-literal=tls.key=y"); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			defer func() {
+				_, _ = harness.Kubectl(context.WithoutCancel(ctx), cfg, "delete", "secret", "not-a-certificate", "-n", ns)
+			}()
+			out, err = create(tlsSpec("not-a-certificate"))
+			if err == nil || !strings.Contains(out, `spec.tls.peerSecretName: Invalid value: "not-a-certificate": the peer certificate`) {
+				t.Errorf("a TLS Secret with no certificate: %v, output %q; want refused naming spec.tls.peerSecretName", err, out)
 			}
 			return ctx
 		}).

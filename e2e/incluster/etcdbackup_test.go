@@ -150,9 +150,7 @@ func etcdBackups(op operator) features.Feature {
 				}
 				return b.Status.Operation != nil && b.Status.Operation.Attempts > 0, fmt.Sprintf("%+v", b.Status.Operation)
 			})
-			if out, err := harness.Kubectl(ctx, cfg, "delete", "pod", "-n", op.namespace, "-l", op.podSelector(), "--force", "--grace-period=0"); err != nil {
-				t.Fatalf("%v\n%s", err, out)
-			}
+			op.killLeader(ctx, t, cfg, etcdLease)
 			if b.Status.Phase == v1alpha1.BackupSucceeded {
 				t.Fatalf("the backup succeeded before the operator was killed: %+v", b.Status.Operation)
 			}

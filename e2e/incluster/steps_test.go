@@ -372,3 +372,15 @@ func firstLine(s string) string {
 // put (upgradeInPlace reads the new leader's log). Each holds it for its
 // whole length.
 var operatorDisruption sync.Mutex
+
+// killLeader force-deletes the operator pod holding its leader-election
+// Lease, as a node failure would, and returns its name. The other replica
+// keeps serving the webhooks and takes the Lease once it expires.
+func (o operator) killLeader(ctx context.Context, t *testing.T, cfg *envconf.Config, lease string) string {
+	t.Helper()
+	leader := leaderPod(ctx, t, cfg, o.namespace, lease)
+	if out, err := harness.Kubectl(ctx, cfg, "delete", "pod", leader, "-n", o.namespace, "--force", "--grace-period=0"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	return leader
+}

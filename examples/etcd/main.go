@@ -37,6 +37,7 @@ import (
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/seedrestore"
 	"github.com/opkit-dev/opkit/securemetrics"
+	"github.com/opkit-dev/opkit/webhook"
 )
 
 // version is this build of the operator, logged when it starts. The linker
@@ -99,6 +100,11 @@ func run() error {
 		"image of this operator, run as init containers of the seed pod of a restored EtcdCluster to restore it physically "+
 			"(fetch-backup, then the cluster's etcdutl, then finish-restore); empty restores logically through the client API, "+
 			"losing revisions and leased keys")
+	wh := webhook.Flags{
+		Service:                 "etcd-operator-webhook-service",
+		ValidatingConfiguration: "etcd-operator-validating-webhook-configuration",
+	}
+	wh.BindFlags(flag.CommandLine)
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -139,6 +145,7 @@ func run() error {
 		Cache:                  cacheOpts,
 		Metrics:                securemetrics.ServerOptions(metricsAddr, metricsSecure),
 		HealthProbeBindAddress: probeAddr,
+		WebhookServer:          wh.Server(),
 		LeaderElection:         leaderElect,
 		LeaderElectionID:       "etcd-operator.etcd.opkit.dev",
 		// Step down on SIGTERM so that a new replica takes over at once
@@ -160,9 +167,12 @@ func run() error {
 	}
 	err = controller.SetupWithManager(mgr, controller.Options{
 		Etcd: factory, Endpoints: endpoints, BackupRoot: backupRoot, RestoreImage: restoreImage,
-		BootstrapTimeout: bootstrapTimeout, MemberStartTimeout: memberStartTimeout,
+		BootstrapTimeout: bootstrapTimeout, MemberStartTimeout: memberStartTimeout, Webhooks: wh.Enabled(),
 	})
 	if err != nil {
+		return err
+	}
+	if err := wh.Setup(mgr); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
@@ -172,7 +182,7 @@ func run() error {
 		return err
 	}
 	ctx := ctrl.SetupSignalHandler()
-	ctrl.Log.Info("starting", "version", version, "leaderElection", leaderElect)
+	ctrl.Log.Info("starting", "version", version, "leaderElection", leaderElect, "webhookPort", wh.Port)
 	return mgr.Start(ctx)
 }
 

@@ -22,6 +22,9 @@ package controller
 // (get) only while the member's pod does not run, to tell a node declared
 // gone (see EventMemberNodeLost). A deleted cluster's namespace is read
 // (get) to tell a namespace being deleted (see EventFinalBackupSkipped).
+// With --webhook-cert-secret the operator writes its CA into its
+// ValidatingWebhookConfiguration (config/webhook has the Role for the
+// certificate's Secret).
 //
 // +kubebuilder:rbac:groups=etcd.opkit.dev,resources=etcdclusters;etcdbackups,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=etcd.opkit.dev,resources=etcdclusters/status;etcdbackups/status,verbs=get;update;patch
@@ -34,3 +37,4 @@ package controller
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;list;watch;update

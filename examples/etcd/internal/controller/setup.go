@@ -17,6 +17,7 @@ import (
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
 	"github.com/opkit-dev/opkit/operation"
 	"github.com/opkit-dev/opkit/reconcile"
+	"github.com/opkit-dev/opkit/webhook"
 )
 
 // FieldOwner is the field manager of every write the operator makes for
@@ -45,6 +46,9 @@ type Options struct {
 	// MaxConcurrentReconciles is how many EtcdClusters are reconciled at
 	// once (default 4).
 	MaxConcurrentReconciles int
+	// Webhooks serves the EtcdCluster checks at admission too, on the
+	// manager's webhook server.
+	Webhooks bool
 }
 
 // CacheOptions restricts the manager's cache to what the operator reads:
@@ -131,6 +135,11 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		reconcile.WithEventRecorder(rec))
 	if err != nil {
 		return fmt.Errorf("setting up the EtcdCluster controller: %w", err)
+	}
+	if o.Webhooks {
+		if err := webhook.SetupWithManager[*v1alpha1.EtcdCluster](mgr, clusters); err != nil {
+			return fmt.Errorf("setting up the EtcdCluster webhook: %w", err)
+		}
 	}
 	backups, err := NewBackupHooks(BackupConfig{Client: mgr.GetClient(), Etcd: o.Etcd, Endpoints: o.Endpoints, Stores: stores,
 		Secrets: mgr.GetAPIReader(), Recorder: rec, Runner: runner})

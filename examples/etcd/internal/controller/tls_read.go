@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"time"
 
@@ -30,7 +31,7 @@ func readCertificates(ctx context.Context, r client.Reader, c *v1alpha1.EtcdClus
 			return nil, &tlsProblem{reason: ReasonTLSSecretMissing,
 				err: fmt.Errorf("waiting for Secret %s (spec.tls.%s), the %s certificate", role.secret(c), role.field, role.name)}
 		}
-		cert, err := pki.Verify(sec.Data[corev1.TLSCertKey], sec.Data[corev1.TLSPrivateKeyKey], sec.Data[caKey], role.want(c), now)
+		cert, err := verifySecret(sec, role, c, now)
 		if err != nil {
 			return nil, &tlsProblem{reason: ReasonTLSSecretInvalid,
 				err: fmt.Errorf("the %s certificate, Secret %s (spec.tls.%s): %w", role.name, sec.Name, role.field, err)}
@@ -48,6 +49,11 @@ func readCertificates(ctx context.Context, r client.Reader, c *v1alpha1.EtcdClus
 		}
 	}
 	return certs, nil
+}
+
+// verifySecret checks that sec holds role's certificate for c.
+func verifySecret(sec *corev1.Secret, role tlsRole, c *v1alpha1.EtcdCluster, now time.Time) (*x509.Certificate, error) {
+	return pki.Verify(sec.Data[corev1.TLSCertKey], sec.Data[corev1.TLSPrivateKeyKey], sec.Data[caKey], role.want(c), now)
 }
 
 // caKey is the CA bundle's key in a kubernetes.io/tls Secret, as
