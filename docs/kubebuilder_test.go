@@ -53,7 +53,7 @@ func TestKubebuilderGuidePortsTheScaffold(t *testing.T) {
 		t.Helper()
 		// One run, as the scaffold's make manifests generate would take
 		// two: each run loads the packages anew.
-		run(controllerGen, "object", "crd", "rbac:roleName=manager-role", "paths=./...",
+		run(controllerGen, "object", "crd", "rbac:roleName=manager-role", "webhook", "paths=./...",
 			"output:crd:artifacts:config=config/crd/bases", "output:rbac:artifacts:config=config/rbac")
 	}
 	versions := func() string {
@@ -67,7 +67,7 @@ func TestKubebuilderGuidePortsTheScaffold(t *testing.T) {
 	before := versions()
 	run("go", "test", "-count=1", "./...")
 
-	// Step 1: add opkit (from this checkout). Steps 2 and 3: the guide's files.
+	// Step 1: add opkit (from this checkout). Steps 2 to 4: the guide's files.
 	run("go", "mod", "edit", "-require=github.com/opkit-dev/opkit@v0.0.0", "-replace=github.com/opkit-dev/opkit="+repo)
 	for name, code := range files {
 		write(t, filepath.Join(dir, name), code)
@@ -94,7 +94,8 @@ func TestKubebuilderGuidePortsTheScaffold(t *testing.T) {
 		}
 	}
 	run("go", "vet", "./...")
-	// Step 4: the scaffold's test, unchanged, against the port.
+	// Step 5: the scaffold's tests (the controller's unchanged) against
+	// the port.
 	run("go", "test", "-count=1", "./...")
 
 	// The alternative SetupWithManager compiles in place of the first.
@@ -118,16 +119,22 @@ func guideFiles(t *testing.T, guide string) (map[string]string, string) {
 	for _, b := range goBlock.FindAllStringSubmatch(guide, -1) {
 		code := b[1]
 		switch {
-		case strings.HasPrefix(code, "package v1alpha1"):
+		case strings.HasPrefix(code, "package v1alpha1") && strings.Contains(code, "type MemcachedSpec struct"):
 			files["api/v1alpha1/memcached_types.go"] = code
 		case strings.HasPrefix(code, "// Package controller"):
 			files["internal/controller/memcached_controller.go"] = code
+		case strings.HasPrefix(code, "package controller") && strings.Contains(code, "func AdmissionHooks"):
+			files["internal/controller/memcached_checks.go"] = code
+		case strings.HasPrefix(code, "// Package v1alpha1 serves"):
+			files["internal/webhook/v1alpha1/memcached_webhook.go"] = code
+		case strings.HasPrefix(code, "package v1alpha1") && strings.Contains(code, `Describe("Memcached Webhook"`):
+			files["internal/webhook/v1alpha1/memcached_webhook_test.go"] = code
 		case strings.HasPrefix(code, "func (r *MemcachedReconciler) SetupWithManager"):
 			altSetup = code
 		}
 	}
-	if len(files) != 2 || altSetup == "" {
-		t.Fatalf("found %d of the guide's 2 complete Go files and alternative SetupWithManager %t", len(files), altSetup != "")
+	if len(files) != 5 || altSetup == "" {
+		t.Fatalf("found %d of the guide's 5 complete Go files and alternative SetupWithManager %t", len(files), altSetup != "")
 	}
 	return files, altSetup
 }
