@@ -61,21 +61,24 @@ func Generate(example, shared, out string) error {
 	if files[filepath.Join("rbac", "_manager_rules.tpl")], err = rulesTemplate(b); err != nil {
 		return fmt.Errorf("%s: %w", role, err)
 	}
-	policy := filepath.Join(example, "config", "guard", "policy.yaml")
-	if b, err := os.ReadFile(policy); err == nil {
-		if files[filepath.Join("guard", "policy.yaml")], err = guardTemplate(b); err != nil {
-			return fmt.Errorf("%s: %w", policy, err)
+	// Optional inputs: an example without them has no such templates.
+	for _, in := range []struct {
+		rel      string // under config/, and under the templates
+		template func([]byte) ([]byte, error)
+	}{
+		{filepath.Join("guard", "policy.yaml"), guardTemplate},
+		{filepath.Join("webhook", "manifests.yaml"), webhookTemplate},
+	} {
+		path := filepath.Join(example, "config", in.rel)
+		b, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		} else if err != nil {
+			return err
 		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	hooks := filepath.Join(example, "config", "webhook", "manifests.yaml")
-	if b, err := os.ReadFile(hooks); err == nil {
-		if files[filepath.Join("webhook", "manifests.yaml")], err = webhookTemplate(b); err != nil {
-			return fmt.Errorf("%s: %w", hooks, err)
+		if files[in.rel], err = in.template(b); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
 		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return err
 	}
 	if err := os.RemoveAll(out); err != nil {
 		return err
