@@ -135,6 +135,7 @@ type MemcachedStatus struct {
 // than one pod.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:subresource:scale:specpath=.spec.size,statuspath=.status.readyReplicas,selectorpath=.status.selector
 // +kubebuilder:resource:scope=Namespaced,shortName=mc,categories=opkit
