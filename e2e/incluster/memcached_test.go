@@ -148,8 +148,13 @@ func TestMemcachedOperatorInCluster(t *testing.T) {
 			return ctx
 		}).
 		Assess("the leader killed in the middle of a scale-up to 5: the new leader finishes it", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			// The leader is looked up first: the kill must follow the patch
+			// at once, before the scale-up is done.
+			leader := leaderPod(ctx, t, cfg, op.namespace, "memcached.cache.opkit.dev")
 			patch(ctx, t, cfg, `{"size":5}`)
-			leader := op.killLeader(ctx, t, cfg, "memcached.cache.opkit.dev")
+			if out, err := harness.Kubectl(ctx, cfg, "delete", "pod", leader, "-n", op.namespace, "--force", "--grace-period=0"); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
 			// Real pods take seconds to start: the kill must have come
 			// before the scale-up was done, or this step proves nothing.
 			if nodes := memcached(ctx, t, cfg).Status.Nodes; len(nodes) >= 5 {
