@@ -4,9 +4,8 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"net"
+	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -72,8 +71,10 @@ func TestFlagsSetup(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			probes := freeAddr(t)
-			tt.flags.Port = freePort(t, tt.flags.Port)
+			probes := fmt.Sprintf("127.0.0.1:%d", testkit.MustFreePort(t))
+			if tt.flags.Port != 0 {
+				tt.flags.Port = testkit.MustFreePort(t)
+			}
 			tt.flags.CertDir = t.TempDir()
 			own := tt.flags.Namespace == "own"
 			if own {
@@ -142,32 +143,4 @@ func readyz(t *testing.T, addr string, want int) int {
 		return code == want, nil
 	})
 	return code
-}
-
-// freeAddr is a loopback address nothing listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// freePort is a free port in place of a port set, 0 for 0.
-func freePort(t *testing.T, port int) int {
-	t.Helper()
-	if port == 0 {
-		return 0
-	}
-	_, p, err := net.SplitHostPort(freeAddr(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := strconv.Atoi(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
 }
