@@ -11,7 +11,8 @@ import (
 
 // TestChartWebhook: the memcached chart's webhook values. Under another
 // release name every name the manager is given is the release's object;
-// webhook.enable false drops the webhook and everything it needs;
+// webhook.enable false drops the webhook and everything it needs, and
+// with the conversion webhook v1beta1, which it would convert;
 // failurePolicy and extra volumes reach the objects.
 func TestChartWebhook(t *testing.T) {
 	const ns, release = "ops", "mc"
@@ -27,6 +28,13 @@ func TestChartWebhook(t *testing.T) {
 			svc := mustGet(t, objs, "Service/"+ns+"/"+fullname+"-webhook-service")
 			cfg := mustGet(t, objs, "ValidatingWebhookConfiguration//"+fullname+"-validating-webhook-configuration")
 			mustGet(t, objs, "RoleBinding/"+ns+"/"+fullname+"-webhook-cert-rolebinding")
+			crd := mustGet(t, objs, "CustomResourceDefinition//memcacheds.cache.opkit.dev")
+			if conv, _, _ := unstructured.NestedStringMap(crd.Object, "spec", "conversion", "webhook", "clientConfig", "service"); conv["name"] != svc.GetName() || conv["namespace"] != ns {
+				t.Errorf("the CRD converts through %s/%s, not the Service %s/%s", conv["namespace"], conv["name"], ns, svc.GetName())
+			}
+			if diff := cmp.Diff(map[string]bool{"v1alpha1": true, "v1beta1": true}, served(t, crd)); diff != "" {
+				t.Errorf("versions served (-want +got):\n%s", diff)
+			}
 			want := []string{
 				"--webhook-port=9443",
 				"--webhook-cert-secret=" + secret.GetName(),
@@ -57,6 +65,13 @@ func TestChartWebhook(t *testing.T) {
 		values: map[string]any{"webhook": map[string]any{"enable": false}},
 		check: func(t *testing.T, objs map[string]*unstructured.Unstructured) {
 			noneNamed(t, objs, "webhook")
+			crd := mustGet(t, objs, "CustomResourceDefinition//memcacheds.cache.opkit.dev")
+			if conv, ok, _ := unstructured.NestedMap(crd.Object, "spec", "conversion"); ok {
+				t.Errorf("the CRD converts through %v", conv)
+			}
+			if diff := cmp.Diff(map[string]bool{"v1alpha1": true, "v1beta1": false}, served(t, crd)); diff != "" {
+				t.Errorf("versions served (-want +got):\n%s", diff)
+			}
 			if args := managerArgs(t, objs); slices.ContainsFunc(args, func(a string) bool { return strings.Contains(a, "webhook") }) {
 				t.Errorf("args %v still serve the webhook", args)
 			}
@@ -95,4 +110,19 @@ func TestChartWebhook(t *testing.T) {
 			tt.check(t, byKey(render(t, "memcached", release, ns, tt.values)))
 		})
 	}
+}
+
+// served maps each version of crd to whether it is served.
+func served(t *testing.T, crd *unstructured.Unstructured) map[string]bool {
+	t.Helper()
+	versions, _, err := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, v := range versions {
+		m := v.(map[string]any)
+		out[m["name"].(string)], _ = m["served"].(bool)
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package incluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -40,6 +41,11 @@ import (
 // operator scaled to 0, updates are refused (failurePolicy Fail) and
 // deletes are not; deleting it removes its children; helm uninstall
 // leaves nothing.
+// memcachedV1alpha1 names the v1alpha1 resource for kubectl, which
+// otherwise picks the highest version served, v1beta1, where spec.size
+// is unknown and a patch of it silently changes nothing.
+const memcachedV1alpha1 = "memcacheds.v1alpha1.cache.opkit.dev"
+
 func TestMemcachedOperatorInCluster(t *testing.T) {
 	t.Parallel() // with TestEtcdOperatorInCluster (main_test.go)
 	root, err := repo.Root()
@@ -70,7 +76,7 @@ func TestMemcachedOperatorInCluster(t *testing.T) {
 	}
 	patch := func(ctx context.Context, t *testing.T, cfg *envconf.Config, spec string) {
 		t.Helper()
-		if out, err := harness.Kubectl(ctx, cfg, "patch", "memcached", name, "-n", ns, "--type=merge", "-p", `{"spec":`+spec+`}`); err != nil {
+		if out, err := harness.Kubectl(ctx, cfg, "patch", memcachedV1alpha1, name, "-n", ns, "--type=merge", "-p", `{"spec":`+spec+`}`); err != nil {
 			t.Fatalf("patch %s: %v\n%s", spec, err, out)
 		}
 	}
@@ -132,10 +138,59 @@ func TestMemcachedOperatorInCluster(t *testing.T) {
 			}
 			return ctx
 		}).
+		Assess("a Memcached created as v1alpha1 reads as v1beta1, and a v1beta1 write reads back as v1alpha1 with nothing lost", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			const conv = "memcached-conversion"
+			kubectl := func(stdin string, args ...string) string {
+				t.Helper()
+				cmd, err := harness.KubectlCommand(ctx, cfg, args...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cmd.Stdin = strings.NewReader(stdin)
+				out, err := cmd.CombinedOutput()
+				if err != nil {
+					t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+				}
+				return string(out)
+			}
+			spec := func(version string) map[string]any {
+				t.Helper()
+				var obj map[string]any
+				out := kubectl("", "get", "memcacheds."+version+".cache.opkit.dev", conv, "-n", ns, "-o", "json")
+				if err := json.Unmarshal([]byte(out), &obj); err != nil {
+					t.Fatal(err)
+				}
+				if got := obj["apiVersion"]; got != "cache.opkit.dev/"+version {
+					t.Errorf("read as %s: apiVersion %v", version, got)
+				}
+				return obj["spec"].(map[string]any)
+			}
+			// Size 0: no pod, the conversion alone.
+			kubectl(`{"apiVersion":"cache.opkit.dev/v1alpha1","kind":"Memcached","metadata":{"name":"`+conv+`","namespace":"`+ns+`"},`+
+				`"spec":{"size":0,"image":"memcached:1.6.38","memoryLimitMB":32,"extraArgs":["-v"],"resources":{"limits":{"memory":"96Mi"}},`+
+				`"topologySpreadConstraints":[{"maxSkew":1,"topologyKey":"kubernetes.io/hostname","whenUnsatisfiable":"ScheduleAnyway"}]}}`, "create", "-f", "-")
+			defer kubectl("", "delete", "memcached", conv, "-n", ns)
+			alpha := spec("v1alpha1")
+			want := map[string]any{
+				"replicas": float64(0), "image": "memcached:1.6.38", "port": float64(11211),
+				"cache":     map[string]any{"memoryMB": float64(32), "extraArgs": []any{"-v"}},
+				"resources": map[string]any{"limits": map[string]any{"memory": "96Mi"}},
+				"placement": map[string]any{"topologySpreadConstraints": alpha["topologySpreadConstraints"]},
+			}
+			if diff := cmp.Diff(want, spec("v1beta1")); diff != "" {
+				t.Errorf("read as v1beta1 (-want +got):\n%s", diff)
+			}
+			kubectl("", "patch", "memcacheds.v1beta1.cache.opkit.dev", conv, "-n", ns, "--type=merge", "-p", `{"spec":{"cache":{"memoryMB":48}}}`)
+			alpha["memoryLimitMB"] = float64(48)
+			if diff := cmp.Diff(alpha, spec("v1alpha1")); diff != "" {
+				t.Errorf("a v1beta1 patch of cache.memoryMB, read as v1alpha1 (-want +got):\n%s", diff)
+			}
+			return ctx
+		}).
 		Assess("the webhook's certificate rotates under load with no failed request, and every replica serves the new one", op.certificateRotates(ns)).
 		Assess("an invalid size is refused at admission, naming the field", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			before := memcached(ctx, t, cfg)
-			out, err := harness.Kubectl(ctx, cfg, "patch", "memcached", name, "-n", ns, "--type=merge", "-p", `{"spec":{"size":101}}`)
+			out, err := harness.Kubectl(ctx, cfg, "patch", memcachedV1alpha1, name, "-n", ns, "--type=merge", "-p", `{"spec":{"size":101}}`)
 			if err == nil {
 				t.Fatalf("size 101 was accepted: %s", out)
 			}
@@ -211,7 +266,7 @@ func TestMemcachedOperatorInCluster(t *testing.T) {
 			waitReadyWithPods(ctx, t, cfg, ns, name, 2)
 			return ctx
 		}).
-		Assess("with the operator scaled to 0, updates are refused (failurePolicy Fail) and deletes are not; scaled back, admission works", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+		Assess("with the operator scaled to 0, updates and v1beta1 are refused, v1alpha1 reads and deletes are not; scaled back, admission works", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			deployment := op.name + "-controller-manager"
 			scale := func(replicas string) {
 				t.Helper()
@@ -231,11 +286,20 @@ func TestMemcachedOperatorInCluster(t *testing.T) {
 				}
 				return len(pods.Items) == 0, fmt.Sprintf("%d pods", len(pods.Items))
 			})
-			_, err := harness.Kubectl(ctx, cfg, "patch", "memcached", name, "-n", ns, "--type=merge", "-p", `{"spec":{"size":3}}`)
+			_, err := harness.Kubectl(ctx, cfg, "patch", memcachedV1alpha1, name, "-n", ns, "--type=merge", "-p", `{"spec":{"size":3}}`)
 			if err == nil || !strings.Contains(err.Error(), `failed calling webhook "vmemcached.cache.opkit.dev"`) {
 				t.Errorf("an update with no operator: %v, want refused by the webhook's failurePolicy", err)
 			}
-			if out, err := harness.Kubectl(ctx, cfg, "delete", "memcached", doomed.Name, "-n", ns, "--wait=true", "--timeout=1m"); err != nil {
+			// v1beta1 is served through the operator's conversion webhook:
+			// while it is down, every v1beta1 request fails, kubectl's
+			// default; v1alpha1, the stored version, still reads and deletes.
+			if _, err := harness.Kubectl(ctx, cfg, "get", "memcacheds.v1beta1.cache.opkit.dev", name, "-n", ns); err == nil || !strings.Contains(err.Error(), "conversion webhook for cache.opkit.dev/v1alpha1, Kind=Memcached failed") {
+				t.Errorf("a v1beta1 read with no operator: %v, want the conversion webhook's failure", err)
+			}
+			if out, err := harness.Kubectl(ctx, cfg, "get", memcachedV1alpha1, name, "-n", ns); err != nil {
+				t.Errorf("a v1alpha1 read with no operator: %v\n%s", err, out)
+			}
+			if out, err := harness.Kubectl(ctx, cfg, "delete", memcachedV1alpha1, doomed.Name, "-n", ns, "--wait=true", "--timeout=1m"); err != nil {
 				t.Errorf("a delete with no operator: %v\n%s", err, out)
 			}
 			scale("2")

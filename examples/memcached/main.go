@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/opkit-dev/opkit/examples/memcached/api/v1alpha1"
+	"github.com/opkit-dev/opkit/examples/memcached/api/v1beta1"
 	"github.com/opkit-dev/opkit/examples/memcached/internal/controller"
 	"github.com/opkit-dev/opkit/reconcile"
 	"github.com/opkit-dev/opkit/securemetrics"
@@ -86,7 +87,7 @@ func run() error {
 	// Only the kinds the operator reads or writes: a scheme of every
 	// built-in kind (client-go's) would hold a second copy of type
 	// information the process never uses.
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, policyv1.AddToScheme, v1alpha1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, policyv1.AddToScheme, v1alpha1.AddToScheme, v1beta1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return fmt.Errorf("building the scheme: %w", err)
 		}
@@ -162,6 +163,7 @@ func bindFlags(fs *flag.FlagSet) *flags {
 	o := &flags{webhook: webhook.Flags{
 		Service:                 "memcached-operator-webhook-service",
 		ValidatingConfiguration: "memcached-operator-validating-webhook-configuration",
+		Conversions:             []string{"memcacheds.cache.opkit.dev"},
 	}}
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "address the Prometheus metrics endpoint binds to; 0 disables it")
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS to authenticated, authorised clients only (a bearer token allowed to get /metrics); false serves plain HTTP to anyone, for local runs")
@@ -180,9 +182,12 @@ func bindFlags(fs *flag.FlagSet) *flags {
 
 // The rights of --webhook-cert-secret outside the operator's namespace
 // (config/webhook has the Role for the Secret): it writes its CA into
-// the webhook configuration.
+// the webhook configuration and the CRD's conversion webhook, and may
+// update no other CRD.
 //
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=update,resourceNames=memcacheds.cache.opkit.dev
 
 // The rights the metrics endpoint's authentication and authorisation
 // (--metrics-secure, securemetrics) use: it asks the API server who a

@@ -27,7 +27,8 @@ func TestFlagDefaults(t *testing.T) {
 			metricsAddr: ":8443", metricsSecure: true, probeAddr: ":8081", pprofAddr: "0",
 			readyEvents: "on-recovery", concurrency: 16, syncPeriod: 10 * time.Hour, progressDelay: 5 * time.Minute,
 			webhook: webhook.Flags{CertDir: filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs"),
-				Service: "memcached-operator-webhook-service", ValidatingConfiguration: "memcached-operator-validating-webhook-configuration"},
+				Service: "memcached-operator-webhook-service", ValidatingConfiguration: "memcached-operator-validating-webhook-configuration",
+				Conversions: []string{"memcacheds.cache.opkit.dev"}},
 		}},
 		{"every flag", []string{
 			"--metrics-bind-address=127.0.0.1:1", "--metrics-secure=false", "--health-probe-bind-address=127.0.0.1:2",
@@ -39,7 +40,7 @@ func TestFlagDefaults(t *testing.T) {
 			metricsAddr: "127.0.0.1:1", probeAddr: "127.0.0.1:2", pprofAddr: "127.0.0.1:3", leaderElect: true,
 			leaderNamespace: "ops", namespaces: "a,b", concurrency: 2, syncPeriod: 15 * time.Second, readyEvents: "always",
 			webhook: webhook.Flags{Port: 9443, CertDir: "/certs", CertSecret: "certs", Service: "svc", ValidatingConfiguration: "vwc",
-				CertValidity: 3 * time.Minute, CertRenewBefore: 2 * time.Minute},
+				Conversions: []string{"memcacheds.cache.opkit.dev"}, CertValidity: 3 * time.Minute, CertRenewBefore: 2 * time.Minute},
 		}},
 	}
 	for _, tt := range tests {

@@ -49,6 +49,9 @@ func Generate(example, shared, out string) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
+		if tpl, err = conversionTemplate(tpl, example, name); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
 		files[filepath.Join("crd", filepath.Base(path))] = tpl
 		names = append(names, name)
 	}
@@ -118,6 +121,56 @@ func crdTemplate(b []byte) ([]byte, string, error) {
 	}
 	lines = slices.Insert(lines, at+2, keep...)
 	return []byte("{{- if .Values.crd.enable }}\n" + strings.Join(lines, "") + "{{- end }}\n"), crd.Name, nil
+}
+
+// conversionTemplate adds to CRD template tpl the conversion webhook of
+// config/default/webhook_in_<plural>.yaml, when the example has one,
+// calling the release's webhook Service, and serves the CRD's unserved
+// versions with it, as config/default does: a version is served only
+// where the webhook can convert it.
+func conversionTemplate(tpl []byte, example, name string) ([]byte, error) {
+	plural, _, _ := strings.Cut(name, ".")
+	patch := filepath.Join(example, "config", "default", "webhook_in_"+plural+".yaml")
+	b, err := os.ReadFile(patch)
+	if errors.Is(err, fs.ErrNotExist) {
+		return tpl, nil
+	} else if err != nil {
+		return nil, err
+	}
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := yaml.UnmarshalStrict(b, &crd); err != nil {
+		return nil, fmt.Errorf("%s: %w", patch, err)
+	}
+	if c := crd.Spec.Conversion; c == nil || c.Webhook == nil || c.Webhook.ClientConfig == nil || c.Webhook.ClientConfig.Service == nil || c.Webhook.ClientConfig.Service.Path == nil {
+		return nil, fmt.Errorf("%s: want spec.conversion.webhook.clientConfig.service with a path", patch)
+	}
+	w := crd.Spec.Conversion.Webhook
+	stanza := "  {{- if include \"chart.webhook\" . }}\n" +
+		"  conversion:\n" +
+		"    strategy: Webhook\n" +
+		"    webhook:\n" +
+		"      clientConfig:\n" +
+		"        service:\n" +
+		"          name: {{ include \"chart.fullname\" . }}-webhook-service\n" +
+		"          namespace: {{ include \"chart.namespace\" . }}\n" +
+		"          path: " + *w.ClientConfig.Service.Path + "\n" +
+		"      conversionReviewVersions:\n"
+	for _, v := range w.ConversionReviewVersions {
+		stanza += "      - " + v + "\n"
+	}
+	stanza += "  {{- end }}\n"
+	lines := strings.SplitAfter(string(tpl), "\n")
+	at := slices.Index(lines, "spec:\n")
+	if at < 0 {
+		return nil, errors.New(`no "spec:" line to add the conversion webhook under`)
+	}
+	lines = slices.Insert(lines, at+1, stanza)
+	for i, l := range lines {
+		if l == "    served: false\n" {
+			lines[i] = "    served: {{ if include \"chart.webhook\" . }}true{{ else }}false{{ end }}\n"
+		}
+	}
+	return []byte(strings.Join(lines, "")), nil
 }
 
 // crdNames defines chart.crds, the CRDs' names one per line.

@@ -220,3 +220,49 @@ func TestGenerateLeavesNothingHalfWritten(t *testing.T) {
 		t.Errorf("templates written (-want +got):\n%s", diff)
 	}
 }
+
+func TestConversionTemplate(t *testing.T) {
+	tpl, _, err := crdTemplate([]byte(crd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := func(t *testing.T, body string) string {
+		t.Helper()
+		dir := t.TempDir()
+		if body != "" {
+			p := filepath.Join(dir, "config", "default", "webhook_in_things.yaml")
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return dir
+	}
+	const conversion = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: things.example.com\n" +
+		"spec:\n  conversion:\n    strategy: Webhook\n    webhook:\n      clientConfig:\n        service:\n          namespace: system\n          name: webhook-service\n          path: /convert\n      conversionReviewVersions:\n      - v1\n"
+	tpl = append(tpl[:len(tpl)-len("{{- end }}\n")], []byte("  versions:\n  - name: v1\n    served: true\n  - name: v2\n    served: false\n{{- end }}\n")...)
+	got, err := conversionTemplate(tpl, patch(t, ""), "things.example.com")
+	if err != nil || string(got) != string(tpl) {
+		t.Errorf("without a patch: %v, changed %t", err, string(got) != string(tpl))
+	}
+	got, err = conversionTemplate(tpl, patch(t, conversion), "things.example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"spec:\n  {{- if include \"chart.webhook\" . }}\n  conversion:\n    strategy: Webhook\n",
+		"          name: {{ include \"chart.fullname\" . }}-webhook-service\n          namespace: {{ include \"chart.namespace\" . }}\n          path: /convert\n",
+		"      conversionReviewVersions:\n      - v1\n  {{- end }}\n  group: example.com\n",
+		"  - name: v1\n    served: true\n  - name: v2\n    served: {{ if include \"chart.webhook\" . }}true{{ else }}false{{ end }}\n",
+	} {
+		if !strings.Contains(string(got), want) {
+			t.Errorf("the template lacks %q:\n%s", want, got)
+		}
+	}
+	noPath := strings.Replace(conversion, "          path: /convert\n", "", 1)
+	if _, err := conversionTemplate(tpl, patch(t, noPath), "things.example.com"); err == nil || !strings.Contains(err.Error(), "with a path") {
+		t.Errorf("a patch without a path: %v, want an error", err)
+	}
+}

@@ -18,8 +18,7 @@ func TestConversionRoundTrips(t *testing.T) {
 	conversiontest.RoundTrip(t, &v1beta1.Memcached{}, &v1alpha1.Memcached{})
 }
 
-// TestConversion: where each v1alpha1 field lands in v1beta1, and
-// v1beta1's maxConnections in the annotation.
+// TestConversion: where each v1alpha1 field lands in v1beta1.
 func TestConversion(t *testing.T) {
 	affinity := &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{}}
 	tests := []struct {
@@ -30,7 +29,7 @@ func TestConversion(t *testing.T) {
 		{
 			name: "every field",
 			alpha: v1alpha1.Memcached{
-				ObjectMeta: metav1.ObjectMeta{Name: "m", Annotations: map[string]string{v1alpha1.AnnotationMaxConnections: "4096", "team": "a"}},
+				ObjectMeta: metav1.ObjectMeta{Name: "m", Annotations: map[string]string{"team": "a"}},
 				Spec: v1alpha1.MemcachedSpec{Size: 3, Image: "memcached:1.6.38", Port: 11311, MemoryLimitMB: 128, ExtraArgs: []string{"-v"},
 					Affinity: affinity, TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{MaxSkew: 1}}},
 				Status: v1alpha1.MemcachedStatus{ReadyReplicas: 3, ObservedGeneration: 2},
@@ -38,15 +37,15 @@ func TestConversion(t *testing.T) {
 			beta: v1beta1.Memcached{
 				ObjectMeta: metav1.ObjectMeta{Name: "m", Annotations: map[string]string{"team": "a"}},
 				Spec: v1beta1.MemcachedSpec{Replicas: 3, Image: "memcached:1.6.38", Port: 11311,
-					Cache:     v1beta1.CacheSpec{MemoryMB: 128, MaxConnections: 4096, ExtraArgs: []string{"-v"}},
+					Cache:     v1beta1.CacheSpec{MemoryMB: 128, ExtraArgs: []string{"-v"}},
 					Placement: v1beta1.PlacementSpec{Affinity: affinity, TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{MaxSkew: 1}}}},
 				Status: v1beta1.MemcachedStatus{ReadyReplicas: 3, ObservedGeneration: 2},
 			},
 		},
 		{
-			name:  "no maxConnections, no annotation",
-			alpha: v1alpha1.Memcached{Spec: v1alpha1.MemcachedSpec{Size: 1}},
-			beta:  v1beta1.Memcached{Spec: v1beta1.MemcachedSpec{Replicas: 1}},
+			name:  "empty",
+			alpha: v1alpha1.Memcached{},
+			beta:  v1beta1.Memcached{},
 		},
 	}
 	for _, tt := range tests {
@@ -66,18 +65,5 @@ func TestConversion(t *testing.T) {
 				t.Errorf("v1beta1 -> v1alpha1 (-want +got):\n%s", diff)
 			}
 		})
-	}
-}
-
-// TestConversionKeepsAHandWrittenAnnotation: an annotation that is no
-// number stays as written and sets nothing.
-func TestConversionKeepsAHandWrittenAnnotation(t *testing.T) {
-	alpha := &v1alpha1.Memcached{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{v1alpha1.AnnotationMaxConnections: "many"}}}
-	var beta v1beta1.Memcached
-	if err := alpha.ConvertTo(&beta); err != nil {
-		t.Fatal(err)
-	}
-	if beta.Spec.Cache.MaxConnections != 0 || beta.Annotations[v1alpha1.AnnotationMaxConnections] != "many" {
-		t.Errorf("maxConnections %d, annotations %v; want 0 and the annotation kept", beta.Spec.Cache.MaxConnections, beta.Annotations)
 	}
 }

@@ -16,10 +16,9 @@ const (
 // Defaults applied by the API server (CRD defaults), repeated here for code
 // that builds a Memcached in Go and for the documentation.
 const (
-	DefaultImage          = "memcached:1.6"
-	DefaultPort           = 11211
-	DefaultCacheMemoryMB  = 64
-	DefaultMaxConnections = 1024
+	DefaultImage         = "memcached:1.6"
+	DefaultPort          = 11211
+	DefaultCacheMemoryMB = 64
 )
 
 // MemcachedSpec is the desired state of a Memcached cluster.
@@ -81,21 +80,13 @@ type CacheSpec struct {
 	// +optional
 	MemoryMB int32 `json:"memoryMB,omitempty"`
 
-	// MaxConnections is the most simultaneous connections memcached
-	// accepts (-c; memcached's default 1024 when unset).
-	//
-	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:Maximum=1048576
-	// +optional
-	MaxConnections int32 `json:"maxConnections,omitempty"`
-
 	// ExtraArgs are appended to memcached's command line, for example
-	// ["-v"]. They must not set what fields set: the port, the memory limit
-	// and the connection limit.
+	// ["-v", "-c", "4096"]. They must not set the port or the memory limit:
+	// use spec.port and spec.cache.memoryMB.
 	//
 	// +kubebuilder:validation:MaxItems=32
 	// +kubebuilder:validation:items:MaxLength=256
-	// +kubebuilder:validation:XValidation:rule="self.all(a, !(a.startsWith('-p') || a.startsWith('--port') || a.startsWith('-m') || a.startsWith('--memory-limit') || a.startsWith('-c') || a.startsWith('--conn-limit')))",message="spec.cache.extraArgs must not set the port (-p, --port), the memory limit (-m, --memory-limit) or the connection limit (-c, --conn-limit): use spec.port, spec.cache.memoryMB and spec.cache.maxConnections",reason=FieldValueForbidden
+	// +kubebuilder:validation:XValidation:rule="self.all(a, !(a.startsWith('-p') || a.startsWith('--port') || a.startsWith('-m') || a.startsWith('--memory-limit')))",message="spec.cache.extraArgs must not set the port (-p, --port) or the memory limit (-m, --memory-limit): use spec.port and spec.cache.memoryMB",reason=FieldValueForbidden
 	// +listType=atomic
 	// +optional
 	ExtraArgs []string `json:"extraArgs,omitempty"`
@@ -157,8 +148,8 @@ type MemcachedStatus struct {
 // headless Service naming them, and a PodDisruptionBudget when there is more
 // than one pod.
 //
-// In the CRD but not served yet (unservedversion): it is served once the
-// operator serves the conversion webhook.
+// Served only where the operator serves its conversion webhook
+// (config/default serves it); v1alpha1 is still the storage version.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:unservedversion

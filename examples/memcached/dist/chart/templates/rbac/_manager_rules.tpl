@@ -27,6 +27,22 @@
   - update
   - watch
 - apiGroups:
+  - apiextensions.k8s.io
+  resources:
+  - customresourcedefinitions
+  verbs:
+  - get
+  - list
+  - watch
+- apiGroups:
+  - apiextensions.k8s.io
+  resourceNames:
+  - memcacheds.cache.opkit.dev
+  resources:
+  - customresourcedefinitions
+  verbs:
+  - update
+- apiGroups:
   - apps
   resources:
   - deployments
