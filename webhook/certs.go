@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -68,10 +67,11 @@ func (c Certificates) check() error {
 }
 
 // RotateCertificates provisions and rotates c with
-// open-policy-agent/cert-controller on every replica. Give the manager a
-// server from NewServer, which waits for the certificate the rotator
-// writes. Add the returned checker as a readiness check: it fails with
-// ErrCertificatesNotReady until the CA is injected and the server serves.
+// open-policy-agent/cert-controller on the leader. Give the manager a
+// server from NewServer, which waits for the certificate the kubelet
+// mounts. Add the returned checker as a readiness check, on every replica:
+// it fails with ErrCertificatesNotReady until every caBundle trusts the
+// mounted certificate, and stays ready after.
 //
 // Footgun: a CA rotation (every ten years) replaces the caBundle at once,
 // and requests fail until the kubelet mounts the new Secret.
@@ -91,7 +91,6 @@ func RotateCertificates(mgr ctrl.Manager, c Certificates) (healthz.Checker, erro
 			hooks = append(hooks, rotator.WebhookInfo{Name: n, Type: w.typ})
 		}
 	}
-	injected := make(chan struct{})
 	err := rotator.AddRotator(mgr, &rotator.CertRotator{
 		SecretKey: c.Secret,
 		// Controller names are unique per process: one per Secret.
@@ -100,27 +99,26 @@ func RotateCertificates(mgr ctrl.Manager, c Certificates) (healthz.Checker, erro
 		CAName:                 c.DNSName + "-ca",
 		CAOrganization:         "opkit",
 		DNSName:                c.DNSName,
-		IsReady:                injected,
+		IsReady:                make(chan struct{}), // unused: see trusted
 		Webhooks:               hooks,
 		ServerCertDuration:     c.Validity,
 		LookaheadInterval:      c.RenewBefore,
 		RotationCheckFrequency: c.CheckEvery,
-		// Every replica serves, so every replica needs the Secret ready;
-		// a write conflict between them is retried.
-		RequireLeaderElection: false,
+		// One writer: replicas racing to fill the Secret and the
+		// caBundles conflicted, and the losers backed off for minutes.
+		RequireLeaderElection: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("webhook: adding the certificate rotator: %w", err)
 	}
-	started := mgr.GetWebhookServer().StartedChecker()
-	return func(req *http.Request) error {
-		select {
-		case <-injected:
-			return started(req)
-		default:
-			return ErrCertificatesNotReady
-		}
-	}, nil
+	t := &trusted{
+		reader:   mgr.GetAPIReader(),
+		certFile: filepath.Join(c.CertDir, "tls.crt"),
+		dnsName:  c.DNSName,
+		targets:  hooks,
+		started:  mgr.GetWebhookServer().StartedChecker(),
+	}
+	return t.check, nil
 }
 
 // NewServer is controller-runtime's webhook server, started only once

@@ -15,7 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -125,6 +128,138 @@ func TestRotateCertificates(t *testing.T) {
 	}
 }
 
+// TestRotateCertificatesReadiness is a replica that does not hold the
+// leader lease, started while its kubelet still mounts an older Secret (a
+// pod scheduled before the leader filled it, or a CA rotation): it writes
+// nothing, is not ready while it would serve a certificate the caBundles
+// do not trust, and is ready within a second of the kubelet's copy.
+func TestRotateCertificatesReadiness(t *testing.T) {
+	ctx := t.Context()
+	restoreCABundles(t)
+	ns := namespace(t)
+	secret := types.NamespacedName{Namespace: ns, Name: "webhook-server-cert"}
+	// The leader's work: a filled Secret, its CA in every caBundle.
+	data := issue(t, "localhost")
+	if err := env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secret.Name}, Data: data}); err != nil {
+		t.Fatal(err)
+	}
+	configs := injectCA(t, data["ca.crt"])
+	if err := env.Client.Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "leader"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: new("other"), LeaseDurationSeconds: new(int32(3600)),
+			AcquireTime: &metav1.MicroTime{Time: time.Now()}, RenewTime: &metav1.MicroTime{Time: time.Now()}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	certDir := t.TempDir()
+	mount(t, certDir, issue(t, "localhost"))
+
+	opts := env.WebhookOptions()
+	opts.CertDir = certDir
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                  env.Scheme,
+		Metrics:                 metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress:  "0",
+		Controller:              config.Controller{SkipNameValidation: new(true)},
+		WebhookServer:           webhook.NewServer(opts),
+		LeaderElection:          true,
+		LeaderElectionNamespace: ns,
+		LeaderElectionID:        "leader",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready, err := webhook.RotateCertificates(mgr, webhook.Certificates{
+		Secret: secret, CertDir: certDir, DNSName: "localhost",
+		Validating: []string{validating}, Mutating: []string{mutating},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.Run(t, mgr)
+	copied := time.Now().Add(5 * time.Second)
+	time.AfterFunc(time.Until(copied), func() { mount(t, certDir, data) })
+	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return ready(nil) == nil, nil
+	})
+	switch at := time.Now(); {
+	case err != nil:
+		t.Fatalf("not ready 25 s after the kubelet's copy: %v", ready(nil))
+	case at.Before(copied):
+		t.Fatalf("ready %s before the kubelet's copy, serving a certificate no caBundle trusts", copied.Sub(at).Round(time.Millisecond))
+	case at.Sub(copied) > time.Second:
+		t.Errorf("ready %s after the kubelet's copy, want within 1s", at.Sub(copied).Round(time.Millisecond))
+	default:
+		t.Logf("ready %s after the kubelet's copy", at.Sub(copied).Round(time.Millisecond))
+	}
+	if diff := cmp.Diff(configs, injectCA(t, nil)); diff != "" {
+		t.Errorf("a replica without the lease wrote the configurations (-before +after resourceVersions):\n%s", diff)
+	}
+	if got := secretData(t, secret); !bytes.Equal(got["tls.crt"], data["tls.crt"]) {
+		t.Error("a replica without the lease rewrote the Secret")
+	}
+}
+
+// issue is a Secret's data as cert-controller writes it: a CA named after
+// dnsName and a serving certificate for dnsName that it signs.
+func issue(t *testing.T, dnsName string) map[string][]byte {
+	t.Helper()
+	cr := &rotator.CertRotator{CAName: dnsName + "-ca", CAOrganization: "opkit", DNSName: dnsName,
+		ExtKeyUsages: &[]x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	now := time.Now()
+	ca, err := cr.CreateCACert(now.Add(-time.Hour), now.Add(24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crt, key, err := cr.CreateCertPEM(ca, now.Add(-time.Hour), now.Add(24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string][]byte{"ca.crt": ca.CertPEM, "ca.key": ca.KeyPEM, "tls.crt": crt, "tls.key": key}
+}
+
+// mount writes data's serving certificate into dir as the kubelet does.
+func mount(t *testing.T, dir string, data map[string][]byte) {
+	t.Helper()
+	for _, name := range []string{"tls.key", "tls.crt"} {
+		tmp := filepath.Join(dir, "."+name)
+		if err := os.WriteFile(tmp, data[name], 0o600); err != nil {
+			t.Error(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// injectCA writes ca, unless nil, into every webhook of both
+// configurations and returns their resourceVersions.
+func injectCA(t *testing.T, ca []byte) map[string]string {
+	t.Helper()
+	rv := map[string]string{}
+	v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	m := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	caBundles(t, v)
+	caBundles(t, m)
+	if ca != nil {
+		for i := range v.Webhooks {
+			v.Webhooks[i].ClientConfig.CABundle = ca
+		}
+		for i := range m.Webhooks {
+			m.Webhooks[i].ClientConfig.CABundle = ca
+		}
+		for _, obj := range []client.Object{v, m} {
+			if err := env.Client.Update(t.Context(), obj); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, obj := range []client.Object{v, m} {
+		rv[obj.GetName()] = obj.GetResourceVersion()
+	}
+	return rv
+}
+
 // playKubelet copies secret's tls.crt and tls.key into dir, lag after
 // each change, as the kubelet updates a mounted Secret.
 func playKubelet(ctx context.Context, t *testing.T, secret types.NamespacedName, dir string, lag time.Duration) {
@@ -133,17 +268,7 @@ func playKubelet(ctx context.Context, t *testing.T, secret types.NamespacedName,
 		var s corev1.Secret
 		if err := env.Client.Get(ctx, secret, &s); err == nil && len(s.Data["tls.crt"]) > 0 && !bytes.Equal(s.Data["tls.crt"], last) {
 			time.Sleep(lag)
-			for _, name := range []string{"tls.key", "tls.crt"} {
-				tmp := filepath.Join(dir, "."+name)
-				if err := os.WriteFile(tmp, s.Data[name], 0o600); err != nil {
-					t.Error(err)
-					return
-				}
-				if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-					t.Error(err)
-					return
-				}
-			}
+			mount(t, dir, s.Data)
 			last = s.Data["tls.crt"]
 		}
 		time.Sleep(100 * time.Millisecond)
