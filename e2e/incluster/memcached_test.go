@@ -187,7 +187,7 @@ func TestMemcachedOperatorInCluster(t *testing.T) {
 			}
 			return ctx
 		}).
-		Assess("the webhook's certificate rotates under load with no failed request, and every replica serves the new one", op.certificateRotates(ns)).
+		Assess("the webhook's certificate rotates under load with no failed request, and every replica serves a renewed one", op.certificateRotates(ns)).
 		Assess("an invalid size is refused at admission, naming the field", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			before := memcached(ctx, t, cfg)
 			out, err := harness.Kubectl(ctx, cfg, "patch", memcachedV1alpha1, name, "-n", ns, "--type=merge", "-p", `{"spec":{"size":101}}`)
