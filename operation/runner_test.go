@@ -112,7 +112,10 @@ func TestStepRunsAnOperationOnce(t *testing.T) {
 	p.step()
 	p.write()
 	w.release <- nil
-	<-w.finished
+	// finished comes from inside Run, before the Runner records its end.
+	if err := p.runner.Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	if d := p.step(); d != 0 || p.rec.Phase != operation.Succeeded || p.rec.EndTime == nil {
 		t.Fatalf("after the run: %+v, next pass in %s; want Succeeded and no next pass", p.rec, d)
 	}
@@ -321,7 +324,9 @@ func TestTypesDoNotShareRuns(t *testing.T) {
 	}
 	waitStarted(t, w, 2)
 	w.release <- nil
-	<-w.finished
+	if err := runner.Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	runner.Step(t.Context(), owner, a, backup)
 	runner.Step(t.Context(), owner, b, resize)
 	if a.Phase != operation.Succeeded || b.Phase != operation.Succeeded {
