@@ -112,7 +112,7 @@ is removed if the demo installed it"). To keep playing, run the operator in one 
 and in another:
   export KUBECONFIG=$KUBECONFIG PATH=$root/bin:\$PATH
   kubectl apply -f examples/memcached/config/crd/bases -f examples/memcached/config/samples
-  kubectl patch memcached memcached-sample --type=merge -p '{"spec":{"size":4}}'
+  kubectl patch memcached memcached-sample --type=merge -p '{"spec":{"replicas":4}}'
   kubectl get memcached memcached-sample -w
 $( ((started_cluster)) && echo "Stop the cluster with: make cluster-down" || echo "Delete the sample before you stop the operator: it carries a finalizer.")
 MSG

@@ -12,7 +12,7 @@ import (
 // TestChartWebhook: the memcached chart's webhook values. Under another
 // release name every name the manager is given is the release's object;
 // webhook.enable false drops the webhook and everything it needs, and
-// with the conversion webhook v1beta1, which it would convert;
+// with the conversion webhook v1alpha1, which it would convert;
 // failurePolicy and extra volumes reach the objects.
 func TestChartWebhook(t *testing.T) {
 	const ns, release = "ops", "mc"
@@ -69,7 +69,7 @@ func TestChartWebhook(t *testing.T) {
 			if conv, ok, _ := unstructured.NestedMap(crd.Object, "spec", "conversion"); ok {
 				t.Errorf("the CRD converts through %v", conv)
 			}
-			if diff := cmp.Diff(map[string]bool{"v1alpha1": true, "v1beta1": false}, served(t, crd)); diff != "" {
+			if diff := cmp.Diff(map[string]bool{"v1alpha1": false, "v1beta1": true}, served(t, crd)); diff != "" {
 				t.Errorf("versions served (-want +got):\n%s", diff)
 			}
 			if args := managerArgs(t, objs); slices.ContainsFunc(args, func(a string) bool { return strings.Contains(a, "webhook") }) {

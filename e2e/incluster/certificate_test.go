@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 
 	"github.com/opkit-dev/opkit/e2e/harness"
-	"github.com/opkit-dev/opkit/examples/memcached/api/v1alpha1"
+	"github.com/opkit-dev/opkit/examples/memcached/api/v1beta1"
 )
 
 // The memcached operator's webhook certificate in this suite: renewed 60 s
@@ -35,7 +35,7 @@ const certValidity, certRenewBefore = 3 * time.Minute, 2 * time.Minute
 func (o operator) certificateRotates(ns string) func(context.Context, *testing.T, *envconf.Config) context.Context {
 	return func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 		scheme := runtime.NewScheme()
-		if err := v1alpha1.AddToScheme(scheme); err != nil {
+		if err := v1beta1.AddToScheme(scheme); err != nil {
 			t.Fatal(err)
 		}
 		c, err := client.New(cfg.Client().RESTConfig(), client.Options{Scheme: scheme})
@@ -50,9 +50,9 @@ func (o operator) certificateRotates(ns string) func(context.Context, *testing.T
 			if c := string(o.secretData(ctx, t, cfg, secret)["tls.crt"]); !slices.Contains(certs, c) {
 				certs = append(certs, c)
 			}
-			m := &v1alpha1.Memcached{
+			m := &v1beta1.Memcached{
 				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("memcached-dry-run-%d", sent), Namespace: ns},
-				Spec:       v1alpha1.MemcachedSpec{Size: 1, Image: "memcached:1.6"},
+				Spec:       v1beta1.MemcachedSpec{Replicas: 1, Image: "memcached:1.6"},
 			}
 			sent++
 			if err := c.Create(ctx, m, client.DryRunAll); err != nil {

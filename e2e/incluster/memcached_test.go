@@ -22,9 +22,13 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
 	"github.com/opkit-dev/opkit/e2e/harness"
-	"github.com/opkit-dev/opkit/examples/memcached/api/v1alpha1"
+	"github.com/opkit-dev/opkit/examples/memcached/api/v1beta1"
 	"github.com/opkit-dev/opkit/internal/repo"
 )
+
+// memcachedV1alpha1 names the v1alpha1 resource for kubectl, which
+// otherwise picks the highest version served, v1beta1.
+const memcachedV1alpha1 = "memcacheds.v1alpha1.cache.opkit.dev"
 
 // TestMemcachedOperatorInCluster is the operator-sdk tutorial's walkthrough
 // on real memcached pods, with the operator installed by its Helm chart
@@ -34,18 +38,14 @@ import (
 // operator is upgraded in place to another build (helm upgrade with its
 // next image) without restarting a pod or writing a child; the
 // operator's own Validate refuses a spec at admission through its webhook
-// (with the certificate it made itself) and its Warnings warn; an
-// invalid size is refused at admission naming the field; a scale-up whose
-// leader is killed midway is finished by the new leader; an image change
-// rolls every pod; a deleted pod is replaced; it scales down; with the
-// operator scaled to 0, updates are refused (failurePolicy Fail) and
-// deletes are not; deleting it removes its children; helm uninstall
-// leaves nothing.
-// memcachedV1alpha1 names the v1alpha1 resource for kubectl, which
-// otherwise picks the highest version served, v1beta1, where spec.size
-// is unknown and a patch of it silently changes nothing.
-const memcachedV1alpha1 = "memcacheds.v1alpha1.cache.opkit.dev"
-
+// (with the certificate it made itself) and its Warnings warn; v1alpha1
+// and v1beta1 convert both ways; an invalid replica count is refused at
+// admission naming the field; an object stored at v1alpha1 is migrated to
+// v1beta1 by the next leader; a scale-up whose leader is killed midway is
+// finished by the new leader; an image change rolls every pod; a deleted
+// pod is replaced; it scales down; with the operator scaled to 0, updates
+// are refused (failurePolicy Fail) and deletes are not; deleting it
+// removes its children; helm uninstall leaves nothing.
 func TestMemcachedOperatorInCluster(t *testing.T) {
 	t.Parallel() // with TestEtcdOperatorInCluster (main_test.go)
 	root, err := repo.Root()
@@ -55,7 +55,7 @@ func TestMemcachedOperatorInCluster(t *testing.T) {
 	op := operator{
 		example: "memcached", name: "memcached-operator", namespace: "memcached-system",
 		img:         "opkit.dev/memcached-operator:dev",
-		addToScheme: v1alpha1.AddToScheme, list: &v1alpha1.MemcachedList{},
+		addToScheme: v1beta1.AddToScheme, list: &v1beta1.MemcachedList{},
 		crds: []string{"memcacheds.cache.opkit.dev"},
 		// This suite installs through the Helm chart; the etcd suites
 		// through make deploy.
@@ -64,11 +64,11 @@ func TestMemcachedOperatorInCluster(t *testing.T) {
 		// throughout the suite (certificateRotates).
 		args: []string{"--webhook-cert-validity=" + certValidity.String(), "--webhook-cert-renew-before=" + certRenewBefore.String()},
 	}.fromRegistry(t.Context(), t)
-	sample := filepath.Join(root, "examples/memcached/config/samples/cache_v1alpha1_memcached.yaml")
+	sample := filepath.Join(root, "examples/memcached/config/samples/cache_v1beta1_memcached.yaml")
 	const ns, name = "default", "memcached-sample"
-	memcached := func(ctx context.Context, t *testing.T, cfg *envconf.Config) *v1alpha1.Memcached {
+	memcached := func(ctx context.Context, t *testing.T, cfg *envconf.Config) *v1beta1.Memcached {
 		t.Helper()
-		var m v1alpha1.Memcached
+		var m v1beta1.Memcached
 		if err := cfg.Client().Resources().Get(ctx, name, ns, &m); err != nil {
 			t.Fatal(err)
 		}
@@ -76,7 +76,7 @@ func TestMemcachedOperatorInCluster(t *testing.T) {
 	}
 	patch := func(ctx context.Context, t *testing.T, cfg *envconf.Config, spec string) {
 		t.Helper()
-		if out, err := harness.Kubectl(ctx, cfg, "patch", memcachedV1alpha1, name, "-n", ns, "--type=merge", "-p", `{"spec":`+spec+`}`); err != nil {
+		if out, err := harness.Kubectl(ctx, cfg, "patch", "memcached", name, "-n", ns, "--type=merge", "-p", `{"spec":`+spec+`}`); err != nil {
 			t.Fatalf("patch %s: %v\n%s", spec, err, out)
 		}
 	}
@@ -115,24 +115,24 @@ func TestMemcachedOperatorInCluster(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				cmd.Stdin = strings.NewReader(`{"apiVersion":"cache.opkit.dev/v1alpha1","kind":"Memcached","metadata":{"name":"` + name + `","namespace":"` + ns + `"},"spec":` + spec + `}`)
+				cmd.Stdin = strings.NewReader(`{"apiVersion":"cache.opkit.dev/v1beta1","kind":"Memcached","metadata":{"name":"` + name + `","namespace":"` + ns + `"},"spec":` + spec + `}`)
 				out, err := cmd.CombinedOutput()
 				return string(out), err
 			}
 			// Valid for the schema; the operator's Validate refuses it.
-			out, err := create("memcached-items-beyond-limit", `{"size":1,"memoryLimitMB":128,"resources":{"limits":{"memory":"96Mi"}}}`, false)
+			out, err := create("memcached-items-beyond-limit", `{"replicas":1,"cache":{"memoryMB":128},"resources":{"limits":{"memory":"96Mi"}}}`, false)
 			if err == nil {
-				t.Fatalf("memoryLimitMB beyond the memory limit was admitted: %s", out)
+				t.Fatalf("cache.memoryMB beyond the memory limit was admitted: %s", out)
 			}
 			// The message is Validate's: no schema or CEL rule says it.
-			if !strings.Contains(out, "spec.memoryLimitMB: Invalid value: 128: must be less than spec.resources.limits.memory (96Mi)") {
-				t.Errorf("the refusal is not the webhook's naming spec.memoryLimitMB: %s", out)
+			if !strings.Contains(out, "spec.cache.memoryMB: Invalid value: 128: must be less than spec.resources.limits.memory (96Mi)") {
+				t.Errorf("the refusal is not the webhook's naming spec.cache.memoryMB: %s", out)
 			}
-			var m v1alpha1.Memcached
+			var m v1beta1.Memcached
 			if err := cfg.Client().Resources().Get(ctx, "memcached-items-beyond-limit", ns, &m); !apierrors.IsNotFound(err) {
 				t.Errorf("the refused Memcached: get = %v, want NotFound", err)
 			}
-			out, err = create("memcached-unpinned", `{"size":1,"image":"memcached"}`, true)
+			out, err = create("memcached-unpinned", `{"replicas":1,"image":"memcached"}`, true)
 			if err != nil || !strings.Contains(out, `Warning: spec.image "memcached" does not pin a version`) {
 				t.Errorf("an unpinned image: %v, output %q, want admitted with a warning", err, out)
 			}
@@ -188,25 +188,26 @@ func TestMemcachedOperatorInCluster(t *testing.T) {
 			return ctx
 		}).
 		Assess("the webhook's certificate rotates under load with no failed request, and every replica serves a renewed one", op.certificateRotates(ns)).
-		Assess("an invalid size is refused at admission, naming the field", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+		Assess("an invalid replica count is refused at admission, naming the field", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			before := memcached(ctx, t, cfg)
-			out, err := harness.Kubectl(ctx, cfg, "patch", memcachedV1alpha1, name, "-n", ns, "--type=merge", "-p", `{"spec":{"size":101}}`)
+			out, err := harness.Kubectl(ctx, cfg, "patch", "memcached", name, "-n", ns, "--type=merge", "-p", `{"spec":{"replicas":101}}`)
 			if err == nil {
-				t.Fatalf("size 101 was accepted: %s", out)
+				t.Fatalf("replicas 101 was accepted: %s", out)
 			}
-			if msg := err.Error(); !strings.Contains(msg, "spec.size") || !strings.Contains(msg, "100") {
-				t.Errorf("the refusal does not name spec.size and its bound: %s", msg)
+			if msg := err.Error(); !strings.Contains(msg, "spec.replicas") || !strings.Contains(msg, "100") {
+				t.Errorf("the refusal does not name spec.replicas and its bound: %s", msg)
 			}
-			if after := memcached(ctx, t, cfg); after.Generation != before.Generation || after.Spec.Size != before.Spec.Size {
-				t.Errorf("a refused patch changed the object: generation %d -> %d, size %d -> %d", before.Generation, after.Generation, before.Spec.Size, after.Spec.Size)
+			if after := memcached(ctx, t, cfg); after.Generation != before.Generation || after.Spec.Replicas != before.Spec.Replicas {
+				t.Errorf("a refused patch changed the object: generation %d -> %d, replicas %d -> %d", before.Generation, after.Generation, before.Spec.Replicas, after.Spec.Replicas)
 			}
 			return ctx
 		}).
+		Assess("a Memcached stored at v1alpha1 is rewritten at v1beta1 by the next leader, and storedVersions trimmed", op.storageMigrates(ns)).
 		Assess("the leader killed in the middle of a scale-up to 5: the new leader finishes it", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			// The leader is looked up first: the kill must follow the patch
 			// at once, before the scale-up is done.
 			leader := leaderPod(ctx, t, cfg, op.namespace, "memcached.cache.opkit.dev")
-			patch(ctx, t, cfg, `{"size":5}`)
+			patch(ctx, t, cfg, `{"replicas":5}`)
 			if out, err := harness.Kubectl(ctx, cfg, "delete", "pod", leader, "-n", op.namespace, "--force", "--grace-period=0"); err != nil {
 				t.Fatalf("%v\n%s", err, out)
 			}
@@ -262,11 +263,11 @@ func TestMemcachedOperatorInCluster(t *testing.T) {
 			return ctx
 		}).
 		Assess("scaling to 2 leaves 2 real pods in status.nodes", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-			patch(ctx, t, cfg, `{"size":2}`)
+			patch(ctx, t, cfg, `{"replicas":2}`)
 			waitReadyWithPods(ctx, t, cfg, ns, name, 2)
 			return ctx
 		}).
-		Assess("with the operator scaled to 0, updates and v1beta1 are refused, v1alpha1 reads and deletes are not; scaled back, admission works", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+		Assess("with the operator scaled to 0, updates and v1alpha1 are refused, v1beta1 reads and deletes are not; scaled back, admission works", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			deployment := op.name + "-controller-manager"
 			scale := func(replicas string) {
 				t.Helper()
@@ -274,7 +275,7 @@ func TestMemcachedOperatorInCluster(t *testing.T) {
 					t.Fatalf("%v\n%s", err, out)
 				}
 			}
-			doomed := &v1alpha1.Memcached{ObjectMeta: metav1.ObjectMeta{Name: "memcached-deleted-while-down", Namespace: ns}, Spec: v1alpha1.MemcachedSpec{Size: 0, Image: "memcached:1.6"}}
+			doomed := &v1beta1.Memcached{ObjectMeta: metav1.ObjectMeta{Name: "memcached-deleted-while-down", Namespace: ns}, Spec: v1beta1.MemcachedSpec{Replicas: 0, Image: "memcached:1.6"}}
 			if err := cfg.Client().Resources().Create(ctx, doomed); err != nil {
 				t.Fatal(err)
 			}
@@ -286,27 +287,37 @@ func TestMemcachedOperatorInCluster(t *testing.T) {
 				}
 				return len(pods.Items) == 0, fmt.Sprintf("%d pods", len(pods.Items))
 			})
-			_, err := harness.Kubectl(ctx, cfg, "patch", memcachedV1alpha1, name, "-n", ns, "--type=merge", "-p", `{"spec":{"size":3}}`)
+			_, err := harness.Kubectl(ctx, cfg, "patch", "memcached", name, "-n", ns, "--type=merge", "-p", `{"spec":{"replicas":3}}`)
 			if err == nil || !strings.Contains(err.Error(), `failed calling webhook "vmemcached.cache.opkit.dev"`) {
 				t.Errorf("an update with no operator: %v, want refused by the webhook's failurePolicy", err)
 			}
-			// v1beta1 is served through the operator's conversion webhook:
-			// while it is down, every v1beta1 request fails, kubectl's
-			// default; v1alpha1, the stored version, still reads and deletes.
-			if _, err := harness.Kubectl(ctx, cfg, "get", "memcacheds.v1beta1.cache.opkit.dev", name, "-n", ns); err == nil || !strings.Contains(err.Error(), "conversion webhook for cache.opkit.dev/v1alpha1, Kind=Memcached failed") {
-				t.Errorf("a v1beta1 read with no operator: %v, want the conversion webhook's failure", err)
+			// v1alpha1 is served through the operator's conversion webhook:
+			// while it is down, every v1alpha1 request fails; v1beta1, the
+			// stored version, still reads and deletes.
+			if _, err := harness.Kubectl(ctx, cfg, "get", memcachedV1alpha1, name, "-n", ns); err == nil || !strings.Contains(err.Error(), "conversion webhook for cache.opkit.dev/v1beta1, Kind=Memcached failed") {
+				t.Errorf("a v1alpha1 read with no operator: %v, want the conversion webhook's failure", err)
 			}
-			if out, err := harness.Kubectl(ctx, cfg, "get", memcachedV1alpha1, name, "-n", ns); err != nil {
-				t.Errorf("a v1alpha1 read with no operator: %v\n%s", err, out)
+			if out, err := harness.Kubectl(ctx, cfg, "get", "memcached", name, "-n", ns); err != nil {
+				t.Errorf("a v1beta1 read with no operator: %v\n%s", err, out)
 			}
-			if out, err := harness.Kubectl(ctx, cfg, "delete", memcachedV1alpha1, doomed.Name, "-n", ns, "--wait=true", "--timeout=1m"); err != nil {
+			if out, err := harness.Kubectl(ctx, cfg, "delete", "memcached", doomed.Name, "-n", ns, "--wait=true", "--timeout=1m"); err != nil {
 				t.Errorf("a delete with no operator: %v\n%s", err, out)
 			}
 			scale("2")
 			if out, err := harness.Kubectl(ctx, cfg, "rollout", "status", "deployment", deployment, "-n", op.namespace, "--timeout=3m"); err != nil {
 				t.Fatalf("%v\n%s", err, out)
 			}
-			patch(ctx, t, cfg, `{"size":3}`)
+			// A pod is ready before the Service's endpoints reach the
+			// API server's path to it: the first calls may be refused.
+			ready := time.Now()
+			harness.WaitFor(ctx, t, "the webhook to admit a patch", time.Minute, 200*time.Millisecond, func(ctx context.Context) (bool, string) {
+				out, err := harness.Kubectl(ctx, cfg, "patch", "memcached", name, "-n", ns, "--type=merge", "-p", `{"spec":{"replicas":3}}`)
+				if err != nil {
+					return false, fmt.Sprintf("%v: %s", err, out)
+				}
+				return true, ""
+			})
+			t.Logf("the webhook admitted a patch %s after the rollout", time.Since(ready).Round(100*time.Millisecond))
 			waitReadyWithPods(ctx, t, cfg, ns, name, 3)
 			return ctx
 		}).
@@ -352,7 +363,7 @@ func leaderPod(ctx context.Context, t *testing.T, cfg *envconf.Config, ns, lease
 func waitReadyWithPods(ctx context.Context, t *testing.T, cfg *envconf.Config, ns, name string, size int) {
 	t.Helper()
 	harness.WaitFor(ctx, t, fmt.Sprintf("%s to be Ready with %d real pods", name, size), 4*time.Minute, time.Second, func(ctx context.Context) (bool, string) {
-		var m v1alpha1.Memcached
+		var m v1beta1.Memcached
 		if err := cfg.Client().Resources().Get(ctx, name, ns, &m); err != nil {
 			return false, err.Error()
 		}

@@ -48,7 +48,7 @@ func TestJustCreatedIsInProgress(t *testing.T) {
 	tests := []struct {
 		name, sample string
 	}{
-		{"Memcached", "examples/memcached/config/samples/cache_v1alpha1_memcached.yaml"},
+		{"Memcached", "examples/memcached/config/samples/cache_v1beta1_memcached.yaml"},
 		{"EtcdCluster", "examples/etcd/config/samples/etcdcluster.yaml"},
 		{"EtcdBackup", "examples/etcd/config/samples/etcdbackup.yaml"},
 		{"Widget (the library's test API)", ""},

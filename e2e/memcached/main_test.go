@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/envfuncs"
 
 	"github.com/opkit-dev/opkit/e2e/harness"
-	"github.com/opkit-dev/opkit/examples/memcached/api/v1alpha1"
+	"github.com/opkit-dev/opkit/examples/memcached/api/v1beta1"
 	"github.com/opkit-dev/opkit/internal/repo"
 )
 
@@ -44,7 +44,7 @@ func TestMain(m *testing.M) {
 	}
 	e.Setup(
 		envfuncs.SetupCRDs(filepath.Join(root, "examples/memcached/config/crd/bases"), "*.yaml"),
-		harness.WaitForAPI(v1alpha1.AddToScheme, &v1alpha1.MemcachedList{}),
+		harness.WaitForAPI(v1beta1.AddToScheme, &v1beta1.MemcachedList{}),
 		operator.Start(root),
 	)
 	// Registered after the harness's cluster deletion, so it runs after

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
-	"github.com/opkit-dev/opkit/examples/memcached/api/v1alpha1"
+	"github.com/opkit-dev/opkit/examples/memcached/api/v1beta1"
 	"github.com/opkit-dev/opkit/internal/testkit"
 	"github.com/opkit-dev/opkit/statusutil"
 	"github.com/opkit-dev/opkit/statusutil/e2estatus"
@@ -36,8 +36,8 @@ const (
 // The walkthrough of examples/memcached/README.md, step by step.
 func TestWalkthrough(t *testing.T) {
 	var ns string
-	mc := func() *v1alpha1.Memcached {
-		return &v1alpha1.Memcached{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+	mc := func() *v1beta1.Memcached {
+		return &v1beta1.Memcached{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
 	}
 
 	f := features.New("memcached walkthrough").
@@ -51,7 +51,7 @@ func TestWalkthrough(t *testing.T) {
 		Assess("size 3 becomes Ready with 3 available pods", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			r := cfg.Client().Resources()
 			m := mc()
-			m.Spec = v1alpha1.MemcachedSpec{Size: 3, Image: image1}
+			m.Spec = v1beta1.MemcachedSpec{Replicas: 3, Image: image1}
 			if err := r.Create(ctx, m); err != nil {
 				t.Fatal(err)
 			}
@@ -69,14 +69,14 @@ func TestWalkthrough(t *testing.T) {
 		}).
 		Assess("size 4 runs 4 pods", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			r := cfg.Client().Resources()
-			updateSpec(ctx, t, r, ns, func(s *v1alpha1.MemcachedSpec) { s.Size = 4 })
+			updateSpec(ctx, t, r, ns, func(s *v1beta1.MemcachedSpec) { s.Replicas = 4 })
 			waitReady(ctx, t, r, mc())
 			waitNodesArePods(ctx, t, r, mc(), 4)
 			return ctx
 		}).
 		Assess("a new image rolls out", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			r := cfg.Client().Resources()
-			updateSpec(ctx, t, r, ns, func(s *v1alpha1.MemcachedSpec) { s.Image = image2 })
+			updateSpec(ctx, t, r, ns, func(s *v1beta1.MemcachedSpec) { s.Image = image2 })
 			waitReady(ctx, t, r, mc())
 			dep := &appsv1.Deployment{}
 			testkit.Must(t, r.Get(ctx, name, ns, dep))
@@ -138,7 +138,7 @@ func TestWalkthrough(t *testing.T) {
 }
 
 // waitReady waits for Ready=True at m's current generation.
-func waitReady(ctx context.Context, t *testing.T, r *resources.Resources, m *v1alpha1.Memcached) {
+func waitReady(ctx context.Context, t *testing.T, r *resources.Resources, m *v1beta1.Memcached) {
 	t.Helper()
 	e2estatus.WaitForCondition(t, r, m, statusutil.ReadyCondition, metav1.ConditionTrue,
 		wait.WithContext(ctx), wait.WithTimeout(timeout), wait.WithInterval(pollEvery))
@@ -146,7 +146,7 @@ func waitReady(ctx context.Context, t *testing.T, r *resources.Resources, m *v1a
 
 // waitNodesArePods waits until m's status.nodes are exactly the names of
 // its n running, not-deleting pods (none named in gone), and returns them.
-func waitNodesArePods(ctx context.Context, t *testing.T, r *resources.Resources, m *v1alpha1.Memcached, n int, gone ...string) []corev1.Pod {
+func waitNodesArePods(ctx context.Context, t *testing.T, r *resources.Resources, m *v1beta1.Memcached, n int, gone ...string) []corev1.Pod {
 	t.Helper()
 	sel := labels.SelectorFromSet(labels.Set{"app.kubernetes.io/instance": m.Name, "app.kubernetes.io/name": "memcached"}).String()
 	var pods []corev1.Pod
@@ -180,10 +180,10 @@ func waitNodesArePods(ctx context.Context, t *testing.T, r *resources.Resources,
 }
 
 // updateSpec changes the Memcached's spec, retrying on conflicts.
-func updateSpec(ctx context.Context, t *testing.T, r *resources.Resources, ns string, change func(*v1alpha1.MemcachedSpec)) {
+func updateSpec(ctx context.Context, t *testing.T, r *resources.Resources, ns string, change func(*v1beta1.MemcachedSpec)) {
 	t.Helper()
 	err := wait.For(func(ctx context.Context) (bool, error) {
-		m := &v1alpha1.Memcached{}
+		m := &v1beta1.Memcached{}
 		if err := r.Get(ctx, name, ns, m); err != nil {
 			return false, err
 		}

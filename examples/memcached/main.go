@@ -19,6 +19,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -87,7 +88,7 @@ func run() error {
 	// Only the kinds the operator reads or writes: a scheme of every
 	// built-in kind (client-go's) would hold a second copy of type
 	// information the process never uses.
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, policyv1.AddToScheme, v1alpha1.AddToScheme, v1beta1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, policyv1.AddToScheme, v1alpha1.AddToScheme, v1beta1.AddToScheme, apiextensionsv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return fmt.Errorf("building the scheme: %w", err)
 		}
@@ -128,6 +129,13 @@ func run() error {
 	}
 	if err := wh.Setup(mgr); err != nil {
 		return err
+	}
+	// Without the webhook the CRD cannot convert, and config/crd stores
+	// at v1beta1 only.
+	if wh.Enabled() {
+		if err := controller.MigrateStorage(mgr); err != nil {
+			return err
+		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("adding the health check: %w", err)

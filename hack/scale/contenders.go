@@ -101,7 +101,7 @@ func controllerRef(m *unstructured.Unstructured) *metav1.OwnerReference {
 	return metav1.NewControllerRef(m, memcachedGVK)
 }
 
-// resize takes one object from 1 to 2 pods: spec.size of a Memcached, or
+// resize takes one object from 1 to 2 pods: spec.replicas of a Memcached, or
 // the Deployment's replicas and a PodDisruptionBudget.
 func (c *contender) resize(ctx context.Context, cl client.Client, name string) error {
 	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":2}}`))
@@ -109,7 +109,7 @@ func (c *contender) resize(ctx context.Context, cl client.Client, name string) e
 	pdb := newPDB(c.ns, name)
 	if c.memcacheds() {
 		m := memcachedRef(c.ns, name)
-		if err := cl.Patch(ctx, m, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"size":2}}`))); err != nil {
+		if err := cl.Patch(ctx, m, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":2}}`))); err != nil {
 			return err
 		}
 		if c.operated() {
@@ -155,7 +155,7 @@ func memcachedRef(ns, name string) *unstructured.Unstructured {
 
 func newMemcached(ns, name string) *unstructured.Unstructured {
 	m := memcachedRef(ns, name)
-	m.Object["spec"] = map[string]any{"size": int64(1)}
+	m.Object["spec"] = map[string]any{"replicas": int64(1)}
 	return m
 }
 

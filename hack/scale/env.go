@@ -41,7 +41,7 @@ import (
 // namespace is the contender's namespace.
 func namespace(contender string) string { return "scale-" + contender }
 
-var memcachedGVK = schema.GroupVersionKind{Group: "cache.opkit.dev", Version: "v1alpha1", Kind: "Memcached"}
+var memcachedGVK = schema.GroupVersionKind{Group: "cache.opkit.dev", Version: "v1beta1", Kind: "Memcached"}
 
 // env is what setUp started: the cluster, the operator processes, the
 // benchmark's client and cache.

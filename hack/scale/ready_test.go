@@ -14,9 +14,9 @@ func readyMemcached(og, readyReplicas, cg int64, ready string) *unstructured.Uns
 		return map[string]any{"type": typ, "status": status, "observedGeneration": cg, "reason": "AsExpected", "message": "", "lastTransitionTime": "2026-11-26T00:00:00Z"}
 	}
 	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "cache.opkit.dev/v1alpha1", "kind": "Memcached",
+		"apiVersion": "cache.opkit.dev/v1beta1", "kind": "Memcached",
 		"metadata": map[string]any{"name": "mc-0", "namespace": "opkit", "generation": int64(2)},
-		"spec":     map[string]any{"size": readyReplicas},
+		"spec":     map[string]any{"replicas": readyReplicas},
 		"status": map[string]any{
 			"observedGeneration": og, "readyReplicas": readyReplicas, "nodes": []any{"mc-0-abc"},
 			"conditions": []any{cond("Available", "True"), cond("Progressing", "False"), cond("Degraded", "False"),

@@ -134,8 +134,11 @@ type MemcachedStatus struct {
 // headless Service naming them, and a PodDisruptionBudget when there is more
 // than one pod.
 //
+// Served only where the operator serves its conversion webhook
+// (config/default serves it); v1beta1 is the storage version.
+//
 // +kubebuilder:object:root=true
-// +kubebuilder:storageversion
+// +kubebuilder:unservedversion
 // +kubebuilder:subresource:status
 // +kubebuilder:subresource:scale:specpath=.spec.size,statuspath=.status.readyReplicas,selectorpath=.status.selector
 // +kubebuilder:resource:scope=Namespaced,shortName=mc,categories=opkit

@@ -148,11 +148,8 @@ type MemcachedStatus struct {
 // headless Service naming them, and a PodDisruptionBudget when there is more
 // than one pod.
 //
-// Served only where the operator serves its conversion webhook
-// (config/default serves it); v1alpha1 is still the storage version.
-//
 // +kubebuilder:object:root=true
-// +kubebuilder:unservedversion
+// +kubebuilder:storageversion
 // +kubebuilder:subresource:status
 // +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.readyReplicas,selectorpath=.status.selector
 // +kubebuilder:resource:scope=Namespaced,shortName=mc,categories=opkit

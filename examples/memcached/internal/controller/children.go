@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
-	"github.com/opkit-dev/opkit/examples/memcached/api/v1alpha1"
+	"github.com/opkit-dev/opkit/examples/memcached/api/v1beta1"
 )
 
 // Labels on every child and pod. The operator's cache only holds objects
@@ -33,7 +33,7 @@ const memcacheUID = 11211
 
 // selectorLabels are the labels selecting m's pods. They are the
 // Deployment's selector, which is immutable: never change them.
-func selectorLabels(m *v1alpha1.Memcached) map[string]string {
+func selectorLabels(m *v1beta1.Memcached) map[string]string {
 	return map[string]string{
 		LabelName:     "memcached",
 		LabelInstance: m.Name,
@@ -41,7 +41,7 @@ func selectorLabels(m *v1alpha1.Memcached) map[string]string {
 }
 
 // childLabels are the labels of m's children and pods.
-func childLabels(m *v1alpha1.Memcached) map[string]string {
+func childLabels(m *v1beta1.Memcached) map[string]string {
 	l := selectorLabels(m)
 	l[LabelManagedBy] = ManagedBy
 	return l
@@ -49,12 +49,12 @@ func childLabels(m *v1alpha1.Memcached) map[string]string {
 
 // args is memcached's command line: the port and memory limit from the
 // spec, then the extra arguments.
-func args(m *v1alpha1.Memcached) []string {
+func args(m *v1beta1.Memcached) []string {
 	a := []string{
 		"-p", strconv.Itoa(int(m.Spec.Port)),
-		"-m", strconv.Itoa(int(m.Spec.MemoryLimitMB)),
+		"-m", strconv.Itoa(int(m.Spec.Cache.MemoryMB)),
 	}
-	return append(a, m.Spec.ExtraArgs...)
+	return append(a, m.Spec.Cache.ExtraArgs...)
 }
 
 // desiredDeployment is the Deployment running m's pods. Every spec field
@@ -62,7 +62,7 @@ func args(m *v1alpha1.Memcached) []string {
 //
 // Numbers the API server would default (probe periods and thresholds) are
 // set explicitly: reconcile.Children compares them even when zero.
-func desiredDeployment(m *v1alpha1.Memcached) *appsv1.Deployment {
+func desiredDeployment(m *v1beta1.Memcached) *appsv1.Deployment {
 	probe := func(initialDelay int32) *corev1.Probe {
 		return &corev1.Probe{
 			ProbeHandler:        corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString(PortName)}},
@@ -74,7 +74,7 @@ func desiredDeployment(m *v1alpha1.Memcached) *appsv1.Deployment {
 		}
 	}
 	var spread []corev1.TopologySpreadConstraint
-	for _, c := range m.Spec.TopologySpreadConstraints {
+	for _, c := range m.Spec.Placement.TopologySpreadConstraints {
 		c = *c.DeepCopy()
 		if c.LabelSelector == nil {
 			// The obvious intent: spread this Memcached's pods.
@@ -85,7 +85,7 @@ func desiredDeployment(m *v1alpha1.Memcached) *appsv1.Deployment {
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, Labels: childLabels(m)},
 		Spec: appsv1.DeploymentSpec{
-			Replicas:             ptr.To(m.Spec.Size),
+			Replicas:             ptr.To(m.Spec.Replicas),
 			Selector:             &metav1.LabelSelector{MatchLabels: selectorLabels(m)},
 			RevisionHistoryLimit: ptr.To[int32](2),
 			Template: corev1.PodTemplateSpec{
@@ -117,7 +117,7 @@ func desiredDeployment(m *v1alpha1.Memcached) *appsv1.Deployment {
 							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 						},
 					}},
-					Affinity:                  m.Spec.Affinity.DeepCopy(),
+					Affinity:                  m.Spec.Placement.Affinity.DeepCopy(),
 					TopologySpreadConstraints: spread,
 				},
 			},
@@ -127,7 +127,7 @@ func desiredDeployment(m *v1alpha1.Memcached) *appsv1.Deployment {
 
 // desiredService is the headless Service giving m's pods DNS names.
 // TargetPort and Protocol are set because the server defaults them.
-func desiredService(m *v1alpha1.Memcached) *corev1.Service {
+func desiredService(m *v1beta1.Memcached) *corev1.Service {
 	return &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, Labels: childLabels(m)},
 		Spec: corev1.ServiceSpec{
@@ -145,7 +145,7 @@ func desiredService(m *v1alpha1.Memcached) *corev1.Service {
 
 // desiredPDB is the PodDisruptionBudget allowing one of m's pods to be
 // evicted at a time. It exists only when m has more than one pod.
-func desiredPDB(m *v1alpha1.Memcached) *policyv1.PodDisruptionBudget {
+func desiredPDB(m *v1beta1.Memcached) *policyv1.PodDisruptionBudget {
 	return &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, Labels: childLabels(m)},
 		Spec: policyv1.PodDisruptionBudgetSpec{

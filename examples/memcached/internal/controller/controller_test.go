@@ -18,7 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/opkit-dev/opkit/examples/memcached/api/v1alpha1"
+	"github.com/opkit-dev/opkit/examples/memcached/api/v1beta1"
 	"github.com/opkit-dev/opkit/internal/testkit"
 	"github.com/opkit-dev/opkit/statusutil"
 	"github.com/opkit-dev/opkit/statusutil/statustest"
@@ -36,40 +36,40 @@ func TestEverySpecFieldChangesTheDeployment(t *testing.T) {
 	}}
 	tests := []struct {
 		name   string
-		before func(*v1alpha1.Memcached) // applied at creation
-		change func(*v1alpha1.Memcached)
+		before func(*v1beta1.Memcached) // applied at creation
+		change func(*v1beta1.Memcached)
 		got    func(*appsv1.Deployment) any
 		want   any
 	}{
-		{"size", nil, func(m *v1alpha1.Memcached) { m.Spec.Size = 5 },
+		{"replicas", nil, func(m *v1beta1.Memcached) { m.Spec.Replicas = 5 },
 			func(d *appsv1.Deployment) any { return *d.Spec.Replicas }, int32(5)},
-		{"image", nil, func(m *v1alpha1.Memcached) { m.Spec.Image = "memcached:1.6.38" },
+		{"image", nil, func(m *v1beta1.Memcached) { m.Spec.Image = "memcached:1.6.38" },
 			func(d *appsv1.Deployment) any { return container(d).Image }, "memcached:1.6.38"},
-		{"port", nil, func(m *v1alpha1.Memcached) { m.Spec.Port = 22122 },
+		{"port", nil, func(m *v1beta1.Memcached) { m.Spec.Port = 22122 },
 			func(d *appsv1.Deployment) any {
 				return []any{container(d).Args[:2], container(d).Ports[0].ContainerPort}
 			}, []any{[]string{"-p", "22122"}, int32(22122)}},
-		{"memoryLimitMB", nil, func(m *v1alpha1.Memcached) { m.Spec.MemoryLimitMB = 512 },
+		{"cache.memoryMB", nil, func(m *v1beta1.Memcached) { m.Spec.Cache.MemoryMB = 512 },
 			func(d *appsv1.Deployment) any { return container(d).Args[2:4] }, []string{"-m", "512"}},
-		{"resources", nil, func(m *v1alpha1.Memcached) {
+		{"resources", nil, func(m *v1beta1.Memcached) {
 			m.Spec.Resources = corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")}}
 		}, func(d *appsv1.Deployment) any { l := container(d).Resources.Limits; return l.Memory().String() }, "128Mi"},
-		{"resources removed", func(m *v1alpha1.Memcached) {
+		{"resources removed", func(m *v1beta1.Memcached) {
 			m.Spec.Resources = corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}
-		}, func(m *v1alpha1.Memcached) { m.Spec.Resources = corev1.ResourceRequirements{} },
+		}, func(m *v1beta1.Memcached) { m.Spec.Resources = corev1.ResourceRequirements{} },
 			func(d *appsv1.Deployment) any { return len(container(d).Resources.Limits) }, 0},
-		{"extraArgs", nil, func(m *v1alpha1.Memcached) { m.Spec.ExtraArgs = []string{"-v", "-c", "4096"} },
+		{"cache.extraArgs", nil, func(m *v1beta1.Memcached) { m.Spec.Cache.ExtraArgs = []string{"-v", "-c", "4096"} },
 			func(d *appsv1.Deployment) any { return container(d).Args[4:] }, []string{"-v", "-c", "4096"}},
-		{"extraArgs removed", func(m *v1alpha1.Memcached) { m.Spec.ExtraArgs = []string{"-v"} },
-			func(m *v1alpha1.Memcached) { m.Spec.ExtraArgs = nil },
+		{"cache.extraArgs removed", func(m *v1beta1.Memcached) { m.Spec.Cache.ExtraArgs = []string{"-v"} },
+			func(m *v1beta1.Memcached) { m.Spec.Cache.ExtraArgs = nil },
 			func(d *appsv1.Deployment) any { return container(d).Args }, []string{"-p", "11211", "-m", "64"}},
-		{"affinity", nil, func(m *v1alpha1.Memcached) { m.Spec.Affinity = zoneAffinity },
+		{"placement.affinity", nil, func(m *v1beta1.Memcached) { m.Spec.Placement.Affinity = zoneAffinity },
 			func(d *appsv1.Deployment) any { return d.Spec.Template.Spec.Affinity }, zoneAffinity},
-		{"affinity removed", func(m *v1alpha1.Memcached) { m.Spec.Affinity = zoneAffinity },
-			func(m *v1alpha1.Memcached) { m.Spec.Affinity = nil },
+		{"placement.affinity removed", func(m *v1beta1.Memcached) { m.Spec.Placement.Affinity = zoneAffinity },
+			func(m *v1beta1.Memcached) { m.Spec.Placement.Affinity = nil },
 			func(d *appsv1.Deployment) any { return d.Spec.Template.Spec.Affinity == nil }, true},
-		{"topologySpreadConstraints", nil, func(m *v1alpha1.Memcached) {
-			m.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
+		{"placement.topologySpreadConstraints", nil, func(m *v1beta1.Memcached) {
+			m.Spec.Placement.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
 				MaxSkew: 1, TopologyKey: "kubernetes.io/hostname", WhenUnsatisfiable: corev1.ScheduleAnyway,
 			}}
 		}, func(d *appsv1.Deployment) any {
@@ -108,9 +108,9 @@ func TestEverySpecFieldChangesTheDeployment(t *testing.T) {
 
 // The pod template follows the restricted Pod Security Standard.
 func TestPodSecurityIsRestricted(t *testing.T) {
-	d := desiredDeployment(&v1alpha1.Memcached{
+	d := desiredDeployment(&v1beta1.Memcached{
 		ObjectMeta: metav1.ObjectMeta{Name: "mc", Namespace: "ns"},
-		Spec:       v1alpha1.MemcachedSpec{Size: 1, Image: "memcached:1.6", Port: 11211, MemoryLimitMB: 64},
+		Spec:       v1beta1.MemcachedSpec{Replicas: 1, Image: "memcached:1.6", Port: 11211, Cache: v1beta1.CacheSpec{MemoryMB: 64}},
 	})
 	pod, c := d.Spec.Template.Spec, container(d)
 	got := map[string]any{
@@ -146,7 +146,7 @@ func TestServiceAndPodDisruptionBudget(t *testing.T) {
 		wantPDB bool
 	}{{3, true}, {1, false}, {0, false}, {2, true}}
 	for _, s := range steps {
-		f.update("mc", func(m *v1alpha1.Memcached) { m.Spec.Size = s.size })
+		f.update("mc", func(m *v1beta1.Memcached) { m.Spec.Replicas = s.size })
 		f.pass("mc")
 
 		svc := &corev1.Service{}
@@ -180,10 +180,10 @@ func TestStatusFollowsPodsAndDeployment(t *testing.T) {
 	if res := f.pass("mc"); res.RequeueAfter != 0 {
 		t.Errorf("first pass: RequeueAfter = %v, want 0 (the Deployment's watch brings the next pass)", res.RequeueAfter)
 	}
-	m := &v1alpha1.Memcached{}
+	m := &v1beta1.Memcached{}
 	f.get("mc", m)
 	statustest.AssertCondition(t, m, metav1.Condition{Type: statusutil.ReconcilingCondition, Status: metav1.ConditionTrue, Reason: ReasonRollingOut})
-	statustest.AssertCondition(t, m, metav1.Condition{Type: v1alpha1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: ReasonRollingOut})
+	statustest.AssertCondition(t, m, metav1.Condition{Type: v1beta1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: ReasonRollingOut})
 
 	for _, p := range []string{"mc-c", "mc-a", "mc-b"} {
 		f.createPod("mc", p)
@@ -216,9 +216,9 @@ func TestStatusFollowsPodsAndDeployment(t *testing.T) {
 	}
 	for _, c := range []metav1.Condition{
 		{Type: statusutil.ReadyCondition, Status: metav1.ConditionTrue},
-		{Type: v1alpha1.ConditionAvailable, Status: metav1.ConditionTrue, Reason: ReasonAllAvailable},
-		{Type: v1alpha1.ConditionProgressing, Status: metav1.ConditionFalse, Reason: ReasonRolloutComplete},
-		{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: ReasonAsExpected},
+		{Type: v1beta1.ConditionAvailable, Status: metav1.ConditionTrue, Reason: ReasonAllAvailable},
+		{Type: v1beta1.ConditionProgressing, Status: metav1.ConditionFalse, Reason: ReasonRolloutComplete},
+		{Type: v1beta1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: ReasonAsExpected},
 	} {
 		if c.Reason == "" {
 			c.Reason = statusutil.Get(m, c.Type).Reason
@@ -238,7 +238,7 @@ func TestStatusFollowsPodsAndDeployment(t *testing.T) {
 	testkit.Must(t, env.Client.Status().Update(t.Context(), d))
 	f.pass("mc")
 	f.get("mc", m)
-	statustest.AssertCondition(t, m, metav1.Condition{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: ReasonDeadlineExceeded})
+	statustest.AssertCondition(t, m, metav1.Condition{Type: v1beta1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: ReasonDeadlineExceeded})
 	if !statusutil.IsFalse(m, statusutil.ReadyCondition) {
 		t.Errorf("Ready of a degraded Memcached = %+v, want False", statusutil.Get(m, statusutil.ReadyCondition))
 	}
@@ -250,12 +250,12 @@ func TestScaleAndRolloutEvents(t *testing.T) {
 	f.create(f.memcached("mc", 1))
 	f.pass("mc")
 	f.drainEvents()
-	f.update("mc", func(m *v1alpha1.Memcached) { m.Spec.Size = 2 })
+	f.update("mc", func(m *v1beta1.Memcached) { m.Spec.Replicas = 2 })
 	f.pass("mc")
 	if evs := f.drainEvents(); !hasEvent(evs, EventReasonScaled) || hasEvent(evs, EventReasonRollingOut) {
 		t.Errorf("after scaling: events %q, want %s only", evs, EventReasonScaled)
 	}
-	f.update("mc", func(m *v1alpha1.Memcached) { m.Spec.Image = "memcached:1.6.38" })
+	f.update("mc", func(m *v1beta1.Memcached) { m.Spec.Image = "memcached:1.6.38" })
 	f.pass("mc")
 	if evs := f.drainEvents(); !hasEvent(evs, EventReasonRollingOut) || hasEvent(evs, EventReasonScaled) {
 		t.Errorf("after an image change: events %q, want %s only", evs, EventReasonRollingOut)
@@ -270,7 +270,7 @@ func TestDeletionNeedsNoPass(t *testing.T) {
 	f := newFixture(t)
 	f.create(f.memcached("mc", 2))
 	f.pass("mc")
-	m := &v1alpha1.Memcached{}
+	m := &v1beta1.Memcached{}
 	f.get("mc", m)
 	if len(m.Finalizers) != 0 {
 		t.Fatalf("finalizers = %v, want none", m.Finalizers)
@@ -298,7 +298,7 @@ func TestDeletionReleasesAnEarlierFinalizer(t *testing.T) {
 	old.Finalizers = []string{f.r.FinalizerName()}
 	f.create(old)
 	f.pass("mc")
-	m := &v1alpha1.Memcached{}
+	m := &v1beta1.Memcached{}
 	f.get("mc", m)
 	testkit.Must(t, env.Client.Delete(t.Context(), m))
 	f.pass("mc")
@@ -318,7 +318,7 @@ func TestConcurrentWriters(t *testing.T) {
 	// Another controller owns a condition on the Memcached, applied with
 	// its own field manager, and a user labels it.
 	other := &unstructured.Unstructured{}
-	other.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("Memcached"))
+	other.SetGroupVersionKind(v1beta1.GroupVersion.WithKind("Memcached"))
 	other.SetNamespace(f.ns)
 	other.SetName("mc")
 	other.Object["status"] = map[string]any{"conditions": []any{map[string]any{
@@ -326,7 +326,7 @@ func TestConcurrentWriters(t *testing.T) {
 		"lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
 	}}}
 	testkit.Must(t, env.Client.Status().Apply(t.Context(), client.ApplyConfigurationFromUnstructured(other), client.FieldOwner("backup-controller")))
-	f.update("mc", func(m *v1alpha1.Memcached) { m.Labels = map[string]string{"team": "web"} })
+	f.update("mc", func(m *v1beta1.Memcached) { m.Labels = map[string]string{"team": "web"} })
 
 	// Someone scales the Deployment by hand and annotates it.
 	d := &appsv1.Deployment{}
@@ -341,7 +341,7 @@ func TestConcurrentWriters(t *testing.T) {
 	// Concurrent passes of the Reconciler (another replica before leader
 	// election settles) and a spec change in between.
 	f.pass("mc")
-	f.update("mc", func(m *v1alpha1.Memcached) { m.Spec.Size = 3 })
+	f.update("mc", func(m *v1beta1.Memcached) { m.Spec.Replicas = 3 })
 	f.pass("mc")
 	f.pass("mc")
 
@@ -349,7 +349,7 @@ func TestConcurrentWriters(t *testing.T) {
 	if *d.Spec.Replicas != 3 || d.Annotations["note"] != "hand-scaled" {
 		t.Errorf("Deployment replicas %d annotations %v: want 3 and the hand annotation kept", *d.Spec.Replicas, d.Annotations)
 	}
-	m := &v1alpha1.Memcached{}
+	m := &v1beta1.Memcached{}
 	f.get("mc", m)
 	statustest.AssertCondition(t, m, metav1.Condition{Type: "BackedUp", Status: metav1.ConditionTrue, Reason: "Snapshot"})
 	if m.Labels["team"] != "web" || m.Status.ObservedGeneration != m.Generation {
@@ -366,19 +366,19 @@ func TestInvalidSpecsAreRejectedAtAdmission(t *testing.T) {
 		spec      map[string]any
 		wantField string
 	}{
-		{"size missing", map[string]any{"image": "memcached:1.6"}, "spec.size"},
-		{"size too large", map[string]any{"size": 101}, "spec.size"},
-		{"size negative", map[string]any{"size": -1}, "spec.size"},
-		{"privileged port", map[string]any{"size": 1, "port": 80}, "spec.port"},
-		{"empty image", map[string]any{"size": 1, "image": ""}, "spec.image"},
-		{"memoryLimitMB zero", map[string]any{"size": 1, "memoryLimitMB": 0}, "spec.memoryLimitMB"},
-		{"extraArgs sets the port", map[string]any{"size": 1, "extraArgs": []any{"-v", "-p", "1234"}}, "spec.extraArgs"},
-		{"extraArgs sets the memory", map[string]any{"size": 1, "extraArgs": []any{"--memory-limit=1024"}}, "spec.extraArgs"},
+		{"replicas missing", map[string]any{"image": "memcached:1.6"}, "spec.replicas"},
+		{"replicas too large", map[string]any{"replicas": 101}, "spec.replicas"},
+		{"replicas negative", map[string]any{"replicas": -1}, "spec.replicas"},
+		{"privileged port", map[string]any{"replicas": 1, "port": 80}, "spec.port"},
+		{"empty image", map[string]any{"replicas": 1, "image": ""}, "spec.image"},
+		{"cache.memoryMB zero", map[string]any{"replicas": 1, "cache": map[string]any{"memoryMB": 0}}, "spec.cache.memoryMB"},
+		{"cache.extraArgs sets the port", map[string]any{"replicas": 1, "cache": map[string]any{"extraArgs": []any{"-v", "-p", "1234"}}}, "spec.cache.extraArgs"},
+		{"cache.extraArgs sets the memory", map[string]any{"replicas": 1, "cache": map[string]any{"extraArgs": []any{"--memory-limit=1024"}}}, "spec.cache.extraArgs"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			u := &unstructured.Unstructured{Object: map[string]any{"spec": tt.spec}}
-			u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("Memcached"))
+			u.SetGroupVersionKind(v1beta1.GroupVersion.WithKind("Memcached"))
 			u.SetNamespace(f.ns)
 			u.SetGenerateName("invalid-")
 			err := env.Client.Create(t.Context(), u)
@@ -393,11 +393,11 @@ func TestInvalidSpecsAreRejectedAtAdmission(t *testing.T) {
 
 	// And a valid one with every field is accepted, defaults filled in.
 	valid := f.memcached("valid", 2)
-	valid.Spec.ExtraArgs = []string{"-v", "-c", "1024", "-P", "/tmp/pid"}
+	valid.Spec.Cache.ExtraArgs = []string{"-v", "-c", "1024", "-P", "/tmp/pid"}
 	valid.Spec.Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")}
 	f.create(valid)
-	got := []any{valid.Spec.Image, valid.Spec.Port, valid.Spec.MemoryLimitMB}
-	if diff := cmp.Diff([]any{v1alpha1.DefaultImage, int32(v1alpha1.DefaultPort), int32(v1alpha1.DefaultMemoryLimitMB)}, got); diff != "" {
+	got := []any{valid.Spec.Image, valid.Spec.Port, valid.Spec.Cache.MemoryMB}
+	if diff := cmp.Diff([]any{v1beta1.DefaultImage, int32(v1beta1.DefaultPort), int32(v1beta1.DefaultCacheMemoryMB)}, got); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
 	}
 }
@@ -407,19 +407,19 @@ func TestInvalidSpecsAreRejectedAtAdmission(t *testing.T) {
 func TestSemanticErrorsStall(t *testing.T) {
 	tests := []struct {
 		name      string
-		spec      func(*v1alpha1.MemcachedSpec)
+		spec      func(*v1beta1.MemcachedSpec)
 		wantField string
 	}{
-		{"requests above limits", func(s *v1alpha1.MemcachedSpec) {
+		{"requests above limits", func(s *v1beta1.MemcachedSpec) {
 			s.Resources = corev1.ResourceRequirements{
 				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")},
 				Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
 			}
 		}, "spec.resources.requests[cpu]"},
-		{"memoryLimitMB not below the memory limit", func(s *v1alpha1.MemcachedSpec) {
-			s.MemoryLimitMB = 1024
+		{"cache.memoryMB not below the memory limit", func(s *v1beta1.MemcachedSpec) {
+			s.Cache.MemoryMB = 1024
 			s.Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}
-		}, "spec.memoryLimitMB"},
+		}, "spec.cache.memoryMB"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

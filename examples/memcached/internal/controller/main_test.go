@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/opkit-dev/opkit/examples/memcached/api/v1alpha1"
+	"github.com/opkit-dev/opkit/examples/memcached/api/v1beta1"
 	"github.com/opkit-dev/opkit/internal/testkit"
 	"github.com/opkit-dev/opkit/reconcile"
 	"github.com/opkit-dev/opkit/testenv"
@@ -25,7 +25,7 @@ var env *testenv.Env
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.Discard())
-	testenv.Main(m, &env, testenv.WithCRDs("../../config/crd/bases"), testenv.WithScheme(v1alpha1.AddToScheme))
+	testenv.Main(m, &env, testenv.WithCRDs("../../config/crd/bases"), testenv.WithScheme(v1beta1.AddToScheme))
 }
 
 // fixture is one test's namespace, a Reconciler over a direct client and
@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 type fixture struct {
 	t      *testing.T
 	ns     string
-	r      *reconcile.Reconciler[*v1alpha1.Memcached]
+	r      *reconcile.Reconciler[*v1beta1.Memcached]
 	events *events.FakeRecorder
 }
 
@@ -45,20 +45,20 @@ func newFixture(t *testing.T) *fixture {
 	rec := events.NewFakeRecorder(100)
 	hooks, err := NewHooks(env.Client, nil, env.Scheme, rec)
 	testkit.Must(t, err)
-	r, err := reconcile.New[*v1alpha1.Memcached](env.Client, env.Scheme, hooks, ReconcilerOptions(rec)...)
+	r, err := reconcile.New[*v1beta1.Memcached](env.Client, env.Scheme, hooks, ReconcilerOptions(rec)...)
 	testkit.Must(t, err)
 	return &fixture{t: t, ns: ns.Name, r: r, events: rec}
 }
 
 // memcached returns a Memcached named name in the fixture's namespace.
-func (f *fixture) memcached(name string, size int32) *v1alpha1.Memcached {
-	return &v1alpha1.Memcached{
+func (f *fixture) memcached(name string, size int32) *v1beta1.Memcached {
+	return &v1beta1.Memcached{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns},
-		Spec:       v1alpha1.MemcachedSpec{Size: size},
+		Spec:       v1beta1.MemcachedSpec{Replicas: size},
 	}
 }
 
-func (f *fixture) create(m *v1alpha1.Memcached) *v1alpha1.Memcached {
+func (f *fixture) create(m *v1beta1.Memcached) *v1beta1.Memcached {
 	f.t.Helper()
 	testkit.Must(f.t, env.Client.Create(f.t.Context(), m))
 	return m
@@ -80,9 +80,9 @@ func (f *fixture) get(name string, obj client.Object) {
 }
 
 // update re-reads the Memcached, changes its spec and writes it.
-func (f *fixture) update(name string, change func(*v1alpha1.Memcached)) {
+func (f *fixture) update(name string, change func(*v1beta1.Memcached)) {
 	f.t.Helper()
-	m := &v1alpha1.Memcached{}
+	m := &v1beta1.Memcached{}
 	f.get(name, m)
 	change(m)
 	testkit.Must(f.t, env.Client.Update(f.t.Context(), m))

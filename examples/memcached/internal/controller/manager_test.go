@@ -17,7 +17,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/opkit-dev/opkit/examples/memcached/api/v1alpha1"
+	"github.com/opkit-dev/opkit/examples/memcached/api/v1beta1"
 	"github.com/opkit-dev/opkit/internal/testkit"
 	"github.com/opkit-dev/opkit/reconcile"
 	"github.com/opkit-dev/opkit/statusutil"
@@ -52,7 +52,7 @@ func TestManagerWritesUntilReadyAndNoneInSteadyState(t *testing.T) {
 	// nodes (the pod index is keyed by the instance label).
 	f.createPod("mc-other", "mc-other-pod")
 	f.rollOut("mc")
-	m := &v1alpha1.Memcached{}
+	m := &v1beta1.Memcached{}
 	waitFor(t, "Ready=True", func() bool {
 		f.get("mc", m)
 		return statusutil.IsTrue(m, statusutil.ReadyCondition) && len(m.Status.Nodes) == 1 && m.Status.ObservedGeneration == m.Generation
@@ -63,7 +63,7 @@ func TestManagerWritesUntilReadyAndNoneInSteadyState(t *testing.T) {
 	// The cache keeps only the operator's own managedFields entries of a
 	// Memcached (reconcile.KeepManagedFieldsOf); the test's create is
 	// another writer's.
-	cached := &v1alpha1.Memcached{}
+	cached := &v1beta1.Memcached{}
 	waitFor(t, "the cache to hold the Ready status", func() bool {
 		testkit.Must(t, mgr.GetCache().Get(ctx, client.ObjectKeyFromObject(m), cached))
 		return cached.ResourceVersion == m.ResourceVersion
@@ -148,7 +148,7 @@ func TestSomeoneElsesObjectIsNotTakenOver(t *testing.T) {
 	testkit.Must(t, env.Client.Create(ctx, theirs))
 	f.create(f.memcached("mc", 1))
 
-	m := &v1alpha1.Memcached{}
+	m := &v1beta1.Memcached{}
 	waitFor(t, "a condition naming the conflict", func() bool {
 		f.get("mc", m)
 		c := statusutil.Get(m, statusutil.ReconcilingCondition)

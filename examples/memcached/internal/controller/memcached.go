@@ -20,7 +20,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/opkit-dev/opkit/examples/memcached/api/v1alpha1"
+	"github.com/opkit-dev/opkit/examples/memcached/api/v1beta1"
 	"github.com/opkit-dev/opkit/reconcile"
 	"github.com/opkit-dev/opkit/statusutil"
 )
@@ -56,7 +56,7 @@ const (
 // released by the Reconciler when it is deleted.
 type Hooks struct {
 	reader   client.Reader
-	children *reconcile.Workflow[*v1alpha1.Memcached]
+	children *reconcile.Workflow[*v1beta1.Memcached]
 	recorder events.EventRecorder
 	// podIndexed is set when reader's cache has the podInstanceIndex
 	// index on pod metadata (SetupWithManager registers it).
@@ -64,8 +64,8 @@ type Hooks struct {
 }
 
 var (
-	_ reconcile.Hooks[*v1alpha1.Memcached]     = &Hooks{}
-	_ reconcile.Validator[*v1alpha1.Memcached] = &Hooks{}
+	_ reconcile.Hooks[*v1beta1.Memcached]     = &Hooks{}
+	_ reconcile.Validator[*v1beta1.Memcached] = &Hooks{}
 )
 
 // NewHooks returns the hooks, reading and writing through c (the manager's
@@ -88,20 +88,20 @@ func NewHooks(c client.Client, apiReader client.Reader, scheme *runtime.Scheme, 
 		recorder = discardRecorder{}
 	}
 	h := &Hooks{reader: c, recorder: recorder}
-	h.children, err = reconcile.NewWorkflow[*v1alpha1.Memcached](children,
-		&reconcile.Dependent[*v1alpha1.Memcached, *appsv1.Deployment]{
+	h.children, err = reconcile.NewWorkflow[*v1beta1.Memcached](children,
+		&reconcile.Dependent[*v1beta1.Memcached, *appsv1.Deployment]{
 			Name:       "Deployment",
 			Build:      built(desiredDeployment),
 			Applied:    h.deploymentApplied,
 			Ready:      rolledOut,
 			WaitReason: ReasonRollingOut,
 		},
-		&reconcile.Dependent[*v1alpha1.Memcached, *corev1.Service]{Name: "Service", Build: built(desiredService)},
+		&reconcile.Dependent[*v1beta1.Memcached, *corev1.Service]{Name: "Service", Build: built(desiredService)},
 		// A budget of one pod would block every drain.
-		&reconcile.Dependent[*v1alpha1.Memcached, *policyv1.PodDisruptionBudget]{
+		&reconcile.Dependent[*v1beta1.Memcached, *policyv1.PodDisruptionBudget]{
 			Name:   "PodDisruptionBudget",
 			Build:  built(desiredPDB),
-			Wanted: func(m *v1alpha1.Memcached) bool { return m.Spec.Size > 1 },
+			Wanted: func(m *v1beta1.Memcached) bool { return m.Spec.Replicas > 1 },
 		})
 	if err != nil {
 		return nil, err
@@ -110,24 +110,24 @@ func NewHooks(c client.Client, apiReader client.Reader, scheme *runtime.Scheme, 
 }
 
 // built adapts a desired-child func to Dependent.Build.
-func built[C any](f func(*v1alpha1.Memcached) C) func(context.Context, *v1alpha1.Memcached) (C, error) {
-	return func(_ context.Context, m *v1alpha1.Memcached) (C, error) { return f(m), nil }
+func built[C any](f func(*v1beta1.Memcached) C) func(context.Context, *v1beta1.Memcached) (C, error) {
+	return func(_ context.Context, m *v1beta1.Memcached) (C, error) { return f(m), nil }
 }
 
-// +kubebuilder:webhook:path=/validate-cache-opkit-dev-v1alpha1-memcached,mutating=false,failurePolicy=fail,sideEffects=None,groups=cache.opkit.dev,resources=memcacheds,verbs=create;update,versions=v1alpha1,name=vmemcached.cache.opkit.dev,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/validate-cache-opkit-dev-v1beta1-memcached,mutating=false,failurePolicy=fail,sideEffects=None,groups=cache.opkit.dev,resources=memcacheds,verbs=create;update,versions=v1beta1,name=vmemcached.cache.opkit.dev,admissionReviewVersions=v1,timeoutSeconds=5
 
-// Validate checks what the CRD schema does not: memoryLimitMB must be below
+// Validate checks what the CRD schema does not: cache.memoryMB must be below
 // the container's memory limit (or memcached is OOM-killed when its cache
 // fills), and resource requests must not exceed their limits (the pods would
 // be rejected by the ReplicaSet controller, far from the Memcached). It
 // runs at admission too (--webhook-port), as the webhook above.
-func (h *Hooks) Validate(_ context.Context, m *v1alpha1.Memcached) field.ErrorList {
+func (h *Hooks) Validate(_ context.Context, m *v1beta1.Memcached) field.ErrorList {
 	var errs field.ErrorList
 	res := m.Spec.Resources
 	if limit, ok := res.Limits[corev1.ResourceMemory]; ok {
-		items := resource.NewQuantity(int64(m.Spec.MemoryLimitMB)<<20, resource.BinarySI)
+		items := resource.NewQuantity(int64(m.Spec.Cache.MemoryMB)<<20, resource.BinarySI)
 		if limit.Cmp(*items) <= 0 {
-			errs = append(errs, field.Invalid(field.NewPath("spec", "memoryLimitMB"), m.Spec.MemoryLimitMB,
+			errs = append(errs, field.Invalid(field.NewPath("spec", "cache", "memoryMB"), m.Spec.Cache.MemoryMB,
 				fmt.Sprintf("must be less than spec.resources.limits.memory (%s): memcached needs memory beyond its item cache", limit.String())))
 		}
 	}
@@ -150,7 +150,7 @@ func (h *Hooks) Validate(_ context.Context, m *v1alpha1.Memcached) field.ErrorLi
 
 // Warnings warns at admission of an image with no tag, or tagged latest:
 // a pod rescheduled later may pull another memcached than its peers run.
-func (h *Hooks) Warnings(_ context.Context, _, m *v1alpha1.Memcached) []string {
+func (h *Hooks) Warnings(_ context.Context, _, m *v1beta1.Memcached) []string {
 	image := m.Spec.Image
 	if strings.Contains(image, "@") {
 		return nil
@@ -164,7 +164,7 @@ func (h *Hooks) Warnings(_ context.Context, _, m *v1alpha1.Memcached) []string {
 
 // Reconcile applies m's children, records its pods and the Deployment's
 // progress in m's status, and waits while a rollout is under way.
-func (h *Hooks) Reconcile(ctx context.Context, m *v1alpha1.Memcached) reconcile.Result {
+func (h *Hooks) Reconcile(ctx context.Context, m *v1beta1.Memcached) reconcile.Result {
 	m.Status.Selector = labels.SelectorFromSet(selectorLabels(m)).String()
 	res := h.children.Reconcile(ctx, m)
 	if k := res.Kind(); k == reconcile.KindRetry || res.Reason() == ReasonChildConflict {
@@ -175,7 +175,7 @@ func (h *Hooks) Reconcile(ctx context.Context, m *v1alpha1.Memcached) reconcile.
 		return reconcile.Retry(err)
 	}
 	m.Status.Nodes = nodes
-	if res.Reason() == ReasonRollingOut && statusutil.IsTrue(m, v1alpha1.ConditionDegraded) {
+	if res.Reason() == ReasonRollingOut && statusutil.IsTrue(m, v1beta1.ConditionDegraded) {
 		// Stuck: Ready=False says why; a Deployment change brings us back.
 		return reconcile.Done()
 	}
@@ -186,15 +186,15 @@ func (h *Hooks) Reconcile(ctx context.Context, m *v1alpha1.Memcached) reconcile.
 
 // deploymentApplied records the Deployment's progress in m's status, and
 // events when the apply scaled it or rolled out a new pod template.
-func (h *Hooks) deploymentApplied(ctx context.Context, m *v1alpha1.Memcached, live, old *appsv1.Deployment, op reconcile.Operation) {
+func (h *Hooks) deploymentApplied(ctx context.Context, m *v1beta1.Memcached, live, old *appsv1.Deployment, op reconcile.Operation) {
 	observeDeployment(m, live)
 	if op != reconcile.OperationUpdated || old == nil {
 		return
 	}
 	ctrl.LoggerFrom(ctx).Info("updated the Deployment", "memcached", klog.KObj(m), "deployment", klog.KObj(live))
-	if oldSize := ptr32(old.Spec.Replicas); oldSize != m.Spec.Size {
+	if oldSize := ptr32(old.Spec.Replicas); oldSize != m.Spec.Replicas {
 		h.recorder.Eventf(m, live, corev1.EventTypeNormal, EventReasonScaled, actionScale,
-			"scaling from %d to %d pods", oldSize, m.Spec.Size)
+			"scaling from %d to %d pods", oldSize, m.Spec.Replicas)
 	}
 	if !equality.Semantic.DeepDerivative(desiredDeployment(m).Spec.Template, old.Spec.Template) {
 		h.recorder.Eventf(m, live, corev1.EventTypeNormal, EventReasonRollingOut, actionRoll,
@@ -204,7 +204,7 @@ func (h *Hooks) deploymentApplied(ctx context.Context, m *v1alpha1.Memcached, li
 
 // podNames lists m's pods that are not being deleted, sorted, from the
 // cache's metadata-only view of pods.
-func (h *Hooks) podNames(ctx context.Context, m *v1alpha1.Memcached) ([]string, error) {
+func (h *Hooks) podNames(ctx context.Context, m *v1beta1.Memcached) ([]string, error) {
 	pods := &metav1.PartialObjectMetadataList{}
 	pods.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
 	// With the index, a pass reads only m's pods; a label selector would
@@ -229,38 +229,38 @@ func (h *Hooks) podNames(ctx context.Context, m *v1alpha1.Memcached) ([]string, 
 
 // observeDeployment sets readyReplicas, Available, Progressing and Degraded
 // from dep.
-func observeDeployment(m *v1alpha1.Memcached, dep *appsv1.Deployment) {
-	size, st := m.Spec.Size, dep.Status
+func observeDeployment(m *v1beta1.Memcached, dep *appsv1.Deployment) {
+	size, st := m.Spec.Replicas, dep.Status
 	m.Status.ReadyReplicas = st.ReadyReplicas
 	current := st.ObservedGeneration >= dep.Generation
 
 	switch {
 	case !current:
-		statusutil.MarkUnknown(m, v1alpha1.ConditionAvailable, ReasonRollingOut, "the Deployment has not observed the latest spec yet")
+		statusutil.MarkUnknown(m, v1beta1.ConditionAvailable, ReasonRollingOut, "the Deployment has not observed the latest spec yet")
 	case size == 0 && st.Replicas == 0:
-		statusutil.MarkTrue(m, v1alpha1.ConditionAvailable, ReasonScaledToZero, "spec.size is 0: no pod runs")
+		statusutil.MarkTrue(m, v1beta1.ConditionAvailable, ReasonScaledToZero, "spec.replicas is 0: no pod runs")
 	case st.AvailableReplicas >= size:
-		statusutil.MarkTrue(m, v1alpha1.ConditionAvailable, ReasonAllAvailable, "")
+		statusutil.MarkTrue(m, v1beta1.ConditionAvailable, ReasonAllAvailable, "")
 	default:
-		statusutil.MarkFalse(m, v1alpha1.ConditionAvailable, ReasonUnavailable,
+		statusutil.MarkFalse(m, v1beta1.ConditionAvailable, ReasonUnavailable,
 			fmt.Sprintf("%d of %d pods available", st.AvailableReplicas, size))
 	}
 
 	switch c := deploymentCondition(dep, appsv1.DeploymentProgressing); {
 	case c != nil && c.Status == corev1.ConditionFalse && c.Reason == "ProgressDeadlineExceeded":
-		statusutil.MarkTrue(m, v1alpha1.ConditionDegraded, ReasonDeadlineExceeded, c.Message)
+		statusutil.MarkTrue(m, v1beta1.ConditionDegraded, ReasonDeadlineExceeded, c.Message)
 	default:
 		if f := deploymentCondition(dep, appsv1.DeploymentReplicaFailure); f != nil && f.Status == corev1.ConditionTrue {
-			statusutil.MarkTrue(m, v1alpha1.ConditionDegraded, ReasonReplicaFailure, f.Message)
+			statusutil.MarkTrue(m, v1beta1.ConditionDegraded, ReasonReplicaFailure, f.Message)
 		} else {
-			statusutil.MarkFalse(m, v1alpha1.ConditionDegraded, ReasonAsExpected, "")
+			statusutil.MarkFalse(m, v1beta1.ConditionDegraded, ReasonAsExpected, "")
 		}
 	}
 
 	if ok, msg := rolledOut(dep); ok {
-		statusutil.MarkFalse(m, v1alpha1.ConditionProgressing, ReasonRolloutComplete, "")
+		statusutil.MarkFalse(m, v1beta1.ConditionProgressing, ReasonRolloutComplete, "")
 	} else {
-		statusutil.MarkTrue(m, v1alpha1.ConditionProgressing, ReasonRollingOut, msg)
+		statusutil.MarkTrue(m, v1beta1.ConditionProgressing, ReasonRollingOut, msg)
 	}
 }
 

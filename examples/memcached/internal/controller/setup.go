@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/opkit-dev/opkit/examples/memcached/api/v1alpha1"
+	"github.com/opkit-dev/opkit/examples/memcached/api/v1beta1"
 	"github.com/opkit-dev/opkit/reconcile"
 	"github.com/opkit-dev/opkit/webhook"
 )
@@ -72,7 +72,7 @@ func CacheOptions(namespaces []string) cache.Options {
 			&corev1.Service{}:               selected,
 			&policyv1.PodDisruptionBudget{}: selected,
 			&corev1.Pod{}:                   selected,
-			&v1alpha1.Memcached{}:           {Transform: reconcile.KeepManagedFieldsOf(ManagedBy)},
+			&v1beta1.Memcached{}:            {Transform: reconcile.KeepManagedFieldsOf(ManagedBy)},
 		},
 	}
 	if len(namespaces) > 0 {
@@ -85,12 +85,13 @@ func CacheOptions(namespaces []string) cache.Options {
 }
 
 // SetupWithManager registers the Memcached controller with mgr, whose scheme
-// must know v1alpha1, and whose cache should be built with CacheOptions.
+// must know v1beta1 (and v1alpha1, to convert), and whose cache should be
+// built with CacheOptions.
 //
 // It watches Memcacheds (with reconcile.DefaultPredicate), the children it
 // owns, and the metadata of the Memcacheds' pods, whose creation and deletion
 // change status.nodes.
-func SetupWithManager(mgr ctrl.Manager, o Options) (*reconcile.Reconciler[*v1alpha1.Memcached], error) {
+func SetupWithManager(mgr ctrl.Manager, o Options) (*reconcile.Reconciler[*v1beta1.Memcached], error) {
 	rec := mgr.GetEventRecorder(Name)
 	hooks, err := NewHooks(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetScheme(), rec)
 	if err != nil {
@@ -114,12 +115,12 @@ func SetupWithManager(mgr ctrl.Manager, o Options) (*reconcile.Reconciler[*v1alp
 	if o.SkipNameValidation {
 		opts = append(opts, reconcile.WithSkipNameValidation())
 	}
-	r, err := reconcile.SetupWithManager[*v1alpha1.Memcached](mgr, hooks, opts...)
+	r, err := reconcile.SetupWithManager[*v1beta1.Memcached](mgr, hooks, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("setting up the %s controller: %w", Name, err)
 	}
 	if o.Webhooks {
-		if err := webhook.SetupWithManager[*v1alpha1.Memcached](mgr, hooks); err != nil {
+		if err := webhook.SetupWithManager[*v1beta1.Memcached](mgr, hooks); err != nil {
 			return nil, err
 		}
 	}
@@ -133,8 +134,8 @@ func ReconcilerOptions(rec events.EventRecorder) []reconcile.Option {
 	opts := []reconcile.Option{
 		reconcile.WithName(Name),
 		reconcile.WithFieldOwner(ManagedBy),
-		reconcile.WithConditions(v1alpha1.ConditionAvailable),
-		reconcile.WithNegativePolarityConditions(v1alpha1.ConditionDegraded),
+		reconcile.WithConditions(v1beta1.ConditionAvailable),
+		reconcile.WithNegativePolarityConditions(v1beta1.ConditionDegraded),
 	}
 	if rec != nil {
 		opts = append(opts, reconcile.WithEventRecorder(rec))

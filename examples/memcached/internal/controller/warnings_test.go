@@ -3,7 +3,7 @@ package controller
 import (
 	"testing"
 
-	"github.com/opkit-dev/opkit/examples/memcached/api/v1alpha1"
+	"github.com/opkit-dev/opkit/examples/memcached/api/v1beta1"
 )
 
 // TestWarnings: an image without a tag or digest, or tagged latest, is
@@ -23,7 +23,7 @@ func TestWarnings(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.image, func(t *testing.T) {
-			m := &v1alpha1.Memcached{Spec: v1alpha1.MemcachedSpec{Image: tt.image}}
+			m := &v1beta1.Memcached{Spec: v1beta1.MemcachedSpec{Image: tt.image}}
 			got := (&Hooks{}).Warnings(t.Context(), nil, m)
 			if (len(got) > 0) != tt.warn {
 				t.Errorf("Warnings(%q) = %q, want a warning: %v", tt.image, got, tt.warn)

@@ -40,6 +40,7 @@
   - memcacheds.cache.opkit.dev
   resources:
   - customresourcedefinitions
+  - customresourcedefinitions/status
   verbs:
   - update
 - apiGroups:
