@@ -142,16 +142,7 @@ func TestMemcachedOperatorInCluster(t *testing.T) {
 			const conv = "memcached-conversion"
 			kubectl := func(stdin string, args ...string) string {
 				t.Helper()
-				cmd, err := harness.KubectlCommand(ctx, cfg, args...)
-				if err != nil {
-					t.Fatal(err)
-				}
-				cmd.Stdin = strings.NewReader(stdin)
-				out, err := cmd.CombinedOutput()
-				if err != nil {
-					t.Fatalf("kubectl %v: %v\n%s", args, err, out)
-				}
-				return string(out)
+				return mustKubectl(ctx, t, cfg, stdin, args...)
 			}
 			spec := func(version string) map[string]any {
 				t.Helper()

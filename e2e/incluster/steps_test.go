@@ -384,3 +384,19 @@ func (o operator) killLeader(ctx context.Context, t *testing.T, cfg *envconf.Con
 	}
 	return leader
 }
+
+// mustKubectl runs kubectl with stdin and returns its output; it fails t
+// on an error, with the output.
+func mustKubectl(ctx context.Context, t *testing.T, cfg *envconf.Config, stdin string, args ...string) string {
+	t.Helper()
+	cmd, err := harness.KubectlCommand(ctx, cfg, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}

@@ -26,16 +26,7 @@ func (o operator) storageMigrates(ns string) func(context.Context, *testing.T, *
 		const crd, name = "memcacheds.cache.opkit.dev", "memcached-stored-at-v1alpha1"
 		kubectl := func(stdin string, args ...string) string {
 			t.Helper()
-			cmd, err := harness.KubectlCommand(ctx, cfg, args...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cmd.Stdin = strings.NewReader(stdin)
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				t.Fatalf("kubectl %v: %v\n%s", args, err, out)
-			}
-			return string(out)
+			return mustKubectl(ctx, t, cfg, stdin, args...)
 		}
 		// controller-gen sorts the versions: v1alpha1 is the first.
 		storeAt := func(version string) {
