@@ -55,18 +55,7 @@ func TestRotateCertificates(t *testing.T) {
 	certDir := t.TempDir()
 	go playKubelet(ctx, t, secret, certDir, time.Second)
 
-	opts := env.WebhookOptions()
-	opts.CertDir = certDir
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 env.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: new(true)},
-		WebhookServer:          webhook.NewServer(opts),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr, opts := certManager(t, certDir, ctrl.Options{})
 	if err := webhook.SetupWithManager[*testv1.Widget](mgr, widgetHooks{}); err != nil {
 		t.Fatal(err)
 	}
@@ -154,21 +143,7 @@ func TestRotateCertificatesReadiness(t *testing.T) {
 	certDir := t.TempDir()
 	mount(t, certDir, issue(t, "localhost"))
 
-	opts := env.WebhookOptions()
-	opts.CertDir = certDir
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                  env.Scheme,
-		Metrics:                 metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress:  "0",
-		Controller:              config.Controller{SkipNameValidation: new(true)},
-		WebhookServer:           webhook.NewServer(opts),
-		LeaderElection:          true,
-		LeaderElectionNamespace: ns,
-		LeaderElectionID:        "leader",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr, _ := certManager(t, certDir, ctrl.Options{LeaderElection: true, LeaderElectionNamespace: ns, LeaderElectionID: "leader"})
 	ready, err := webhook.RotateCertificates(mgr, webhook.Certificates{
 		Secret: secret, CertDir: certDir, DNSName: "localhost",
 		Validating: []string{validating}, Mutating: []string{mutating},
@@ -198,6 +173,24 @@ func TestRotateCertificatesReadiness(t *testing.T) {
 	if got := secretData(t, secret); !bytes.Equal(got["tls.crt"], data["tls.crt"]) {
 		t.Error("a replica without the lease rewrote the Secret")
 	}
+}
+
+// certManager is a manager on envtest serving the installed
+// configurations from certDir, with opts' leader election.
+func certManager(t *testing.T, certDir string, opts ctrl.Options) (ctrl.Manager, crwebhook.Options) {
+	t.Helper()
+	wo := env.WebhookOptions()
+	wo.CertDir = certDir
+	opts.Scheme = env.Scheme
+	opts.Metrics = metricsserver.Options{BindAddress: "0"}
+	opts.HealthProbeBindAddress = "0"
+	opts.Controller = config.Controller{SkipNameValidation: new(true)}
+	opts.WebhookServer = webhook.NewServer(wo)
+	mgr, err := ctrl.NewManager(env.Config, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mgr, wo
 }
 
 // issue is a Secret's data as cert-controller writes it: a CA named after
