@@ -171,7 +171,7 @@ func bindFlags(fs *flag.FlagSet) *flags {
 	o := &flags{webhook: webhook.Flags{
 		Service:                 "memcached-operator-webhook-service",
 		ValidatingConfiguration: "memcached-operator-validating-webhook-configuration",
-		Conversions:             []string{"memcacheds.cache.opkit.dev"},
+		Conversions:             []string{controller.CRDName},
 	}}
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "address the Prometheus metrics endpoint binds to; 0 disables it")
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS to authenticated, authorised clients only (a bearer token allowed to get /metrics); false serves plain HTTP to anyone, for local runs")
