@@ -147,6 +147,8 @@ func TestRotateCertificatesReadiness(t *testing.T) {
 	ready, err := webhook.RotateCertificates(mgr, webhook.Certificates{
 		Secret: secret, CertDir: certDir, DNSName: "localhost",
 		Validating: []string{validating}, Mutating: []string{mutating},
+		// Converts with strategy None: no caBundle to trust.
+		Conversions: []string{"widgets.test.opkit.dev"},
 	})
 	if err != nil {
 		t.Fatal(err)

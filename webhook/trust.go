@@ -82,7 +82,7 @@ func (c *trusted) verify(ctx context.Context) error {
 }
 
 // caBundles are the decoded caBundles of t; none when t is absent, which
-// the rotator skips too.
+// the rotator skips too, or a CRD that converts without a webhook.
 func (c *trusted) caBundles(ctx context.Context, t rotator.WebhookInfo) ([][]byte, error) {
 	obj := &unstructured.Unstructured{}
 	obj.SetGroupVersionKind(targetKinds[t.Type])
@@ -94,6 +94,10 @@ func (c *trusted) caBundles(ctx context.Context, t rotator.WebhookInfo) ([][]byt
 	}
 	var encoded []string
 	if t.Type == rotator.CRDConversion {
+		// Another strategy (None) calls no webhook: nothing to trust.
+		if s, _, _ := unstructured.NestedString(obj.Object, "spec", "conversion", "strategy"); s != "Webhook" {
+			return nil, nil
+		}
 		s, _, _ := unstructured.NestedString(obj.Object, "spec", "conversion", "webhook", "clientConfig", "caBundle")
 		encoded = append(encoded, s)
 	} else {
