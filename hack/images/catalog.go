@@ -24,6 +24,10 @@ var EtcdVersions = []string{"v3.6.16", "v3.5.35"}
 // a member's image <repository>:v<version>.
 const etcdRepository = "gcr.io/etcd-development/etcd"
 
+// CertManagerVersion is the cert-manager release hack/tools/certmanager
+// pins, the tag of its image.
+const CertManagerVersion = "v1.21.2"
+
 // pathEnv is PATH in images whose pods name their command without a path
 // (the etcd operator runs "etcd" and "etcdutl", the memcached one
 // "memcached").
@@ -107,6 +111,10 @@ func Catalog(tag string) []Spec {
 			Config{Entrypoint: []string{"/pause"}, User: "65535:65535"}),
 		memcachedImage(),
 		versityGWImage(),
+		// cert-manager's controllers and CA injector, for the suites'
+		// cert-manager variant (hack/certmanager).
+		goImage("cert-manager", "opkit.dev/cert-manager:"+CertManagerVersion, "", "./hack/tools/certmanager",
+			Config{Entrypoint: []string{"/cert-manager"}, User: nonRoot}),
 	}
 	for _, v := range EtcdVersions {
 		specs = append(specs, etcdImage(v))

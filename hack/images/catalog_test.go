@@ -16,9 +16,9 @@ func TestCatalogNames(t *testing.T) {
 		wantFiles []string
 	}{
 		{tag: DefaultTag, wantFiles: []string{"memcached-operator.tar", "etcd-operator.tar", "toolbox.tar", "pause.tar",
-			"memcached.tar", "versitygw.tar", "etcd-v3.6.16.tar", "etcd-v3.5.35.tar"}},
+			"memcached.tar", "versitygw.tar", "cert-manager.tar", "etcd-v3.6.16.tar", "etcd-v3.5.35.tar"}},
 		{tag: "v2", wantFiles: []string{"memcached-operator-v2.tar", "etcd-operator-v2.tar", "toolbox-v2.tar", "pause.tar",
-			"memcached.tar", "versitygw.tar", "etcd-v3.6.16.tar", "etcd-v3.5.35.tar"}},
+			"memcached.tar", "versitygw.tar", "cert-manager.tar", "etcd-v3.6.16.tar", "etcd-v3.5.35.tar"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.tag, func(t *testing.T) {
@@ -45,6 +45,8 @@ func TestCatalogRefs(t *testing.T) {
 		"memcached": "docker.io/library/memcached:1.6",
 		// The etcd operator's sample S3 store.
 		"versitygw": "opkit.dev/versitygw:v1.8.0",
+		// e2e/incluster's cert-manager variant.
+		"cert-manager": "opkit.dev/cert-manager:v1.21.2",
 		// The etcd operator's <spec.repository>:v<version>.
 		"etcd-v3.6.16": "gcr.io/etcd-development/etcd:v3.6.16",
 		"etcd-v3.5.35": "gcr.io/etcd-development/etcd:v3.5.35",
@@ -165,5 +167,28 @@ func TestVersityGWVersionMatchesInstallTool(t *testing.T) {
 	}
 	if got := string(m[1]); got != VersityGWVersion {
 		t.Errorf("hack/install-tool.sh builds versitygw %s, the image is tagged %s: change VersityGWVersion (and the etcd operator's config/samples)", got, VersityGWVersion)
+	}
+}
+
+// TestCertManagerVersionMatchesModule keeps the cert-manager image's tag in
+// step with the version hack/tools/certmanager builds.
+func TestCertManagerVersionMatchesModule(t *testing.T) {
+	mod, err := os.ReadFile("../tools/certmanager/go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^\s*(?:require\s+)?github.com/cert-manager/cert-manager (\S+)$`).FindSubmatch(mod)
+	if m == nil {
+		t.Fatal("hack/tools/certmanager/go.mod requires no github.com/cert-manager/cert-manager")
+	}
+	if got := string(m[1]); got != CertManagerVersion {
+		t.Errorf("hack/tools/certmanager builds cert-manager %s, the image is tagged %s: change CertManagerVersion", got, CertManagerVersion)
+	}
+	manifests, err := os.ReadFile("../certmanager/cert-manager.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "image: opkit.dev/cert-manager:" + CertManagerVersion + "\n"; !strings.Contains(string(manifests), want) {
+		t.Errorf("hack/certmanager/cert-manager.yaml does not run %q", want)
 	}
 }
