@@ -29,6 +29,10 @@ export KUBECONFIG
 # objects already gone.
 ignore-not-found ?= false
 
+# The overlay deploy and undeploy apply: default, or certmanager for
+# cert-manager (installed first) to issue the webhook's certificate.
+CONFIG ?= default
+
 # Where build-installer writes.
 INSTALLER ?= $(EXAMPLE)/dist/install.yaml
 
@@ -92,12 +96,12 @@ install: kustomize kubectl ## Install the CRDs.
 uninstall: kustomize kubectl ## Delete the CRDs, and with them every object of their kinds.
 	$(KUSTOMIZE) build $(EXAMPLE)/config/crd | $(KUBECTL) delete --ignore-not-found=$(ignore-not-found) -f -
 deploy: kustomize kubectl ## Install CRDs, RBAC and the operator running $(IMG); its ServiceMonitor too where the cluster serves the kind.
-	$(call render,default) | $(KUBECTL) apply --server-side -f -
+	$(call render,$(CONFIG)) | $(KUBECTL) apply --server-side -f -
 	@if $(has-servicemonitor); then $(call render,prometheus) | $(KUBECTL) apply --server-side -f -; \
 	else echo "no ServiceMonitor kind served: skipped config/prometheus"; fi
 undeploy: kustomize kubectl ## Delete what deploy installed. Delete your custom resources first: their finalizers need the operator.
 	@if $(has-servicemonitor); then $(call render,prometheus) | $(KUBECTL) delete --ignore-not-found=$(ignore-not-found) -f -; fi
-	$(call render,default) | $(KUBECTL) delete --ignore-not-found=$(ignore-not-found) -f -
+	$(call render,$(CONFIG)) | $(KUBECTL) delete --ignore-not-found=$(ignore-not-found) -f -
 
 ##@ Tools
 

@@ -8,6 +8,7 @@ package charts
 import (
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -25,39 +26,54 @@ import (
 // defaults (plus the chart owning its namespace, the ServiceMonitor on,
 // CRDs not kept) and compares every object with kustomize's render of
 // config/default and config/prometheus: same objects, same specs, rules,
-// and data; the chart may add labels but not change or drop one.
+// and data; the chart may add labels but not change or drop one. With
+// certManager.enable it compares with config/certmanager instead, where
+// the example has one.
 func TestChartInstallsWhatMakeDeployInstalls(t *testing.T) {
 	root := root(t)
 	for _, ex := range repo.Operators {
-		t.Run(ex.Dir, func(t *testing.T) {
+		for _, overlay := range []string{"default", "certmanager"} {
 			dir := filepath.Join(root, "examples", ex.Dir)
-			want := byKey(testkit.KustomizeBuild(t, filepath.Join(dir, "config", "default")))
-			for k, o := range byKey(testkit.KustomizeBuild(t, filepath.Join(dir, "config", "prometheus"))) {
-				want[k] = o
+			if _, err := os.Stat(filepath.Join(dir, "config", overlay)); err != nil {
+				continue
 			}
-			got := byKey(render(t, ex.Dir, ex.Name, "default", map[string]any{
-				"namespace":  map[string]any{"create": true, "name": ex.Namespace},
-				"prometheus": map[string]any{"enable": true},
-				"crd":        map[string]any{"keep": false},
-			}))
-			if diff := cmp.Diff(slices.Sorted(maps.Keys(want)), slices.Sorted(maps.Keys(got))); diff != "" {
-				t.Fatalf("objects (-make deploy +chart):\n%s", diff)
-			}
-			for k, w := range want {
-				g := got[k]
-				for name, value := range w.GetLabels() {
-					if g.GetLabels()[name] != value {
-						t.Errorf("%s: label %s = %q, want %q as config/ sets it", k, name, g.GetLabels()[name], value)
-					}
+			t.Run(ex.Dir+"/"+overlay, func(t *testing.T) {
+				want := byKey(testkit.KustomizeBuild(t, filepath.Join(dir, "config", overlay)))
+				for k, o := range byKey(testkit.KustomizeBuild(t, filepath.Join(dir, "config", "prometheus"))) {
+					want[k] = o
 				}
-				w, g = w.DeepCopy(), g.DeepCopy()
-				unstructured.RemoveNestedField(w.Object, "metadata", "labels")
-				unstructured.RemoveNestedField(g.Object, "metadata", "labels")
-				if diff := cmp.Diff(w.Object, g.Object); diff != "" {
-					t.Errorf("%s (-make deploy +chart):\n%s", k, diff)
-				}
+				got := byKey(render(t, ex.Dir, ex.Name, "default", map[string]any{
+					"namespace":   map[string]any{"create": true, "name": ex.Namespace},
+					"prometheus":  map[string]any{"enable": true},
+					"crd":         map[string]any{"keep": false},
+					"certManager": map[string]any{"enable": overlay == "certmanager"},
+				}))
+				compareObjects(t, want, got)
+			})
+		}
+	}
+}
+
+// compareObjects fails unless got holds want's objects, equal but for
+// labels got may add.
+func compareObjects(t *testing.T, want, got map[string]*unstructured.Unstructured) {
+	t.Helper()
+	if diff := cmp.Diff(slices.Sorted(maps.Keys(want)), slices.Sorted(maps.Keys(got))); diff != "" {
+		t.Fatalf("objects (-make deploy +chart):\n%s", diff)
+	}
+	for k, w := range want {
+		g := got[k]
+		for name, value := range w.GetLabels() {
+			if g.GetLabels()[name] != value {
+				t.Errorf("%s: label %s = %q, want %q as config/ sets it", k, name, g.GetLabels()[name], value)
 			}
-		})
+		}
+		w, g = w.DeepCopy(), g.DeepCopy()
+		unstructured.RemoveNestedField(w.Object, "metadata", "labels")
+		unstructured.RemoveNestedField(g.Object, "metadata", "labels")
+		if diff := cmp.Diff(w.Object, g.Object); diff != "" {
+			t.Errorf("%s (-make deploy +chart):\n%s", k, diff)
+		}
 	}
 }
 

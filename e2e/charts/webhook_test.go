@@ -37,8 +37,8 @@ func TestChartWebhook(t *testing.T) {
 			}
 			want := []string{
 				"--webhook-port=9443",
-				"--webhook-cert-secret=" + secret.GetName(),
 				"--webhook-cert-dir=/tmp/k8s-webhook-server/serving-certs",
+				"--webhook-cert-secret=" + secret.GetName(),
 				"--webhook-service=" + svc.GetName(),
 				"--validating-webhook-configuration=" + cfg.GetName(),
 			}
@@ -58,6 +58,46 @@ func TestChartWebhook(t *testing.T) {
 			}
 			if p := hooks[0].(map[string]any)["failurePolicy"]; p != "Fail" {
 				t.Errorf("failurePolicy %v by default, want Fail", p)
+			}
+		},
+	}, {
+		name:   "certManager.enable: cert-manager issues the certificate the pods mount and injects its CA",
+		values: map[string]any{"certManager": map[string]any{"enable": true}},
+		check: func(t *testing.T, objs map[string]*unstructured.Unstructured) {
+			const secret = fullname + "-webhook-server-cert"
+			noneNamed(t, objs, "webhook-cert-role")
+			if _, ok := objs["Secret/"+ns+"/"+secret]; ok {
+				t.Errorf("the chart makes the Secret %s that cert-manager should", secret)
+			}
+			mustGet(t, objs, "Issuer/"+ns+"/"+fullname+"-selfsigned-issuer")
+			cert := mustGet(t, objs, "Certificate/"+ns+"/"+fullname+"-serving-cert")
+			if got, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName"); got != secret {
+				t.Errorf("the Certificate's secretName = %q, want %q", got, secret)
+			}
+			wantNames := []any{fullname + "-webhook-service." + ns + ".svc", fullname + "-webhook-service." + ns + ".svc.cluster.local"}
+			if got, _, _ := unstructured.NestedSlice(cert.Object, "spec", "dnsNames"); !cmp.Equal(wantNames, got) {
+				t.Errorf("the Certificate's dnsNames = %v, want %v", got, wantNames)
+			}
+			for _, k := range []string{"ValidatingWebhookConfiguration//" + fullname + "-validating-webhook-configuration", "CustomResourceDefinition//memcacheds.cache.opkit.dev"} {
+				if got := mustGet(t, objs, k).GetAnnotations()["cert-manager.io/inject-ca-from"]; got != ns+"/"+fullname+"-serving-cert" {
+					t.Errorf("%s: cert-manager.io/inject-ca-from = %q, want %s/%s-serving-cert", k, got, ns, fullname)
+				}
+			}
+			var got []string
+			for _, a := range managerArgs(t, objs) {
+				if strings.Contains(a, "webhook") {
+					got = append(got, a)
+				}
+			}
+			if diff := cmp.Diff([]string{"--webhook-port=9443", "--webhook-cert-dir=/tmp/k8s-webhook-server/serving-certs"}, got); diff != "" {
+				t.Errorf("webhook flags (-want +got):\n%s", diff)
+			}
+			vols, _, _ := unstructured.NestedSlice(mustGet(t, objs, "Deployment/"+ns+"/"+fullname+"-controller-manager").Object, "spec", "template", "spec", "volumes")
+			if !slices.ContainsFunc(vols, func(v any) bool {
+				name, _, _ := unstructured.NestedString(v.(map[string]any), "secret", "secretName")
+				return name == secret
+			}) {
+				t.Errorf("no volume mounts the Secret %s: %v", secret, vols)
 			}
 		},
 	}, {

@@ -165,6 +165,9 @@ func conversionTemplate(tpl []byte, example, name string) ([]byte, error) {
 		return nil, errors.New(`no "spec:" line to add the conversion webhook under`)
 	}
 	lines = slices.Insert(lines, at+1, stanza)
+	// crdTemplate checked that annotations follow metadata.
+	at = slices.Index(lines, "  annotations:\n")
+	lines = slices.Insert(lines, at+1, injectCA("    "))
 	for i, l := range lines {
 		if l == "    served: false\n" {
 			lines[i] = "    served: {{ if include \"chart.webhook\" . }}true{{ else }}false{{ end }}\n"
@@ -242,10 +245,11 @@ func guardTemplate(b []byte) ([]byte, error) {
 // Placeholders for the release's values while the webhook configurations
 // are YAML; none can occur in a configuration (names hold no "_").
 const (
-	fullnamePart  = "__chart_fullname__"
-	namespacePart = "__chart_namespace__"
-	failurePart   = "__chart_failure_policy__"
-	labelsPart    = "__chart_labels__"
+	fullnamePart    = "__chart_fullname__"
+	namespacePart   = "__chart_namespace__"
+	failurePart     = "__chart_failure_policy__"
+	labelsPart      = "__chart_labels__"
+	annotationsPart = "__chart_annotations__"
 )
 
 // webhookTemplate returns controller-gen's webhook configurations (b)
@@ -265,6 +269,7 @@ func webhookTemplate(b []byte) ([]byte, error) {
 		meta, _ := obj["metadata"].(map[string]any)
 		meta["name"] = fullnamePart + "-" + fmt.Sprint(meta["name"])
 		meta["labels"] = labelsPart
+		meta["annotations"] = annotationsPart
 		hooks, _ := obj["webhooks"].([]any)
 		for _, h := range hooks {
 			h, _ := h.(map[string]any)
@@ -286,10 +291,20 @@ func webhookTemplate(b []byte) ([]byte, error) {
 	out := string(bytes.Join(docs, []byte("---\n")))
 	out = strings.NewReplacer(
 		"labels: "+labelsPart, "labels:\n    {{- include \"chart.labels\" . | nindent 4 }}",
+		"  annotations: "+annotationsPart+"\n", "  {{- if include \"chart.certManager\" . }}\n  annotations:\n    cert-manager.io/inject-ca-from: {{ include \"chart.certManagerCA\" . }}\n  {{- end }}\n",
 		fullnamePart, `{{ include "chart.fullname" . }}`,
 		namespacePart, `{{ include "chart.namespace" . }}`,
 		failurePart, `{{ .Values.webhook.failurePolicy }}`,
 	).Replace(out)
 	return []byte("# config/webhook/manifests.yaml (controller-gen), written by make chart.\n" +
 		"{{- if include \"chart.webhook\" . }}\n" + out + "{{- end }}\n"), nil
+}
+
+// injectCA is the annotation, indented, by which cert-manager's CA injector
+// writes the CA of the chart's Certificate into a CRD, when
+// certManager.enable.
+func injectCA(indent string) string {
+	return indent + "{{- if include \"chart.certManager\" . }}\n" +
+		indent + "cert-manager.io/inject-ca-from: {{ include \"chart.certManagerCA\" . }}\n" +
+		indent + "{{- end }}\n"
 }

@@ -152,6 +152,10 @@ webhooks:
 apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingWebhookConfiguration
 metadata:
+  {{- if include "chart.certManager" . }}
+  annotations:
+    cert-manager.io/inject-ca-from: {{ include "chart.certManagerCA" . }}
+  {{- end }}
   labels:
     {{- include "chart.labels" . | nindent 4 }}
   name: {{ include "chart.fullname" . }}-validating-webhook-configuration

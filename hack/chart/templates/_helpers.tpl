@@ -77,3 +77,13 @@ templates/webhook by make chart).
 {{- define "chart.webhook" -}}
 {{- if and .Values.webhook .Values.webhook.enable }}true{{ end }}
 {{- end }}
+
+{{/* cert-manager issues the webhook's certificate (certManager.enable). */}}
+{{- define "chart.certManager" -}}
+{{- if and (include "chart.webhook" .) .Values.certManager .Values.certManager.enable }}true{{ end }}
+{{- end }}
+
+{{/* The Certificate whose CA cert-manager injects, as namespace/name. */}}
+{{- define "chart.certManagerCA" -}}
+{{ include "chart.namespace" . }}/{{ include "chart.fullname" . }}-serving-cert
+{{- end }}
