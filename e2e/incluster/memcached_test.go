@@ -104,80 +104,8 @@ func TestMemcachedOperatorInCluster(t *testing.T) {
 				return workload{ns: ns, owner: memcached(ctx, t, cfg).UID, pods: "app.kubernetes.io/instance=" + name}
 			})).
 		Assess("metrics are served over HTTPS to a token allowed to get /metrics only", op.metricsOnlyForReaders(ns)).
-		Assess("the operator's own checks run at admission: a refused spec names the field, an unpinned image warns", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-			create := func(name, spec string, dryRun bool) (string, error) {
-				t.Helper()
-				args := []string{"create", "-f", "-"}
-				if dryRun {
-					args = append(args, "--dry-run=server")
-				}
-				cmd, err := harness.KubectlCommand(ctx, cfg, args...)
-				if err != nil {
-					t.Fatal(err)
-				}
-				cmd.Stdin = strings.NewReader(`{"apiVersion":"cache.opkit.dev/v1beta1","kind":"Memcached","metadata":{"name":"` + name + `","namespace":"` + ns + `"},"spec":` + spec + `}`)
-				out, err := cmd.CombinedOutput()
-				return string(out), err
-			}
-			// Valid for the schema; the operator's Validate refuses it.
-			out, err := create("memcached-items-beyond-limit", `{"replicas":1,"cache":{"memoryMB":128},"resources":{"limits":{"memory":"96Mi"}}}`, false)
-			if err == nil {
-				t.Fatalf("cache.memoryMB beyond the memory limit was admitted: %s", out)
-			}
-			// The message is Validate's: no schema or CEL rule says it.
-			if !strings.Contains(out, "spec.cache.memoryMB: Invalid value: 128: must be less than spec.resources.limits.memory (96Mi)") {
-				t.Errorf("the refusal is not the webhook's naming spec.cache.memoryMB: %s", out)
-			}
-			var m v1beta1.Memcached
-			if err := cfg.Client().Resources().Get(ctx, "memcached-items-beyond-limit", ns, &m); !apierrors.IsNotFound(err) {
-				t.Errorf("the refused Memcached: get = %v, want NotFound", err)
-			}
-			out, err = create("memcached-unpinned", `{"replicas":1,"image":"memcached"}`, true)
-			if err != nil || !strings.Contains(out, `Warning: spec.image "memcached" does not pin a version`) {
-				t.Errorf("an unpinned image: %v, output %q, want admitted with a warning", err, out)
-			}
-			return ctx
-		}).
-		Assess("a Memcached created as v1alpha1 reads as v1beta1, and a v1beta1 write reads back as v1alpha1 with nothing lost", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-			const conv = "memcached-conversion"
-			kubectl := func(stdin string, args ...string) string {
-				t.Helper()
-				return mustKubectl(ctx, t, cfg, stdin, args...)
-			}
-			spec := func(version string) map[string]any {
-				t.Helper()
-				var obj map[string]any
-				out := kubectl("", "get", "memcacheds."+version+".cache.opkit.dev", conv, "-n", ns, "-o", "json")
-				if err := json.Unmarshal([]byte(out), &obj); err != nil {
-					t.Fatal(err)
-				}
-				if got := obj["apiVersion"]; got != "cache.opkit.dev/"+version {
-					t.Errorf("read as %s: apiVersion %v", version, got)
-				}
-				return obj["spec"].(map[string]any)
-			}
-			// Size 0: no pod, the conversion alone.
-			kubectl(`{"apiVersion":"cache.opkit.dev/v1alpha1","kind":"Memcached","metadata":{"name":"`+conv+`","namespace":"`+ns+`"},`+
-				`"spec":{"size":0,"image":"memcached:1.6.38","memoryLimitMB":32,"extraArgs":["-v"],"resources":{"limits":{"memory":"96Mi"}},`+
-				`"topologySpreadConstraints":[{"maxSkew":1,"topologyKey":"kubernetes.io/hostname","whenUnsatisfiable":"ScheduleAnyway"}]}}`, "create", "-f", "-")
-			defer kubectl("", "delete", "memcached", conv, "-n", ns)
-			alpha := spec("v1alpha1")
-			want := map[string]any{
-				"replicas": float64(0), "image": "memcached:1.6.38", "port": float64(11211),
-				"cache":     map[string]any{"memoryMB": float64(32), "extraArgs": []any{"-v"}},
-				"resources": map[string]any{"limits": map[string]any{"memory": "96Mi"}},
-				"placement": map[string]any{"topologySpreadConstraints": alpha["topologySpreadConstraints"]},
-			}
-			if diff := cmp.Diff(want, spec("v1beta1")); diff != "" {
-				t.Errorf("read as v1beta1 (-want +got):\n%s", diff)
-			}
-			kubectl("", "patch", "memcacheds.v1beta1.cache.opkit.dev", conv, "-n", ns, "--type=merge", "-p", `{"spec":{"cache":{"memoryMB":48}}}`)
-			alpha["memoryLimitMB"] = float64(48)
-			if diff := cmp.Diff(alpha, spec("v1alpha1")); diff != "" {
-				t.Errorf("a v1beta1 patch of cache.memoryMB, read as v1alpha1 (-want +got):\n%s", diff)
-			}
-			return ctx
-		}).
+		Assess("the operator's own checks run at admission: a refused spec names the field, an unpinned image warns", memcachedAdmission(ns)).
+		Assess("a Memcached created as v1alpha1 reads as v1beta1, and a v1beta1 write reads back as v1alpha1 with nothing lost", memcachedConverts(ns)).
 		Assess("the webhook's certificate rotates under load with no failed request, and every replica serves a renewed one", op.certificateRotates(ns)).
 		Assess("an invalid replica count is refused at admission, naming the field", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			before := memcached(ctx, t, cfg)
@@ -331,6 +259,92 @@ func TestMemcachedOperatorInCluster(t *testing.T) {
 			return ctx
 		}).Feature()
 	testEnv.Test(t, f)
+}
+
+// memcachedAdmission is the step where the operator's own checks run at
+// admission in ns: a spec they refuse is refused naming the field, an
+// unpinned image is admitted with a warning.
+func memcachedAdmission(ns string) func(context.Context, *testing.T, *envconf.Config) context.Context {
+	return func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+		create := func(name, spec string, dryRun bool) (string, error) {
+			t.Helper()
+			args := []string{"create", "-f", "-"}
+			if dryRun {
+				args = append(args, "--dry-run=server")
+			}
+			cmd, err := harness.KubectlCommand(ctx, cfg, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd.Stdin = strings.NewReader(`{"apiVersion":"cache.opkit.dev/v1beta1","kind":"Memcached","metadata":{"name":"` + name + `","namespace":"` + ns + `"},"spec":` + spec + `}`)
+			out, err := cmd.CombinedOutput()
+			return string(out), err
+		}
+		// Valid for the schema; the operator's Validate refuses it.
+		out, err := create("memcached-items-beyond-limit", `{"replicas":1,"cache":{"memoryMB":128},"resources":{"limits":{"memory":"96Mi"}}}`, false)
+		if err == nil {
+			t.Fatalf("cache.memoryMB beyond the memory limit was admitted: %s", out)
+		}
+		// The message is Validate's: no schema or CEL rule says it.
+		if !strings.Contains(out, "spec.cache.memoryMB: Invalid value: 128: must be less than spec.resources.limits.memory (96Mi)") {
+			t.Errorf("the refusal is not the webhook's naming spec.cache.memoryMB: %s", out)
+		}
+		var m v1beta1.Memcached
+		if err := cfg.Client().Resources().Get(ctx, "memcached-items-beyond-limit", ns, &m); !apierrors.IsNotFound(err) {
+			t.Errorf("the refused Memcached: get = %v, want NotFound", err)
+		}
+		out, err = create("memcached-unpinned", `{"replicas":1,"image":"memcached"}`, true)
+		if err != nil || !strings.Contains(out, `Warning: spec.image "memcached" does not pin a version`) {
+			t.Errorf("an unpinned image: %v, output %q, want admitted with a warning", err, out)
+		}
+		return ctx
+	}
+}
+
+// memcachedConverts is the step where a Memcached created in ns as
+// v1alpha1 reads as v1beta1 (port defaulted), and a v1beta1 write reads
+// back as v1alpha1 with nothing lost.
+func memcachedConverts(ns string) func(context.Context, *testing.T, *envconf.Config) context.Context {
+	return func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+		const conv = "memcached-conversion"
+		kubectl := func(stdin string, args ...string) string {
+			t.Helper()
+			return mustKubectl(ctx, t, cfg, stdin, args...)
+		}
+		spec := func(version string) map[string]any {
+			t.Helper()
+			var obj map[string]any
+			out := kubectl("", "get", "memcacheds."+version+".cache.opkit.dev", conv, "-n", ns, "-o", "json")
+			if err := json.Unmarshal([]byte(out), &obj); err != nil {
+				t.Fatal(err)
+			}
+			if got := obj["apiVersion"]; got != "cache.opkit.dev/"+version {
+				t.Errorf("read as %s: apiVersion %v", version, got)
+			}
+			return obj["spec"].(map[string]any)
+		}
+		// Size 0: no pod, the conversion alone.
+		kubectl(`{"apiVersion":"cache.opkit.dev/v1alpha1","kind":"Memcached","metadata":{"name":"`+conv+`","namespace":"`+ns+`"},`+
+			`"spec":{"size":0,"image":"memcached:1.6.38","memoryLimitMB":32,"extraArgs":["-v"],"resources":{"limits":{"memory":"96Mi"}},`+
+			`"topologySpreadConstraints":[{"maxSkew":1,"topologyKey":"kubernetes.io/hostname","whenUnsatisfiable":"ScheduleAnyway"}]}}`, "create", "-f", "-")
+		defer kubectl("", "delete", "memcached", conv, "-n", ns)
+		alpha := spec("v1alpha1")
+		want := map[string]any{
+			"replicas": float64(0), "image": "memcached:1.6.38", "port": float64(11211),
+			"cache":     map[string]any{"memoryMB": float64(32), "extraArgs": []any{"-v"}},
+			"resources": map[string]any{"limits": map[string]any{"memory": "96Mi"}},
+			"placement": map[string]any{"topologySpreadConstraints": alpha["topologySpreadConstraints"]},
+		}
+		if diff := cmp.Diff(want, spec("v1beta1")); diff != "" {
+			t.Errorf("read as v1beta1 (-want +got):\n%s", diff)
+		}
+		kubectl("", "patch", "memcacheds.v1beta1.cache.opkit.dev", conv, "-n", ns, "--type=merge", "-p", `{"spec":{"cache":{"memoryMB":48}}}`)
+		alpha["memoryLimitMB"] = float64(48)
+		if diff := cmp.Diff(alpha, spec("v1alpha1")); diff != "" {
+			t.Errorf("a v1beta1 patch of cache.memoryMB, read as v1alpha1 (-want +got):\n%s", diff)
+		}
+		return ctx
+	}
 }
 
 // leaderPod is the pod holding the leader-election Lease lease in ns.

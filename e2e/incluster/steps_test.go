@@ -3,6 +3,7 @@ package incluster
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -55,6 +56,10 @@ type operator struct {
 	chart bool
 	// args are the chart's manager.args at install, kept on upgrades.
 	args []string
+	// values are more of the chart's values at install; config is the
+	// config/ overlay make deploy applies (CONFIG, default "default").
+	values map[string]any
+	config string
 }
 
 // helmReleaseNamespace records the chart's release (helm -n): the chart
@@ -118,6 +123,7 @@ func (o operator) install(ctx context.Context, cfg *envconf.Config, upgrade bool
 	if o.args != nil {
 		image["manager"].(map[string]any)["args"] = o.args
 	}
+	maps.Copy(image, o.values)
 	image["namespace"] = map[string]any{"create": true, "name": o.namespace}
 	image["crd"] = map[string]any{"keep": false}
 	return r.Install(ctx, image)
@@ -166,6 +172,9 @@ func (o operator) make(ctx context.Context, cfg *envconf.Config, target string, 
 		return "", err
 	}
 	args = append([]string{"-C", filepath.Join(root, "examples", o.example), target, "IMG=" + o.img, "PULL_POLICY=Always", "KUBECONFIG=" + cfg.KubeconfigFile()}, args...)
+	if o.config != "" {
+		args = append(args, "CONFIG="+o.config)
+	}
 	cmd := exec.CommandContext(ctx, "make", args...)
 	// When ctx ends, make's kubectl goes too, not just make.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
