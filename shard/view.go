@@ -1,0 +1,65 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// View returns a View of r's members.
+func (r Ring) View() *View {
+	return &View{ring: r, seen: map[string]observation{}}
+}
+
+// View tells the live members of a ring from their Leases. Like leader
+// election it times a lease from when this View saw it change, not from
+// the renewTime another replica's clock wrote, so clocks need not agree;
+// a lease seen for the first time counts as just renewed.
+type View struct {
+	ring Ring
+	mu   sync.Mutex
+	seen map[string]observation
+}
+
+type observation struct {
+	version string // the Lease's resourceVersion
+	at      time.Time
+}
+
+// Members lists the ring's Leases with c and returns, sorted, the
+// identities whose Lease changed within its duration before now.
+func (v *View) Members(ctx context.Context, c client.Reader, now time.Time) ([]string, error) {
+	var leases coordinationv1.LeaseList
+	if err := c.List(ctx, &leases, client.InNamespace(v.ring.Namespace), client.MatchingLabels{RingLabel: v.ring.Name}); err != nil {
+		return nil, fmt.Errorf("shard: listing the Leases of ring %s: %w", v.ring.Name, err)
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	seen := make(map[string]observation, len(leases.Items))
+	var live []string
+	for _, l := range leases.Items {
+		if l.Spec.HolderIdentity == nil || l.Name != v.ring.leaseName(*l.Spec.HolderIdentity) {
+			continue
+		}
+		o, ok := v.seen[l.Name]
+		if !ok || o.version != l.ResourceVersion {
+			o = observation{version: l.ResourceVersion, at: now}
+		}
+		seen[l.Name] = o
+		d := v.ring.leaseDuration()
+		if l.Spec.LeaseDurationSeconds != nil {
+			d = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
+		}
+		if now.Before(o.at.Add(d)) {
+			live = append(live, *l.Spec.HolderIdentity)
+		}
+	}
+	v.seen = seen
+	slices.Sort(live)
+	return live, nil
+}
