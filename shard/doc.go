@@ -1,14 +1,20 @@
-// Package shard spreads one controller's objects over several replicas:
-// each replica announces itself with a Lease, and every object belongs to
-// one live replica, chosen by rendezvous hashing so that a replica joining
-// or leaving moves only its own share.
+// Package shard spreads one controller's objects over several replicas.
+// Each replica is a member of a Ring while it holds a Lease (Member); a
+// Sharder labels every object with the live member that owns it
+// (rendezvous hashing, Owner, so a member joining or leaving moves only
+// its share); each member's cache selects its label (Ring.Selector), so
+// it holds only its objects; and Handoff wraps the member's reconciler so
+// that an object moves only after its old member acknowledged, or after
+// that member's Lease ran out: no object is reconciled by two members at
+// once.
 //
-//	ring := shard.Ring{Name: "memcached", Namespace: "memcached-system"}
-//	mgr.Add(ring.Member(mgr.GetClient(), podName))
-//	view := ring.View()
-//	members, err := view.Members(ctx, mgr.GetAPIReader(), time.Now())
-//	owner := shard.Owner(string(obj.GetUID()), members)
+//	ring := shard.Ring{Name: "widgets", Namespace: "widgets-system"}
+//	mgr, _ := ctrl.NewManager(cfg, ctrl.Options{Cache: cache.Options{
+//		ByObject: map[client.Object]cache.ByObject{&Widget{}: {Label: ring.Selector(pod)}}}})
+//	mgr.Add(ring.Member(mgr.GetClient(), pod))
+//	(&shard.Sharder{Ring: ring, Identity: pod, GVK: widgetGVK}).SetupWithManager(mgr)
+//	ctrl.NewControllerManagedBy(mgr).For(&Widget{}).
+//		Complete(shard.Handoff(ring, pod, mgr.GetClient(), &Widget{}, r))
 //
-// This is the membership and assignment under sharding; labelling objects
-// and handing them over are built on it.
+// Children are not labelled yet: a member's cache of them holds all.
 package shard

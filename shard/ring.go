@@ -3,6 +3,8 @@ package shard
 import (
 	"cmp"
 	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // RingLabel labels a member's Lease with its ring's name.
@@ -29,3 +31,17 @@ func (r Ring) leaseDuration() time.Duration {
 }
 
 func (r Ring) leaseName(identity string) string { return r.Name + "-" + identity }
+
+// Label is the label whose value names the member an object belongs to:
+// shard.opkit.dev/<Name>.
+func (r Ring) Label() string { return "shard.opkit.dev/" + r.Name }
+
+// DrainLabel is set on an object its member must hand over: the member
+// acknowledges by removing both labels (Handoff).
+func (r Ring) DrainLabel() string { return "drain.shard.opkit.dev/" + r.Name }
+
+// Selector selects the objects of member identity, for its cache
+// (cache.ByObject's Label): the member holds only its share.
+func (r Ring) Selector(identity string) labels.Selector {
+	return labels.SelectorFromSet(labels.Set{r.Label(): identity})
+}

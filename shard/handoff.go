@@ -1,0 +1,70 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// Handoff wraps inner, the reconciler of member identity, so that it
+// hands objects over. A request for an object labelled to drain is
+// answered by removing the object's shard and drain labels instead of
+// calling inner: inner is not running for that object (a controller
+// never runs one key twice at once), and the Sharder gives the object to
+// its next member only once the labels are gone. The answer returns when
+// c's cache has moved past the drained version, so that no stale copy
+// reaches inner afterwards, nor the object's leaving the cache, which is
+// no deletion. obj is the kind's prototype, copied per
+// request; c reads through the member's cache (Ring.Selector).
+func Handoff(r Ring, identity string, c client.Client, obj client.Object, inner reconcile.Reconciler) reconcile.Reconciler {
+	// handedOver holds the objects given away: their leaving the cache
+	// is not a deletion for inner to see.
+	var handedOver sync.Map
+	return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+		o := obj.DeepCopyObject().(client.Object)
+		if err := c.Get(ctx, req.NamespacedName, o); err != nil {
+			if !apierrors.IsNotFound(err) {
+				return reconcile.Result{}, err
+			}
+			if _, gone := handedOver.LoadAndDelete(req); gone {
+				return reconcile.Result{}, nil
+			}
+			return inner.Reconcile(ctx, req)
+		}
+		labels := o.GetLabels()
+		switch {
+		case labels[r.Label()] != identity:
+			return reconcile.Result{}, nil // not ours (any more)
+		case labels[r.DrainLabel()] == "":
+			handedOver.Delete(req)
+			return inner.Reconcile(ctx, req)
+		}
+		drained := o.GetResourceVersion()
+		patch := client.MergeFromWithOptions(o.DeepCopyObject().(client.Object), client.MergeFromWithOptimisticLock{})
+		delete(labels, r.Label())
+		delete(labels, r.DrainLabel())
+		o.SetLabels(labels)
+		if err := c.Patch(ctx, o, patch); err != nil {
+			return reconcile.Result{}, fmt.Errorf("shard: handing %s over: %w", req, err)
+		}
+		handedOver.Store(req, struct{}{})
+		err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			cur := obj.DeepCopyObject().(client.Object)
+			err := c.Get(ctx, req.NamespacedName, cur)
+			if apierrors.IsNotFound(err) {
+				return true, nil
+			}
+			return err == nil && cur.GetResourceVersion() != drained, err
+		})
+		if err != nil {
+			return reconcile.Result{}, fmt.Errorf("shard: %s handed over, waiting for the cache to follow: %w", req, err)
+		}
+		return reconcile.Result{}, nil
+	})
+}
