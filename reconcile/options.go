@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/opkit-dev/opkit/shard"
 	"github.com/opkit-dev/opkit/statusutil"
 )
 
@@ -79,6 +80,12 @@ type setupOptions struct {
 	skipNameCheck *bool
 	controller    controller.Options
 	rawSources    []source.Source
+	shard         *shardOption
+}
+
+type shardOption struct {
+	ring     shard.Ring
+	identity string
 }
 
 func defaultOptions(gvk schema.GroupVersionKind) options {
@@ -279,4 +286,17 @@ func WithControllerOptions(opts controller.Options) SetupOption {
 // SetupWithManager registers, as the builder's WatchesRawSource does.
 func WithRawSource(src source.Source) SetupOption {
 	return setupOnlyOption(func(o *setupOptions) { o.rawSources = append(o.rawSources, src) })
+}
+
+// WithShard makes this replica, identity (its pod's name), a member of
+// ring for as long as the manager runs, and spreads the kind's objects
+// over the ring's live members: SetupWithManager adds the member's Lease,
+// a shard.Sharder, and wraps the Reconciler in shard.Handoff, so that
+// each object is reconciled by one member at a time. Run every replica
+// without leader election. Give the manager's cache ring.Selector(identity)
+// for the kind (cache.Options.ByObject), or each replica caches every
+// object: still correct, but no lighter. RBAC: Leases in ring.Namespace
+// (list, watch, create, patch, delete) and patch on the kind.
+func WithShard(ring shard.Ring, identity string) SetupOption {
+	return setupOnlyOption(func(o *setupOptions) { o.shard = &shardOption{ring: ring, identity: identity} })
 }

@@ -11,6 +11,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/opkit-dev/opkit/shard"
 )
 
 // SetupWithManager builds a Reconciler for T with New, using the manager's
@@ -20,7 +23,8 @@ import (
 //	Owns(each WithOwns type), Watches(each WithWatches registration),
 //	WatchesRawSource(each WithRawSource source),
 //	the controller options of WithControllerOptions,
-//	MaxConcurrentReconciles (WithMaxConcurrentReconciles).
+//	MaxConcurrentReconciles (WithMaxConcurrentReconciles),
+//	and with WithShard the ring's member, its Sharder and Handoff.
 //
 // The default predicates let through what the Reconciler must act on and
 // drop what it need not: a change of generation (spec), of labels or
@@ -99,7 +103,18 @@ func SetupWithManager[T Object](mgr ctrl.Manager, hooks Hooks[T], opts ...SetupO
 	for _, src := range so.rawSources {
 		b = b.WatchesRawSource(src)
 	}
-	if err := b.Complete(r); err != nil {
+	var inner crreconcile.Reconciler = r
+	if sh := so.shard; sh != nil {
+		if err := mgr.Add(sh.ring.Member(mgr.GetClient(), sh.identity)); err != nil {
+			return nil, err
+		}
+		s := &shard.Sharder{Ring: sh.ring, Identity: sh.identity, GVK: r.gvk}
+		if err := s.SetupWithManager(mgr); err != nil {
+			return nil, fmt.Errorf("setting up controller %s: %w", r.opts.name, err)
+		}
+		inner = shard.Handoff(sh.ring, sh.identity, mgr.GetClient(), newObj(), r)
+	}
+	if err := b.Complete(inner); err != nil {
 		return nil, fmt.Errorf("setting up controller %s: %w", r.opts.name, err)
 	}
 	return r, nil

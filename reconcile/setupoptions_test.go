@@ -2,25 +2,33 @@ package reconcile_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
 	"github.com/opkit-dev/opkit/internal/testkit"
 	"github.com/opkit-dev/opkit/reconcile"
+	"github.com/opkit-dev/opkit/shard"
 )
 
 // countingLimiter is a rate limiter that counts the items it was asked
@@ -108,4 +116,82 @@ func TestWithControllerOptionsRefusesAReconciler(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "WithControllerOptions") {
 		t.Errorf("SetupWithManager = %v, want an error naming WithControllerOptions", err)
 	}
+}
+
+// TestWithShard runs the Reconciler on replicas a and b of one ring:
+// each Widget gets the label of its member and passes there only; when b
+// stops, a takes its Widgets over and rolls out their changes.
+func TestWithShard(t *testing.T) {
+	f := newFixture(t)
+	ring := shard.Ring{Name: "widgets", Namespace: f.ns, LeaseDuration: 3 * time.Second}
+	var mu sync.Mutex
+	passedBy := map[string]map[string]bool{} // widget -> replicas
+	start := func(identity string) (stop func()) {
+		mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+			Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+			Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+			Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+				&testv1.Widget{}: {Label: ring.Selector(identity)},
+			}},
+		})
+		testkit.Must(t, err)
+		hooks := &widgetHooks{children: f.children()}
+		hooks.onReconc = func(_ context.Context, w *testv1.Widget) (reconcile.Result, bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			if passedBy[w.Name] == nil {
+				passedBy[w.Name] = map[string]bool{}
+			}
+			passedBy[w.Name][identity] = true
+			return reconcile.Result{}, false
+		}
+		_, err = reconcile.SetupWithManager[*testv1.Widget](mgr, hooks, reconcile.WithName("sharded-"+identity), reconcile.WithShard(ring, identity))
+		testkit.Must(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- mgr.Start(ctx) }()
+		stop = sync.OnceFunc(func() {
+			cancel()
+			testkit.Must(t, <-done)
+		})
+		t.Cleanup(stop)
+		return stop
+	}
+	start("a")
+	stopB := start("b")
+	var names []string
+	for i := range 8 {
+		names = append(names, fmt.Sprintf("w-%d", i))
+		f.createWidget(names[i], testv1.WidgetSpec{})
+	}
+	member := func(name string, members ...string) string { return shard.Owner(f.ns+"/"+name, members) }
+	for _, n := range names {
+		waitFor(t, f, n, func(w *testv1.Widget) bool {
+			return w.Status.ObservedGeneration == 1 && w.Labels[ring.Label()] == member(n, "a", "b")
+		})
+	}
+	mu.Lock()
+	for _, n := range names {
+		if diff := cmp.Diff(map[string]bool{member(n, "a", "b"): true}, passedBy[n]); diff != "" {
+			t.Errorf("%s passed by (-want +got):\n%s", n, diff)
+		}
+	}
+	mu.Unlock()
+
+	stopB()
+	var moved string
+	for _, n := range names {
+		if member(n, "a", "b") == "b" {
+			moved = n
+		}
+	}
+	if moved == "" {
+		t.Fatal("b owned no Widget: the test proves nothing")
+	}
+	w := f.get(moved)
+	w.Spec.Message = "after b left"
+	testkit.Must(t, env.Client.Update(t.Context(), w))
+	waitFor(t, f, moved, func(w *testv1.Widget) bool {
+		return w.Status.ObservedGeneration == 2 && w.Labels[ring.Label()] == "a"
+	})
 }
