@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -105,7 +106,11 @@ func SetupWithManager[T Object](mgr ctrl.Manager, hooks Hooks[T], opts ...SetupO
 	}
 	var inner crreconcile.Reconciler = r
 	if sh := so.shard; sh != nil {
-		if err := mgr.Add(sh.ring.Member(mgr.GetClient(), sh.identity)); err != nil {
+		leases, err := coordinationv1client.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+		if err != nil {
+			return nil, fmt.Errorf("setting up controller %s: %w", r.opts.name, err)
+		}
+		if err := mgr.Add(sh.ring.Member(leases, sh.identity)); err != nil {
 			return nil, err
 		}
 		s := &shard.Sharder{Ring: sh.ring, Identity: sh.identity, GVK: r.gvk}

@@ -11,7 +11,9 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -126,9 +128,13 @@ func TestWithShard(t *testing.T) {
 	ring := shard.Ring{Name: "widgets", Namespace: f.ns, LeaseDuration: 3 * time.Second}
 	var mu sync.Mutex
 	passedBy := map[string]map[string]bool{} // widget -> replicas
+	// Without Leases: WithShard must not need them in the manager's scheme.
+	scheme := runtime.NewScheme()
+	testkit.Must(t, testv1.AddToScheme(scheme))
+	testkit.Must(t, corev1.AddToScheme(scheme))
 	start := func(identity string) (stop func()) {
 		mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-			Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+			Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 			Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 			Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 				&testv1.Widget{}: {Label: ring.Selector(identity)},

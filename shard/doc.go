@@ -11,7 +11,8 @@
 //	ring := shard.Ring{Name: "widgets", Namespace: "widgets-system"}
 //	mgr, _ := ctrl.NewManager(cfg, ctrl.Options{Cache: cache.Options{
 //		ByObject: map[client.Object]cache.ByObject{&Widget{}: {Label: ring.Selector(pod)}}}})
-//	mgr.Add(ring.Member(mgr.GetClient(), pod))
+//	leases, _ := coordinationv1client.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+//	mgr.Add(ring.Member(leases, pod))
 //	(&shard.Sharder{Ring: ring, Identity: pod, GVK: widgetGVK}).SetupWithManager(mgr)
 //	ctrl.NewControllerManagedBy(mgr).For(&Widget{}).
 //		Complete(shard.Handoff(ring, pod, mgr.GetClient(), &Widget{}, r))

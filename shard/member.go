@@ -9,8 +9,9 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
@@ -23,14 +24,17 @@ var ErrIdentity = errors.New("shard: a member needs an identity, such as its pod
 // over at once rather than after the lease expires. It runs on every
 // replica, leader or not. Start returns the first error renewing the
 // Lease, which stops the manager: a replica that cannot renew must not go
-// on acting as a member.
-func (r Ring) Member(c client.Client, identity string) manager.Runnable {
-	return &member{ring: r, c: c, identity: identity}
+// on acting as a member. leases is client-go's, as leader election's is,
+// so the manager's scheme need not know Leases:
+//
+//	leases, err := coordinationv1client.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+func (r Ring) Member(leases coordinationv1client.LeasesGetter, identity string) manager.Runnable {
+	return &member{ring: r, leases: leases, identity: identity}
 }
 
 type member struct {
 	ring     Ring
-	c        client.Client
+	leases   coordinationv1client.LeasesGetter
 	identity string
 }
 
@@ -61,27 +65,25 @@ func (m *member) Start(ctx context.Context) error {
 }
 
 // renew moves the Lease's renewTime to now, or creates it. It reads
-// nothing, so a cached client starts no Lease informer.
+// nothing.
 func (m *member) renew(ctx context.Context) error {
 	now := metav1.NewMicroTime(time.Now())
-	lease := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: m.ring.leaseName(m.identity), Namespace: m.ring.Namespace},
-		Spec:       coordinationv1.LeaseSpec{RenewTime: &now},
-	}
-	err := m.c.Patch(ctx, lease, client.Merge)
+	name, leases := m.ring.leaseName(m.identity), m.leases.Leases(m.ring.Namespace)
+	patch := fmt.Appendf(nil, `{"spec":{"renewTime":%q}}`, now.Format(metav1.RFC3339Micro))
+	_, err := leases.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
 	if apierrors.IsNotFound(err) {
-		lease.ResourceVersion = ""
-		lease.Labels = map[string]string{RingLabel: m.ring.Name}
-		lease.Spec = coordinationv1.LeaseSpec{
-			HolderIdentity:       ptr.To(m.identity),
-			LeaseDurationSeconds: ptr.To(int32(m.ring.leaseDuration() / time.Second)),
-			AcquireTime:          &now,
-			RenewTime:            &now,
-		}
-		err = m.c.Create(ctx, lease)
+		_, err = leases.Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: m.ring.Namespace, Labels: map[string]string{RingLabel: m.ring.Name}},
+			Spec: coordinationv1.LeaseSpec{
+				HolderIdentity:       ptr.To(m.identity),
+				LeaseDurationSeconds: ptr.To(int32(m.ring.leaseDuration() / time.Second)),
+				AcquireTime:          &now,
+				RenewTime:            &now,
+			},
+		}, metav1.CreateOptions{})
 	}
 	if err != nil {
-		return fmt.Errorf("shard: renewing the Lease %s/%s of ring %s: %w", m.ring.Namespace, lease.Name, m.ring.Name, err)
+		return fmt.Errorf("shard: renewing the Lease %s/%s of ring %s: %w", m.ring.Namespace, name, m.ring.Name, err)
 	}
 	return nil
 }
@@ -91,6 +93,5 @@ func (m *member) renew(ctx context.Context) error {
 func (m *member) release() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: m.ring.leaseName(m.identity), Namespace: m.ring.Namespace}}
-	_ = client.IgnoreNotFound(m.c.Delete(ctx, lease))
+	_ = m.leases.Leases(m.ring.Namespace).Delete(ctx, m.ring.leaseName(m.identity), metav1.DeleteOptions{})
 }

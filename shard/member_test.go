@@ -11,6 +11,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -23,13 +24,23 @@ func start(t *testing.T, r shard.Ring, identity string) (stop func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() { done <- r.Member(env.Client, identity).Start(ctx) }()
+	go func() { done <- r.Member(leaseClient(t), identity).Start(ctx) }()
 	stop = sync.OnceValue(func() error {
 		cancel()
 		return <-done
 	})
 	t.Cleanup(func() { _ = stop() })
 	return stop
+}
+
+// leaseClient is client-go's Lease client of env.
+func leaseClient(t *testing.T) coordinationv1client.LeasesGetter {
+	t.Helper()
+	c, err := coordinationv1client.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // waitMembers waits until v sees want.
@@ -89,7 +100,7 @@ func TestMemberJoinsRenewsAndLeaves(t *testing.T) {
 
 func TestMemberWithoutIdentity(t *testing.T) {
 	r := shard.Ring{Name: "widgets", Namespace: env.Namespace(t)}
-	if err := r.Member(env.Client, "").Start(t.Context()); !errors.Is(err, shard.ErrIdentity) {
+	if err := r.Member(leaseClient(t), "").Start(t.Context()); !errors.Is(err, shard.ErrIdentity) {
 		t.Errorf("Start = %v, want ErrIdentity", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -42,8 +43,14 @@ func (s *Sharder) SetupWithManager(mgr ctrl.Manager) error {
 	if s.Identity == "" {
 		return ErrIdentity
 	}
+	// A scheme of its own: the manager's need not know Leases, and
+	// metadata needs none.
+	scheme := runtime.NewScheme()
+	if err := coordinationv1.AddToScheme(scheme); err != nil {
+		return err
+	}
 	c, err := cache.New(mgr.GetConfig(), cache.Options{
-		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		Scheme: scheme, Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
 		ByObject: map[client.Object]cache.ByObject{
 			&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{s.Ring.Namespace: {}}},
 		},

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -75,8 +77,13 @@ func (p *passes) last(key string) string {
 // in Handoff. The returned stop ends it, releasing its Lease.
 func replica(t *testing.T, r shard.Ring, identity string, p *passes) (stop func()) {
 	t.Helper()
+	// The kind alone: a manager's scheme need not know Leases.
+	scheme := runtime.NewScheme()
+	if err := testv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 env.Scheme,
+		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: new(true)},
@@ -87,7 +94,11 @@ func replica(t *testing.T, r shard.Ring, identity string, p *passes) (stop func(
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := mgr.Add(r.Member(mgr.GetClient(), identity)); err != nil {
+	leases, err := coordinationv1client.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mgr.Add(r.Member(leases, identity)); err != nil {
 		t.Fatal(err)
 	}
 	s := &shard.Sharder{Ring: r, Identity: identity, GVK: testv1.GroupVersion.WithKind("Widget")}

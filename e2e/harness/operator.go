@@ -104,6 +104,15 @@ func (o *Operator) run() error {
 // Restart kills the operator (SIGKILL, as a crash or a lost node does)
 // and starts it again with the same flags.
 func (o *Operator) Restart() error {
+	if err := o.Kill(); err != nil {
+		return err
+	}
+	return o.run()
+}
+
+// Kill kills the operator (SIGKILL) and waits for it to exit; Restart
+// starts it again.
+func (o *Operator) Kill() error {
 	o.mu.Lock()
 	cmd, done := o.cmd, o.done
 	o.mu.Unlock()
@@ -112,7 +121,7 @@ func (o *Operator) Restart() error {
 	}
 	_ = cmd.Process.Kill()
 	<-done
-	return o.run()
+	return nil
 }
 
 // Exited reports whether the operator process has exited, and how.

@@ -6,6 +6,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -30,6 +31,7 @@ import (
 	"github.com/opkit-dev/opkit/examples/memcached/internal/controller"
 	"github.com/opkit-dev/opkit/reconcile"
 	"github.com/opkit-dev/opkit/securemetrics"
+	"github.com/opkit-dev/opkit/shard"
 	"github.com/opkit-dev/opkit/webhook"
 )
 
@@ -105,6 +107,13 @@ func run() error {
 	}
 	cacheOpts := controller.CacheOptions(watched)
 	cacheOpts.SyncPeriod = &o.syncPeriod
+	sh, err := o.shardOf()
+	if err != nil {
+		return err
+	}
+	if sh != nil {
+		cacheOpts = controller.ShardCache(cacheOpts, *sh)
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		WebhookServer:           wh.Server(),
 		Scheme:                  scheme,
@@ -123,7 +132,7 @@ func run() error {
 	}
 	if _, err := controller.SetupWithManager(mgr, controller.Options{
 		MaxConcurrentReconciles: o.concurrency, ProgressDelay: o.progressDelay, ReadyEvents: events,
-		Webhooks: wh.Enabled(),
+		Webhooks: wh.Enabled(), Shard: sh,
 	}); err != nil {
 		return err
 	}
@@ -153,14 +162,15 @@ func run() error {
 	if err := mgr.AddReadyzCheck("readyz", cacheSynced); err != nil {
 		return fmt.Errorf("adding the readiness check: %w", err)
 	}
-	log.Info("starting", "version", version, "host", cfg.Host, "namespaces", watched, "leaderElection", o.leaderElect, "webhookPort", wh.Port)
+	log.Info("starting", "version", version, "host", cfg.Host, "namespaces", watched, "leaderElection", o.leaderElect, "webhookPort", wh.Port, "shard", sh)
 	return mgr.Start(ctrl.SetupSignalHandler())
 }
 
 // flags are the operator's command-line settings.
 type flags struct {
 	metricsAddr, probeAddr, pprofAddr, namespaces, leaderNamespace, readyEvents string
-	leaderElect, metricsSecure                                                  bool
+	leaderElect, metricsSecure, shard                                           bool
+	shardIdentity, shardNamespace                                               string
 	concurrency                                                                 int
 	syncPeriod, progressDelay                                                   time.Duration
 	webhook                                                                     webhook.Flags
@@ -184,8 +194,42 @@ func bindFlags(fs *flag.FlagSet) *flags {
 	fs.DurationVar(&o.syncPeriod, "sync-period", 10*time.Hour, "how often the informers resync every cached object; a resync changes nothing and runs no pass (the watches' predicates drop it)")
 	fs.StringVar(&o.readyEvents, "ready-events", "on-recovery", "when a Memcached's Normal Ready event is recorded: on-recovery (only when Ready becomes True from False; a new Memcached's first Ready is in its status alone) or always")
 	fs.DurationVar(&o.progressDelay, "progress-delay", defaultProgressDelay, "a Memcached (or spec change) Ready within this delay gets one status write; a slower rollout shows Reconciling after it (0: at once). Until then status.observedGeneration is behind, which kstatus reads as in progress; a Deployment that fails (ReplicaFailure, ProgressDeadlineExceeded) is reported at once")
+	fs.BoolVar(&o.shard, "shard", false, "spread the Memcacheds over the replicas: each holds a shard Lease and reconciles, and caches, only the Memcacheds labelled for it (shard.opkit.dev/memcached); run without --leader-elect")
+	fs.StringVar(&o.shardIdentity, "shard-identity", "", "this replica's name among the shards (default: $POD_NAME, else the host name, which is the pod's name in-cluster)")
+	fs.StringVar(&o.shardNamespace, "shard-namespace", "", "namespace of the shard Leases (default: the pod's namespace in-cluster)")
 	o.webhook.BindFlags(fs)
 	return o
+}
+
+// inClusterNamespace holds the pod's namespace (the ServiceAccount's
+// mount).
+const inClusterNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// shardOf returns this replica's shard of --shard, or nil without it.
+func (o *flags) shardOf() (*controller.Shard, error) {
+	if !o.shard {
+		return nil, nil
+	}
+	if o.leaderElect {
+		return nil, errors.New("--shard with --leader-elect: every shard reconciles its own Memcacheds; drop --leader-elect")
+	}
+	id := cmp.Or(o.shardIdentity, os.Getenv("POD_NAME"))
+	if id == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return nil, fmt.Errorf("--shard: no --shard-identity, no $POD_NAME, and the host name: %w", err)
+		}
+		id = host
+	}
+	ns := o.shardNamespace
+	if ns == "" {
+		b, err := os.ReadFile(inClusterNamespace)
+		if err != nil {
+			return nil, fmt.Errorf("--shard: set --shard-namespace outside a cluster (%w)", err)
+		}
+		ns = strings.TrimSpace(string(b))
+	}
+	return &controller.Shard{Ring: shard.Ring{Name: "memcached", Namespace: ns}, Identity: id}, nil
 }
 
 // The rights of --webhook-cert-secret outside the operator's namespace

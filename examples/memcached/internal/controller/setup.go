@@ -23,6 +23,7 @@ import (
 
 	"github.com/opkit-dev/opkit/examples/memcached/api/v1beta1"
 	"github.com/opkit-dev/opkit/reconcile"
+	"github.com/opkit-dev/opkit/shard"
 	"github.com/opkit-dev/opkit/webhook"
 )
 
@@ -52,6 +53,26 @@ type Options struct {
 	// SkipNameValidation allows several controllers named Name in one
 	// process (tests).
 	SkipNameValidation bool
+	// Shard, when set, spreads the Memcacheds over the replicas of its
+	// ring (reconcile.WithShard). Build the cache with ShardCache.
+	Shard *Shard
+}
+
+// Shard is this replica's place among the replicas sharing the Memcacheds.
+type Shard struct {
+	Ring     shard.Ring
+	Identity string
+}
+
+// ShardCache makes opts cache only the Memcacheds of sh's replica.
+func ShardCache(opts cache.Options, sh Shard) cache.Options {
+	for obj, by := range opts.ByObject {
+		if _, ok := obj.(*v1beta1.Memcached); ok {
+			by.Label = sh.Ring.Selector(sh.Identity)
+			opts.ByObject[obj] = by
+		}
+	}
+	return opts
 }
 
 // CacheOptions restricts the manager's cache to what the operator reads:
@@ -114,6 +135,9 @@ func SetupWithManager(mgr ctrl.Manager, o Options) (*reconcile.Reconciler[*v1bet
 		reconcile.WithReadyEvents(o.ReadyEvents))
 	if o.SkipNameValidation {
 		opts = append(opts, reconcile.WithSkipNameValidation())
+	}
+	if o.Shard != nil {
+		opts = append(opts, reconcile.WithShard(o.Shard.Ring, o.Shard.Identity))
 	}
 	r, err := reconcile.SetupWithManager[*v1beta1.Memcached](mgr, hooks, opts...)
 	if err != nil {

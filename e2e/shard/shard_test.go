@@ -1,0 +1,166 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/e2e-framework/pkg/envconf"
+	"sigs.k8s.io/e2e-framework/pkg/features"
+
+	"github.com/opkit-dev/opkit/e2e/harness"
+	"github.com/opkit-dev/opkit/examples/memcached/api/v1beta1"
+	"github.com/opkit-dev/opkit/shard"
+	"github.com/opkit-dev/opkit/statusutil"
+)
+
+const (
+	ns = "shard-e2e"
+	// count Memcacheds: enough that each of three shards owns some
+	// (all but certain: 3·(2/3)^30 ≈ 2e-5 that one owns none).
+	count = 30
+	// takeover is how long a killed shard's Memcacheds may wait for a
+	// survivor: its Lease's duration (the default, 15 s) plus 10 s.
+	takeover = shard.DefaultLeaseDuration + 10*time.Second
+)
+
+var ring = shard.Ring{Name: "memcached", Namespace: shardNamespace}
+
+// TestMemcachedShards runs the memcached operator as shards r0, r1 and
+// r2: the Memcacheds are spread over all three and become Ready; r1 is
+// killed (SIGKILL: its Lease stays until it expires), and within its
+// lease duration + 10 s every one of its Memcacheds is labelled for a
+// survivor, and a spec change to all of them converges; r1 comes back
+// and takes its share again, and the next change converges too.
+func TestMemcachedShards(t *testing.T) {
+	f := features.New("memcached shards").
+		Setup(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			if out, err := harness.Kubectl(ctx, cfg, "create", "namespace", ns); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			for i := range count {
+				m := &v1beta1.Memcached{
+					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("mc-%d", i), Namespace: ns},
+					Spec:       v1beta1.MemcachedSpec{Replicas: 1, Image: "memcached:1.6"},
+				}
+				if err := cfg.Client().Resources().Create(ctx, m); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return ctx
+		}).
+		Assess("the three shards share the Memcacheds, all Ready", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			converged(ctx, t, cfg, time.Minute, "r0", "r1", "r2")
+			return ctx
+		}).
+		Assess("r1 killed: its Memcacheds move to r0 and r2 within the lease duration + 10 s, and a change converges", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			if err := shards[1].Kill(); err != nil {
+				t.Fatal(err)
+			}
+			killed := time.Now()
+			labelled(ctx, t, cfg, takeover, "r0", "r2")
+			t.Logf("r1's Memcacheds relabelled %v after the kill", time.Since(killed).Round(100*time.Millisecond))
+			scaleAll(ctx, t, cfg, 2)
+			converged(ctx, t, cfg, 2*time.Minute, "r0", "r2")
+			return ctx
+		}).
+		Assess("r1 back: it takes its share again, and a change converges", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			if err := shards[1].Restart(); err != nil {
+				t.Fatal(err)
+			}
+			back := time.Now()
+			labelled(ctx, t, cfg, time.Minute, "r0", "r1", "r2")
+			t.Logf("rebalanced %v after r1's restart", time.Since(back).Round(100*time.Millisecond))
+			scaleAll(ctx, t, cfg, 1)
+			converged(ctx, t, cfg, 2*time.Minute, "r0", "r1", "r2")
+			return ctx
+		}).
+		Teardown(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			if t.Failed() {
+				for _, s := range shards {
+					t.Logf("%s log:\n%s", s.Name, tail(s.Log(), 40))
+				}
+			}
+			_, _ = harness.Kubectl(ctx, cfg, "delete", "namespace", ns, "--wait=false")
+			return ctx
+		}).Feature()
+	testEnv.Test(t, f)
+}
+
+// labelled waits until every Memcached is labelled for the member Owner
+// names among members, with no drain label, and each member has some.
+func labelled(ctx context.Context, t *testing.T, cfg *envconf.Config, within time.Duration, members ...string) {
+	t.Helper()
+	waitAll(ctx, t, cfg, within, members, false)
+}
+
+// converged waits as labelled does, and until every Memcached is Ready at
+// its generation.
+func converged(ctx context.Context, t *testing.T, cfg *envconf.Config, within time.Duration, members ...string) {
+	t.Helper()
+	waitAll(ctx, t, cfg, within, members, true)
+}
+
+func waitAll(ctx context.Context, t *testing.T, cfg *envconf.Config, within time.Duration, members []string, ready bool) {
+	t.Helper()
+	harness.WaitFor(ctx, t, fmt.Sprintf("every Memcached labelled for one of %v", members), within, 200*time.Millisecond, func(ctx context.Context) (bool, string) {
+		var list v1beta1.MemcachedList
+		if err := cfg.Client().Resources(ns).List(ctx, &list); err != nil {
+			return false, err.Error()
+		}
+		if len(list.Items) != count {
+			return false, fmt.Sprintf("%d Memcacheds", len(list.Items))
+		}
+		owned := map[string]int{}
+		for _, m := range list.Items {
+			want := shard.Owner(ns+"/"+m.Name, members)
+			if got := m.Labels[ring.Label()]; got != want || m.Labels[ring.DrainLabel()] != "" {
+				return false, fmt.Sprintf("%s labelled %q (drain %q), want %s", m.Name, got, m.Labels[ring.DrainLabel()], want)
+			}
+			owned[want]++
+			if !ready {
+				continue
+			}
+			c := meta.FindStatusCondition(m.Status.Conditions, statusutil.ReadyCondition)
+			if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != m.Generation {
+				return false, fmt.Sprintf("%s not Ready at generation %d: %+v", m.Name, m.Generation, c)
+			}
+		}
+		for _, mem := range members {
+			if owned[mem] == 0 {
+				return false, fmt.Sprintf("%s owns no Memcached: %v", mem, owned)
+			}
+		}
+		return true, ""
+	})
+}
+
+// scaleAll sets every Memcached's replicas.
+func scaleAll(ctx context.Context, t *testing.T, cfg *envconf.Config, replicas int) {
+	t.Helper()
+	var list v1beta1.MemcachedList
+	if err := cfg.Client().Resources(ns).List(ctx, &list); err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, 0, len(list.Items))
+	for _, m := range list.Items {
+		names = append(names, m.Name)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if out, err := harness.Kubectl(ctx, cfg, "patch", "memcached", n, "-n", ns, "--type=merge", "-p", fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas)); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+	}
+}
+
+// tail is the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
