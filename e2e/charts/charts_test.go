@@ -383,3 +383,39 @@ func crdNames(t *testing.T, example string) []string {
 	}
 	return names
 }
+
+// TestChartSharding: sharding.enable runs the memcached operator's
+// replicas as shards: --shard and no --leader-elect, a Role for the shard
+// Leases instead of leader election's. With leader election on as well,
+// the render fails naming both values.
+func TestChartSharding(t *testing.T) {
+	const ns, fullname = "ops", "memcached-operator"
+	objs := byKey(render(t, "memcached", fullname, ns, map[string]any{
+		"sharding":       map[string]any{"enable": true},
+		"leaderElection": map[string]any{"enable": false},
+		"manager":        map[string]any{"replicas": 3},
+	}))
+	if args := managerArgs(t, objs); !slices.Contains(args, "--shard") || slices.Contains(args, "--leader-elect") {
+		t.Errorf("args %v: want --shard and no --leader-elect", args)
+	}
+	noneNamed(t, objs, "leader-election")
+	role := mustGet(t, objs, "Role/"+ns+"/"+fullname+"-shard-role")
+	rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
+	want := []any{map[string]any{
+		"apiGroups": []any{"coordination.k8s.io"}, "resources": []any{"leases"},
+		"verbs": []any{"get", "list", "watch", "create", "patch", "delete"},
+	}}
+	if diff := cmp.Diff(want, rules); diff != "" {
+		t.Errorf("shard Role rules (-want +got):\n%s", diff)
+	}
+	b := mustGet(t, objs, "RoleBinding/"+ns+"/"+fullname+"-shard-rolebinding")
+	if ref, _, _ := unstructured.NestedString(b.Object, "roleRef", "name"); ref != role.GetName() {
+		t.Errorf("the shard RoleBinding binds %s", ref)
+	}
+
+	_, err := harness.RenderChart(t.Context(), filepath.Join(root(t), "examples", "memcached", "dist", "chart"), fullname, ns,
+		map[string]any{"sharding": map[string]any{"enable": true}})
+	if err == nil || !strings.Contains(err.Error(), "sharding.enable") || !strings.Contains(err.Error(), "leaderElection.enable") {
+		t.Errorf("sharding with leader election: render error = %v, want one naming both values", err)
+	}
+}

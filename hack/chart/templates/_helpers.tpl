@@ -87,3 +87,8 @@ templates/webhook by make chart).
 {{- define "chart.certManagerCA" -}}
 {{ include "chart.namespace" . }}/{{ include "chart.fullname" . }}-serving-cert
 {{- end }}
+
+{{/* The replicas run as shards (sharding.enable, an operator with --shard). */}}
+{{- define "chart.sharding" -}}
+{{- if and .Values.sharding .Values.sharding.enable }}true{{ end }}
+{{- end }}
