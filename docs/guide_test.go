@@ -95,6 +95,7 @@ func TestGuideCodeIsTheExamples(t *testing.T) {
 		{"../README.md", []string{"../reconcile/example_test.go"}},
 		{"stateful.md", []string{"../guard/example_test.go", "../operation/example_test.go", "../backup/storetest/example_test.go"}},
 		{"webhooks.md", []string{"../webhook/example_test.go"}},
+		{"sharding.md", []string{"../reconcile/example_test.go"}},
 	} {
 		t.Run(filepath.Base(tt.doc), func(t *testing.T) {
 			doc, err := os.ReadFile(tt.doc)

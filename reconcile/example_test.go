@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"time"
 
@@ -10,10 +11,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
 	"github.com/opkit-dev/opkit/reconcile"
+	"github.com/opkit-dev/opkit/shard"
 	"github.com/opkit-dev/opkit/statusutil"
 )
 
@@ -50,6 +54,33 @@ func ExampleSetupWithManager() {
 	_, err = reconcile.SetupWithManager[*testv1.Widget](mgr, &mirrorHooks{children: children},
 		reconcile.WithOwns(&corev1.ConfigMap{}),
 		reconcile.WithConditions("Available"))
+	if err != nil {
+		panic(err)
+	}
+	_ = mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// Replicas as shards: each caches and reconciles only the Widgets
+// labelled for it, and takes over a dead replica's. podName and
+// podNamespace come from the downward API.
+func ExampleWithShard() {
+	podName, podNamespace := os.Getenv("POD_NAME"), os.Getenv("POD_NAMESPACE")
+	ring := shard.Ring{Name: "widgets", Namespace: podNamespace}
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		// Leader election off: every replica reconciles its share.
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&testv1.Widget{}: {Label: ring.Selector(podName)},
+		}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	children, err := reconcile.NewChildren(mgr.GetClient(), mgr.GetScheme())
+	if err != nil {
+		panic(err)
+	}
+	_, err = reconcile.SetupWithManager[*testv1.Widget](mgr, &mirrorHooks{children: children},
+		reconcile.WithShard(ring, podName))
 	if err != nil {
 		panic(err)
 	}
