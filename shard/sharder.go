@@ -96,13 +96,14 @@ func (s *sharder) object() *metav1.PartialObjectMetadata {
 
 func (s *sharder) NeedLeaderElection() bool { return false }
 
-// Start follows the ring's membership, checked at a fifth of the lease
-// duration; when it changes, every object is queued.
+// Start follows the ring's membership, checked at a tenth of the lease
+// duration (a read of its own cache); when it changes, every object is
+// queued.
 func (s *sharder) Start(ctx context.Context) error {
 	if !s.cache.WaitForCacheSync(ctx) {
 		return ctx.Err()
 	}
-	tick := time.NewTicker(s.Ring.leaseDuration() / 5)
+	tick := time.NewTicker(s.Ring.leaseDuration() / 10)
 	defer tick.Stop()
 	for {
 		members, err := s.view.Members(ctx, s.cache, time.Now())

@@ -152,12 +152,7 @@ func (o *Operator) Stop(ctx context.Context, _ *envconf.Config) (context.Context
 	if o.cmd == nil {
 		return ctx, nil
 	}
-	_ = o.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-o.done:
-	case <-time.After(10 * time.Second):
-		_ = o.cmd.Process.Kill()
-		<-o.done
+	if !o.terminate() {
 		fmt.Fprintf(os.Stderr, "%s e2e: operator killed after 10 s\n", o.Name)
 		return ctx, nil
 	}
@@ -167,6 +162,39 @@ func (o *Operator) Stop(ctx context.Context, _ *envconf.Config) (context.Context
 		return ctx, fmt.Errorf("stopping %s: %w", o.Name, err)
 	}
 	return ctx, nil
+}
+
+// Terminate stops the operator as a scale-down does (SIGTERM) and waits
+// for it to exit; Restart starts it again. It fails if the operator had
+// to be killed 10 s after the signal.
+func (o *Operator) Terminate() error {
+	o.mu.Lock()
+	started := o.cmd != nil
+	o.mu.Unlock()
+	if !started {
+		return errors.New("the operator was not started")
+	}
+	if !o.terminate() {
+		return fmt.Errorf("%s did not exit within 10 s of SIGTERM: killed", o.Name)
+	}
+	return nil
+}
+
+// terminate sends SIGTERM and waits for the exit, killing the operator
+// after 10 s; it reports whether it exited on its own.
+func (o *Operator) terminate() bool {
+	o.mu.Lock()
+	cmd, done := o.cmd, o.done
+	o.mu.Unlock()
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+		return true
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		return false
+	}
 }
 
 // Log returns the end of the operator's log (the last 8000 bytes), for

@@ -15,6 +15,7 @@ import (
 
 	"github.com/opkit-dev/opkit/e2e/harness"
 	"github.com/opkit-dev/opkit/examples/memcached/api/v1beta1"
+	"github.com/opkit-dev/opkit/internal/repo"
 	"github.com/opkit-dev/opkit/shard"
 	"github.com/opkit-dev/opkit/statusutil"
 )
@@ -36,7 +37,10 @@ var ring = shard.Ring{Name: "memcached", Namespace: shardNamespace}
 // killed (SIGKILL: its Lease stays until it expires), and within its
 // lease duration + 10 s every one of its Memcacheds is labelled for a
 // survivor, and a spec change to all of them converges; r1 comes back
-// and takes its share again, and the next change converges too.
+// and takes its share again, and the next change converges too. Then
+// the shards scale to 2 (r2 stops gracefully: its share moves at once)
+// and to 4 (r2 and r3 start), converging each time: no Memcached is
+// left without a live shard.
 func TestMemcachedShards(t *testing.T) {
 	f := features.New("memcached shards").
 		Setup(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
@@ -80,9 +84,41 @@ func TestMemcachedShards(t *testing.T) {
 			converged(ctx, t, cfg, 2*time.Minute, "r0", "r1", "r2")
 			return ctx
 		}).
+		Assess("scaled to 2: r2 stops (SIGTERM) and releases its Lease, its share moves at once, and a change converges", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			if err := shards[2].Terminate(); err != nil {
+				t.Fatal(err)
+			}
+			stopped := time.Now()
+			labelled(ctx, t, cfg, 10*time.Second, "r0", "r1")
+			t.Logf("r2's Memcacheds relabelled %v after it exited", time.Since(stopped).Round(100*time.Millisecond))
+			scaleAll(ctx, t, cfg, 2)
+			converged(ctx, t, cfg, 2*time.Minute, "r0", "r1")
+			return ctx
+		}).
+		Assess("scaled to 4: r2 and r3 start and take their shares, and a change converges", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			if err := shards[2].Restart(); err != nil {
+				t.Fatal(err)
+			}
+			root, err := repo.Root()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := shards[3].Start(root)(ctx, cfg); err != nil {
+				t.Fatal(err)
+			}
+			started := time.Now()
+			labelled(ctx, t, cfg, time.Minute, "r0", "r1", "r2", "r3")
+			t.Logf("rebalanced over 4 %v after r3 started", time.Since(started).Round(100*time.Millisecond))
+			scaleAll(ctx, t, cfg, 1)
+			converged(ctx, t, cfg, 2*time.Minute, "r0", "r1", "r2", "r3")
+			return ctx
+		}).
 		Teardown(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			if t.Failed() {
 				for _, s := range shards {
+					if s.Log() == "" {
+						continue
+					}
 					t.Logf("%s log:\n%s", s.Name, tail(s.Log(), 40))
 				}
 			}
