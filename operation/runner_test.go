@@ -156,6 +156,18 @@ func waitStarted(t *testing.T, w *work, n int) {
 	t.Fatalf("Run did not start %d times", n)
 }
 
+// waitEffects waits for the n-th effect of the operation's Run.
+func waitEffects(t *testing.T, w *work, n int) {
+	t.Helper()
+	for range 1000 {
+		if _, effects := w.counts(); effects >= n {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("Run did not take effect %d times", n)
+}
+
 // TestRestartAtEveryStep kills the operator at each point of an
 // operation's life and checks that it ends Succeeded or Failed with a
 // reason, never lost, and that an operation of MaxAttempts 1 never starts
@@ -207,7 +219,10 @@ func TestRestartAtEveryStep(t *testing.T) {
 				p.write()
 				waitStarted(t, w, 1)
 				if tc.crashAt == "committed" {
+					// The channel is buffered: wait for the effect, or the
+					// restart's cancel may win Run's select.
 					w.release <- nil
+					waitEffects(t, w, 1)
 				}
 				p = p.restart()
 				<-w.finished
