@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/opkit-dev/opkit/ownership"
+	"github.com/opkit-dev/opkit/shard"
 )
 
 // AppliedDigestLabel is the label in which EnsureChild records a digest of
@@ -339,7 +340,7 @@ func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object
 		}
 		var liveDigest string
 		liveDigest, postShape = parseDigestLabel(current.GetLabels()[AppliedDigestLabel])
-		if ownership.IsControlledBy(current, owner) && liveDigest == digest && matches(desired, current) {
+		if ownership.IsControlledBy(current, owner) && liveDigest == digest && matches(desired, current) && ofMember(ctx, current) {
 			return OperationNone, copyInto(current, desired)
 		}
 		if rec, ok := c.applied.lookup(ck, current); ok {
@@ -381,6 +382,9 @@ func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object
 		labels = map[string]string{}
 	}
 	labels[AppliedDigestLabel] = digestLabel(digest, postShape)
+	if k, v, ok := shard.MemberFrom(ctx); ok {
+		labels[k] = v
+	}
 	u.SetLabels(labels)
 	if err := c.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
 		client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
@@ -391,6 +395,14 @@ func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object
 	}
 	c.applied.record(ck, desired, digest, stale)
 	return op, nil
+}
+
+// ofMember says whether current carries the label of the shard member
+// whose pass ctx is, if any: one left with an earlier member's is
+// applied, and so moves into this member's cache.
+func ofMember(ctx context.Context, current client.Object) bool {
+	k, v, ok := shard.MemberFrom(ctx)
+	return !ok || current.GetLabels()[k] == v
 }
 
 // create POSTs desired, with the digest label, as fieldOwner, and on
@@ -415,6 +427,9 @@ func (c *Children) create(ctx context.Context, desired client.Object, ck childKe
 		labels = map[string]string{}
 	}
 	labels[AppliedDigestLabel] = digestLabel(digest, shape)
+	if k, v, ok := shard.MemberFrom(ctx); ok {
+		labels[k] = v // its member's cache sees it at once
+	}
 	obj.SetLabels(labels)
 	if err := c.client.Create(ctx, obj, client.FieldOwner(fieldOwner)); err != nil {
 		if apierrors.IsAlreadyExists(err) {

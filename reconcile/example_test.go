@@ -67,9 +67,11 @@ func ExampleWithShard() {
 	podName, podNamespace := os.Getenv("POD_NAME"), os.Getenv("POD_NAMESPACE")
 	ring := shard.Ring{Name: "widgets", Namespace: podNamespace}
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
-		// Leader election off: every replica reconciles its share.
+		// Leader election off: every replica reconciles its share, and
+		// caches its Widgets and their ConfigMaps only.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&testv1.Widget{}: {Label: ring.Selector(podName)},
+			&testv1.Widget{}:    {Label: ring.Selector(podName)},
+			&corev1.ConfigMap{}: {Label: ring.Selector(podName)},
 		}},
 	})
 	if err != nil {
@@ -80,7 +82,7 @@ func ExampleWithShard() {
 		panic(err)
 	}
 	_, err = reconcile.SetupWithManager[*testv1.Widget](mgr, &mirrorHooks{children: children},
-		reconcile.WithShard(ring, podName))
+		reconcile.WithOwns(&corev1.ConfigMap{}), reconcile.WithShard(ring, podName))
 	if err != nil {
 		panic(err)
 	}

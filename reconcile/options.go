@@ -85,6 +85,7 @@ type setupOptions struct {
 
 type shardOption struct {
 	ring     shard.Ring
+	children []shard.Child
 	identity string
 }
 
@@ -292,11 +293,18 @@ func WithRawSource(src source.Source) SetupOption {
 // ring for as long as the manager runs, and spreads the kind's objects
 // over the ring's live members: SetupWithManager adds the member's Lease,
 // a shard.Sharder, and wraps the Reconciler in shard.Handoff, so that
-// each object is reconciled by one member at a time. Run every replica
-// without leader election. Give the manager's cache ring.Selector(identity)
-// for the kind (cache.Options.ByObject), or each replica caches every
-// object: still correct, but no lighter. RBAC: Leases in ring.Namespace
-// (list, watch, create, patch, delete) and patch on the kind.
-func WithShard(ring shard.Ring, identity string) SetupOption {
-	return setupOnlyOption(func(o *setupOptions) { o.shard = &shardOption{ring: ring, identity: identity} })
+// each object is reconciled by one member at a time. The children of
+// WithOwns and WithDependents kinds that Children wrote (they carry
+// AppliedDigestLabel) move with their owner; children is any other kind,
+// such as the pods of a child Deployment.
+//
+// Run every replica without leader election. Give the manager's cache
+// ring.Selector(identity) for the kind and each child kind
+// (cache.Options.ByObject), or each replica caches every object: still
+// correct, but no lighter. RBAC: Leases in ring.Namespace (list, watch,
+// create, patch, delete), and patch on the kind and its children.
+func WithShard(ring shard.Ring, identity string, children ...shard.Child) SetupOption {
+	return setupOnlyOption(func(o *setupOptions) {
+		o.shard = &shardOption{ring: ring, identity: identity, children: children}
+	})
 }

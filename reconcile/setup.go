@@ -5,10 +5,14 @@ import (
 	"maps"
 	"slices"
 
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -113,7 +117,29 @@ func SetupWithManager[T Object](mgr ctrl.Manager, hooks Hooks[T], opts ...SetupO
 		if err := mgr.Add(sh.ring.Member(leases, sh.identity)); err != nil {
 			return nil, err
 		}
-		s := &shard.Sharder{Ring: sh.ring, Identity: sh.identity, GVK: r.gvk}
+		written, err := labels.NewRequirement(AppliedDigestLabel, selection.Exists, nil)
+		if err != nil {
+			return nil, err
+		}
+		s := &shard.Sharder{Ring: sh.ring, Identity: sh.identity, GVK: r.gvk, Children: sh.children}
+		given := map[schema.GroupVersionKind]bool{}
+		for _, c := range sh.children {
+			gvk, err := apiutil.GVKForObject(c.Object, mgr.GetScheme())
+			if err != nil {
+				return nil, fmt.Errorf("reconcile.WithShard: %w", err)
+			}
+			given[gvk] = true
+		}
+		for _, o := range so.owns {
+			gvk, err := apiutil.GVKForObject(o, mgr.GetScheme())
+			if err != nil {
+				return nil, fmt.Errorf("setting up controller %s: %w", r.opts.name, err)
+			}
+			if !given[gvk] {
+				given[gvk] = true
+				s.Children = append(s.Children, shard.Child{Object: o, Selector: labels.NewSelector().Add(*written)})
+			}
+		}
 		if err := s.SetupWithManager(mgr); err != nil {
 			return nil, fmt.Errorf("setting up controller %s: %w", r.opts.name, err)
 		}

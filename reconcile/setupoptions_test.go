@@ -151,7 +151,8 @@ func TestWithShard(t *testing.T) {
 			passedBy[w.Name][identity] = true
 			return reconcile.Result{}, false
 		}
-		_, err = reconcile.SetupWithManager[*testv1.Widget](mgr, hooks, reconcile.WithName("sharded-"+identity), reconcile.WithShard(ring, identity))
+		_, err = reconcile.SetupWithManager[*testv1.Widget](mgr, hooks, reconcile.WithName("sharded-"+identity),
+			reconcile.WithOwns(&corev1.ConfigMap{}), reconcile.WithShard(ring, identity))
 		testkit.Must(t, err)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
@@ -175,6 +176,23 @@ func TestWithShard(t *testing.T) {
 		waitFor(t, f, n, func(w *testv1.Widget) bool {
 			return w.Status.ObservedGeneration == 1 && w.Labels[ring.Label()] == member(n, "a", "b")
 		})
+	}
+	// Children carry their owner's member, from their creation on.
+	childOf := func(name, member string) {
+		t.Helper()
+		var cm corev1.ConfigMap
+		for end := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			testkit.Must(t, env.Client.Get(t.Context(), client.ObjectKey{Namespace: f.ns, Name: name + "-child"}, &cm))
+			if cm.Labels[ring.Label()] == member {
+				return
+			}
+			if time.Now().After(end) {
+				t.Fatalf("%s-child labelled %q, want its Widget's member %s", name, cm.Labels[ring.Label()], member)
+			}
+		}
+	}
+	for _, n := range names {
+		childOf(n, member(n, "a", "b"))
 	}
 	mu.Lock()
 	for _, n := range names {
@@ -200,4 +218,5 @@ func TestWithShard(t *testing.T) {
 	waitFor(t, f, moved, func(w *testv1.Widget) bool {
 		return w.Status.ObservedGeneration == 2 && w.Labels[ring.Label()] == "a"
 	})
+	childOf(moved, "a")
 }

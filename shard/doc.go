@@ -17,5 +17,6 @@
 //	ctrl.NewControllerManagedBy(mgr).For(&Widget{}).
 //		Complete(shard.Handoff(ring, pod, mgr.GetClient(), &Widget{}, r))
 //
-// Children are not labelled yet: a member's cache of them holds all.
+// Children (Sharder.Children) move with their owner: the Sharder labels
+// them with its member, before the owner when it moves.
 package shard

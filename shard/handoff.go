@@ -32,7 +32,7 @@ func Handoff(r Ring, identity string, c client.Client, obj client.Object, inner 
 			if !apierrors.IsNotFound(err) {
 				return reconcile.Result{}, err
 			}
-			if _, gone := handedOver.LoadAndDelete(req); gone {
+			if _, gone := handedOver.Load(req); gone {
 				return reconcile.Result{}, nil
 			}
 			return inner.Reconcile(ctx, req)
@@ -43,7 +43,7 @@ func Handoff(r Ring, identity string, c client.Client, obj client.Object, inner 
 			return reconcile.Result{}, nil // not ours (any more)
 		case labels[r.DrainLabel()] == "":
 			handedOver.Delete(req)
-			return inner.Reconcile(ctx, req)
+			return inner.Reconcile(WithMember(ctx, r.Label(), identity), req)
 		}
 		drained := o.GetResourceVersion()
 		patch := client.MergeFromWithOptions(o.DeepCopyObject().(client.Object), client.MergeFromWithOptimisticLock{})

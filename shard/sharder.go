@@ -11,12 +11,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 )
@@ -34,11 +37,14 @@ type Sharder struct {
 	Identity string
 	// GVK is the kind sharded.
 	GVK schema.GroupVersionKind
+	// Children are the kinds whose objects move with their owner.
+	Children []Child
 }
 
 // SetupWithManager runs the sharder on every replica, leader or not. It
-// keeps a cache of its own: the kind's metadata, all of it, and the ring's
-// Leases, since the manager's cache holds only this member's objects.
+// keeps a cache of its own: the metadata of the kind and its Children,
+// all of it, trimmed to what it reads, and the ring's Leases, since the
+// manager's cache holds only this member's objects.
 func (s *Sharder) SetupWithManager(mgr ctrl.Manager) error {
 	if s.Identity == "" {
 		return ErrIdentity
@@ -49,35 +55,123 @@ func (s *Sharder) SetupWithManager(mgr ctrl.Manager) error {
 	if err := coordinationv1.AddToScheme(scheme); err != nil {
 		return err
 	}
+	byObject := map[client.Object]cache.ByObject{
+		&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{s.Ring.Namespace: {}}},
+		metadataOf(s.GVK):       {Transform: trim},
+	}
+	kinds := map[schema.GroupVersionKind]bool{s.GVK: true}
+	children := make([]child, len(s.Children))
+	for i, c := range s.Children {
+		gvk, err := apiutil.GVKForObject(c.Object, mgr.GetScheme())
+		if err != nil {
+			return fmt.Errorf("shard: Sharder.Children[%d]: %w", i, err)
+		}
+		if kinds[gvk] {
+			return fmt.Errorf("shard: Sharder.Children[%d]: %s is sharded or a child already: give each kind once", i, gvk.Kind)
+		}
+		kinds[gvk] = true
+		owner := c.Owner
+		if owner == nil {
+			owner = ControlledBy(s.GVK.GroupKind())
+		}
+		children[i] = child{gvk: gvk, owner: owner}
+		byObject[metadataOf(gvk)] = cache.ByObject{Label: c.Selector, Transform: trim}
+	}
 	c, err := cache.New(mgr.GetConfig(), cache.Options{
-		Scheme: scheme, Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
-		ByObject: map[client.Object]cache.ByObject{
-			&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{s.Ring.Namespace: {}}},
-		},
+		Scheme: scheme, Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(), ByObject: byObject,
 	})
 	if err != nil {
 		return fmt.Errorf("shard: the sharder's cache: %w", err)
 	}
+	for _, ch := range children {
+		err := c.IndexField(context.Background(), metadataOf(ch.gvk), ownerIndex, func(o client.Object) []string {
+			if key, ok := ch.owner(o); ok {
+				return []string{key.String()}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("shard: indexing %s by owner: %w", ch.gvk.Kind, err)
+		}
+	}
 	if err := mgr.Add(c); err != nil {
 		return err
 	}
-	r := &sharder{Sharder: *s, cache: c, writer: mgr.GetClient(), view: s.Ring.View(), changed: make(chan event.GenericEvent, 1024)}
+	r := &sharder{Sharder: *s, children: children, cache: c, writer: mgr.GetClient(), view: s.Ring.View(), changed: make(chan event.GenericEvent, 1024)}
 	if err := mgr.Add(r); err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("shard-" + s.Ring.Name).
-		WatchesRawSource(source.Kind(c, r.object(), &handler.TypedEnqueueRequestForObject[*metav1.PartialObjectMetadata]{})).
-		WatchesRawSource(source.Channel(r.changed, &handler.EnqueueRequestForObject{})).
-		Complete(r)
+		WatchesRawSource(source.Kind(c, metadataOf(s.GVK), &handler.TypedEnqueueRequestForObject[*metav1.PartialObjectMetadata]{})).
+		WatchesRawSource(source.Channel(r.changed, &handler.EnqueueRequestForObject{}))
+	for _, ch := range children {
+		toOwner := handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, o *metav1.PartialObjectMetadata) []reconcile.Request {
+			if key, ok := ch.owner(o); ok && o.Labels[s.Ring.Label()] == "" {
+				return []reconcile.Request{{NamespacedName: key}}
+			}
+			return nil
+		})
+		b = b.WatchesRawSource(source.Kind(c, metadataOf(ch.gvk), toOwner, unlabelled(s.Ring.Label())))
+	}
+	return b.Complete(r)
+}
+
+// ownerIndex indexes the sharder's cache of children by their owner.
+const ownerIndex = "shard.opkit.dev/owner"
+
+type child struct {
+	gvk   schema.GroupVersionKind
+	owner func(client.Object) (types.NamespacedName, bool)
+}
+
+func metadataOf(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
+	o := &metav1.PartialObjectMetadata{}
+	o.SetGroupVersionKind(gvk)
+	return o
+}
+
+// trim keeps of an object's metadata what the sharder reads: every
+// replica caches all objects of its kinds.
+func trim(obj any) (any, error) {
+	o, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return obj, nil
+	}
+	m := metav1.ObjectMeta{
+		Name: o.Name, Namespace: o.Namespace, UID: o.UID, ResourceVersion: o.ResourceVersion,
+		Labels: o.Labels, DeletionTimestamp: o.DeletionTimestamp,
+	}
+	if ref := metav1.GetControllerOfNoCopy(o); ref != nil {
+		m.OwnerReferences = []metav1.OwnerReference{*ref}
+	}
+	o.ObjectMeta = m
+	return o, nil
+}
+
+// unlabelled passes a child's creation or labelling without the ring's
+// label: the sharder labels it. Moves of labelled children follow their
+// owner's events.
+func unlabelled(label string) predicate.TypedPredicate[*metav1.PartialObjectMetadata] {
+	return predicate.TypedFuncs[*metav1.PartialObjectMetadata]{
+		CreateFunc: func(e event.TypedCreateEvent[*metav1.PartialObjectMetadata]) bool {
+			return e.Object.Labels[label] == ""
+		},
+		UpdateFunc: func(e event.TypedUpdateEvent[*metav1.PartialObjectMetadata]) bool {
+			return e.ObjectNew.Labels[label] == "" && e.ObjectOld.Labels[label] != ""
+		},
+		DeleteFunc:  func(event.TypedDeleteEvent[*metav1.PartialObjectMetadata]) bool { return false },
+		GenericFunc: func(event.TypedGenericEvent[*metav1.PartialObjectMetadata]) bool { return false },
+	}
 }
 
 type sharder struct {
 	Sharder
-	cache   cache.Cache
-	writer  client.Client
-	view    *View
-	changed chan event.GenericEvent
+	children []child
+	cache    cache.Cache
+	writer   client.Client
+	view     *View
+	changed  chan event.GenericEvent
 
 	mu      sync.Mutex
 	members []string
@@ -87,12 +181,6 @@ var (
 	_ manager.LeaderElectionRunnable = (*sharder)(nil)
 	_ reconcile.Reconciler           = (*sharder)(nil)
 )
-
-func (s *sharder) object() *metav1.PartialObjectMetadata {
-	o := &metav1.PartialObjectMetadata{}
-	o.SetGroupVersionKind(s.GVK)
-	return o
-}
 
 func (s *sharder) NeedLeaderElection() bool { return false }
 
@@ -146,28 +234,64 @@ func (s *sharder) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	if len(members) == 0 || Owner("sharder", members) != s.Identity {
 		return reconcile.Result{}, nil
 	}
-	obj := s.object()
+	obj := metadataOf(s.GVK)
 	if err := s.cache.Get(ctx, req.NamespacedName, obj); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	cur, draining := obj.Labels[s.Ring.Label()], obj.Labels[s.Ring.DrainLabel()] != ""
 	want := Owner(req.String(), members)
 	patch := client.MergeFromWithOptions(obj.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	// The children follow the object's member; they move before it, so
+	// that its new member finds them, and only once its old member
+	// acknowledged or died, so that the old one never misses them.
+	member, write := cur, true
 	switch {
 	case cur == want && !draining:
-		return reconcile.Result{}, nil
+		write = false
 	case cur == "" || !slices.Contains(members, cur):
+		member = want
 		metav1.SetMetaDataLabel(&obj.ObjectMeta, s.Ring.Label(), want)
 		delete(obj.Labels, s.Ring.DrainLabel())
 	case cur == want: // drained, then wanted back before the member acknowledged
 		delete(obj.Labels, s.Ring.DrainLabel())
 	case draining:
-		return reconcile.Result{}, nil // the member acknowledges
+		write = false // the member acknowledges
 	default:
 		metav1.SetMetaDataLabel(&obj.ObjectMeta, s.Ring.DrainLabel(), "true")
+	}
+	if err := s.label(ctx, req.NamespacedName, member); err != nil {
+		return reconcile.Result{}, err
+	}
+	if !write {
+		return reconcile.Result{}, nil
 	}
 	if err := s.writer.Patch(ctx, obj, patch); err != nil {
 		return reconcile.Result{}, fmt.Errorf("shard: labelling %s for %s: %w", req, want, err)
 	}
 	return reconcile.Result{}, nil
+}
+
+// label labels the children of key with member.
+func (s *sharder) label(ctx context.Context, key types.NamespacedName, member string) error {
+	for _, ch := range s.children {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(ch.gvk.GroupVersion().WithKind(ch.gvk.Kind + "List"))
+		if err := s.cache.List(ctx, list, client.InNamespace(key.Namespace), client.MatchingFields{ownerIndex: key.String()}); err != nil {
+			return fmt.Errorf("shard: listing the %s children of %s: %w", ch.gvk.Kind, key, err)
+		}
+		for i := range list.Items {
+			c := &list.Items[i]
+			if c.Labels[s.Ring.Label()] == member {
+				continue
+			}
+			// No optimistic lock: the label is the sharder's alone,
+			// and children change often (a Deployment's status).
+			patch := client.MergeFrom(c.DeepCopy())
+			metav1.SetMetaDataLabel(&c.ObjectMeta, s.Ring.Label(), member)
+			if err := s.writer.Patch(ctx, c, patch); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("shard: labelling %s %s/%s for %s: %w", ch.gvk.Kind, c.Namespace, c.Name, member, err)
+			}
+		}
+	}
+	return nil
 }

@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -77,19 +79,35 @@ func (p *passes) last(key string) string {
 // in Handoff. The returned stop ends it, releasing its Lease.
 func replica(t *testing.T, r shard.Ring, identity string, p *passes) (stop func()) {
 	t.Helper()
+	stop, _ = replicaOf(t, r, identity, func(ctrl.Manager) reconcile.Reconciler { return p.reconciler(identity) }, nil, nil)
+	return stop
+}
+
+// replicaOf is replica with the reconciler inner builds, and children:
+// the manager caches cached (its own, by Ring.Selector) and the Sharder
+// labels them.
+func replicaOf(t *testing.T, r shard.Ring, identity string, inner func(ctrl.Manager) reconcile.Reconciler,
+	children []shard.Child, cached map[client.Object]labels.Selector) (stop func(), mgr ctrl.Manager) {
+	t.Helper()
 	// The kind alone: a manager's scheme need not know Leases.
 	scheme := runtime.NewScheme()
 	if err := testv1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
+	}
+	if err := corev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	byObject := map[client.Object]cache.ByObject{&testv1.Widget{}: {Label: r.Selector(identity)}}
+	for obj, sel := range cached {
+		req, _ := r.Selector(identity).Requirements()
+		byObject[obj] = cache.ByObject{Label: sel.Add(req...)}
 	}
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: new(true)},
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&testv1.Widget{}: {Label: r.Selector(identity)},
-		}},
+		Cache:                  cache.Options{ByObject: byObject},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -101,12 +119,12 @@ func replica(t *testing.T, r shard.Ring, identity string, p *passes) (stop func(
 	if err := mgr.Add(r.Member(leases, identity)); err != nil {
 		t.Fatal(err)
 	}
-	s := &shard.Sharder{Ring: r, Identity: identity, GVK: testv1.GroupVersion.WithKind("Widget")}
+	s := &shard.Sharder{Ring: r, Identity: identity, GVK: testv1.GroupVersion.WithKind("Widget"), Children: children}
 	if err := s.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	err = ctrl.NewControllerManagedBy(mgr).Named("widgets-" + identity).For(&testv1.Widget{}).
-		Complete(shard.Handoff(r, identity, mgr.GetClient(), &testv1.Widget{}, p.reconciler(identity)))
+		Complete(shard.Handoff(r, identity, mgr.GetClient(), &testv1.Widget{}, inner(mgr)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +138,7 @@ func replica(t *testing.T, r shard.Ring, identity string, p *passes) (stop func(
 		}
 	})
 	t.Cleanup(stop)
-	return stop
+	return stop, mgr
 }
 
 // TestShardsHandOverWithoutOverlap runs replicas a and b over 30

@@ -8,8 +8,13 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/e2e-framework/klient/k8s"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
@@ -172,8 +177,51 @@ func waitAll(ctx context.Context, t *testing.T, cfg *envconf.Config, within time
 				return false, fmt.Sprintf("%s owns no Memcached: %v", mem, owned)
 			}
 		}
+		if ready {
+			return childrenLabelled(ctx, cfg, members)
+		}
 		return true, ""
 	})
+}
+
+// childrenLabelled says whether every Deployment, Service,
+// PodDisruptionBudget and pod of a Memcached carries its member's label,
+// so that only that member caches it.
+func childrenLabelled(ctx context.Context, cfg *envconf.Config, members []string) (bool, string) {
+	var deps appsv1.DeploymentList
+	var svcs corev1.ServiceList
+	var pdbs policyv1.PodDisruptionBudgetList
+	var pods corev1.PodList
+	var objs []client.Object
+	for _, l := range []k8s.ObjectList{&deps, &svcs, &pdbs, &pods} {
+		if err := cfg.Client().Resources(ns).List(ctx, l); err != nil {
+			return false, err.Error()
+		}
+	}
+	for i := range deps.Items {
+		objs = append(objs, &deps.Items[i])
+	}
+	for i := range svcs.Items {
+		objs = append(objs, &svcs.Items[i])
+	}
+	for i := range pdbs.Items {
+		objs = append(objs, &pdbs.Items[i])
+	}
+	for i := range pods.Items {
+		if pods.Items[i].DeletionTimestamp.IsZero() {
+			objs = append(objs, &pods.Items[i])
+		}
+	}
+	if len(deps.Items) < count || len(pods.Items) < count {
+		return false, fmt.Sprintf("%d Deployments and %d pods for %d Memcacheds", len(deps.Items), len(pods.Items), count)
+	}
+	for _, o := range objs {
+		want := shard.Owner(ns+"/"+o.GetLabels()["app.kubernetes.io/instance"], members)
+		if got := o.GetLabels()[ring.Label()]; got != want {
+			return false, fmt.Sprintf("%T %s labelled %q, want its Memcached's member %s", o, o.GetName(), got, want)
+		}
+	}
+	return true, ""
 }
 
 // scaleAll sets every Memcached's replicas.

@@ -64,13 +64,18 @@ type Shard struct {
 	Identity string
 }
 
-// ShardCache makes opts cache only the Memcacheds of sh's replica.
+// ShardCache makes opts cache only the Memcacheds of sh's replica, and
+// their children and pods.
 func ShardCache(opts cache.Options, sh Shard) cache.Options {
+	mine := sh.Ring.Selector(sh.Identity)
+	req, _ := mine.Requirements()
 	for obj, by := range opts.ByObject {
-		if _, ok := obj.(*v1beta1.Memcached); ok {
-			by.Label = sh.Ring.Selector(sh.Identity)
-			opts.ByObject[obj] = by
+		if _, ok := obj.(*v1beta1.Memcached); ok || by.Label == nil {
+			by.Label = mine
+		} else {
+			by.Label = by.Label.DeepCopySelector().Add(req...)
 		}
+		opts.ByObject[obj] = by
 	}
 	return opts
 }
@@ -137,7 +142,17 @@ func SetupWithManager(mgr ctrl.Manager, o Options) (*reconcile.Reconciler[*v1bet
 		opts = append(opts, reconcile.WithSkipNameValidation())
 	}
 	if o.Shard != nil {
-		opts = append(opts, reconcile.WithShard(o.Shard.Ring, o.Shard.Identity))
+		pods := shard.Child{
+			Object:   podMetadata(),
+			Selector: labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy}),
+			Owner: func(pod client.Object) (types.NamespacedName, bool) {
+				if r := podOwner(context.Background(), pod); len(r) == 1 {
+					return r[0].NamespacedName, true
+				}
+				return types.NamespacedName{}, false
+			},
+		}
+		opts = append(opts, reconcile.WithShard(o.Shard.Ring, o.Shard.Identity, pods))
 	}
 	r, err := reconcile.SetupWithManager[*v1beta1.Memcached](mgr, hooks, opts...)
 	if err != nil {

@@ -6,6 +6,7 @@
   - pods
   verbs:
   - list
+  - patch
   - watch
 - apiGroups:
   - ""

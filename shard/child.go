@@ -1,0 +1,59 @@
+package shard
+
+import (
+	"context"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Child is a kind whose objects belong to one sharded object each and
+// move with it: the Sharder labels them with their owner's member, so
+// that a member's cache of the kind (Ring.Selector) holds only its own.
+type Child struct {
+	// Object is the kind: a typed object, or a PartialObjectMetadata
+	// with its GVK set.
+	Object client.Object
+	// Selector narrows the kind to the operator's children (those the
+	// manager's cache selects); nil selects every object of the kind,
+	// and the Sharder caches the metadata of all it selects.
+	Selector labels.Selector
+	// Owner names the sharded object obj belongs to. Nil: obj's
+	// controller, when it is of the sharded kind. A pod of a
+	// Deployment, two controllers down, needs one (a label naming it).
+	Owner func(obj client.Object) (types.NamespacedName, bool)
+}
+
+// ControlledBy returns the Owner of children whose controller is of
+// kind gk: Child's default.
+func ControlledBy(gk schema.GroupKind) func(client.Object) (types.NamespacedName, bool) {
+	return func(obj client.Object) (types.NamespacedName, bool) {
+		ref := metav1.GetControllerOfNoCopy(obj)
+		if ref == nil || ref.Kind != gk.Kind {
+			return types.NamespacedName{}, false
+		}
+		if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != gk.Group {
+			return types.NamespacedName{}, false
+		}
+		return types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}, true
+	}
+}
+
+type memberKey struct{}
+
+// WithMember returns ctx telling the writers of children that the pass
+// is member value's, labelled key (Ring.Label): Handoff gives it to the
+// reconciler it wraps.
+func WithMember(ctx context.Context, key, value string) context.Context {
+	return context.WithValue(ctx, memberKey{}, [2]string{key, value})
+}
+
+// MemberFrom returns the label a child created in ctx's pass carries, so
+// that its member's cache sees it at once; ok is false outside Handoff.
+func MemberFrom(ctx context.Context) (key, value string, ok bool) {
+	kv, ok := ctx.Value(memberKey{}).([2]string)
+	return kv[0], kv[1], ok
+}
