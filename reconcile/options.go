@@ -301,7 +301,8 @@ func WithRawSource(src source.Source) SetupOption {
 // Run every replica without leader election. Give the manager's cache
 // ring.Selector(identity) for the kind and each child kind
 // (cache.Options.ByObject), or each replica caches every object: still
-// correct, but no lighter. RBAC: Leases in ring.Namespace (list, watch,
+// correct, but no lighter; and ring.Namespaces its namespaces, if it
+// watches only some. RBAC: Leases in ring.Namespace (list, watch,
 // create, patch, delete), and patch on the kind and its children.
 func WithShard(ring shard.Ring, identity string, children ...shard.Child) SetupOption {
 	return setupOnlyOption(func(o *setupOptions) {

@@ -24,6 +24,8 @@ type Child struct {
 	// Owner names the sharded object obj belongs to. Nil: obj's
 	// controller, when it is of the sharded kind. A pod of a
 	// Deployment, two controllers down, needs one (a label naming it).
+	// It sees the metadata the Sharder keeps: name, namespace, labels
+	// and the controller reference.
 	Owner func(obj client.Object) (types.NamespacedName, bool)
 }
 

@@ -108,6 +108,32 @@ func TestChildrenMoveWithTheirOwner(t *testing.T) {
 	stopB()
 	settled("a", "c")
 	t.Logf("%d creates found the child existing but not yet in the member's cache", lateCreates.Load())
+
+	// A child that appears with another member's label (its owner moved
+	// before the sharder saw it) joins its owner's member.
+	w := &testv1.Widget{}
+	if err := env.Client.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "w-1"}, w); err != nil {
+		t.Fatal(err)
+	}
+	late := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "w-1-late",
+		Labels: map[string]string{"app": "widget-child", r.Label(): "b"}}}
+	if err := controllerutil.SetControllerReference(w, late, env.Scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(t.Context(), late); err != nil {
+		t.Fatal(err)
+	}
+	want := shard.Owner(ns+"/w-1", []string{"a", "c"})
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(late), late); err != nil {
+			t.Fatal(err)
+		}
+		if got := late.Labels[r.Label()]; got == want {
+			break
+		} else if time.Now().After(end) {
+			t.Fatalf("a child created labelled b is labelled %q after 10 s, want its owner's member %s", got, want)
+		}
+	}
 }
 
 // childrenSettled says why the children are not yet where members put

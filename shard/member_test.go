@@ -152,3 +152,48 @@ func TestViewTimesLeasesByItsOwnClock(t *testing.T) {
 		t.Errorf("members once renewed (-want +got):\n%s", diff)
 	}
 }
+
+// TestViewDead: a member is dead once the View saw its Lease go or
+// expire; one it never saw live only after a lease duration since it was
+// first asked about, so that a sharder whose view lags never takes a
+// member that just joined for a dead one.
+func TestViewDead(t *testing.T) {
+	ns := env.Namespace(t)
+	r := shard.Ring{Name: "widgets", Namespace: ns}
+	for _, id := range []string{"c", "e"} {
+		l := &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: "widgets-" + id, Namespace: ns, Labels: map[string]string{shard.RingLabel: "widgets"}},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To(id), LeaseDurationSeconds: ptr.To(int32(15))},
+		}
+		if err := env.Client.Create(t.Context(), l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v := r.View()
+	t0 := time.Now()
+	members := func(at time.Duration) {
+		t.Helper()
+		if _, err := v.Members(t.Context(), env.Client, t0.Add(at)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dead := func(id string, at time.Duration, want bool) {
+		t.Helper()
+		if got := v.Dead(id, t0.Add(at)); got != want {
+			t.Errorf("Dead(%s) %v after the first look = %v, want %v", id, at, got, want)
+		}
+	}
+	members(0)
+	dead("c", 0, false)
+	dead("new", time.Second, false) // first asked
+	dead("new", 15*time.Second, false)
+	dead("new", 16*time.Second, true)
+	if err := env.Client.Delete(t.Context(), &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "widgets-c", Namespace: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	members(2 * time.Second)
+	dead("c", 2*time.Second, true) // its Lease went
+	dead("e", 2*time.Second, false)
+	members(15 * time.Second)
+	dead("e", 15*time.Second, true) // its Lease expired
+}

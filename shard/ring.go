@@ -24,6 +24,9 @@ type Ring struct {
 	// LeaseDuration is how long a member counts as live after a renewal
 	// another replica saw; members renew at a third of it.
 	LeaseDuration time.Duration
+	// Namespaces holds the objects sharded (the manager's
+	// cache.Options.DefaultNamespaces); empty: every namespace.
+	Namespaces []string
 }
 
 func (r Ring) leaseDuration() time.Duration {

@@ -3,6 +3,7 @@ package shard
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -88,9 +89,14 @@ func (s *Sharder) SetupWithManager(mgr ctrl.Manager) error {
 	r := &sharder{Sharder: *s, children: children, leases: leases, writer: mgr.GetClient(), view: s.Ring.View(),
 		log: mgr.GetLogger().WithValues("controller", "shard-"+s.Ring.Name),
 		newCache: func() (cache.Cache, error) {
-			return cache.New(mgr.GetConfig(), cache.Options{
-				Scheme: scheme, Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(), ByObject: byObject,
-			})
+			opts := cache.Options{Scheme: scheme, Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(), ByObject: byObject}
+			if len(s.Ring.Namespaces) > 0 {
+				opts.DefaultNamespaces = map[string]cache.Config{}
+				for _, ns := range s.Ring.Namespaces {
+					opts.DefaultNamespaces[ns] = cache.Config{}
+				}
+			}
+			return cache.New(mgr.GetConfig(), opts)
 		}}
 	return mgr.Add(r)
 }
@@ -127,16 +133,14 @@ func trim(obj any) (any, error) {
 	return o, nil
 }
 
-// unlabelled passes a child's creation or labelling without the ring's
-// label: the sharder labels it. Moves of labelled children follow their
-// owner's events.
-func unlabelled(label string) predicate.TypedPredicate[*metav1.PartialObjectMetadata] {
+// childChanged passes a child's creation, and a change of its labels or
+// controller: the sharder checks its owner's member then. Status updates,
+// the bulk of a child's events, pass not.
+func childChanged() predicate.TypedPredicate[*metav1.PartialObjectMetadata] {
 	return predicate.TypedFuncs[*metav1.PartialObjectMetadata]{
-		CreateFunc: func(e event.TypedCreateEvent[*metav1.PartialObjectMetadata]) bool {
-			return e.Object.Labels[label] == ""
-		},
 		UpdateFunc: func(e event.TypedUpdateEvent[*metav1.PartialObjectMetadata]) bool {
-			return e.ObjectNew.Labels[label] == "" && e.ObjectOld.Labels[label] != ""
+			o, n := e.ObjectOld, e.ObjectNew
+			return !maps.Equal(o.Labels, n.Labels) || !slices.Equal(o.OwnerReferences, n.OwnerReferences)
 		},
 		DeleteFunc:  func(event.TypedDeleteEvent[*metav1.PartialObjectMetadata]) bool { return false },
 		GenericFunc: func(event.TypedGenericEvent[*metav1.PartialObjectMetadata]) bool { return false },

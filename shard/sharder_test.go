@@ -3,6 +3,8 @@ package shard_test
 import (
 	"context"
 	"fmt"
+	"runtime/pprof"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -133,9 +135,18 @@ func replicaOf(t *testing.T, r shard.Ring, identity string, inner func(ctrl.Mana
 	go func() { done <- mgr.Start(ctx) }()
 	stop = sync.OnceFunc(func() {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("replica %s: %v", identity, err)
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("replica %s: %v", identity, err)
+			}
+			return
+		case <-time.After(20 * time.Second):
 		}
+		// A stop this slow hangs: show where.
+		var dump strings.Builder
+		_ = pprof.Lookup("goroutine").WriteTo(&dump, 1)
+		t.Errorf("replica %s: not stopped 20 s after its cancel (%v); goroutines:\n%s", identity, <-done, dump.String())
 	})
 	t.Cleanup(stop)
 	return stop, mgr
@@ -233,5 +244,36 @@ func TestShardsHandOverWithoutOverlap(t *testing.T) {
 	}
 	if moved == 0 {
 		t.Fatal("no Widget changed member: the test proves nothing")
+	}
+}
+
+// TestSharderKeepsToItsNamespaces: with Ring.Namespaces the sharder
+// labels the objects there only; another namespace's are another
+// install's business.
+func TestSharderKeepsToItsNamespaces(t *testing.T) {
+	ns, other := env.Namespace(t), env.Namespace(t)
+	r := shard.Ring{Name: "widgets", Namespace: ns, LeaseDuration: 3 * time.Second, Namespaces: []string{ns}}
+	for _, n := range []string{ns, other} {
+		if err := env.Client.Create(t.Context(), &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: n}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	replica(t, r, "a", &passes{runs: map[string][]run{}})
+	label := func(n string) string {
+		t.Helper()
+		var w testv1.Widget
+		if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: n, Name: "w"}, &w); err != nil {
+			t.Fatal(err)
+		}
+		return w.Labels[r.Label()]
+	}
+	for end := time.Now().Add(30 * time.Second); label(ns) != "a"; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("%s/w not labelled for a after 30 s", ns)
+		}
+	}
+	time.Sleep(time.Second)
+	if got := label(other); got != "" {
+		t.Errorf("%s/w, outside the ring's namespaces, labelled %q", other, got)
 	}
 }

@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -47,8 +50,9 @@ func (s *sharder) startTerm(parent context.Context) (*term, error) {
 		}
 	}
 	t := &term{sharder: s, cache: c, changed: make(chan event.GenericEvent, 1024), done: make(chan struct{})}
+	// Several workers: each waits for the cache after its write.
 	ctl, err := controller.NewTypedUnmanaged("shard-"+s.Ring.Name, controller.Options{
-		Reconciler: t, Logger: s.log, SkipNameValidation: ptr.To(true),
+		Reconciler: t, Logger: s.log, SkipNameValidation: ptr.To(true), MaxConcurrentReconciles: 8,
 	})
 	if err != nil {
 		return nil, err
@@ -59,12 +63,12 @@ func (s *sharder) startTerm(parent context.Context) (*term, error) {
 	}
 	for _, ch := range s.children {
 		toOwner := handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, o *metav1.PartialObjectMetadata) []reconcile.Request {
-			if key, ok := ch.owner(o); ok && o.Labels[s.Ring.Label()] == "" {
+			if key, ok := ch.owner(o); ok {
 				return []reconcile.Request{{NamespacedName: key}}
 			}
 			return nil
 		})
-		sources = append(sources, source.Kind(c, metadataOf(ch.gvk), toOwner, unlabelled(s.Ring.Label())))
+		sources = append(sources, source.Kind(c, metadataOf(ch.gvk), toOwner, childChanged()))
 	}
 	for _, src := range sources {
 		if err := ctl.Watch(src); err != nil {
@@ -143,6 +147,9 @@ func (t *term) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.
 	switch {
 	case cur == want && !draining:
 		write = false
+	case cur != "" && !slices.Contains(members, cur) && !s.view.Dead(cur, time.Now()):
+		// Joined after this sharder's last look, or about to expire.
+		return reconcile.Result{RequeueAfter: s.Ring.leaseDuration() / 10}, nil
 	case cur == "" || !slices.Contains(members, cur):
 		member = want
 		metav1.SetMetaDataLabel(&obj.ObjectMeta, s.Ring.Label(), want)
@@ -160,10 +167,21 @@ func (t *term) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.
 	if !write {
 		return reconcile.Result{}, nil
 	}
+	read := obj.ResourceVersion
 	if err := s.writer.Patch(ctx, obj, patch); err != nil {
 		return reconcile.Result{}, fmt.Errorf("shard: labelling %s for %s: %w", req, want, err)
 	}
-	return reconcile.Result{}, nil
+	// Until the cache has the write, a pass would move the children
+	// again from the version before it.
+	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		cur := metadataOf(s.GVK)
+		err := t.cache.Get(ctx, req.NamespacedName, cur)
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return err == nil && cur.ResourceVersion != read, err
+	})
+	return reconcile.Result{}, err
 }
 
 // label labels the children of key with member.

@@ -13,7 +13,7 @@ import (
 
 // View returns a View of r's members.
 func (r Ring) View() *View {
-	return &View{ring: r, seen: map[string]observation{}}
+	return &View{ring: r, seen: map[string]observation{}, live: map[string]bool{}, known: map[string]bool{}, asked: map[string]time.Time{}}
 }
 
 // View tells the live members of a ring from their Leases. Like leader
@@ -24,6 +24,10 @@ type View struct {
 	ring Ring
 	mu   sync.Mutex
 	seen map[string]observation
+	// live is the last Members; known every identity ever live; asked
+	// when Dead was first asked about an identity never live.
+	live, known map[string]bool
+	asked       map[string]time.Time
 }
 
 type observation struct {
@@ -60,6 +64,32 @@ func (v *View) Members(ctx context.Context, c client.Reader, now time.Time) ([]s
 		}
 	}
 	v.seen = seen
+	clear(v.live)
+	for _, id := range live {
+		v.live[id], v.known[id] = true, true
+		delete(v.asked, id)
+	}
 	slices.Sort(live)
 	return live, nil
+}
+
+// Dead says whether member, not live at the last Members, is gone for
+// good: its Lease was seen to go or expire, or, never seen live, nobody
+// has seen it for a lease duration since Dead was first asked. A member
+// that just joined is unknown to a View that lags, not dead.
+func (v *View) Dead(member string, now time.Time) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	switch {
+	case v.live[member]:
+		return false
+	case v.known[member]:
+		return true
+	}
+	first, ok := v.asked[member]
+	if !ok {
+		v.asked[member] = now
+		return false
+	}
+	return now.Sub(first) >= v.ring.leaseDuration()
 }

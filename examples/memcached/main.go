@@ -112,6 +112,7 @@ func run() error {
 		return err
 	}
 	if sh != nil {
+		sh.Ring.Namespaces = watched
 		cacheOpts = controller.ShardCache(cacheOpts, *sh)
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
