@@ -45,7 +45,10 @@ const memcachedV1alpha1 = "memcacheds.v1alpha1.cache.opkit.dev"
 // finished by the new leader; an image change rolls every pod; a deleted
 // pod is replaced; it scales down; with the operator scaled to 0, updates
 // are refused (failurePolicy Fail) and deletes are not; deleting it
-// removes its children; helm uninstall leaves nothing.
+// removes its children. Then the chart is upgraded to three shards
+// (shardSteps): Memcacheds and their children spread over them, stay on
+// live replicas as a pod is killed and the Deployment goes to 2 and 4,
+// and converge on changes. helm uninstall leaves nothing.
 func TestMemcachedOperatorInCluster(t *testing.T) {
 	t.Parallel() // with TestEtcdOperatorInCluster (main_test.go)
 	root, err := repo.Root()
@@ -251,14 +254,19 @@ func TestMemcachedOperatorInCluster(t *testing.T) {
 			})
 			return ctx
 		}).
-		Assess("the operator logged no RBAC denial", op.noRBACDenial).
+		Assess("the operator logged no RBAC denial", op.noRBACDenial)
+	for _, s := range op.shardSteps(ns) {
+		f = f.Assess(s.name, s.fn)
+	}
+	feature := f.Assess("Shards: the operator logged no RBAC denial", op.noRBACDenial).
 		Teardown(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			deleteShardMemcacheds(ctx, t, cfg, ns)
 			_, _ = harness.Kubectl(ctx, cfg, "delete", "-f", sample, "--ignore-not-found", "--wait=true", "--timeout=2m")
 			_, _ = harness.Kubectl(ctx, cfg, "delete", "pod", "memcached-client", "-n", ns, "--ignore-not-found")
 			op.undeploy(ctx, t, cfg)
 			return ctx
 		}).Feature()
-	testEnv.Test(t, f)
+	testEnv.Test(t, feature)
 }
 
 // memcachedAdmission is the step where the operator's own checks run at

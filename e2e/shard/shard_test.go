@@ -184,20 +184,23 @@ func waitAll(ctx context.Context, t *testing.T, cfg *envconf.Config, within time
 	})
 }
 
-// childrenLabelled says whether every Deployment, Service,
-// PodDisruptionBudget and pod of a Memcached carries its member's label,
-// so that only that member caches it.
+// childrenLabelled says whether every Deployment, Service and
+// PodDisruptionBudget of a Memcached carries its member's label, so that
+// only that member caches it. Pods are not labelled: every shard caches
+// their metadata.
 func childrenLabelled(ctx context.Context, cfg *envconf.Config, members []string) (bool, string) {
 	var deps appsv1.DeploymentList
 	var svcs corev1.ServiceList
 	var pdbs policyv1.PodDisruptionBudgetList
-	var pods corev1.PodList
-	var objs []client.Object
-	for _, l := range []k8s.ObjectList{&deps, &svcs, &pdbs, &pods} {
+	for _, l := range []k8s.ObjectList{&deps, &svcs, &pdbs} {
 		if err := cfg.Client().Resources(ns).List(ctx, l); err != nil {
 			return false, err.Error()
 		}
 	}
+	if len(deps.Items) < count || len(svcs.Items) < count {
+		return false, fmt.Sprintf("%d Deployments and %d Services for %d Memcacheds", len(deps.Items), len(svcs.Items), count)
+	}
+	var objs []client.Object
 	for i := range deps.Items {
 		objs = append(objs, &deps.Items[i])
 	}
@@ -206,14 +209,6 @@ func childrenLabelled(ctx context.Context, cfg *envconf.Config, members []string
 	}
 	for i := range pdbs.Items {
 		objs = append(objs, &pdbs.Items[i])
-	}
-	for i := range pods.Items {
-		if pods.Items[i].DeletionTimestamp.IsZero() {
-			objs = append(objs, &pods.Items[i])
-		}
-	}
-	if len(deps.Items) < count || len(pods.Items) < count {
-		return false, fmt.Sprintf("%d Deployments and %d pods for %d Memcacheds", len(deps.Items), len(pods.Items), count)
 	}
 	for _, o := range objs {
 		want := shard.Owner(ns+"/"+o.GetLabels()["app.kubernetes.io/instance"], members)

@@ -64,15 +64,20 @@ type Shard struct {
 	Identity string
 }
 
-// ShardCache makes opts cache only the Memcacheds of sh's replica, and
-// their children and pods.
+// ShardCache makes opts cache only the Memcacheds of sh's replica and
+// their children. Pods stay: every replica caches the metadata of every
+// Memcached's pod (about 1 KB each), as labelling each pod for its
+// replica would cost a write at every creation and every handover.
 func ShardCache(opts cache.Options, sh Shard) cache.Options {
 	mine := sh.Ring.Selector(sh.Identity)
 	req, _ := mine.Requirements()
 	for obj, by := range opts.ByObject {
-		if _, ok := obj.(*v1beta1.Memcached); ok || by.Label == nil {
+		switch obj.(type) {
+		case *v1beta1.Memcached:
 			by.Label = mine
-		} else {
+		case *corev1.Pod:
+			continue
+		default:
 			by.Label = by.Label.DeepCopySelector().Add(req...)
 		}
 		opts.ByObject[obj] = by
@@ -131,9 +136,13 @@ func SetupWithManager(mgr ctrl.Manager, o Options) (*reconcile.Reconciler[*v1bet
 	for _, o := range ReconcilerOptions(rec) {
 		opts = append(opts, o)
 	}
+	toOwner := podOwner
+	if o.Shard != nil {
+		toOwner = ownedPodOwner(mgr.GetCache())
+	}
 	opts = append(opts,
 		reconcile.WithDependents(hooks.children),
-		reconcile.WithWatches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podOwner),
+		reconcile.WithWatches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(toOwner),
 			builder.OnlyMetadata, builder.WithPredicates(podMembershipChanged())),
 		reconcile.WithMaxConcurrentReconciles(o.MaxConcurrentReconciles),
 		reconcile.WithProgressDelay(o.ProgressDelay),
@@ -142,17 +151,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) (*reconcile.Reconciler[*v1bet
 		opts = append(opts, reconcile.WithSkipNameValidation())
 	}
 	if o.Shard != nil {
-		pods := shard.Child{
-			Object:   podMetadata(),
-			Selector: labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy}),
-			Owner: func(pod client.Object) (types.NamespacedName, bool) {
-				if r := podOwner(context.Background(), pod); len(r) == 1 {
-					return r[0].NamespacedName, true
-				}
-				return types.NamespacedName{}, false
-			},
-		}
-		opts = append(opts, reconcile.WithShard(o.Shard.Ring, o.Shard.Identity, pods))
+		opts = append(opts, reconcile.WithShard(o.Shard.Ring, o.Shard.Identity))
 	}
 	r, err := reconcile.SetupWithManager[*v1beta1.Memcached](mgr, hooks, opts...)
 	if err != nil {
@@ -210,6 +209,18 @@ func podOwner(_ context.Context, pod client.Object) []crreconcile.Request {
 		return nil
 	}
 	return []crreconcile.Request{{NamespacedName: types.NamespacedName{Namespace: pod.GetNamespace(), Name: instance[0]}}}
+}
+
+// ownedPodOwner is podOwner for a shard, which watches every pod: it maps
+// a pod to its Memcached only if this replica's cache holds it.
+func ownedPodOwner(c cache.Cache) handler.MapFunc {
+	return func(ctx context.Context, pod client.Object) []crreconcile.Request {
+		reqs := podOwner(ctx, pod)
+		if len(reqs) == 1 && c.Get(ctx, reqs[0].NamespacedName, &v1beta1.Memcached{}) != nil {
+			return nil
+		}
+		return reqs
+	}
 }
 
 // podMembershipChanged passes the pod events that change status.nodes:

@@ -6,7 +6,6 @@
   - pods
   verbs:
   - list
-  - patch
   - watch
 - apiGroups:
   - ""

@@ -1,0 +1,224 @@
+package incluster
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/e2e-framework/klient/k8s"
+	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
+	"sigs.k8s.io/e2e-framework/pkg/envconf"
+
+	"github.com/opkit-dev/opkit/e2e/harness"
+	"github.com/opkit-dev/opkit/examples/memcached/api/v1beta1"
+	"github.com/opkit-dev/opkit/shard"
+	"github.com/opkit-dev/opkit/statusutil"
+)
+
+// shardPrefix names the shard steps' Memcacheds.
+const shardPrefix = "memcached-shard-"
+
+// deleteShardMemcacheds deletes the shard steps' Memcacheds, for a
+// teardown too.
+func deleteShardMemcacheds(ctx context.Context, t *testing.T, cfg *envconf.Config, ns string) {
+	t.Helper()
+	for i := range shardCount {
+		if out, err := harness.Kubectl(ctx, cfg, "delete", "memcached", fmt.Sprintf("%s%d", shardPrefix, i), "-n", ns, "--ignore-not-found", "--wait=false"); err != nil {
+			t.Errorf("%v\n%s", err, out)
+		}
+	}
+}
+
+// shardCount Memcacheds are spread over the operator's shards: each of 3
+// owns none with probability 3·(2/3)^9 ≈ 8%, so the steps check only
+// that every Memcached is where Owner puts it.
+const shardCount = 9
+
+var shardRing = shard.Ring{Name: "memcached"}
+
+// shardSteps are TestMemcachedOperatorInCluster's shard steps, named
+// "Shards: ...": the chart upgraded to sharding.enable with 3 replicas
+// spreads Memcacheds over them, their children labelled alike; a replica's pod
+// killed, the Deployment scaled to 2 and then to 4, every Memcached ends
+// labelled for a live replica and a change to all converges.
+func (o operator) shardSteps(ns string) []step {
+	scale := func(replicas int) func(context.Context, *testing.T, *envconf.Config) {
+		return func(ctx context.Context, t *testing.T, cfg *envconf.Config) {
+			mustKubectl(ctx, t, cfg, "", "scale", "deployment", o.deployment(), "-n", o.namespace, fmt.Sprintf("--replicas=%d", replicas))
+		}
+	}
+	return []step{
+		{"Shards: the chart upgraded to sharding.enable with 3 replicas spreads the Memcacheds over them, children alike", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			r, err := o.release(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			values := map[string]any{
+				"manager":        map[string]any{"replicas": 3, "args": []string{}},
+				"leaderElection": map[string]any{"enable": false},
+				"sharding":       map[string]any{"enable": true},
+			}
+			if out, err := r.Upgrade(ctx, values); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			for i := range shardCount {
+				m := &v1beta1.Memcached{
+					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s%d", shardPrefix, i), Namespace: ns},
+					Spec:       v1beta1.MemcachedSpec{Replicas: 1, Image: "memcached:1.6"},
+				}
+				if err := cfg.Client().Resources().Create(ctx, m); err != nil {
+					t.Fatal(err)
+				}
+			}
+			o.shardsConverge(ctx, t, cfg, ns, 3, 1)
+			return ctx
+		}},
+		{"Shards: a replica's pod killed, its Memcacheds move to the live replicas, and a change converges", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			victim := o.livePods(ctx, t, cfg)[0]
+			mustKubectl(ctx, t, cfg, "", "delete", "pod", victim, "-n", o.namespace, "--force", "--grace-period=0")
+			killed := time.Now()
+			o.shardsConverge(ctx, t, cfg, ns, 3, 0)
+			t.Logf("converged %v after %s was killed", time.Since(killed).Round(100*time.Millisecond), victim)
+			return ctx
+		}},
+		{"Shards: the Deployment scaled to 2, a change converges", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			scale(2)(ctx, t, cfg)
+			o.shardsConverge(ctx, t, cfg, ns, 2, 1)
+			return ctx
+		}},
+		{"Shards: the Deployment scaled to 4, a change converges", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			scale(4)(ctx, t, cfg)
+			o.shardsConverge(ctx, t, cfg, ns, 4, 0)
+			deleteShardMemcacheds(ctx, t, cfg, ns)
+			return ctx
+		}},
+	}
+}
+
+// step is a named Assess function.
+type step struct {
+	name string
+	fn   func(context.Context, *testing.T, *envconf.Config) context.Context
+}
+
+// livePods is the operator's running, ready pods that are not being
+// deleted, sorted: the ring's members once their Leases say so.
+func (o operator) livePods(ctx context.Context, t *testing.T, cfg *envconf.Config) []string {
+	t.Helper()
+	var pods corev1.PodList
+	if err := cfg.Client().Resources(o.namespace).List(ctx, &pods, resources.WithLabelSelector(o.podSelector())); err != nil {
+		t.Fatal(err)
+	}
+	var live []string
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && podReady(&p) {
+			live = append(live, p.Name)
+		}
+	}
+	slices.Sort(live)
+	return live
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// shardsConverge sets every shard Memcached's replicas, then waits until
+// replicas operator pods are live, each Memcached is labelled for the one
+// Owner names among them and is Ready at its generation, and each of its
+// Deployment, Service and budget carries the same label.
+func (o operator) shardsConverge(ctx context.Context, t *testing.T, cfg *envconf.Config, ns string, replicas, size int) {
+	t.Helper()
+	var list v1beta1.MemcachedList
+	if err := cfg.Client().Resources(ns).List(ctx, &list); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range list.Items {
+		if !strings.HasPrefix(m.Name, shardPrefix) {
+			continue
+		}
+		mustKubectl(ctx, t, cfg, "", "patch", "memcached", m.Name, "-n", ns, "--type=merge", "-p", fmt.Sprintf(`{"spec":{"replicas":%d}}`, size))
+	}
+	harness.WaitFor(ctx, t, fmt.Sprintf("%d shards, every Memcached on its shard and Ready with %d pods", replicas, size), 3*time.Minute, time.Second, func(ctx context.Context) (bool, string) {
+		members := o.livePods(ctx, t, cfg)
+		if len(members) != replicas {
+			return false, fmt.Sprintf("live operator pods %v", members)
+		}
+		var list v1beta1.MemcachedList
+		if err := cfg.Client().Resources(ns).List(ctx, &list); err != nil {
+			return false, err.Error()
+		}
+		owner := map[string]string{}
+		for _, m := range list.Items {
+			if !strings.HasPrefix(m.Name, shardPrefix) {
+				continue
+			}
+			want := shard.Owner(ns+"/"+m.Name, members)
+			owner[m.Name] = want
+			if got := m.Labels[shardRing.Label()]; got != want {
+				return false, fmt.Sprintf("%s labelled %q, want %s of %v", m.Name, got, want, members)
+			}
+			c := meta.FindStatusCondition(m.Status.Conditions, statusutil.ReadyCondition)
+			if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != m.Generation || len(m.Status.Nodes) != size {
+				return false, fmt.Sprintf("%s not Ready with %d pods at generation %d: %+v, nodes %v", m.Name, size, m.Generation, c, m.Status.Nodes)
+			}
+		}
+		if len(owner) != shardCount {
+			return false, fmt.Sprintf("%d shard Memcacheds", len(owner))
+		}
+		return shardChildrenLabelled(ctx, cfg, ns, owner)
+	})
+}
+
+// shardChildrenLabelled says whether every Deployment, Service and
+// budget of the Memcacheds in owner carries its Memcached's member (pods
+// are not labelled: every shard caches their metadata).
+func shardChildrenLabelled(ctx context.Context, cfg *envconf.Config, ns string, owner map[string]string) (bool, string) {
+	var deps appsv1.DeploymentList
+	var svcs corev1.ServiceList
+	var pdbs policyv1.PodDisruptionBudgetList
+	for _, l := range []k8s.ObjectList{&deps, &svcs, &pdbs} {
+		if err := cfg.Client().Resources(ns).List(ctx, l); err != nil {
+			return false, err.Error()
+		}
+	}
+	var objs []client.Object
+	for i := range deps.Items {
+		objs = append(objs, &deps.Items[i])
+	}
+	for i := range svcs.Items {
+		objs = append(objs, &svcs.Items[i])
+	}
+	for i := range pdbs.Items {
+		objs = append(objs, &pdbs.Items[i])
+	}
+	children := 0
+	for _, o := range objs {
+		want, ok := owner[o.GetLabels()["app.kubernetes.io/instance"]]
+		if !ok {
+			continue
+		}
+		children++
+		if got := o.GetLabels()[shardRing.Label()]; got != want {
+			return false, fmt.Sprintf("%T %s labelled %q, want its Memcached's %s", o, o.GetName(), got, want)
+		}
+	}
+	if children < 2*len(owner) {
+		return false, fmt.Sprintf("%d children of %d Memcacheds", children, len(owner))
+	}
+	return true, ""
+}
