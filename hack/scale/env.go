@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -56,6 +57,9 @@ type env struct {
 	cache       cache.Cache
 	cancelCache context.CancelFunc
 	ops         []*operator
+	// replicas are the opkit operator's processes (-replicas); ops holds
+	// them too.
+	replicas    []*operator
 	contenders  map[string]*contender
 	kubeVersion string
 }
@@ -63,6 +67,9 @@ type env struct {
 // alive returns an error when an operator has exited.
 func (e *env) alive() error {
 	for _, op := range e.ops {
+		if op.killed {
+			continue
+		}
 		if err := op.alive(); err != nil {
 			return err
 		}
@@ -79,6 +86,12 @@ type operator struct {
 	log        string
 	exited     chan struct{}
 	exitErr    error
+	// bin and args started it (replicas only), for a restart.
+	bin  string
+	args []string
+	// killed: the benchmark killed it (a failover), so its exit is no
+	// failure.
+	killed bool
 }
 
 func setUp(ctx context.Context, cfg config) (*env, error) {
@@ -94,10 +107,14 @@ func setUp(ctx context.Context, cfg config) (*env, error) {
 
 	progress("building the operators (examples/memcached, hack/scale/tutorial)")
 	opBin, tutBin := filepath.Join(e.tmp, "memcached"), filepath.Join(e.tmp, "tutorial")
-	for _, b := range []struct{ out, dir, pkg string }{
+	builds := []struct{ out, dir, pkg string }{
 		{opBin, filepath.Join(e.root, "examples", "memcached"), "."}, // a module of its own
 		{tutBin, filepath.Join(e.root, "hack"), "./scale/tutorial"},
-	} {
+	}
+	if cfg.replicas > 0 {
+		builds = builds[:1]
+	}
+	for _, b := range builds {
 		build := exec.CommandContext(ctx, "go", "build", "-o", b.out, b.pkg)
 		build.Dir = b.dir
 		if out, err := build.CombinedOutput(); err != nil {
@@ -166,11 +183,24 @@ func setUp(ctx context.Context, cfg config) (*env, error) {
 	}
 	// Both operators run with client-side rate limits off, like the
 	// benchmark and the cluster, and watch only their namespace.
+	opkitArgs := append([]string{"--namespaces", namespace(contOpkit), "--metrics-secure=false"}, cfg.OperatorArgs...)
+	if cfg.replicas > 0 {
+		for i := range cfg.replicas {
+			op, err := e.startReplica(ctx, cfg, opBin, opkitArgs, i)
+			if err != nil {
+				return e, err
+			}
+			if i == 0 {
+				e.contenders[contOpkit].op = op
+			}
+		}
+		return e, nil
+	}
 	for _, o := range []struct {
 		name, bin string
 		args      []string
 	}{
-		{contOpkit, opBin, append([]string{"--namespaces", namespace(contOpkit), "--metrics-secure=false"}, cfg.OperatorArgs...)},
+		{contOpkit, opBin, opkitArgs},
 		{contTutorial, tutBin, append([]string{"--namespace", namespace(contTutorial)}, cfg.TutorialArgs...)},
 	} {
 		op, err := startOperator(ctx, o.name, o.bin, o.args, e.kubeconfig, e.tmp, cfg)
@@ -183,6 +213,27 @@ func setUp(ctx context.Context, cfg config) (*env, error) {
 		e.contenders[o.name].op = op
 	}
 	return e, nil
+}
+
+// startReplica starts opkit replica i of cfg.replicas, as shard r<i>
+// (--shard) when there are several, and puts it at e.replicas[i].
+func (e *env) startReplica(ctx context.Context, cfg config, bin string, args []string, i int) (*operator, error) {
+	name := contOpkit
+	if cfg.replicas > 1 {
+		name = fmt.Sprintf("r%d", i)
+		args = append(slices.Clone(args), "--shard", "--shard-identity", name, "--shard-namespace", namespace(contOpkit))
+	}
+	op, err := startOperator(ctx, name, bin, args, e.kubeconfig, e.tmp, cfg)
+	if op != nil {
+		e.ops = append(e.ops, op)
+		if i < len(e.replicas) {
+			e.replicas[i] = op
+		} else {
+			e.replicas = append(e.replicas, op)
+		}
+		op.bin, op.args = bin, args
+	}
+	return op, err
 }
 
 // scaleNodes creates n kwok nodes with room for every pod of the run: the

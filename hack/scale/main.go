@@ -29,6 +29,12 @@
 //
 // writes scale.md (tables), scale.json (raw numbers) and scale.png (ready
 // count over time at -n, per contender) into -out.
+//
+//	cd hack && go run ./scale -n 10000 -replicas 1,3 -out ../.local/shards
+//
+// runs the shards experiment instead (shards.go): the opkit operator alone
+// as one replica, then as three shards, and writes shards.md and
+// shards.json.
 package main
 
 import (
@@ -65,12 +71,17 @@ type config struct {
 	OperatorArgs []string      `json:"operatorArgs,omitempty"`
 	TutorialArgs []string      `json:"tutorialArgs,omitempty"`
 	Profile      string        `json:"-"`
+	// Replicas (-replicas) runs the shards experiment instead of the
+	// contenders: the opkit operator as each count of replicas.
+	Replicas []int `json:"replicas,omitempty"`
+	// replicas is the count of the run being set up.
+	replicas int
 }
 
 func main() {
 	var cfg config
 	var opArgs, tutArgs stringList
-	var curve string
+	var curve, replicas string
 	flag.IntVar(&cfg.N, "n", 1000, "number of objects of each contender in the main run (its tables and plot)")
 	flag.StringVar(&curve, "curve", "", "comma-separated further N, each measured on a fresh cluster, for the scaling curve (e.g. 250,500,2000)")
 	flag.BoolVar(&cfg.Floor, "floor", false, "also measure the floor: the benchmark creates each Memcached with its owned children and writes its status once, with no operator (what the custom resource itself costs; opkit / floor is the operator's own overhead)")
@@ -85,6 +96,7 @@ func main() {
 	flag.Var(&opArgs, "operator-arg", "extra flag for the opkit operator (repeatable), e.g. --operator-arg=--ready-events=always")
 	flag.Var(&tutArgs, "tutorial-arg", "extra flag for the tutorial operator (repeatable)")
 	flag.StringVar(&cfg.Profile, "profile", "", "directory for CPU profiles of the API server and the operators, one per phase (<phase>-<process>.pprof); empty takes none")
+	flag.StringVar(&replicas, "replicas", "", "comma-separated counts of opkit replicas (e.g. 1,3), each on a fresh cluster with -n Memcacheds: the shards experiment (shards.md) instead of the contenders; one replica is restarted, one of several is killed")
 	rerenderDir := flag.String("rerender", "", "write scale.md and scale.png again from the scale.json in this directory, measuring nothing; with -profile, first split the CPU profiles found there into the results (and write scale.json again)")
 	flag.Parse()
 	if *rerenderDir != "" {
@@ -109,6 +121,17 @@ func main() {
 		}
 		cfg.Curve = append(cfg.Curve, n)
 	}
+	for f := range strings.SplitSeq(replicas, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		k, err := strconv.Atoi(f)
+		if err != nil || k < 1 {
+			fmt.Fprintf(os.Stderr, "scale: -replicas %q: want comma-separated counts >= 1\n", replicas)
+			os.Exit(2)
+		}
+		cfg.Replicas = append(cfg.Replicas, k)
+	}
 	if cfg.N < 1 || cfg.Resize < 0 || cfg.Nodes < 1 || cfg.Workers < 1 || cfg.Rounds < 1 {
 		fmt.Fprintln(os.Stderr, "scale: need -n >= 1, -rounds >= 1, -resize >= 0 (at most N are resized), -nodes >= 1, -workers >= 1")
 		os.Exit(2)
@@ -117,7 +140,13 @@ func main() {
 	// The benchmark's own cache logs nothing worth reading.
 	ctrllog.SetLogger(logr.Discard())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, cfg)
+	var err error
+	if len(cfg.Replicas) > 0 {
+		contenderOrder = []string{contOpkit}
+		err = runShards(ctx, cfg)
+	} else {
+		err = run(ctx, cfg)
+	}
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "\nscale:", err)
