@@ -284,6 +284,11 @@ bench: envtest-assets cluster-tools benchstat ## Go micro-benchmarks (benchstat)
 	cd hack && go run ./scale -n $(SCALE_N) -curve $(SCALE_CURVE) -out $(SCALE_OUT)
 
 .PHONY: bench-backup
+SHARDS_N ?= 1000
+.PHONY: bench-shards
+bench-shards: cluster-tools ## The memcached operator as 1 and 3 shards (hack/scale -replicas): memory, create, restart, failover (docs/benchmarks/shards.md).
+	cd hack && go run ./scale -n $(SHARDS_N) -replicas 1,3 -out $(ROOT)/.local/shards
+
 bench-backup: versitygw ## Backup throughput and peak RSS: a 1 GiB snapshot into both stores against plain copies (docs/benchmarks/backup.md).
 	cd backup/s3 && go run ./internal/benchprog -size 1GiB -count 5
 
