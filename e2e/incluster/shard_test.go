@@ -151,7 +151,15 @@ func (o operator) shardsConverge(ctx context.Context, t *testing.T, cfg *envconf
 		if !strings.HasPrefix(m.Name, shardPrefix) {
 			continue
 		}
-		mustKubectl(ctx, t, cfg, "", "patch", "memcached", m.Name, "-n", ns, "--type=merge", "-p", fmt.Sprintf(`{"spec":{"replicas":%d}}`, size))
+		// The webhook's endpoints may still name a pod just killed or
+		// stopped: its calls are refused until they are updated.
+		harness.WaitFor(ctx, t, "the webhook to admit a patch of "+m.Name, time.Minute, 500*time.Millisecond, func(ctx context.Context) (bool, string) {
+			out, err := harness.Kubectl(ctx, cfg, "patch", "memcached", m.Name, "-n", ns, "--type=merge", "-p", fmt.Sprintf(`{"spec":{"replicas":%d}}`, size))
+			if err != nil {
+				return false, fmt.Sprintf("%v: %s", err, out)
+			}
+			return true, ""
+		})
 	}
 	harness.WaitFor(ctx, t, fmt.Sprintf("%d shards, every Memcached on its shard and Ready with %d pods", replicas, size), 3*time.Minute, time.Second, func(ctx context.Context) (bool, string) {
 		members := o.livePods(ctx, t, cfg)
