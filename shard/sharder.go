@@ -115,8 +115,8 @@ func metadataOf(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
 	return o
 }
 
-// trim keeps of an object's metadata what the sharder reads: every
-// replica caches all objects of its kinds.
+// trim keeps of an object's metadata what the sharder reads: the
+// sharder's replica caches every object of its kinds.
 func trim(obj any) (any, error) {
 	o, ok := obj.(*metav1.PartialObjectMetadata)
 	if !ok {
