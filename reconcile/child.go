@@ -382,9 +382,7 @@ func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object
 		labels = map[string]string{}
 	}
 	labels[AppliedDigestLabel] = digestLabel(digest, postShape)
-	if k, v, ok := shard.MemberFrom(ctx); ok {
-		labels[k] = v
-	}
+	stampMember(ctx, labels)
 	u.SetLabels(labels)
 	if err := c.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
 		client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
@@ -403,6 +401,14 @@ func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object
 func ofMember(ctx context.Context, current client.Object) bool {
 	k, v, ok := shard.MemberFrom(ctx)
 	return !ok || current.GetLabels()[k] == v
+}
+
+// stampMember labels a child written in a shard member's pass with that
+// member, so that its cache sees the child at once.
+func stampMember(ctx context.Context, labels map[string]string) {
+	if k, v, ok := shard.MemberFrom(ctx); ok {
+		labels[k] = v
+	}
 }
 
 // create POSTs desired, with the digest label, as fieldOwner, and on
@@ -427,9 +433,7 @@ func (c *Children) create(ctx context.Context, desired client.Object, ck childKe
 		labels = map[string]string{}
 	}
 	labels[AppliedDigestLabel] = digestLabel(digest, shape)
-	if k, v, ok := shard.MemberFrom(ctx); ok {
-		labels[k] = v // its member's cache sees it at once
-	}
+	stampMember(ctx, labels)
 	obj.SetLabels(labels)
 	if err := c.client.Create(ctx, obj, client.FieldOwner(fieldOwner)); err != nil {
 		if apierrors.IsAlreadyExists(err) {

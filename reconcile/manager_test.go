@@ -199,7 +199,7 @@ func waitFor(t *testing.T, f *fixture, name string, cond func(*testv1.Widget) bo
 		return cond(w), nil
 	})
 	if err != nil {
-		t.Fatalf("widget %s did not reach the expected state: %v; last status %+v", name, err, last.Status)
+		t.Fatalf("widget %s did not reach the expected state: %v; last labels %v, status %+v", name, err, last.Labels, last.Status)
 	}
 }
 

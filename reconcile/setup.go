@@ -6,12 +6,14 @@ import (
 	"slices"
 
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -94,13 +96,13 @@ func SetupWithManager[T Object](mgr ctrl.Manager, hooks Hooks[T], opts ...SetupO
 		Named(r.opts.name).
 		For(newObj(), builder.WithPredicates(preds...)).
 		WithOptions(so.controllerOptions())
-	owned := map[string]bool{}
-	for _, o := range so.owns {
-		// WithOwns and WithDependents may name one kind twice.
-		if t := fmt.Sprintf("%T", o); !owned[t] {
-			owned[t] = true
-			b = b.Owns(o, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{}))
-		}
+	// WithOwns and WithDependents may name one kind twice.
+	owned, err := distinctKinds(mgr.GetScheme(), so.owns)
+	if err != nil {
+		return nil, fmt.Errorf("setting up controller %s: %w", r.opts.name, err)
+	}
+	for _, o := range owned {
+		b = b.Owns(o.obj, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{}))
 	}
 	for _, w := range so.watches {
 		b = b.Watches(w.obj, w.handler, w.opts...)
@@ -117,10 +119,6 @@ func SetupWithManager[T Object](mgr ctrl.Manager, hooks Hooks[T], opts ...SetupO
 		if err := mgr.Add(sh.ring.Member(leases, sh.identity)); err != nil {
 			return nil, err
 		}
-		written, err := labels.NewRequirement(AppliedDigestLabel, selection.Exists, nil)
-		if err != nil {
-			return nil, err
-		}
 		s := &shard.Sharder{Ring: sh.ring, Identity: sh.identity, GVK: r.gvk, Children: sh.children}
 		given := map[schema.GroupVersionKind]bool{}
 		for _, c := range sh.children {
@@ -130,14 +128,9 @@ func SetupWithManager[T Object](mgr ctrl.Manager, hooks Hooks[T], opts ...SetupO
 			}
 			given[gvk] = true
 		}
-		for _, o := range so.owns {
-			gvk, err := apiutil.GVKForObject(o, mgr.GetScheme())
-			if err != nil {
-				return nil, fmt.Errorf("setting up controller %s: %w", r.opts.name, err)
-			}
-			if !given[gvk] {
-				given[gvk] = true
-				s.Children = append(s.Children, shard.Child{Object: o, Selector: labels.NewSelector().Add(*written)})
+		for _, o := range owned {
+			if !given[o.gvk] {
+				s.Children = append(s.Children, shard.Child{Object: o.obj, Selector: writtenByChildren})
 			}
 		}
 		if err := s.SetupWithManager(mgr); err != nil {
@@ -181,4 +174,36 @@ func DefaultPredicate() predicate.Predicate {
 				o.GetDeletionTimestamp().IsZero() != n.GetDeletionTimestamp().IsZero()
 		},
 	}
+}
+
+// writtenByChildren selects the objects Children wrote.
+var writtenByChildren = func() labels.Selector {
+	r, err := labels.NewRequirement(AppliedDigestLabel, selection.Exists, nil)
+	if err != nil {
+		panic(err) // a constant key
+	}
+	return labels.NewSelector().Add(*r)
+}()
+
+type ownedKind struct {
+	obj client.Object
+	gvk schema.GroupVersionKind
+}
+
+// distinctKinds returns objs with one object per kind, by GVK: two
+// unstructured kinds share a Go type.
+func distinctKinds(scheme *runtime.Scheme, objs []client.Object) ([]ownedKind, error) {
+	var out []ownedKind
+	seen := map[schema.GroupVersionKind]bool{}
+	for _, o := range objs {
+		gvk, err := apiutil.GVKForObject(o, scheme)
+		if err != nil {
+			return nil, err
+		}
+		if !seen[gvk] {
+			seen[gvk] = true
+			out = append(out, ownedKind{obj: o, gvk: gvk})
+		}
+	}
+	return out, nil
 }

@@ -154,15 +154,7 @@ func TestWithShard(t *testing.T) {
 		_, err = reconcile.SetupWithManager[*testv1.Widget](mgr, hooks, reconcile.WithName("sharded-"+identity),
 			reconcile.WithOwns(&corev1.ConfigMap{}), reconcile.WithShard(ring, identity))
 		testkit.Must(t, err)
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- mgr.Start(ctx) }()
-		stop = sync.OnceFunc(func() {
-			cancel()
-			testkit.Must(t, <-done)
-		})
-		t.Cleanup(stop)
-		return stop
+		return testkit.Start(t, "replica "+identity, mgr)
 	}
 	start("a")
 	stopB := start("b")
