@@ -3,8 +3,6 @@ package shard_test
 import (
 	"context"
 	"fmt"
-	"runtime/pprof"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
+	"github.com/opkit-dev/opkit/internal/testkit"
 	"github.com/opkit-dev/opkit/shard"
 )
 
@@ -130,26 +129,7 @@ func replicaOf(t *testing.T, r shard.Ring, identity string, inner func(ctrl.Mana
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	stop = sync.OnceFunc(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("replica %s: %v", identity, err)
-			}
-			return
-		case <-time.After(20 * time.Second):
-		}
-		// A stop this slow hangs: show where.
-		var dump strings.Builder
-		_ = pprof.Lookup("goroutine").WriteTo(&dump, 1)
-		t.Errorf("replica %s: not stopped 20 s after its cancel (%v); goroutines:\n%s", identity, <-done, dump.String())
-	})
-	t.Cleanup(stop)
-	return stop, mgr
+	return testkit.Start(t, "replica "+identity, mgr), mgr
 }
 
 // TestShardsHandOverWithoutOverlap runs replicas a and b over 30

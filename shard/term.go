@@ -50,9 +50,12 @@ func (s *sharder) startTerm(parent context.Context) (*term, error) {
 		}
 	}
 	t := &term{sharder: s, cache: c, changed: make(chan event.GenericEvent, 1024), done: make(chan struct{})}
-	// Several workers: each waits for the cache after its write.
+	// Several workers: each waits for the cache after its write. No
+	// priority queue: controller-runtime v0.24's can deadlock when a term
+	// stops (kubernetes-sigs/controller-runtime#3538, fixed in v0.25.2).
 	ctl, err := controller.NewTypedUnmanaged("shard-"+s.Ring.Name, controller.Options{
 		Reconciler: t, Logger: s.log, SkipNameValidation: ptr.To(true), MaxConcurrentReconciles: 8,
+		UsePriorityQueue: ptr.To(false),
 	})
 	if err != nil {
 		return nil, err

@@ -2,7 +2,11 @@ package testkit
 
 import (
 	"context"
+	"runtime/pprof"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // Runner is anything started with a context and run until it is
@@ -26,4 +30,30 @@ func Run(t testing.TB, r Runner) context.Context {
 		}
 	})
 	return ctx
+}
+
+// Start is Run for a runner the test stops itself: the returned stop
+// cancels r and waits for it, once; the test's end calls it too. A stop
+// that takes over 20 s fails the test with every goroutine's stack.
+func Start(t testing.TB, name string, r Runner) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Start(ctx) }()
+	stop = sync.OnceFunc(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+			return
+		case <-time.After(20 * time.Second):
+		}
+		var dump strings.Builder
+		_ = pprof.Lookup("goroutine").WriteTo(&dump, 1)
+		t.Errorf("%s: not stopped 20 s after its cancel (%v); goroutines:\n%s", name, <-done, dump.String())
+	})
+	t.Cleanup(stop)
+	return stop
 }
