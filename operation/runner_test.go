@@ -147,25 +147,24 @@ func (p *process) drive(w *work) {
 // waitStarted waits for the n-th start of the operation's Run.
 func waitStarted(t *testing.T, w *work, n int) {
 	t.Helper()
-	for range 1000 {
-		if started, _ := w.counts(); started >= n {
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
-	t.Fatalf("Run did not start %d times", n)
+	waitCount(t, "start", n, func() int { started, _ := w.counts(); return started })
 }
 
 // waitEffects waits for the n-th effect of the operation's Run.
 func waitEffects(t *testing.T, w *work, n int) {
 	t.Helper()
+	waitCount(t, "take effect", n, func() int { _, effects := w.counts(); return effects })
+}
+
+func waitCount(t *testing.T, what string, n int, count func() int) {
+	t.Helper()
 	for range 1000 {
-		if _, effects := w.counts(); effects >= n {
+		if count() >= n {
 			return
 		}
 		time.Sleep(time.Millisecond)
 	}
-	t.Fatalf("Run did not take effect %d times", n)
+	t.Fatalf("Run did not %s %d times", what, n)
 }
 
 // TestRestartAtEveryStep kills the operator at each point of an

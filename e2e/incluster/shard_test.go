@@ -8,13 +8,9 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/e2e-framework/klient/k8s"
 	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 
@@ -188,45 +184,6 @@ func (o operator) shardsConverge(ctx context.Context, t *testing.T, cfg *envconf
 		if len(owner) != shardCount {
 			return false, fmt.Sprintf("%d shard Memcacheds", len(owner))
 		}
-		return shardChildrenLabelled(ctx, cfg, ns, owner)
+		return harness.ShardChildrenLabelled(ctx, cfg, ns, shardRing.Label(), owner)
 	})
-}
-
-// shardChildrenLabelled says whether every Deployment, Service and
-// budget of the Memcacheds in owner carries its Memcached's member (pods
-// are not labelled: every shard caches their metadata).
-func shardChildrenLabelled(ctx context.Context, cfg *envconf.Config, ns string, owner map[string]string) (bool, string) {
-	var deps appsv1.DeploymentList
-	var svcs corev1.ServiceList
-	var pdbs policyv1.PodDisruptionBudgetList
-	for _, l := range []k8s.ObjectList{&deps, &svcs, &pdbs} {
-		if err := cfg.Client().Resources(ns).List(ctx, l); err != nil {
-			return false, err.Error()
-		}
-	}
-	var objs []client.Object
-	for i := range deps.Items {
-		objs = append(objs, &deps.Items[i])
-	}
-	for i := range svcs.Items {
-		objs = append(objs, &svcs.Items[i])
-	}
-	for i := range pdbs.Items {
-		objs = append(objs, &pdbs.Items[i])
-	}
-	children := 0
-	for _, o := range objs {
-		want, ok := owner[o.GetLabels()["app.kubernetes.io/instance"]]
-		if !ok {
-			continue
-		}
-		children++
-		if got := o.GetLabels()[shardRing.Label()]; got != want {
-			return false, fmt.Sprintf("%T %s labelled %q, want its Memcached's %s", o, o.GetName(), got, want)
-		}
-	}
-	if children < 2*len(owner) {
-		return false, fmt.Sprintf("%d children of %d Memcacheds", children, len(owner))
-	}
-	return true, ""
 }

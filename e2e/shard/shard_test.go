@@ -8,13 +8,8 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/e2e-framework/klient/k8s"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
@@ -158,8 +153,10 @@ func waitAll(ctx context.Context, t *testing.T, cfg *envconf.Config, within time
 			return false, fmt.Sprintf("%d Memcacheds", len(list.Items))
 		}
 		owned := map[string]int{}
+		owner := map[string]string{}
 		for _, m := range list.Items {
 			want := shard.Owner(ns+"/"+m.Name, members)
+			owner[m.Name] = want
 			if got := m.Labels[ring.Label()]; got != want || m.Labels[ring.DrainLabel()] != "" {
 				return false, fmt.Sprintf("%s labelled %q (drain %q), want %s", m.Name, got, m.Labels[ring.DrainLabel()], want)
 			}
@@ -178,45 +175,10 @@ func waitAll(ctx context.Context, t *testing.T, cfg *envconf.Config, within time
 			}
 		}
 		if ready {
-			return childrenLabelled(ctx, cfg, members)
+			return harness.ShardChildrenLabelled(ctx, cfg, ns, ring.Label(), owner)
 		}
 		return true, ""
 	})
-}
-
-// childrenLabelled says whether every Deployment, Service and
-// PodDisruptionBudget of a Memcached carries its member's label, so that
-// only that member caches it. Pods are not labelled: every shard caches
-// their metadata.
-func childrenLabelled(ctx context.Context, cfg *envconf.Config, members []string) (bool, string) {
-	var deps appsv1.DeploymentList
-	var svcs corev1.ServiceList
-	var pdbs policyv1.PodDisruptionBudgetList
-	for _, l := range []k8s.ObjectList{&deps, &svcs, &pdbs} {
-		if err := cfg.Client().Resources(ns).List(ctx, l); err != nil {
-			return false, err.Error()
-		}
-	}
-	if len(deps.Items) < count || len(svcs.Items) < count {
-		return false, fmt.Sprintf("%d Deployments and %d Services for %d Memcacheds", len(deps.Items), len(svcs.Items), count)
-	}
-	var objs []client.Object
-	for i := range deps.Items {
-		objs = append(objs, &deps.Items[i])
-	}
-	for i := range svcs.Items {
-		objs = append(objs, &svcs.Items[i])
-	}
-	for i := range pdbs.Items {
-		objs = append(objs, &pdbs.Items[i])
-	}
-	for _, o := range objs {
-		want := shard.Owner(ns+"/"+o.GetLabels()["app.kubernetes.io/instance"], members)
-		if got := o.GetLabels()[ring.Label()]; got != want {
-			return false, fmt.Sprintf("%T %s labelled %q, want its Memcached's member %s", o, o.GetName(), got, want)
-		}
-	}
-	return true, ""
 }
 
 // scaleAll sets every Memcached's replicas.

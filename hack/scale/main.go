@@ -155,11 +155,8 @@ func main() {
 }
 
 func run(ctx context.Context, cfg config) error {
-	out, err := filepath.Abs(cfg.Out)
+	out, err := outDir(cfg.Out)
 	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
 	res := &results{Started: time.Now().UTC(), Nodes: cfg.Nodes, Primary: cfg.N}
@@ -182,6 +179,15 @@ func run(ctx context.Context, cfg config) error {
 	}
 	fmt.Fprintf(os.Stderr, "\nresults in %s\n", out)
 	return nil
+}
+
+// outDir makes dir and returns its absolute path.
+func outDir(dir string) (string, error) {
+	out, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	return out, os.MkdirAll(out, 0o755)
 }
 
 // runOnce measures every contender at n on a cluster of its own.

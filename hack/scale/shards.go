@@ -102,11 +102,8 @@ type failoverResult struct {
 var shardRing = shard.Ring{Name: "memcached"}
 
 func runShards(ctx context.Context, cfg config) error {
-	out, err := filepath.Abs(cfg.Out)
+	out, err := outDir(cfg.Out)
 	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
 	res := &shardsResult{Command: "cd hack && go run ./scale " + strings.Join(os.Args[1:], " "), Config: cfg}
