@@ -245,9 +245,10 @@ test-e2e: cluster-tools node-tools images ## e2e-framework suites on throwaway l
 	@# Alone: it interrupts and kills real-node suites and checks what they leave.
 	cd e2e && $(STATIC_BUILD_ENV) go test -count=1 -timeout $(E2E_TIMEOUT) ./teardown
 
-# The etcd operator's fault campaign: make test runs 80 schedules on etcd
-# processes (TestFaultCampaign) and 50 on the fake etcd
-# (TestFaultCampaignFake) of seed 1; chaos runs SCHEDULES and
+# The etcd operator's fault campaign: make test runs 40 schedules on etcd
+# processes (TestFaultCampaign) and 30 on the fake etcd
+# (TestFaultCampaignFake) of seed 1, plus seed 1's schedules that found a
+# defect; chaos runs SCHEDULES and
 # FAKE_SCHEDULES longer schedules from SEED (the same seed runs the same
 # schedules), then NODE_SCHEDULES on two real nodes (TestNodeCampaign),
 # and ends with their totals.
