@@ -341,6 +341,7 @@ func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object
 		var liveDigest string
 		liveDigest, postShape = parseDigestLabel(current.GetLabels()[AppliedDigestLabel])
 		if ownership.IsControlledBy(current, owner) && liveDigest == digest && matches(desired, current) && ofMember(ctx, current) {
+			c.applied.seen(ck, current)
 			return OperationNone, copyInto(current, desired)
 		}
 		if rec, ok := c.applied.lookup(ck, current); ok {

@@ -125,6 +125,17 @@ func (a *appliedChildren) wasCreated(k childKey) bool {
 	return ok && rec.created && time.Since(rec.at) <= appliedChildTTL
 }
 
+// seen drops k's record once current, read from the cache, shows the
+// cache has caught up, as lookup does; a pass that writes nothing calls
+// it, so that records do not wait for an apply to prune them.
+func (a *appliedChildren) seen(k childKey, current client.Object) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if rec, ok := a.m[k]; ok && (rec.uid != current.GetUID() || !slices.Contains(rec.staleRVs, current.GetResourceVersion())) {
+		delete(a.m, k)
+	}
+}
+
 // forget drops the record of k.
 func (a *appliedChildren) forget(k childKey) {
 	a.mu.Lock()
