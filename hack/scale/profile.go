@@ -179,3 +179,28 @@ func fileSafe(s string) string {
 	}
 	return strings.TrimSuffix(b.String(), "-")
 }
+
+// saveHeap writes the heap profile at pprofURL, taken after a GC, to
+// path.
+func saveHeap(ctx context.Context, pprofURL, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, pprofURL+"/debug/pprof/heap?gc=1", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("heap profile: %s", resp.Status)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, body, 0o644)
+}

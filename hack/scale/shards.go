@@ -162,6 +162,14 @@ func shardOnce(ctx context.Context, cfg config) (res *shardRun, m machine, err e
 	}
 	time.Sleep(2 * time.Second) // the passes of the last watch events
 	cpuAfter := replicaCPU(e.replicas)
+	for _, op := range e.replicas {
+		if op.pprofURL != "" {
+			path := filepath.Join(cfg.Profile, fmt.Sprintf("heap-%d-%d-%s.pprof", cfg.N, cfg.replicas, op.name))
+			if err := saveHeap(ctx, op.pprofURL, path); err != nil {
+				return nil, m, err
+			}
+		}
+	}
 	held, err := heldBy(ctx, e)
 	if err != nil {
 		return nil, m, err
