@@ -281,3 +281,50 @@ func TestEvents(t *testing.T) {
 type errTest string
 
 func (e errTest) Error() string { return string(e) }
+
+// TestOwnWritesForgottenOnceCached: the Reconciler remembers its status
+// write only until the cache shows it, even when no pass follows: here a
+// labelled Secret queues a pass whose only write is a condition, and the
+// status-only change queues none.
+func TestOwnWritesForgottenOnceCached(t *testing.T) {
+	f := newFixture(t)
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 env.Scheme,
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{f.ns: {}}},
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	testkit.Must(t, err)
+	hooks := &widgetHooks{children: f.children()}
+	hooks.onReconc = func(ctx context.Context, w *testv1.Widget) (reconcile.Result, bool) {
+		var s corev1.Secret
+		if env.Client.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: "poke"}, &s) == nil {
+			statusutil.MarkTrue(w, "Poked", "SecretSeen", "")
+		}
+		return reconcile.Result{}, false
+	}
+	r, err := reconcile.SetupWithManager[*testv1.Widget](mgr, hooks,
+		reconcile.WithName("ownwrites-"+f.ns), reconcile.WithOwns(&corev1.ConfigMap{}),
+		reconcile.WithWatches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(
+			func(_ context.Context, o client.Object) []crreconcile.Request {
+				return []crreconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: "w"}}}
+			})),
+		reconcile.WithSkipNameValidation())
+	testkit.Must(t, err)
+	testkit.Run(t, mgr)
+
+	f.createWidget("w", testv1.WidgetSpec{Replicas: 1})
+	waitFor(t, f, "w", func(w *testv1.Widget) bool {
+		return w.Status.ObservedGeneration == 1 && statusutil.IsTrue(w, statusutil.ReadyCondition)
+	})
+	time.Sleep(time.Second) // the passes of the child's events
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "poke", Namespace: f.ns}}
+	testkit.Must(t, env.Client.Create(t.Context(), secret))
+	waitFor(t, f, "w", func(w *testv1.Widget) bool { return statusutil.IsTrue(w, "Poked") })
+	err = wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return reconcile.OwnWritesHeld(r) == 0, nil
+	})
+	if err != nil {
+		t.Errorf("%d objects' writes remembered 5 s after the last, want 0", reconcile.OwnWritesHeld(r))
+	}
+}

@@ -93,6 +93,18 @@ func (w *ownWrites) record(key types.NamespacedName, obj client.Object, readRV s
 	w.m[key] = ownWrite{uid: obj.GetUID(), staleRVs: rvs, written: written}
 }
 
+// seen drops key's record when obj, a version the cache now holds, is
+// not one the record predates: the cache has our writes. The Reconciler
+// calls it on every watch event, since a status-only change queues no
+// pass that would drop the record through overlay.
+func (w *ownWrites) seen(key types.NamespacedName, obj client.Object) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if rec, ok := w.m[key]; ok && (rec.uid != obj.GetUID() || !slices.Contains(rec.staleRVs, obj.GetResourceVersion())) {
+		delete(w.m, key)
+	}
+}
+
 // forget drops the record of key.
 func (w *ownWrites) forget(key types.NamespacedName) {
 	w.mu.Lock()

@@ -44,7 +44,7 @@ func (r *Reconciler[T]) pause(ctx context.Context, key types.NamespacedName, bef
 	if err := r.writeStatusCounted(ctx, before, obj); err != nil {
 		return err
 	}
-	r.writes.record(key, obj, readRV, stale)
+	r.recordWrites(ctx, key, obj, readRV, stale)
 	if !statusutil.IsTrue(before, ConditionPaused) {
 		r.recorder.Eventf(obj, nil, "Normal", ReasonPaused, "Pause", "%s", pausedMessage)
 	}

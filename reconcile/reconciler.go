@@ -10,8 +10,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -120,6 +122,9 @@ type Reconciler[T Object] struct {
 	metrics  *metrics
 	writes   ownWrites
 	progress progressDeferrals
+	// cache, set by SetupWithManager, shows whether the informer already
+	// holds a write when the pass records it (see recordWrites).
+	cache client.Reader
 }
 
 var _ crreconcile.Reconciler = &Reconciler[Object]{}
@@ -220,7 +225,7 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req crreconcile.Request) 
 
 	if !obj.GetDeletionTimestamp().IsZero() {
 		res, err := r.finalize(ctx, before, obj)
-		r.writes.record(req.NamespacedName, obj, readRV, stale)
+		r.recordWrites(ctx, req.NamespacedName, obj, readRV, stale)
 		return res, err
 	}
 	if IsPaused(obj) {
@@ -253,14 +258,14 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req crreconcile.Request) 
 		// Remember only what was written (a finalizer, perhaps), not the
 		// deferred status: a pass on a stale read must see the real one.
 		copyStatus(before, obj)
-		r.writes.record(req.NamespacedName, obj, readRV, stale)
+		r.recordWrites(ctx, req.NamespacedName, obj, readRV, stale)
 		return ctrl.Result{RequeueAfter: after}, nil
 	}
 	if resumed {
 		r.recorder.Eventf(obj, nil, "Normal", EventResumed, "Pause", "annotation %s removed: reconciling again", AnnotationPaused)
 	}
 	out, err := r.finish(ctx, before, obj, res)
-	r.writes.record(req.NamespacedName, obj, readRV, stale)
+	r.recordWrites(ctx, req.NamespacedName, obj, readRV, stale)
 	return out, err
 }
 
@@ -443,4 +448,19 @@ func readyNote(c *metav1.Condition) string {
 type discardRecorder struct{}
 
 func (discardRecorder) Eventf(runtime.Object, runtime.Object, string, string, string, string, ...any) {
+}
+
+// recordWrites records the pass's writes, then drops the record if the
+// cache holds them already: the informer stores an object before it calls
+// the handlers, so an event that beat the record shows here, and one
+// after it finds the record (writesSeen).
+func (r *Reconciler[T]) recordWrites(ctx context.Context, key types.NamespacedName, obj T, readRV string, stale []string) {
+	r.writes.record(key, obj, readRV, stale)
+	if r.cache == nil || obj.GetResourceVersion() == readRV {
+		return
+	}
+	cur := r.newObj()
+	if err := r.cache.Get(ctx, key, cur, &client.GetOptions{UnsafeDisableDeepCopy: ptr.To(true)}); err == nil {
+		r.writes.seen(key, cur)
+	}
 }

@@ -92,6 +92,8 @@ func SetupWithManager[T Object](mgr ctrl.Manager, hooks Hooks[T], opts ...SetupO
 	if len(preds) == 0 {
 		preds = []predicate.Predicate{DefaultPredicate()}
 	}
+	r.cache = mgr.GetCache()
+	preds = append([]predicate.Predicate{r.writesSeen()}, preds...)
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(r.opts.name).
 		For(newObj(), builder.WithPredicates(preds...)).
@@ -206,4 +208,19 @@ func distinctKinds(scheme *runtime.Scheme, objs []client.Object) ([]ownedKind, e
 		}
 	}
 	return out, nil
+}
+
+// writesSeen is a predicate that filters nothing: it shows every event
+// of the kind to the Reconciler's record of its own writes.
+func (r *Reconciler[T]) writesSeen() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			r.writes.seen(client.ObjectKeyFromObject(e.ObjectNew), e.ObjectNew)
+			return true
+		},
+		DeleteFunc: func(e event.DeleteEvent) bool {
+			r.writes.forget(client.ObjectKeyFromObject(e.Object))
+			return true
+		},
+	}
 }
