@@ -288,13 +288,7 @@ func (e errTest) Error() string { return string(e) }
 // status-only change queues none.
 func TestOwnWritesForgottenOnceCached(t *testing.T) {
 	f := newFixture(t)
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 env.Scheme,
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{f.ns: {}}},
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	})
-	testkit.Must(t, err)
+	mgr := f.manager()
 	hooks := &widgetHooks{children: f.children()}
 	hooks.onReconc = func(ctx context.Context, w *testv1.Widget) (reconcile.Result, bool) {
 		var s corev1.Secret

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -66,20 +65,14 @@ func TestSetupKeepsTheManagersNameValidation(t *testing.T) {
 // Go type, and each is watched.
 func TestWithOwnsTellsUnstructuredKindsApart(t *testing.T) {
 	f := newFixture(t)
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 env.Scheme,
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{f.ns: {}}},
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	})
-	testkit.Must(t, err)
+	mgr := f.manager()
 	owned := func(kind string) *unstructured.Unstructured {
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(kind))
 		return u
 	}
 	hooks := &widgetHooks{children: f.children()}
-	_, err = reconcile.SetupWithManager[*testv1.Widget](mgr, hooks,
+	_, err := reconcile.SetupWithManager[*testv1.Widget](mgr, hooks,
 		reconcile.WithName("unstructured-"+f.ns),
 		reconcile.WithOwns(owned("ConfigMap")), reconcile.WithOwns(owned("Secret")),
 		reconcile.WithSkipNameValidation())
