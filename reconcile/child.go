@@ -309,6 +309,7 @@ func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object
 		return getAs(ctx, r, key, o.readAs, current.(*unstructured.Unstructured), gvk)
 	}
 	err = get(c.client)
+	cached := err == nil
 	if apierrors.IsNotFound(err) && c.uncached != nil {
 		if c.applied.wasCreated(ck) {
 			// An earlier pass created it and the cache has not seen it
@@ -341,7 +342,9 @@ func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object
 		var liveDigest string
 		liveDigest, postShape = parseDigestLabel(current.GetLabels()[AppliedDigestLabel])
 		if ownership.IsControlledBy(current, owner) && liveDigest == digest && matches(desired, current) && ofMember(ctx, current) {
-			c.applied.seen(ck, current)
+			if cached {
+				c.applied.seen(ck, current)
+			}
 			return OperationNone, copyInto(current, desired)
 		}
 		if rec, ok := c.applied.lookup(ck, current); ok {

@@ -93,16 +93,24 @@ func (w *ownWrites) record(key types.NamespacedName, obj client.Object, readRV s
 	w.m[key] = ownWrite{uid: obj.GetUID(), staleRVs: rvs, written: written}
 }
 
-// seen drops key's record when obj, a version the cache now holds, is
-// not one the record predates: the cache has our writes. The Reconciler
-// calls it on every watch event, since a status-only change queues no
-// pass that would drop the record through overlay.
+// seen drops key's record when obj, the version the informer's store
+// holds, is not one the record predates: the cache has our writes. It
+// serves writesSeen and recordWrites, since a status-only change queues
+// no pass that would drop the record through overlay.
 func (w *ownWrites) seen(key types.NamespacedName, obj client.Object) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if rec, ok := w.m[key]; ok && (rec.uid != obj.GetUID() || !slices.Contains(rec.staleRVs, obj.GetResourceVersion())) {
 		delete(w.m, key)
 	}
+}
+
+// has says whether key has a record.
+func (w *ownWrites) has(key types.NamespacedName) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.m[key]
+	return ok
 }
 
 // forget drops the record of key.
