@@ -62,7 +62,7 @@ func (a *appliedChildren) lookup(k childKey, current client.Object) (appliedChil
 	if !ok {
 		return appliedChild{}, false
 	}
-	if rec.uid != current.GetUID() || !slices.Contains(rec.staleRVs, current.GetResourceVersion()) {
+	if !predates(current, rec.uid, rec.staleRVs) {
 		delete(a.m, k)
 		return appliedChild{}, false
 	}
@@ -131,7 +131,7 @@ func (a *appliedChildren) wasCreated(k childKey) bool {
 func (a *appliedChildren) seen(k childKey, current client.Object) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if rec, ok := a.m[k]; ok && (rec.uid != current.GetUID() || !slices.Contains(rec.staleRVs, current.GetResourceVersion())) {
+	if rec, ok := a.m[k]; ok && !predates(current, rec.uid, rec.staleRVs) {
 		delete(a.m, k)
 	}
 }

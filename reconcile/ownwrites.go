@@ -45,7 +45,7 @@ func (w *ownWrites) overlay(key types.NamespacedName, obj client.Object, finaliz
 	if !ok {
 		return nil
 	}
-	if rec.uid != obj.GetUID() || !slices.Contains(rec.staleRVs, obj.GetResourceVersion()) {
+	if !predates(obj, rec.uid, rec.staleRVs) {
 		delete(w.m, key)
 		return nil
 	}
@@ -100,9 +100,15 @@ func (w *ownWrites) record(key types.NamespacedName, obj client.Object, readRV s
 func (w *ownWrites) seen(key types.NamespacedName, obj client.Object) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if rec, ok := w.m[key]; ok && (rec.uid != obj.GetUID() || !slices.Contains(rec.staleRVs, obj.GetResourceVersion())) {
+	if rec, ok := w.m[key]; ok && !predates(obj, rec.uid, rec.staleRVs) {
 		delete(w.m, key)
 	}
+}
+
+// predates says whether obj, read from the cache, is a version of the
+// object uid that a write record lists as stale.
+func predates(obj client.Object, uid types.UID, staleRVs []string) bool {
+	return obj.GetUID() == uid && slices.Contains(staleRVs, obj.GetResourceVersion())
 }
 
 // has says whether key has a record.

@@ -450,17 +450,27 @@ type discardRecorder struct{}
 func (discardRecorder) Eventf(runtime.Object, runtime.Object, string, string, string, string, ...any) {
 }
 
-// recordWrites records the pass's writes, then drops the record if the
-// cache holds them already: the informer stores an object before it calls
-// the handlers, so an event that beat the record shows here, and one
-// after it finds the record (writesSeen).
+// recordWrites records the pass's writes, then settles the record
+// against the cache: the informer stores an object before it calls the
+// handlers, so an event that beat the record shows here, and one after it
+// finds the record (writesSeen).
 func (r *Reconciler[T]) recordWrites(ctx context.Context, key types.NamespacedName, obj T, readRV string, stale []string) {
 	r.writes.record(key, obj, readRV, stale)
-	if r.cache == nil || obj.GetResourceVersion() == readRV {
+	r.settleWrites(ctx, key)
+}
+
+// settleWrites drops key's write record once the informer's store holds
+// the writes, or holds no such object: the store only moves forward.
+func (r *Reconciler[T]) settleWrites(ctx context.Context, key types.NamespacedName) {
+	if r.cache == nil || !r.writes.has(key) {
 		return
 	}
 	cur := r.newObj()
-	if err := r.cache.Get(ctx, key, cur, &client.GetOptions{UnsafeDisableDeepCopy: ptr.To(true)}); err == nil {
+	err := r.cache.Get(ctx, key, cur, &client.GetOptions{UnsafeDisableDeepCopy: ptr.To(true)})
+	switch {
+	case err == nil:
 		r.writes.seen(key, cur)
+	case apierrors.IsNotFound(err):
+		r.writes.forget(key)
 	}
 }

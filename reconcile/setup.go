@@ -6,14 +6,12 @@ import (
 	"maps"
 	"slices"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -214,26 +212,16 @@ func distinctKinds(scheme *runtime.Scheme, objs []client.Object) ([]ownedKind, e
 }
 
 // writesSeen is a predicate that filters nothing: each event of the kind
-// checks the Reconciler's record of its own writes against the informer's
+// settles the Reconciler's record of its own writes against the informer's
 // store. Not against the event's object: a listener delivers events after
 // the store has moved on, possibly several versions later.
 func (r *Reconciler[T]) writesSeen() predicate.Predicate {
-	check := func(o client.Object) {
-		key := client.ObjectKeyFromObject(o)
-		if r.cache == nil || !r.writes.has(key) {
-			return
-		}
-		cur := r.newObj()
-		err := r.cache.Get(context.Background(), key, cur, &client.GetOptions{UnsafeDisableDeepCopy: ptr.To(true)})
-		switch {
-		case err == nil:
-			r.writes.seen(key, cur)
-		case apierrors.IsNotFound(err):
-			r.writes.forget(key) // the store only moves forward
-		}
+	settle := func(o client.Object) bool {
+		r.settleWrites(context.Background(), client.ObjectKeyFromObject(o))
+		return true
 	}
 	return predicate.Funcs{
-		UpdateFunc: func(e event.UpdateEvent) bool { check(e.ObjectNew); return true },
-		DeleteFunc: func(e event.DeleteEvent) bool { check(e.Object); return true },
+		UpdateFunc: func(e event.UpdateEvent) bool { return settle(e.ObjectNew) },
+		DeleteFunc: func(e event.DeleteEvent) bool { return settle(e.Object) },
 	}
 }
