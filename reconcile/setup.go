@@ -139,7 +139,7 @@ func SetupWithManager[T Object](mgr ctrl.Manager, hooks Hooks[T], opts ...SetupO
 		if err := s.SetupWithManager(mgr); err != nil {
 			return nil, fmt.Errorf("setting up controller %s: %w", r.opts.name, err)
 		}
-		inner = shard.Handoff(sh.ring, sh.identity, mgr.GetClient(), newObj(), r)
+		inner = shard.Handoff(sh.ring, sh.identity, mgr, newObj(), r)
 	}
 	if err := b.Complete(inner); err != nil {
 		return nil, fmt.Errorf("setting up controller %s: %w", r.opts.name, err)

@@ -15,7 +15,7 @@
 //	mgr.Add(ring.Member(leases, pod))
 //	(&shard.Sharder{Ring: ring, Identity: pod, GVK: widgetGVK}).SetupWithManager(mgr)
 //	ctrl.NewControllerManagedBy(mgr).For(&Widget{}).
-//		Complete(shard.Handoff(ring, pod, mgr.GetClient(), &Widget{}, r))
+//		Complete(shard.Handoff(ring, pod, mgr, &Widget{}, r))
 //
 // Children (Sharder.Children) move with their owner: the Sharder labels
 // them with its member, before the owner when it moves.

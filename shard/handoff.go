@@ -3,12 +3,12 @@ package shard
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
@@ -19,21 +19,23 @@ import (
 // never runs one key twice at once), and the Sharder gives the object to
 // its next member only once the labels are gone. The answer returns when
 // c's cache has moved past the drained version, so that no stale copy
-// reaches inner afterwards, nor the object's leaving the cache, which is
-// no deletion. obj is the kind's prototype, copied per
-// request; c reads through the member's cache (Ring.Selector).
-func Handoff(r Ring, identity string, c client.Client, obj client.Object, inner reconcile.Reconciler) reconcile.Reconciler {
-	// handedOver holds the objects given away: their leaving the cache
-	// is not a deletion for inner to see.
-	var handedOver sync.Map
+// reaches inner afterwards. An object that left the cache reaches inner
+// only if the API server has no such object either (one GET): a move,
+// drained or not, is no deletion. obj is the kind's prototype, copied
+// per request; cl's cache holds the member's objects (Ring.Selector).
+func Handoff(r Ring, identity string, cl cluster.Cluster, obj client.Object, inner reconcile.Reconciler) reconcile.Reconciler {
+	c := cl.GetClient()
 	return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 		o := obj.DeepCopyObject().(client.Object)
 		if err := c.Get(ctx, req.NamespacedName, o); err != nil {
 			if !apierrors.IsNotFound(err) {
 				return reconcile.Result{}, err
 			}
-			if _, gone := handedOver.Load(req); gone {
-				return reconcile.Result{}, nil
+			switch err := cl.GetAPIReader().Get(ctx, req.NamespacedName, o); {
+			case err == nil:
+				return reconcile.Result{}, nil // moved; the cache brings it back if it returns
+			case !apierrors.IsNotFound(err):
+				return reconcile.Result{}, err
 			}
 			return inner.Reconcile(ctx, req)
 		}
@@ -42,7 +44,6 @@ func Handoff(r Ring, identity string, c client.Client, obj client.Object, inner 
 		case labels[r.Label()] != identity:
 			return reconcile.Result{}, nil // not ours (any more)
 		case labels[r.DrainLabel()] == "":
-			handedOver.Delete(req)
 			return inner.Reconcile(WithMember(ctx, r.Label(), identity), req)
 		}
 		drained := o.GetResourceVersion()
@@ -53,7 +54,6 @@ func Handoff(r Ring, identity string, c client.Client, obj client.Object, inner 
 		if err := c.Patch(ctx, o, patch); err != nil {
 			return reconcile.Result{}, fmt.Errorf("shard: handing %s over: %w", req, err)
 		}
-		handedOver.Store(req, struct{}{})
 		err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 			cur := obj.DeepCopyObject().(client.Object)
 			err := c.Get(ctx, req.NamespacedName, cur)

@@ -125,7 +125,7 @@ func replicaOf(t *testing.T, r shard.Ring, identity string, inner func(ctrl.Mana
 		t.Fatal(err)
 	}
 	err = ctrl.NewControllerManagedBy(mgr).Named("widgets-" + identity).For(&testv1.Widget{}).
-		Complete(shard.Handoff(r, identity, mgr.GetClient(), &testv1.Widget{}, inner(mgr)))
+		Complete(shard.Handoff(r, identity, mgr, &testv1.Widget{}, inner(mgr)))
 	if err != nil {
 		t.Fatal(err)
 	}
