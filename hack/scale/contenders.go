@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -45,10 +48,37 @@ var contenderOrder = []string{contDirect, contOpkit, contTutorial}
 type contender struct {
 	name string
 	ns   string
+	// namespaces hold its objects: ns, and with -namespaces its
+	// siblings ns-1, ns-2, ...
+	namespaces []string
 	// op is the operator process (nil for direct and floor).
 	op *operator
 	// floor: the benchmark plays the operator (see contFloor).
 	floor bool
+}
+
+// nsOf is the namespace of the object named name (names()): the
+// objects go round robin over c.namespaces.
+func (c *contender) nsOf(name string) string {
+	if len(c.namespaces) < 2 {
+		return c.ns
+	}
+	i, _ := strconv.Atoi(name[strings.LastIndexByte(name, '-')+1:])
+	return c.namespaces[i%len(c.namespaces)]
+}
+
+// has reports whether ns is one of c's namespaces.
+func (c *contender) has(ns string) bool { return slices.Contains(c.namespaces, ns) }
+
+// inNamespaces restricts a list of the benchmark's cache to c's
+// namespaces. Spread over several, it lists them all: a run with
+// -namespaces has no other contender, and the cache watches only
+// contenders' namespaces.
+func (c *contender) inNamespaces() client.InNamespace {
+	if len(c.namespaces) < 2 {
+		return client.InNamespace(c.ns)
+	}
+	return client.InNamespace("")
 }
 
 // operated reports whether the contender is an operator process.
@@ -70,11 +100,11 @@ func (c *contender) noun() string {
 // headless Service.
 func (c *contender) create(ctx context.Context, cl client.Client, name string) error {
 	if c.operated() {
-		return cl.Create(ctx, newMemcached(c.ns, name))
+		return cl.Create(ctx, newMemcached(c.nsOf(name), name))
 	}
 	var owner *metav1.OwnerReference
 	if c.floor {
-		m := newMemcached(c.ns, name)
+		m := newMemcached(c.nsOf(name), name)
 		if err := createIfAbsent(ctx, cl, m); err != nil {
 			return err
 		}
@@ -85,7 +115,8 @@ func (c *contender) create(ctx context.Context, cl client.Client, name string) e
 		}
 		owner = controllerRef(m)
 	}
-	for _, obj := range []client.Object{newDeployment(c.ns, name), newService(c.ns, name)} {
+	ns := c.nsOf(name)
+	for _, obj := range []client.Object{newDeployment(ns, name), newService(ns, name)} {
 		if owner != nil {
 			obj.SetOwnerReferences([]metav1.OwnerReference{*owner})
 		}
@@ -105,10 +136,11 @@ func controllerRef(m *unstructured.Unstructured) *metav1.OwnerReference {
 // the Deployment's replicas and a PodDisruptionBudget.
 func (c *contender) resize(ctx context.Context, cl client.Client, name string) error {
 	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":2}}`))
-	var obj client.Object = &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: name}}
-	pdb := newPDB(c.ns, name)
+	ns := c.nsOf(name)
+	var obj client.Object = &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	pdb := newPDB(ns, name)
 	if c.memcacheds() {
-		m := memcachedRef(c.ns, name)
+		m := memcachedRef(ns, name)
 		if err := cl.Patch(ctx, m, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":2}}`))); err != nil {
 			return err
 		}
@@ -127,9 +159,9 @@ func (c *contender) resize(ctx context.Context, cl client.Client, name string) e
 // collected), or the Deployment, Service and PodDisruptionBudget.
 func (c *contender) remove(ctx context.Context, cl client.Client, name string) error {
 	if c.memcacheds() {
-		return client.IgnoreNotFound(cl.Delete(ctx, memcachedRef(c.ns, name)))
+		return client.IgnoreNotFound(cl.Delete(ctx, memcachedRef(c.nsOf(name), name)))
 	}
-	meta := metav1.ObjectMeta{Namespace: c.ns, Name: name}
+	meta := metav1.ObjectMeta{Namespace: c.nsOf(name), Name: name}
 	for _, obj := range []client.Object{&appsv1.Deployment{ObjectMeta: meta}, &corev1.Service{ObjectMeta: meta}, &policyv1.PodDisruptionBudget{ObjectMeta: meta}} {
 		if err := cl.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting %T: %w", obj, err)

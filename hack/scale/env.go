@@ -172,18 +172,24 @@ func setUp(ctx context.Context, cfg config) (*env, error) {
 	}
 	e.contenders = map[string]*contender{}
 	for _, name := range contenderOrder {
-		ns := namespace(name)
-		if err := e.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			return e, fmt.Errorf("creating namespace %s: %w", ns, err)
+		c := &contender{name: name, ns: namespace(name), floor: name == contFloor}
+		c.namespaces = []string{c.ns}
+		for i := 1; i < cfg.Namespaces; i++ {
+			c.namespaces = append(c.namespaces, fmt.Sprintf("%s-%d", c.ns, i))
 		}
-		e.contenders[name] = &contender{name: name, ns: ns, floor: name == contFloor}
+		for _, ns := range c.namespaces {
+			if err := e.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+				return e, fmt.Errorf("creating namespace %s: %w", ns, err)
+			}
+		}
+		e.contenders[name] = c
 	}
 	if err := e.startCache(ctx, scheme); err != nil {
 		return e, err
 	}
 	// Both operators run with client-side rate limits off, like the
 	// benchmark and the cluster, and watch only their namespace.
-	opkitArgs := append([]string{"--namespaces", namespace(contOpkit), "--metrics-secure=false"}, cfg.OperatorArgs...)
+	opkitArgs := append([]string{"--namespaces", strings.Join(e.contenders[contOpkit].namespaces, ","), "--metrics-secure=false"}, cfg.OperatorArgs...)
 	if cfg.replicas > 0 {
 		for i := range cfg.replicas {
 			op, err := e.startReplica(ctx, cfg, opBin, opkitArgs, i)
@@ -300,8 +306,10 @@ func (e *env) installCRD(ctx context.Context) error {
 // Deployments whole, the other kinds as metadata (only counted).
 func (e *env) startCache(ctx context.Context, scheme *runtime.Scheme) error {
 	namespaces := map[string]cache.Config{}
-	for _, name := range contenderOrder {
-		namespaces[namespace(name)] = cache.Config{}
+	for _, c := range e.contenders {
+		for _, ns := range c.namespaces {
+			namespaces[ns] = cache.Config{}
+		}
 	}
 	c, err := cache.New(e.cfg, cache.Options{Scheme: scheme, DefaultNamespaces: namespaces})
 	if err != nil {

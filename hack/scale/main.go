@@ -74,6 +74,9 @@ type config struct {
 	// Replicas (-replicas) runs the shards experiment instead of the
 	// contenders: the opkit operator as each count of replicas.
 	Replicas []int `json:"replicas,omitempty"`
+	// Namespaces (-namespaces) spreads the shards experiment's
+	// Memcacheds over that many namespaces.
+	Namespaces int `json:"namespaces,omitempty"`
 	// replicas is the count of the run being set up.
 	replicas int
 }
@@ -97,6 +100,7 @@ func main() {
 	flag.Var(&tutArgs, "tutorial-arg", "extra flag for the tutorial operator (repeatable)")
 	flag.StringVar(&cfg.Profile, "profile", "", "directory for CPU profiles of the API server and the operators, one per phase (<phase>-<process>.pprof); empty takes none")
 	flag.StringVar(&replicas, "replicas", "", "comma-separated counts of opkit replicas (e.g. 1,3), each on a fresh cluster with -n Memcacheds: the shards experiment (shards.md) instead of the contenders; one replica is restarted, one of several is killed")
+	flag.IntVar(&cfg.Namespaces, "namespaces", 1, "with -replicas, spread the Memcacheds over this many namespaces, round robin: the controller-manager's deployment and replica set controllers list their whole namespace on every sync, so 10 000 in one namespace take it about an hour here")
 	rerenderDir := flag.String("rerender", "", "write scale.md and scale.png again from the scale.json in this directory, measuring nothing; with -profile, first split the CPU profiles found there into the results (and write scale.json again)")
 	flag.Parse()
 	if *rerenderDir != "" {
@@ -131,6 +135,10 @@ func main() {
 			os.Exit(2)
 		}
 		cfg.Replicas = append(cfg.Replicas, k)
+	}
+	if cfg.Namespaces < 1 || cfg.Namespaces > 1 && len(cfg.Replicas) == 0 {
+		fmt.Fprintln(os.Stderr, "scale: -namespaces: want a count >= 1, and more than 1 only with -replicas (the contenders share one namespace each)")
+		os.Exit(2)
 	}
 	if cfg.N < 1 || cfg.Resize < 0 || cfg.Nodes < 1 || cfg.Workers < 1 || cfg.Rounds < 1 {
 		fmt.Fprintln(os.Stderr, "scale: need -n >= 1, -rounds >= 1, -resize >= 0 (at most N are resized), -nodes >= 1, -workers >= 1")

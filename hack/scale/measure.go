@@ -183,7 +183,7 @@ func (b *bench) contender(ctx context.Context, n, resize int) (out *contenderRes
 	}
 	// Before anything else is measured: a run comparing different objects
 	// stops here.
-	d, err := sampleDeployment(ctx, b.e.client, c.ns, objNames[0])
+	d, err := sampleDeployment(ctx, b.e.client, c.nsOf(objNames[0]), objNames[0])
 	if err != nil {
 		return nil, err
 	}
@@ -433,13 +433,13 @@ func (b *bench) deletePhase(ctx context.Context, objNames []string) (phase, erro
 func (b *bench) countTop() (int, error) {
 	if b.cur.memcacheds() {
 		l := memcachedList()
-		if err := b.e.cache.List(context.Background(), l, client.InNamespace(b.cur.ns), client.UnsafeDisableDeepCopy); err != nil {
+		if err := b.e.cache.List(context.Background(), l, b.cur.inNamespaces(), client.UnsafeDisableDeepCopy); err != nil {
 			return 0, err
 		}
 		return len(l.Items), nil
 	}
 	var l appsv1.DeploymentList
-	if err := b.e.cache.List(context.Background(), &l, client.InNamespace(b.cur.ns), client.UnsafeDisableDeepCopy); err != nil {
+	if err := b.e.cache.List(context.Background(), &l, b.cur.inNamespaces(), client.UnsafeDisableDeepCopy); err != nil {
 		return 0, err
 	}
 	return len(l.Items), nil
@@ -449,14 +449,14 @@ func (b *bench) countTop() (int, error) {
 // left in the contender's namespace.
 func (b *bench) countDescendants() (int, error) {
 	var deps appsv1.DeploymentList
-	if err := b.e.cache.List(context.Background(), &deps, client.InNamespace(b.cur.ns), client.UnsafeDisableDeepCopy); err != nil {
+	if err := b.e.cache.List(context.Background(), &deps, b.cur.inNamespaces(), client.UnsafeDisableDeepCopy); err != nil {
 		return 0, err
 	}
 	n := len(deps.Items)
 	for _, gvk := range metadataKinds {
 		l := &metav1.PartialObjectMetadataList{}
 		l.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := b.e.cache.List(context.Background(), l, client.InNamespace(b.cur.ns), client.UnsafeDisableDeepCopy); err != nil {
+		if err := b.e.cache.List(context.Background(), l, b.cur.inNamespaces(), client.UnsafeDisableDeepCopy); err != nil {
 			return 0, err
 		}
 		n += len(l.Items)
@@ -495,7 +495,7 @@ func memcachedReady(m *unstructured.Unstructured, pods int64) bool {
 // they report Ready.
 func (b *bench) countDeploymentsReady(objNames []string, pods int32) (int, error) {
 	var l appsv1.DeploymentList
-	if err := b.e.cache.List(context.Background(), &l, client.InNamespace(b.cur.ns), client.UnsafeDisableDeepCopy); err != nil {
+	if err := b.e.cache.List(context.Background(), &l, b.cur.inNamespaces(), client.UnsafeDisableDeepCopy); err != nil {
 		return 0, err
 	}
 	want := nameSet(objNames)

@@ -78,7 +78,7 @@ func (t *readyTracker) elapsed() float64 {
 // observe records when d, one of the step's Deployments, is first seen
 // rolled out.
 func (t *readyTracker) observe(d *appsv1.Deployment) {
-	if d.Namespace != t.b.cur.ns || !t.want[d.Name] || !rolledOut(d, int32(t.pods)) {
+	if !t.b.cur.has(d.Namespace) || !t.want[d.Name] || !rolledOut(d, int32(t.pods)) {
 		return
 	}
 	t.mu.Lock()
@@ -92,7 +92,7 @@ func (t *readyTracker) observe(d *appsv1.Deployment) {
 // the first time each was. The step's clock starts at the first call.
 func (t *readyTracker) count() (int, error) {
 	l := memcachedList()
-	if err := t.b.e.cache.List(context.Background(), l, client.InNamespace(t.b.cur.ns), client.UnsafeDisableDeepCopy); err != nil {
+	if err := t.b.e.cache.List(context.Background(), l, t.b.cur.inNamespaces(), client.UnsafeDisableDeepCopy); err != nil {
 		return 0, err
 	}
 	t.mu.Lock()

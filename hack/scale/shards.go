@@ -233,15 +233,17 @@ func replicaCPU(ops []*operator) []float64 {
 
 // heldBy counts the Memcacheds by the shard they are labelled for.
 func heldBy(ctx context.Context, e *env) (map[string]int, error) {
-	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(memcachedGVK.GroupVersion().WithKind("MemcachedList"))
-	if err := e.client.List(ctx, list, client.InNamespace(namespace(contOpkit))); err != nil {
-		return nil, err
-	}
 	out := map[string]int{}
-	for _, o := range list.Items {
-		if o.Labels[shardRing.DrainLabel()] == "" {
-			out[o.Labels[shardRing.Label()]]++
+	for _, ns := range e.contenders[contOpkit].namespaces {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(memcachedGVK.GroupVersion().WithKind("MemcachedList"))
+		if err := e.client.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return nil, err
+		}
+		for _, o := range list.Items {
+			if o.Labels[shardRing.DrainLabel()] == "" {
+				out[o.Labels[shardRing.Label()]]++
+			}
 		}
 	}
 	return out, nil
@@ -252,9 +254,12 @@ func heldBy(ctx context.Context, e *env) (map[string]int, error) {
 func (b *bench) restart(ctx context.Context) (*restartResult, error) {
 	e := b.e
 	res := &restartResult{}
+	namespaces := e.contenders[contOpkit].namespaces
 	start := time.Now()
-	if err := e.client.List(ctx, memcachedList(), client.InNamespace(namespace(contOpkit))); err != nil {
-		return nil, err
+	for _, ns := range namespaces {
+		if err := e.client.List(ctx, memcachedList(), client.InNamespace(ns)); err != nil {
+			return nil, err
+		}
 	}
 	res.ListSeconds = time.Since(start).Seconds()
 	// What the operator lists as it starts: the Memcacheds, their
@@ -262,9 +267,11 @@ func (b *bench) restart(ctx context.Context) (*restartResult, error) {
 	start = time.Now()
 	pods := &metav1.PartialObjectMetadataList{}
 	pods.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
-	for _, l := range []client.ObjectList{memcachedList(), &appsv1.DeploymentList{}, &corev1.ServiceList{}, &policyv1.PodDisruptionBudgetList{}, pods} {
-		if err := e.client.List(ctx, l, client.InNamespace(namespace(contOpkit))); err != nil {
-			return nil, err
+	for _, ns := range namespaces {
+		for _, l := range []client.ObjectList{memcachedList(), &appsv1.DeploymentList{}, &corev1.ServiceList{}, &policyv1.PodDisruptionBudgetList{}, pods} {
+			if err := e.client.List(ctx, l, client.InNamespace(ns)); err != nil {
+				return nil, err
+			}
 		}
 	}
 	res.ListAllSeconds = time.Since(start).Seconds()
