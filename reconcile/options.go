@@ -303,7 +303,8 @@ func WithRawSource(src source.Source) SetupOption {
 // (cache.Options.ByObject), or each replica caches every object: still
 // correct, but no lighter; and ring.Namespaces its namespaces, if it
 // watches only some. RBAC: Leases in ring.Namespace (list, watch,
-// create, patch, delete), and patch on the kind and its children.
+// create, patch, delete), get and patch on the kind, patch on its
+// children.
 func WithShard(ring shard.Ring, identity string, children ...shard.Child) SetupOption {
 	return setupOnlyOption(func(o *setupOptions) {
 		o.shard = &shardOption{ring: ring, identity: identity, children: children}

@@ -6,8 +6,10 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
@@ -18,11 +20,15 @@ import (
 // calling inner: inner is not running for that object (a controller
 // never runs one key twice at once), and the Sharder gives the object to
 // its next member only once the labels are gone. The answer returns when
-// c's cache has moved past the drained version, so that no stale copy
-// reaches inner afterwards. An object that left the cache reaches inner
-// only if the API server has no such object either (one GET): a move,
-// drained or not, is no deletion. obj is the kind's prototype, copied
-// per request; cl's cache holds the member's objects (Ring.Selector).
+// cl's cache has moved past the drained version, so that no stale copy
+// reaches inner afterwards.
+//
+// A request for an object missing from the cache reaches inner only if
+// the API server has none either: a move, drained or not, is no
+// deletion. That costs a GET of its metadata (RBAC: get on the kind), so
+// map functions of other watches should return only keys the member
+// holds. obj is the kind's prototype, copied per request; cl's cache
+// holds the member's objects (Ring.Selector).
 func Handoff(r Ring, identity string, cl cluster.Cluster, obj client.Object, inner reconcile.Reconciler) reconcile.Reconciler {
 	c := cl.GetClient()
 	return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -31,11 +37,17 @@ func Handoff(r Ring, identity string, cl cluster.Cluster, obj client.Object, inn
 			if !apierrors.IsNotFound(err) {
 				return reconcile.Result{}, err
 			}
-			switch err := cl.GetAPIReader().Get(ctx, req.NamespacedName, o); {
+			gvk, err := apiutil.GVKForObject(obj, cl.GetScheme())
+			if err != nil {
+				return reconcile.Result{}, err
+			}
+			meta := &metav1.PartialObjectMetadata{}
+			meta.SetGroupVersionKind(gvk)
+			switch err := cl.GetAPIReader().Get(ctx, req.NamespacedName, meta); {
 			case err == nil:
 				return reconcile.Result{}, nil // moved; the cache brings it back if it returns
 			case !apierrors.IsNotFound(err):
-				return reconcile.Result{}, err
+				return reconcile.Result{}, fmt.Errorf("shard: %s left the cache: %w", req, err)
 			}
 			return inner.Reconcile(ctx, req)
 		}

@@ -39,7 +39,7 @@ func TestHandoffTellsAMoveFromADeletion(t *testing.T) {
 	})
 	testkit.Must(t, err)
 	var mu sync.Mutex
-	var found, gone int
+	var found, gone, passes int // inner's passes that found the Widget, that found it gone; Handoff's
 	inner := reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 		err := mgr.GetClient().Get(ctx, req.NamespacedName, &testv1.Widget{})
 		mu.Lock()
@@ -54,14 +54,27 @@ func TestHandoffTellsAMoveFromADeletion(t *testing.T) {
 		}
 		return reconcile.Result{}, nil
 	})
+	handoff := shard.Handoff(r, "a", mgr, &testv1.Widget{}, inner)
 	testkit.Must(t, ctrl.NewControllerManagedBy(mgr).For(&testv1.Widget{}).
-		Complete(shard.Handoff(r, "a", mgr, &testv1.Widget{}, inner)))
+		Complete(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+			defer func() {
+				mu.Lock()
+				defer mu.Unlock()
+				passes++
+			}()
+			return handoff.Reconcile(ctx, req)
+		})))
 	testkit.Start(t, "replica a", mgr)
 
 	counts := func() (int, int) {
 		mu.Lock()
 		defer mu.Unlock()
 		return found, gone
+	}
+	handoffPasses := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return passes
 	}
 	waitFor := func(what string, ok func(found, gone int) bool) {
 		t.Helper()
@@ -96,9 +109,14 @@ func TestHandoffTellsAMoveFromADeletion(t *testing.T) {
 	testkit.Must(t, env.Client.Create(t.Context(), w))
 	waitFor("a's first pass", func(f, _ int) bool { return f > 0 })
 
+	before := handoffPasses()
 	relabel("b")
 	inCache(false)
-	time.Sleep(time.Second) // the pass the cache's leaving queues
+	for end := time.Now().Add(10 * time.Second); handoffPasses() == before; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("no pass 10 s after the Widget left a's cache")
+		}
+	}
 	if _, g := counts(); g != 0 {
 		t.Fatalf("a's reconciler saw the Widget gone %d times after it moved to b; it exists", g)
 	}
