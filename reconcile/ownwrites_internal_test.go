@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -66,5 +67,29 @@ func TestWritesSeenReadsTheStore(t *testing.T) {
 	pred.Delete(event.DeleteEvent{Object: widget("b", "6")})
 	if held() {
 		t.Fatal("the record outlived the object")
+	}
+}
+
+// TestDeferralForgottenOnceGone: an object that leaves the cache (a
+// deletion, or a move to another shard, which reaches no pass) takes its
+// deferred status write with it, unless the store holds a successor.
+func TestDeferralForgottenOnceGone(t *testing.T) {
+	w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: "ns", UID: "a", ResourceVersion: "4"}}
+	key := types.NamespacedName{Namespace: "ns", Name: "w"}
+	s := &store{}
+	r := &Reconciler[*testv1.Widget]{newObj: func() *testv1.Widget { return &testv1.Widget{} }, cache: s}
+	held := func() bool { _, ok := r.progress.m[key]; return ok }
+	pred := r.writesSeen()
+	r.progress.remaining(key, "a", 2, time.Minute, time.Now())
+
+	s.w = &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: "ns", UID: "b", ResourceVersion: "6"}}
+	pred.Delete(event.DeleteEvent{Object: w})
+	if !held() {
+		t.Fatal("the late delete event of an earlier object dropped the deferral of the one the store holds")
+	}
+	s.w = nil
+	pred.Delete(event.DeleteEvent{Object: w})
+	if held() {
+		t.Fatal("the deferral outlived the object's leaving the cache")
 	}
 }

@@ -214,14 +214,19 @@ func distinctKinds(scheme *runtime.Scheme, objs []client.Object) ([]ownedKind, e
 // writesSeen is a predicate that filters nothing: each event of the kind
 // settles the Reconciler's record of its own writes against the informer's
 // store. Not against the event's object: a listener delivers events after
-// the store has moved on, possibly several versions later.
+// the store has moved on, possibly several versions later. A delete also
+// settles a deferred status write (settleProgress).
 func (r *Reconciler[T]) writesSeen() predicate.Predicate {
-	settle := func(o client.Object) bool {
-		r.settleWrites(context.Background(), client.ObjectKeyFromObject(o))
-		return true
-	}
 	return predicate.Funcs{
-		UpdateFunc: func(e event.UpdateEvent) bool { return settle(e.ObjectNew) },
-		DeleteFunc: func(e event.DeleteEvent) bool { return settle(e.Object) },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			r.settleWrites(context.Background(), client.ObjectKeyFromObject(e.ObjectNew))
+			return true
+		},
+		DeleteFunc: func(e event.DeleteEvent) bool {
+			key := client.ObjectKeyFromObject(e.Object)
+			r.settleWrites(context.Background(), key)
+			r.settleProgress(context.Background(), key)
+			return true
+		},
 	}
 }
