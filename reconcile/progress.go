@@ -1,14 +1,10 @@
 package reconcile
 
 import (
-	"context"
 	"sync"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // progressDeferrals remembers, per object, since when a generation has been
@@ -47,23 +43,12 @@ func (p *progressDeferrals) forget(key types.NamespacedName) {
 	delete(p.m, key)
 }
 
+// has says whether key has a record.
 func (p *progressDeferrals) has(key types.NamespacedName) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	_, ok := p.m[key]
 	return ok
-}
-
-// settleProgress drops key's deferral once the informer's store holds no
-// such object: a move to another shard reaches no pass that would.
-func (r *Reconciler[T]) settleProgress(ctx context.Context, key types.NamespacedName) {
-	if r.cache == nil || !r.progress.has(key) {
-		return
-	}
-	err := r.cache.Get(ctx, key, r.newObj(), &client.GetOptions{UnsafeDisableDeepCopy: ptr.To(true)})
-	if apierrors.IsNotFound(err) {
-		r.progress.forget(key)
-	}
 }
 
 // deferProgress reports whether the status write of this pass is deferred

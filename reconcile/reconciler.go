@@ -456,13 +456,16 @@ func (discardRecorder) Eventf(runtime.Object, runtime.Object, string, string, st
 // finds the record (writesSeen).
 func (r *Reconciler[T]) recordWrites(ctx context.Context, key types.NamespacedName, obj T, readRV string, stale []string) {
 	r.writes.record(key, obj, readRV, stale)
-	r.settleWrites(ctx, key)
+	r.settle(ctx, key)
 }
 
-// settleWrites drops key's write record once the informer's store holds
-// the writes, or holds no such object: the store only moves forward.
-func (r *Reconciler[T]) settleWrites(ctx context.Context, key types.NamespacedName) {
-	if r.cache == nil || !r.writes.has(key) {
+// settle drops what the Reconciler keeps of key once the informer's
+// store, which only moves forward, makes it moot: the write record once
+// the store holds the writes; it and a deferred status write once the
+// store holds no such object (a deletion, or a move to another shard,
+// which reaches no pass that would forget them).
+func (r *Reconciler[T]) settle(ctx context.Context, key types.NamespacedName) {
+	if r.cache == nil || !r.writes.has(key) && !r.progress.has(key) {
 		return
 	}
 	cur := r.newObj()
@@ -472,5 +475,6 @@ func (r *Reconciler[T]) settleWrites(ctx context.Context, key types.NamespacedNa
 		r.writes.seen(key, cur)
 	case apierrors.IsNotFound(err):
 		r.writes.forget(key)
+		r.progress.forget(key)
 	}
 }

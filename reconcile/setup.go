@@ -212,20 +212,17 @@ func distinctKinds(scheme *runtime.Scheme, objs []client.Object) ([]ownedKind, e
 }
 
 // writesSeen is a predicate that filters nothing: each event of the kind
-// settles the Reconciler's record of its own writes against the informer's
-// store. Not against the event's object: a listener delivers events after
-// the store has moved on, possibly several versions later. A delete also
-// settles a deferred status write (settleProgress).
+// settles what the Reconciler keeps of the object against the informer's
+// store (settle). Not against the event's object: a listener delivers
+// events after the store has moved on, possibly several versions later.
 func (r *Reconciler[T]) writesSeen() predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			r.settleWrites(context.Background(), client.ObjectKeyFromObject(e.ObjectNew))
+			r.settle(context.Background(), client.ObjectKeyFromObject(e.ObjectNew))
 			return true
 		},
 		DeleteFunc: func(e event.DeleteEvent) bool {
-			key := client.ObjectKeyFromObject(e.Object)
-			r.settleWrites(context.Background(), key)
-			r.settleProgress(context.Background(), key)
+			r.settle(context.Background(), client.ObjectKeyFromObject(e.Object))
 			return true
 		},
 	}
