@@ -31,15 +31,15 @@ import (
 // holds the member's objects (Ring.Selector).
 func Handoff(r Ring, identity string, cl cluster.Cluster, obj client.Object, inner reconcile.Reconciler) reconcile.Reconciler {
 	c := cl.GetClient()
+	gvk, gvkErr := apiutil.GVKForObject(obj, cl.GetScheme())
 	return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 		o := obj.DeepCopyObject().(client.Object)
 		if err := c.Get(ctx, req.NamespacedName, o); err != nil {
 			if !apierrors.IsNotFound(err) {
 				return reconcile.Result{}, err
 			}
-			gvk, err := apiutil.GVKForObject(obj, cl.GetScheme())
-			if err != nil {
-				return reconcile.Result{}, err
+			if gvkErr != nil {
+				return reconcile.Result{}, gvkErr
 			}
 			meta := &metav1.PartialObjectMetadata{}
 			meta.SetGroupVersionKind(gvk)
