@@ -8,12 +8,9 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
@@ -28,16 +25,7 @@ import (
 func TestHandoffTellsAMoveFromADeletion(t *testing.T) {
 	ns := env.Namespace(t)
 	r := shard.Ring{Name: "widgets", Namespace: ns}
-	scheme := runtime.NewScheme()
-	testkit.Must(t, testv1.AddToScheme(scheme))
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: new(true)},
-		Cache:                  cache.Options{ByObject: map[client.Object]cache.ByObject{&testv1.Widget{}: {Label: r.Selector("a")}}},
-	})
-	testkit.Must(t, err)
+	mgr := manager(t, map[client.Object]cache.ByObject{&testv1.Widget{}: {Label: r.Selector("a")}})
 	var mu sync.Mutex
 	var found, gone, passes int // inner's passes that found the Widget, that found it gone; Handoff's
 	inner := reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {

@@ -90,29 +90,12 @@ func replica(t *testing.T, r shard.Ring, identity string, p *passes) (stop func(
 func replicaOf(t *testing.T, r shard.Ring, identity string, inner func(ctrl.Manager) reconcile.Reconciler,
 	children []shard.Child, cached map[client.Object]labels.Selector) (stop func(), mgr ctrl.Manager) {
 	t.Helper()
-	// The kind alone: a manager's scheme need not know Leases.
-	scheme := runtime.NewScheme()
-	if err := testv1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := corev1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
 	byObject := map[client.Object]cache.ByObject{&testv1.Widget{}: {Label: r.Selector(identity)}}
 	for obj, sel := range cached {
 		req, _ := r.Selector(identity).Requirements()
 		byObject[obj] = cache.ByObject{Label: sel.Add(req...)}
 	}
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: new(true)},
-		Cache:                  cache.Options{ByObject: byObject},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr = manager(t, byObject)
 	leases, err := coordinationv1client.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
 	if err != nil {
 		t.Fatal(err)
@@ -130,6 +113,25 @@ func replicaOf(t *testing.T, r shard.Ring, identity string, inner func(ctrl.Mana
 		t.Fatal(err)
 	}
 	return testkit.Start(t, "replica "+identity, mgr), mgr
+}
+
+// manager is a member's manager, its cache configured by byObject, with
+// no metrics or probes.
+func manager(t *testing.T, byObject map[client.Object]cache.ByObject) ctrl.Manager {
+	t.Helper()
+	// The kinds alone: a manager's scheme need not know Leases.
+	scheme := runtime.NewScheme()
+	testkit.Must(t, testv1.AddToScheme(scheme))
+	testkit.Must(t, corev1.AddToScheme(scheme))
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: new(true)},
+		Cache:                  cache.Options{ByObject: byObject},
+	})
+	testkit.Must(t, err)
+	return mgr
 }
 
 // TestShardsHandOverWithoutOverlap runs replicas a and b over 30
