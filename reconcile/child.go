@@ -341,7 +341,7 @@ func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object
 		}
 		var liveDigest string
 		liveDigest, postShape = parseDigestLabel(current.GetLabels()[AppliedDigestLabel])
-		if ownership.IsControlledBy(current, owner) && liveDigest == digest && matches(desired, current) && ofMember(ctx, current) {
+		if ownership.IsControlledBy(current, owner) && liveDigest == digest && matches(desired, current) && ofSlot(ctx, current) {
 			if cached {
 				c.applied.seen(ck, current)
 			}
@@ -386,7 +386,7 @@ func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object
 		labels = map[string]string{}
 	}
 	labels[AppliedDigestLabel] = digestLabel(digest, postShape)
-	stampMember(ctx, labels)
+	stampSlot(ctx, labels)
 	u.SetLabels(labels)
 	if err := c.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
 		client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
@@ -399,18 +399,17 @@ func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object
 	return op, nil
 }
 
-// ofMember says whether current carries the label of the shard member
-// whose pass ctx is, if any: one left with an earlier member's is
-// applied, and so moves into this member's cache.
-func ofMember(ctx context.Context, current client.Object) bool {
-	k, v, ok := shard.MemberFrom(ctx)
+// ofSlot says whether current carries the shard slot of the pass ctx
+// is, if any: one without it is applied, and so labelled.
+func ofSlot(ctx context.Context, current client.Object) bool {
+	k, v, ok := shard.SlotFrom(ctx)
 	return !ok || current.GetLabels()[k] == v
 }
 
-// stampMember labels a child written in a shard member's pass with that
-// member, so that its cache sees the child at once.
-func stampMember(ctx context.Context, labels map[string]string) {
-	if k, v, ok := shard.MemberFrom(ctx); ok {
+// stampSlot labels a child written in a shard member's pass with its
+// slot, so that the member's cache sees the child at once.
+func stampSlot(ctx context.Context, labels map[string]string) {
+	if k, v, ok := shard.SlotFrom(ctx); ok {
 		labels[k] = v
 	}
 }
@@ -437,7 +436,7 @@ func (c *Children) create(ctx context.Context, desired client.Object, ck childKe
 		labels = map[string]string{}
 	}
 	labels[AppliedDigestLabel] = digestLabel(digest, shape)
-	stampMember(ctx, labels)
+	stampSlot(ctx, labels)
 	obj.SetLabels(labels)
 	if err := c.client.Create(ctx, obj, client.FieldOwner(fieldOwner)); err != nil {
 		if apierrors.IsAlreadyExists(err) {

@@ -11,8 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
@@ -60,8 +58,8 @@ func ExampleSetupWithManager() {
 	_ = mgr.Start(ctrl.SetupSignalHandler())
 }
 
-// Replicas as shards: each caches and reconciles only the Widgets
-// labelled for it, and takes over a dead replica's. podName and
+// Replicas as shards: each caches and reconciles only the Widgets of
+// the slots it holds, and takes over a dead replica's. podName and
 // podNamespace come from the downward API.
 func ExampleWithShard() {
 	podName, podNamespace := os.Getenv("POD_NAME"), os.Getenv("POD_NAMESPACE")
@@ -69,10 +67,7 @@ func ExampleWithShard() {
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		// Leader election off: every replica reconciles its share, and
 		// caches its Widgets and their ConfigMaps only.
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&testv1.Widget{}:    {Label: ring.Selector(podName)},
-			&corev1.ConfigMap{}: {Label: ring.Selector(podName)},
-		}},
+		NewCache: ring.NewCache(podName, &testv1.Widget{}, &corev1.ConfigMap{}),
 	})
 	if err != nil {
 		panic(err)
@@ -82,7 +77,7 @@ func ExampleWithShard() {
 		panic(err)
 	}
 	_, err = reconcile.SetupWithManager[*testv1.Widget](mgr, &mirrorHooks{children: children},
-		reconcile.WithOwns(&corev1.ConfigMap{}), reconcile.WithShard(ring, podName))
+		reconcile.WithOwns(&corev1.ConfigMap{}), reconcile.WithShard(ring))
 	if err != nil {
 		panic(err)
 	}

@@ -86,7 +86,6 @@ type setupOptions struct {
 type shardOption struct {
 	ring     shard.Ring
 	children []shard.Child
-	identity string
 }
 
 func defaultOptions(gvk schema.GroupVersionKind) options {
@@ -289,24 +288,22 @@ func WithRawSource(src source.Source) SetupOption {
 	return setupOnlyOption(func(o *setupOptions) { o.rawSources = append(o.rawSources, src) })
 }
 
-// WithShard makes this replica, identity (its pod's name), a member of
-// ring for as long as the manager runs, and spreads the kind's objects
-// over the ring's live members: SetupWithManager adds the member's Lease,
-// a shard.Sharder, and wraps the Reconciler in shard.Handoff, so that
-// each object is reconciled by one member at a time. The children of
-// WithOwns and WithDependents kinds that Children wrote (they carry
-// AppliedDigestLabel) move with their owner; children is any other kind,
-// such as the pods of a child Deployment.
+// WithShard spreads the kind's objects over the members of ring, each
+// reconciled by the member holding its slot: SetupWithManager adds a
+// shard.Sharder, which labels each object and child with its slot, and
+// wraps the Reconciler in shard.Handoff. The children of WithOwns and
+// WithDependents kinds that Children wrote (they carry
+// AppliedDigestLabel) take their owner's slot; children is any other
+// kind. A child written in a pass carries the slot label; one that makes
+// pods should copy it into its pod template (shard.SlotFrom).
 //
-// Run every replica without leader election. Give the manager's cache
-// ring.Selector(identity) for the kind and each child kind
-// (cache.Options.ByObject), or each replica caches every object: still
-// correct, but no lighter; and ring.Namespaces its namespaces, if it
-// watches only some. RBAC: Leases in ring.Namespace (list, watch,
-// create, patch, delete), get and patch on the kind, patch on its
-// children.
-func WithShard(ring shard.Ring, identity string, children ...shard.Child) SetupOption {
+// The manager's cache must be ring.NewCache(identity, kinds...) with
+// the kind, every child kind and any other kind that follows them (a
+// Deployment's pods); run every replica without leader election. RBAC:
+// Leases in ring.Namespace (list, create, patch, delete), get and patch
+// on the kind, patch on its children.
+func WithShard(ring shard.Ring, children ...shard.Child) SetupOption {
 	return setupOnlyOption(func(o *setupOptions) {
-		o.shard = &shardOption{ring: ring, identity: identity, children: children}
+		o.shard = &shardOption{ring: ring, children: children}
 	})
 }

@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
-	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -115,14 +114,7 @@ func SetupWithManager[T Object](mgr ctrl.Manager, hooks Hooks[T], opts ...SetupO
 	}
 	var inner crreconcile.Reconciler = r
 	if sh := so.shard; sh != nil {
-		leases, err := coordinationv1client.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
-		if err != nil {
-			return nil, fmt.Errorf("setting up controller %s: %w", r.opts.name, err)
-		}
-		if err := mgr.Add(sh.ring.Member(leases, sh.identity)); err != nil {
-			return nil, err
-		}
-		s := &shard.Sharder{Ring: sh.ring, Identity: sh.identity, GVK: r.gvk, Children: sh.children}
+		s := &shard.Sharder{Ring: sh.ring, GVK: r.gvk, Children: sh.children}
 		given := map[schema.GroupVersionKind]bool{}
 		for _, c := range sh.children {
 			gvk, err := apiutil.GVKForObject(c.Object, mgr.GetScheme())
@@ -139,7 +131,7 @@ func SetupWithManager[T Object](mgr ctrl.Manager, hooks Hooks[T], opts ...SetupO
 		if err := s.SetupWithManager(mgr); err != nil {
 			return nil, fmt.Errorf("setting up controller %s: %w", r.opts.name, err)
 		}
-		inner = shard.Handoff(sh.ring, sh.identity, mgr, newObj(), r)
+		inner = shard.Handoff(mgr, newObj(), r)
 	}
 	if err := b.Complete(inner); err != nil {
 		return nil, fmt.Errorf("setting up controller %s: %w", r.opts.name, err)

@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,13 +12,13 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -121,11 +122,12 @@ func TestWithControllerOptionsRefusesAReconciler(t *testing.T) {
 }
 
 // TestWithShard runs the Reconciler on replicas a and b of one ring:
-// each Widget gets the label of its member and passes there only; when b
-// stops, a takes its Widgets over and rolls out their changes.
+// each Widget and its child get the label of their slot, and pass only
+// on the member holding it; when b stops, a takes its Widgets over and
+// rolls out their changes.
 func TestWithShard(t *testing.T) {
 	f := newFixture(t)
-	ring := shard.Ring{Name: "widgets", Namespace: f.ns, LeaseDuration: 3 * time.Second}
+	ring := shard.Ring{Name: "widgets", Namespace: f.ns, LeaseDuration: 3 * time.Second, Slots: 8}
 	var mu sync.Mutex
 	passedBy := map[string]map[string]bool{} // widget -> replicas
 	// Without Leases: WithShard must not need them in the manager's scheme.
@@ -136,9 +138,7 @@ func TestWithShard(t *testing.T) {
 		mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 			Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 			Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-			Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-				&testv1.Widget{}: {Label: ring.Selector(identity)},
-			}},
+			NewCache:   ring.NewCache(identity, &testv1.Widget{}, &corev1.ConfigMap{}),
 		})
 		testkit.Must(t, err)
 		hooks := &widgetHooks{children: f.children()}
@@ -152,43 +152,64 @@ func TestWithShard(t *testing.T) {
 			return reconcile.Result{}, false
 		}
 		_, err = reconcile.SetupWithManager[*testv1.Widget](mgr, hooks, reconcile.WithName("sharded-"+identity),
-			reconcile.WithOwns(&corev1.ConfigMap{}), reconcile.WithShard(ring, identity))
+			reconcile.WithOwns(&corev1.ConfigMap{}), reconcile.WithShard(ring))
 		testkit.Must(t, err)
 		return testkit.Start(t, "replica "+identity, mgr)
 	}
+	// holders maps each slot to the member whose Lease lists it.
+	holders := func() map[int]string {
+		var leases coordinationv1.LeaseList
+		testkit.Must(t, env.Client.List(t.Context(), &leases, client.InNamespace(f.ns)))
+		out := map[int]string{}
+		for _, l := range leases.Items {
+			for v := range strings.SplitSeq(l.Annotations[shard.SlotsAnnotation], ",") {
+				if n, err := strconv.Atoi(v); err == nil {
+					out[n] = ptr.Deref(l.Spec.HolderIdentity, "")
+				}
+			}
+		}
+		return out
+	}
 	start("a")
 	stopB := start("b")
+	for end := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		h, held := holders(), map[string]int{}
+		for _, m := range h {
+			held[m]++
+		}
+		if held["a"] == 4 && held["b"] == 4 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("slots held: %v; want 4 each", held)
+		}
+	}
+	h := holders()
 	var names []string
 	for i := range 8 {
 		names = append(names, fmt.Sprintf("w-%d", i))
 		f.createWidget(names[i], testv1.WidgetSpec{})
 	}
-	member := func(name string, members ...string) string { return shard.Owner(f.ns+"/"+name, members) }
+	slot := func(name string) string {
+		return strconv.Itoa(ring.Slot(client.ObjectKey{Namespace: f.ns, Name: name}))
+	}
+	member := func(name string) string { return h[ring.Slot(client.ObjectKey{Namespace: f.ns, Name: name})] }
 	for _, n := range names {
 		waitFor(t, f, n, func(w *testv1.Widget) bool {
-			return w.Status.ObservedGeneration == 1 && w.Labels[ring.Label()] == member(n, "a", "b")
+			return w.Status.ObservedGeneration == 1 && w.Labels[ring.SlotLabel()] == slot(n)
 		})
 	}
-	// Children carry their owner's member, from their creation on.
-	childOf := func(name, member string) {
-		t.Helper()
-		var cm corev1.ConfigMap
-		for end := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			testkit.Must(t, env.Client.Get(t.Context(), client.ObjectKey{Namespace: f.ns, Name: name + "-child"}, &cm))
-			if cm.Labels[ring.Label()] == member {
-				return
-			}
-			if time.Now().After(end) {
-				t.Fatalf("%s-child labelled %q, want its Widget's member %s", name, cm.Labels[ring.Label()], member)
-			}
-		}
-	}
+	// Children carry their owner's slot, from their creation on.
 	for _, n := range names {
-		childOf(n, member(n, "a", "b"))
+		var cm corev1.ConfigMap
+		testkit.Must(t, env.Client.Get(t.Context(), client.ObjectKey{Namespace: f.ns, Name: n + "-child"}, &cm))
+		if got := cm.Labels[ring.SlotLabel()]; got != slot(n) {
+			t.Errorf("%s-child labelled with slot %q, want its Widget's %s", n, got, slot(n))
+		}
 	}
 	mu.Lock()
 	for _, n := range names {
-		if diff := cmp.Diff(map[string]bool{member(n, "a", "b"): true}, passedBy[n]); diff != "" {
+		if diff := cmp.Diff(map[string]bool{member(n): true}, passedBy[n]); diff != "" {
 			t.Errorf("%s passed by (-want +got):\n%s", n, diff)
 		}
 	}
@@ -197,18 +218,20 @@ func TestWithShard(t *testing.T) {
 	stopB()
 	var moved string
 	for _, n := range names {
-		if member(n, "a", "b") == "b" {
+		if member(n) == "b" {
 			moved = n
 		}
 	}
 	if moved == "" {
-		t.Fatal("b owned no Widget: the test proves nothing")
+		t.Fatal("b held no Widget: the test proves nothing")
 	}
 	w := f.get(moved)
 	w.Spec.Message = "after b left"
 	testkit.Must(t, env.Client.Update(t.Context(), w))
-	waitFor(t, f, moved, func(w *testv1.Widget) bool {
-		return w.Status.ObservedGeneration == 2 && w.Labels[ring.Label()] == "a"
-	})
-	childOf(moved, "a")
+	waitFor(t, f, moved, func(w *testv1.Widget) bool { return w.Status.ObservedGeneration == 2 })
+	mu.Lock()
+	defer mu.Unlock()
+	if !passedBy[moved]["a"] {
+		t.Errorf("%s, b's, passed by %v after b left; want a", moved, passedBy[moved])
+	}
 }

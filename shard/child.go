@@ -11,8 +11,8 @@ import (
 )
 
 // Child is a kind whose objects belong to one sharded object each and
-// move with it: the Sharder labels them with their owner's member, so
-// that a member's cache of the kind (Ring.Selector) holds only its own.
+// take its slot: the Sharder labels those written without it, so that
+// a member's cache of the kind holds only its own.
 type Child struct {
 	// Object is the kind: a typed object, or a PartialObjectMetadata
 	// with its GVK set.
@@ -44,18 +44,19 @@ func ControlledBy(gk schema.GroupKind) func(client.Object) (types.NamespacedName
 	}
 }
 
-type memberKey struct{}
+type slotKey struct{}
 
-// WithMember returns ctx telling the writers of children that the pass
-// is member value's, labelled key (Ring.Label): Handoff gives it to the
-// reconciler it wraps.
-func WithMember(ctx context.Context, key, value string) context.Context {
-	return context.WithValue(ctx, memberKey{}, [2]string{key, value})
+// WithSlot returns ctx telling the writers of children that the pass is
+// over an object of slot value, labelled key (Ring.SlotLabel): Handoff
+// gives it to the reconciler it wraps.
+func WithSlot(ctx context.Context, key, value string) context.Context {
+	return context.WithValue(ctx, slotKey{}, [2]string{key, value})
 }
 
-// MemberFrom returns the label a child created in ctx's pass carries, so
-// that its member's cache sees it at once; ok is false outside Handoff.
-func MemberFrom(ctx context.Context) (key, value string, ok bool) {
-	kv, ok := ctx.Value(memberKey{}).([2]string)
+// SlotFrom returns the label a child written in ctx's pass carries, so
+// that its member's cache sees it at once; a child that makes pods
+// gives their template the label too. ok is false outside Handoff.
+func SlotFrom(ctx context.Context) (key, value string, ok bool) {
+	kv, ok := ctx.Value(slotKey{}).([2]string)
 	return kv[0], kv[1], ok
 }

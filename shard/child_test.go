@@ -3,6 +3,7 @@ package shard_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,15 +22,14 @@ import (
 	"github.com/opkit-dev/opkit/shard"
 )
 
-// TestChildrenMoveWithTheirOwner shards 20 Widgets, each with two
+// TestChildrenTakeTheirOwnersSlot shards 20 Widgets, each with two
 // children: a ConfigMap it creates and controls, and a Secret created by
-// someone else, unlabelled, naming its Widget in a label (as a
-// Deployment's pod does). Whenever the members change, every child ends
-// labelled with its Widget's member and each member's cache holds exactly
-// the children of its own Widgets.
-func TestChildrenMoveWithTheirOwner(t *testing.T) {
+// someone else, unlabelled, naming its Widget in a label. Every child
+// ends labelled with its Widget's slot, and whenever the members change,
+// each member's cache holds exactly the children of its own Widgets.
+func TestChildrenTakeTheirOwnersSlot(t *testing.T) {
 	ns := env.Namespace(t)
-	r := shard.Ring{Name: "widgets", Namespace: ns, LeaseDuration: 3 * time.Second}
+	r := shard.Ring{Name: "widgets", Namespace: ns, LeaseDuration: 3 * time.Second, Slots: 12}
 	owned := labels.SelectorFromSet(labels.Set{"app": "widget-child"})
 	named := labels.SelectorFromSet(labels.Set{"app": "widget-pod"})
 	children := []shard.Child{
@@ -53,7 +53,7 @@ func TestChildrenMoveWithTheirOwner(t *testing.T) {
 			}
 			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: w.Namespace, Name: w.Name + "-child",
 				Labels: map[string]string{"app": "widget-child"}}}
-			if k, v, ok := shard.MemberFrom(ctx); ok {
+			if k, v, ok := shard.SlotFrom(ctx); ok {
 				cm.Labels[k] = v
 			}
 			if err := controllerutil.SetControllerReference(w, cm, mgr.GetScheme()); err != nil {
@@ -67,7 +67,7 @@ func TestChildrenMoveWithTheirOwner(t *testing.T) {
 		})
 	}
 	cached := map[client.Object]labels.Selector{&corev1.ConfigMap{}: owned, &corev1.Secret{}: named}
-	var keys []string
+	var keys []types.NamespacedName
 	for i := range 20 {
 		w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("w-%d", i), Namespace: ns}}
 		if err := env.Client.Create(t.Context(), w); err != nil {
@@ -78,7 +78,7 @@ func TestChildrenMoveWithTheirOwner(t *testing.T) {
 		if err := env.Client.Create(t.Context(), pod); err != nil {
 			t.Fatal(err)
 		}
-		keys = append(keys, ns+"/"+w.Name)
+		keys = append(keys, client.ObjectKeyFromObject(w))
 	}
 
 	mgrs := map[string]ctrl.Manager{}
@@ -90,9 +90,10 @@ func TestChildrenMoveWithTheirOwner(t *testing.T) {
 	settled := func(members ...string) {
 		t.Helper()
 		began := time.Now()
+		h := heldBy(t, r, members...)
 		var why string
 		for end := began.Add(30 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-			if why = childrenSettled(t, r, ns, keys, members, mgrs); why == "" {
+			if why = childrenSettled(t, r, keys, h, mgrs); why == "" {
 				t.Logf("members %v: settled in %v", members, time.Since(began).Round(time.Millisecond))
 				return
 			}
@@ -108,54 +109,27 @@ func TestChildrenMoveWithTheirOwner(t *testing.T) {
 	stopB()
 	settled("a", "c")
 	t.Logf("%d creates found the child existing but not yet in the member's cache", lateCreates.Load())
-
-	// A child that appears with another member's label (its owner moved
-	// before the sharder saw it) joins its owner's member.
-	w := &testv1.Widget{}
-	if err := env.Client.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "w-1"}, w); err != nil {
-		t.Fatal(err)
-	}
-	late := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "w-1-late",
-		Labels: map[string]string{"app": "widget-child", r.Label(): "b"}}}
-	if err := controllerutil.SetControllerReference(w, late, env.Scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Client.Create(t.Context(), late); err != nil {
-		t.Fatal(err)
-	}
-	want := shard.Owner(ns+"/w-1", []string{"a", "c"})
-	for end := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(late), late); err != nil {
-			t.Fatal(err)
-		}
-		if got := late.Labels[r.Label()]; got == want {
-			break
-		} else if time.Now().After(end) {
-			t.Fatalf("a child created labelled b is labelled %q after 10 s, want its owner's member %s", got, want)
-		}
-	}
 }
 
-// childrenSettled says why the children are not yet where members put
-// their Widgets, or "" once they are, in labels and in each member's
-// cache.
-func childrenSettled(t *testing.T, r shard.Ring, ns string, keys, members []string, mgrs map[string]ctrl.Manager) string {
+// childrenSettled says why the children are not yet labelled with their
+// Widget's slot, or each member's cache does not hold those of the slots
+// it holds (held), or "" once they are and it does.
+func childrenSettled(t *testing.T, r shard.Ring, keys []types.NamespacedName, held map[int]string, mgrs map[string]ctrl.Manager) string {
 	t.Helper()
-	want := map[string][]string{} // member: its ConfigMaps, sorted as keys
+	want := map[string][]string{} // member: its children
 	for _, key := range keys {
-		m := shard.Owner(key, members)
-		name := key[len(ns)+1:]
-		want[m] = append(want[m], name+"-child", name+"-pod")
+		slot := r.Slot(key)
+		want[held[slot]] = append(want[held[slot]], key.Name+"-child", key.Name+"-pod")
 		for _, got := range []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}} {
-			cm := name + "-child"
+			name := key.Name + "-child"
 			if _, ok := got.(*corev1.Secret); ok {
-				cm = name + "-pod"
+				name = key.Name + "-pod"
 			}
-			if err := env.Client.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: cm}, got); err != nil {
+			if err := env.Client.Get(t.Context(), types.NamespacedName{Namespace: key.Namespace, Name: name}, got); err != nil {
 				return err.Error()
 			}
-			if l := got.GetLabels()[r.Label()]; l != m {
-				return fmt.Sprintf("%s labelled %q, want %s, its Widget's member", cm, l, m)
+			if l := got.GetLabels()[r.SlotLabel()]; l != strconv.Itoa(slot) {
+				return fmt.Sprintf("%s labelled with slot %q, want %d, its Widget's", name, l, slot)
 			}
 		}
 	}
@@ -164,7 +138,7 @@ func childrenSettled(t *testing.T, r shard.Ring, ns string, keys, members []stri
 		var secrets corev1.SecretList
 		got := map[string]bool{}
 		for _, list := range []client.ObjectList{&cms, &secrets} {
-			if err := mgr.GetCache().List(t.Context(), list, client.InNamespace(ns)); err != nil {
+			if err := mgr.GetCache().List(t.Context(), list, client.InNamespace(r.Namespace)); err != nil {
 				return err.Error()
 			}
 		}

@@ -1,22 +1,17 @@
 // Package shard spreads one controller's objects over several replicas.
-// Each replica is a member of a Ring while it holds a Lease (Member); a
-// Sharder labels every object with the live member that owns it
-// (rendezvous hashing, Owner, so a member joining or leaving moves only
-// its share); each member's cache selects its label (Ring.Selector), so
-// it holds only its objects; and Handoff wraps the member's reconciler so
-// that an object moves only after its old member acknowledged, or after
-// that member's Lease ran out: no object is reconciled by two members at
-// once.
+// Each object has a slot (Ring.Slot), written once into its label
+// Ring.SlotLabel by the Sharder; children take their owner's. Each
+// replica's manager cache (Ring.NewCache) holds a Lease listing the slots
+// it holds, takes its share of the slots (rendezvous hashing with
+// quotas) once no live member lists them, and caches only their objects.
+// Handoff wraps the member's reconciler so that a pass runs only for an
+// object of a slot held: a slot is given up after its passes ended, and
+// taken once its old member let go of it or its Lease ran out, so no
+// object is reconciled by two members at once, and a move writes nothing.
 //
 //	ring := shard.Ring{Name: "widgets", Namespace: "widgets-system"}
-//	mgr, _ := ctrl.NewManager(cfg, ctrl.Options{Cache: cache.Options{
-//		ByObject: map[client.Object]cache.ByObject{&Widget{}: {Label: ring.Selector(pod)}}}})
-//	leases, _ := coordinationv1client.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
-//	mgr.Add(ring.Member(leases, pod))
-//	(&shard.Sharder{Ring: ring, Identity: pod, GVK: widgetGVK}).SetupWithManager(mgr)
+//	mgr, _ := ctrl.NewManager(cfg, ctrl.Options{NewCache: ring.NewCache(pod, &Widget{})})
+//	(&shard.Sharder{Ring: ring, GVK: widgetGVK}).SetupWithManager(mgr)
 //	ctrl.NewControllerManagedBy(mgr).For(&Widget{}).
-//		Complete(shard.Handoff(ring, pod, mgr, &Widget{}, r))
-//
-// Children (Sharder.Children) move with their owner: the Sharder labels
-// them with its member, before the owner when it moves.
+//		Complete(shard.Handoff(mgr, &Widget{}, r))
 package shard

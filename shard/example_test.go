@@ -3,19 +3,20 @@ package shard_test
 import (
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/opkit-dev/opkit/shard"
 )
 
-// Every replica computes the same owner from the same members; when
-// replica-b leaves, only its objects move.
-func ExampleOwner() {
-	three := []string{"replica-a", "replica-b", "replica-c"}
-	two := []string{"replica-a", "replica-c"}
-	for _, key := range []string{"default/cache-1", "default/cache-2", "default/cache-3"} {
-		fmt.Printf("%s: %s, then %s\n", key, shard.Owner(key, three), shard.Owner(key, two))
+// Every replica computes the same slot from an object's name; which
+// member holds a slot changes, the slot does not.
+func ExampleRing_Slot() {
+	r := shard.Ring{Name: "memcached"}
+	for _, name := range []string{"cache-1", "cache-2", "cache-3"} {
+		fmt.Printf("%s: %s=%d\n", name, r.SlotLabel(), r.Slot(types.NamespacedName{Namespace: "default", Name: name}))
 	}
 	// Output:
-	// default/cache-1: replica-a, then replica-a
-	// default/cache-2: replica-a, then replica-a
-	// default/cache-3: replica-b, then replica-a
+	// cache-1: slot.shard.opkit.dev/memcached=45
+	// cache-2: slot.shard.opkit.dev/memcached=52
+	// cache-3: slot.shard.opkit.dev/memcached=7
 }

@@ -2,6 +2,8 @@ package shard_test
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -9,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -18,101 +19,86 @@ import (
 	"github.com/opkit-dev/opkit/shard"
 )
 
-// TestHandoffTellsAMoveFromADeletion relabels a Widget away from member
-// a without a drain, as the Sharder does once a's Lease ran out: the
-// Widget leaves a's cache, but it exists, so a's reconciler must not see
-// it gone. Only its deletion, once it is a's again, reaches it as such.
+// TestHandoffTellsAMoveFromADeletion runs member a alone, then adds b:
+// the Widget of the slot b takes leaves a's cache, but it exists, so a's
+// reconciler must not see it gone. Once b left again, only its deletion
+// reaches a's reconciler as such.
 func TestHandoffTellsAMoveFromADeletion(t *testing.T) {
 	ns := env.Namespace(t)
-	r := shard.Ring{Name: "widgets", Namespace: ns}
-	mgr := manager(t, map[client.Object]cache.ByObject{&testv1.Widget{}: {Label: r.Selector("a")}})
+	r := shard.Ring{Name: "widgets", Namespace: ns, LeaseDuration: 3 * time.Second, Slots: 2}
+	// One Widget per slot, labelled as the Sharder would.
+	var widgets []*testv1.Widget
+	for i := 0; len(widgets) < 2; i++ {
+		key := client.ObjectKey{Namespace: ns, Name: fmt.Sprintf("w-%d", i)}
+		if r.Slot(key) != len(widgets) {
+			continue
+		}
+		w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: ns,
+			Labels: map[string]string{r.SlotLabel(): strconv.Itoa(len(widgets))}}}
+		testkit.Must(t, env.Client.Create(t.Context(), w))
+		widgets = append(widgets, w)
+	}
+	mgr := manager(t, nil, r.NewCache("a", &testv1.Widget{}))
 	var mu sync.Mutex
-	var found, gone, passes int // inner's passes that found the Widget, that found it gone; Handoff's
+	found, gone := map[string]int{}, map[string]int{} // inner's passes that found a Widget, that found it gone
 	inner := reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 		err := mgr.GetClient().Get(ctx, req.NamespacedName, &testv1.Widget{})
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
 		case err == nil:
-			found++
+			found[req.Name]++
 		case apierrors.IsNotFound(err):
-			gone++
+			gone[req.Name]++
 		default:
 			return reconcile.Result{}, err
 		}
 		return reconcile.Result{}, nil
 	})
-	handoff := shard.Handoff(r, "a", mgr, &testv1.Widget{}, inner)
-	testkit.Must(t, ctrl.NewControllerManagedBy(mgr).For(&testv1.Widget{}).
-		Complete(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-			defer func() {
-				mu.Lock()
-				defer mu.Unlock()
-				passes++
-			}()
-			return handoff.Reconcile(ctx, req)
-		})))
+	testkit.Must(t, ctrl.NewControllerManagedBy(mgr).For(&testv1.Widget{}).Complete(shard.Handoff(mgr, &testv1.Widget{}, inner)))
 	testkit.Start(t, "replica a", mgr)
 
-	counts := func() (int, int) {
+	counts := func(name string) (int, int) {
 		mu.Lock()
 		defer mu.Unlock()
-		return found, gone
+		return found[name], gone[name]
 	}
-	handoffPasses := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return passes
-	}
-	waitFor := func(what string, ok func(found, gone int) bool) {
+	waitFor := func(what, name string, ok func(found, gone int) bool) {
 		t.Helper()
-		for end := time.Now().Add(10 * time.Second); !ok(counts()); time.Sleep(20 * time.Millisecond) {
+		for end := time.Now().Add(15 * time.Second); !ok(counts(name)); time.Sleep(20 * time.Millisecond) {
 			if time.Now().After(end) {
-				f, g := counts()
-				t.Fatalf("%s: not within 10 s (passes that found the Widget %d, that found it gone %d)", what, f, g)
+				f, g := counts(name)
+				t.Fatalf("%s: not within 15 s (passes that found %s %d, that found it gone %d)", what, name, f, g)
 			}
 		}
 	}
-	relabel := func(member string) {
-		t.Helper()
-		w := &testv1.Widget{}
-		testkit.Must(t, env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "w"}, w))
-		w.Labels[r.Label()] = member
-		testkit.Must(t, env.Client.Update(t.Context(), w))
+	for _, w := range widgets {
+		waitFor("a's first pass", w.Name, func(f, _ int) bool { return f > 0 })
 	}
-	inCache := func(want bool) {
-		t.Helper()
-		for end := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			err := mgr.GetClient().Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "w"}, &testv1.Widget{})
-			if (err == nil) == want {
-				return
-			}
-			if time.Now().After(end) {
-				t.Fatalf("a's cache holding the Widget: %v after 10 s, want %v", err == nil, want)
-			}
+
+	stopB := testkit.Start(t, "replica b", manager(t, nil, r.NewCache("b", &testv1.Widget{})))
+	h := heldBy(t, r, "a", "b")
+	moved := widgets[0]
+	if h[0] == "a" {
+		moved = widgets[1]
+	}
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		err := mgr.GetClient().Get(t.Context(), client.ObjectKeyFromObject(moved), &testv1.Widget{})
+		if apierrors.IsNotFound(err) {
+			break
 		}
-	}
-
-	w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: ns, Labels: map[string]string{r.Label(): "a"}}}
-	testkit.Must(t, env.Client.Create(t.Context(), w))
-	waitFor("a's first pass", func(f, _ int) bool { return f > 0 })
-
-	before := handoffPasses()
-	relabel("b")
-	inCache(false)
-	for end := time.Now().Add(10 * time.Second); handoffPasses() == before; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(end) {
-			t.Fatal("no pass 10 s after the Widget left a's cache")
+			t.Fatalf("%s, of b's slot, still in a's cache after 10 s: %v", moved.Name, err)
 		}
 	}
-	if _, g := counts(); g != 0 {
-		t.Fatalf("a's reconciler saw the Widget gone %d times after it moved to b; it exists", g)
+	time.Sleep(500 * time.Millisecond) // for a pass its leaving would queue
+	if _, g := counts(moved.Name); g != 0 {
+		t.Fatalf("a's reconciler saw %s gone %d times after its slot moved to b; it exists", moved.Name, g)
 	}
 
-	f, _ := counts()
-	relabel("a")
-	inCache(true)
-	waitFor("a's pass once the Widget is back", func(found, _ int) bool { return found > f })
-	testkit.Must(t, env.Client.Delete(t.Context(), w))
-	waitFor("the deletion reaching a", func(_, gone int) bool { return gone == 1 })
+	f, _ := counts(moved.Name)
+	stopB()
+	waitFor("a's pass once the Widget is back", moved.Name, func(found, _ int) bool { return found > f })
+	testkit.Must(t, env.Client.Delete(t.Context(), moved))
+	waitFor("the deletion reaching a", moved.Name, func(_, gone int) bool { return gone == 1 })
 }

@@ -2,10 +2,12 @@ package shard
 
 import (
 	"cmp"
+	"errors"
 	"time"
-
-	"k8s.io/apimachinery/pkg/labels"
 )
+
+// ErrIdentity is returned for a member without an identity.
+var ErrIdentity = errors.New("shard: a member needs an identity, such as its pod's name")
 
 // RingLabel labels a member's Lease with its ring's name.
 const RingLabel = "shard.opkit.dev/ring"
@@ -27,6 +29,11 @@ type Ring struct {
 	// Namespaces holds the objects sharded (the manager's
 	// cache.Options.DefaultNamespaces); empty: every namespace.
 	Namespaces []string
+	// Slots is how many slots the objects are spread over (default
+	// DefaultSlots). Each object's slot is written once into its
+	// SlotLabel, so it must not change for the ring's life; no more
+	// than Slots members hold objects.
+	Slots int
 }
 
 func (r Ring) leaseDuration() time.Duration {
@@ -34,17 +41,3 @@ func (r Ring) leaseDuration() time.Duration {
 }
 
 func (r Ring) leaseName(identity string) string { return r.Name + "-" + identity }
-
-// Label is the label whose value names the member an object belongs to:
-// shard.opkit.dev/<Name>.
-func (r Ring) Label() string { return "shard.opkit.dev/" + r.Name }
-
-// DrainLabel is set on an object its member must hand over: the member
-// acknowledges by removing both labels (Handoff).
-func (r Ring) DrainLabel() string { return "drain.shard.opkit.dev/" + r.Name }
-
-// Selector selects the objects of member identity, for its cache
-// (cache.ByObject's Label): the member holds only its share.
-func (r Ring) Selector(identity string) labels.Selector {
-	return labels.SelectorFromSet(labels.Set{r.Label(): identity})
-}

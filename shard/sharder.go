@@ -2,111 +2,158 @@ package shard
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"maps"
-	"slices"
-	"sync"
-	"time"
+	"strconv"
 
-	"github.com/go-logr/logr"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 )
 
-// Sharder labels every object of a kind with the member of Ring that owns
-// it (Owner of namespace/name among the live members). An object whose
-// member died is relabelled at once; one whose member lives but no longer
-// owns it is labelled to drain, and relabelled only after that member
-// acknowledged (Handoff). Every write is conditional on the version read,
-// so sharders with different views of the ring never undo each other's
-// work; only the member owning the key "sharder" caches and writes.
+// ErrNoSlotCache is returned when the manager's cache is not a member's
+// (Ring.NewCache).
+var ErrNoSlotCache = errors.New("shard: the manager's cache must come from Ring.NewCache (manager.Options.NewCache)")
+
+// Sharder writes each object's slot into its Ring.SlotLabel, once:
+// objects of the kind GVK by their own name, Children by their owner's.
+// Every member runs one, caching the metadata of the objects that lack
+// the label; an object's label is written by the member holding its
+// slot.
 type Sharder struct {
 	Ring Ring
-	// Identity is this replica, a member of Ring.
-	Identity string
 	// GVK is the kind sharded.
 	GVK schema.GroupVersionKind
-	// Children are the kinds whose objects move with their owner.
+	// Children are the kinds whose objects take their owner's slot. A
+	// child written in a pass carries it already (SlotFrom); those
+	// written before the ring existed are labelled here.
 	Children []Child
 }
 
-// SetupWithManager runs the sharder on every replica, leader or not:
-// each follows the ring's Leases, and the one owning the key "sharder"
-// keeps a cache of its own, of the metadata of the kind and its Children,
-// trimmed to what it reads, and writes the labels. The manager's cache
-// holds only this member's objects.
+// SetupWithManager runs the Sharder on mgr, whose cache must be Ring's
+// (Ring.NewCache).
 func (s *Sharder) SetupWithManager(mgr ctrl.Manager) error {
-	if s.Identity == "" {
-		return ErrIdentity
+	sc, ok := mgr.GetCache().(*slotCache)
+	if !ok {
+		return ErrNoSlotCache
 	}
-	// A scheme of its own: the manager's need not know Leases, and
-	// metadata needs none.
-	scheme := runtime.NewScheme()
-	if err := coordinationv1.AddToScheme(scheme); err != nil {
-		return err
+	if sc.ring.Name != s.Ring.Name || sc.ring.slots() != s.Ring.slots() {
+		return fmt.Errorf("shard: Sharder.Ring %s with %d slots, the cache's %s with %d: give both one Ring", s.Ring.Name, s.Ring.slots(), sc.ring.Name, sc.ring.slots())
 	}
-	leases, err := cache.New(mgr.GetConfig(), cache.Options{
-		Scheme: scheme, Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
-		ByObject: map[client.Object]cache.ByObject{
-			&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{s.Ring.Namespace: {}}},
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("shard: the sharder's cache of Leases: %w", err)
-	}
-	if err := mgr.Add(leases); err != nil {
-		return err
-	}
-	byObject := map[client.Object]cache.ByObject{metadataOf(s.GVK): {Transform: trim}}
-	kinds := map[schema.GroupVersionKind]bool{s.GVK: true}
-	children := make([]child, len(s.Children))
+	// Without the label, or with one that is no slot.
+	unlabelled := s.Ring.slotsRequirement(nil)
+	kinds := []kind{{gvk: s.GVK, owner: func(o client.Object) (types.NamespacedName, bool) { return client.ObjectKeyFromObject(o), true }}}
+	byObject := map[client.Object]cache.ByObject{metadataOf(s.GVK): {Label: labels.NewSelector().Add(unlabelled), Transform: trim}}
 	for i, c := range s.Children {
 		gvk, err := apiutil.GVKForObject(c.Object, mgr.GetScheme())
 		if err != nil {
 			return fmt.Errorf("shard: Sharder.Children[%d]: %w", i, err)
 		}
-		if kinds[gvk] {
-			return fmt.Errorf("shard: Sharder.Children[%d]: %s is sharded or a child already: give each kind once", i, gvk.Kind)
+		for _, k := range kinds {
+			if k.gvk == gvk {
+				return fmt.Errorf("shard: Sharder.Children[%d]: %s is sharded or a child already: give each kind once", i, gvk.Kind)
+			}
 		}
-		kinds[gvk] = true
 		owner := c.Owner
 		if owner == nil {
 			owner = ControlledBy(s.GVK.GroupKind())
 		}
-		children[i] = child{gvk: gvk, owner: owner}
-		byObject[metadataOf(gvk)] = cache.ByObject{Label: c.Selector, Transform: trim}
+		kinds = append(kinds, kind{gvk: gvk, owner: owner})
+		sel := c.Selector
+		if sel == nil {
+			sel = labels.Everything()
+		}
+		byObject[metadataOf(gvk)] = cache.ByObject{Label: sel.DeepCopySelector().Add(unlabelled), Transform: trim}
 	}
-	r := &sharder{Sharder: *s, children: children, leases: leases, writer: mgr.GetClient(), view: s.Ring.View(),
-		log: mgr.GetLogger().WithValues("controller", "shard-"+s.Ring.Name),
-		newCache: func() (cache.Cache, error) {
-			opts := cache.Options{Scheme: scheme, Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(), ByObject: byObject}
-			if len(s.Ring.Namespaces) > 0 {
-				opts.DefaultNamespaces = map[string]cache.Config{}
-				for _, ns := range s.Ring.Namespaces {
-					opts.DefaultNamespaces[ns] = cache.Config{}
-				}
-			}
-			return cache.New(mgr.GetConfig(), opts)
-		}}
-	return mgr.Add(r)
+	opts := cache.Options{Scheme: runtime.NewScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(), ByObject: byObject}
+	if len(s.Ring.Namespaces) > 0 {
+		opts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range s.Ring.Namespaces {
+			opts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	c, err := cache.New(mgr.GetConfig(), opts)
+	if err != nil {
+		return fmt.Errorf("shard: the sharder's cache: %w", err)
+	}
+	if err := mgr.Add(c); err != nil {
+		return err
+	}
+	l := &labeller{ring: s.Ring, slots: sc, cache: c, writer: mgr.GetClient(), kinds: kinds}
+	ctl, err := controller.NewTyped("shard-"+s.Ring.Name, mgr, controller.TypedOptions[request]{
+		Reconciler: l, SkipNameValidation: ptr.To(true), UsePriorityQueue: ptr.To(false), NeedLeaderElection: ptr.To(false),
+	})
+	if err != nil {
+		return err
+	}
+	for i, k := range kinds {
+		h := handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, o *metav1.PartialObjectMetadata) []request {
+			return []request{{kind: i, key: client.ObjectKeyFromObject(o)}}
+		})
+		if err := ctl.Watch(source.TypedKind(c, metadataOf(k.gvk), h)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// ownerIndex indexes the sharder's cache of children by their owner.
-const ownerIndex = "shard.opkit.dev/owner"
-
-type child struct {
+type kind struct {
 	gvk   schema.GroupVersionKind
 	owner func(client.Object) (types.NamespacedName, bool)
+}
+
+// request is an object of kinds[kind].
+type request struct {
+	kind int
+	key  types.NamespacedName
+}
+
+type labeller struct {
+	ring   Ring
+	slots  *slotCache
+	cache  cache.Cache
+	writer client.Client
+	kinds  []kind
+}
+
+// Reconcile labels an object with its slot if this member holds it, and
+// otherwise looks again later: the slot's member may not have it yet.
+func (l *labeller) Reconcile(ctx context.Context, req request) (reconcile.Result, error) {
+	k := l.kinds[req.kind]
+	obj := metadataOf(k.gvk)
+	if err := l.cache.Get(ctx, req.key, obj); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if _, ok := l.ring.slotOf(obj.Labels); ok {
+		return reconcile.Result{}, nil
+	}
+	owner, ok := k.owner(obj)
+	if !ok {
+		return reconcile.Result{}, nil
+	}
+	slot := l.ring.Slot(owner)
+	leave, err := l.slots.enter(slot)
+	if err != nil {
+		return reconcile.Result{RequeueAfter: l.ring.leaseDuration() / 10}, nil
+	}
+	defer leave()
+	patch := client.MergeFrom(obj.DeepCopy())
+	metav1.SetMetaDataLabel(&obj.ObjectMeta, l.ring.SlotLabel(), strconv.Itoa(slot))
+	if err := l.writer.Patch(ctx, obj, patch); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(fmt.Errorf("shard: labelling %s %s with slot %d: %w", k.gvk.Kind, req.key, slot, err))
+	}
+	return reconcile.Result{}, nil
 }
 
 func metadataOf(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
@@ -115,8 +162,7 @@ func metadataOf(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
 	return o
 }
 
-// trim keeps of an object's metadata what the sharder reads: the
-// sharder's replica caches every object of its kinds.
+// trim keeps of an object's metadata what the Sharder reads.
 func trim(obj any) (any, error) {
 	o, ok := obj.(*metav1.PartialObjectMetadata)
 	if !ok {
@@ -131,82 +177,4 @@ func trim(obj any) (any, error) {
 	}
 	o.ObjectMeta = m
 	return o, nil
-}
-
-// childChanged passes a child's creation, and a change of its labels or
-// controller: the sharder checks its owner's member then. Status updates,
-// the bulk of a child's events, pass not.
-func childChanged() predicate.TypedPredicate[*metav1.PartialObjectMetadata] {
-	return predicate.TypedFuncs[*metav1.PartialObjectMetadata]{
-		UpdateFunc: func(e event.TypedUpdateEvent[*metav1.PartialObjectMetadata]) bool {
-			o, n := e.ObjectOld, e.ObjectNew
-			return !maps.Equal(o.Labels, n.Labels) || !slices.Equal(o.OwnerReferences, n.OwnerReferences)
-		},
-		DeleteFunc:  func(event.TypedDeleteEvent[*metav1.PartialObjectMetadata]) bool { return false },
-		GenericFunc: func(event.TypedGenericEvent[*metav1.PartialObjectMetadata]) bool { return false },
-	}
-}
-
-type sharder struct {
-	Sharder
-	children []child
-	leases   cache.Cache
-	writer   client.Client
-	view     *View
-	log      logr.Logger
-	newCache func() (cache.Cache, error)
-
-	mu      sync.Mutex
-	members []string
-}
-
-var _ manager.LeaderElectionRunnable = (*sharder)(nil)
-
-func (s *sharder) NeedLeaderElection() bool { return false }
-
-// Start follows the ring's membership, checked at a tenth of the lease
-// duration (a read of the Leases' cache). While this member owns the key
-// "sharder" it runs a term: a cache and a controller of its own, which
-// queue every object again whenever the membership changes.
-func (s *sharder) Start(ctx context.Context) error {
-	if !s.leases.WaitForCacheSync(ctx) {
-		return ctx.Err()
-	}
-	tick := time.NewTicker(s.Ring.leaseDuration() / 10)
-	defer tick.Stop()
-	var cur *term
-	defer func() { cur.stop() }()
-	for {
-		members, err := s.view.Members(ctx, s.leases, time.Now())
-		if err == nil {
-			s.mu.Lock()
-			same := slices.Equal(members, s.members)
-			s.members = members
-			s.mu.Unlock()
-			leads := len(members) > 0 && Owner("sharder", members) == s.Identity
-			switch {
-			case leads && (cur == nil || cur.ended()):
-				cur.stop()
-				if cur, err = s.startTerm(ctx); err != nil {
-					s.log.Error(err, "starting the sharder")
-				}
-			case !leads && cur != nil:
-				cur.stop()
-				cur = nil
-			case leads && !same:
-				go cur.queueAll()
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
-	}
-}
-
-func (s *sharder) currentMembers() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.members
 }

@@ -3,15 +3,19 @@ package shard_test
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -76,8 +80,9 @@ func (p *passes) last(key string) string {
 }
 
 // replica starts a manager as member identity of r: its cache holds only
-// its Widgets, it runs the Sharder, and its Widget controller is wrapped
-// in Handoff. The returned stop ends it, releasing its Lease.
+// the Widgets of its slots, it runs the Sharder, and its Widget
+// controller is wrapped in Handoff. The returned stop ends it, releasing
+// its Lease.
 func replica(t *testing.T, r shard.Ring, identity string, p *passes) (stop func()) {
 	t.Helper()
 	stop, _ = replicaOf(t, r, identity, func(ctrl.Manager) reconcile.Reconciler { return p.reconciler(identity) }, nil, nil)
@@ -85,39 +90,28 @@ func replica(t *testing.T, r shard.Ring, identity string, p *passes) (stop func(
 }
 
 // replicaOf is replica with the reconciler inner builds, and children:
-// the manager caches cached (its own, by Ring.Selector) and the Sharder
-// labels them.
+// the manager caches cached, by slot, and the Sharder labels them.
 func replicaOf(t *testing.T, r shard.Ring, identity string, inner func(ctrl.Manager) reconcile.Reconciler,
 	children []shard.Child, cached map[client.Object]labels.Selector) (stop func(), mgr ctrl.Manager) {
 	t.Helper()
-	byObject := map[client.Object]cache.ByObject{&testv1.Widget{}: {Label: r.Selector(identity)}}
+	kinds := []client.Object{&testv1.Widget{}}
+	byObject := map[client.Object]cache.ByObject{}
 	for obj, sel := range cached {
-		req, _ := r.Selector(identity).Requirements()
-		byObject[obj] = cache.ByObject{Label: sel.Add(req...)}
+		kinds = append(kinds, obj)
+		byObject[obj] = cache.ByObject{Label: sel}
 	}
-	mgr = manager(t, byObject)
-	leases, err := coordinationv1client.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := mgr.Add(r.Member(leases, identity)); err != nil {
-		t.Fatal(err)
-	}
-	s := &shard.Sharder{Ring: r, Identity: identity, GVK: testv1.GroupVersion.WithKind("Widget"), Children: children}
-	if err := s.SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	err = ctrl.NewControllerManagedBy(mgr).Named("widgets-" + identity).For(&testv1.Widget{}).
-		Complete(shard.Handoff(r, identity, mgr, &testv1.Widget{}, inner(mgr)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr = manager(t, byObject, r.NewCache(identity, kinds...))
+	s := &shard.Sharder{Ring: r, GVK: testv1.GroupVersion.WithKind("Widget"), Children: children}
+	testkit.Must(t, s.SetupWithManager(mgr))
+	err := ctrl.NewControllerManagedBy(mgr).Named("widgets-" + identity).For(&testv1.Widget{}).
+		Complete(shard.Handoff(mgr, &testv1.Widget{}, inner(mgr)))
+	testkit.Must(t, err)
 	return testkit.Start(t, "replica "+identity, mgr), mgr
 }
 
-// manager is a member's manager, its cache configured by byObject, with
-// no metrics or probes.
-func manager(t *testing.T, byObject map[client.Object]cache.ByObject) ctrl.Manager {
+// manager is a member's manager, its cache configured by byObject and
+// made by newCache, with no metrics or probes.
+func manager(t *testing.T, byObject map[client.Object]cache.ByObject, newCache cache.NewCacheFunc) ctrl.Manager {
 	t.Helper()
 	// The kinds alone: a manager's scheme need not know Leases.
 	scheme := runtime.NewScheme()
@@ -129,57 +123,104 @@ func manager(t *testing.T, byObject map[client.Object]cache.ByObject) ctrl.Manag
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: new(true)},
 		Cache:                  cache.Options{ByObject: byObject},
+		NewCache:               newCache,
 	})
 	testkit.Must(t, err)
 	return mgr
 }
 
+// holders maps each slot of r to the member whose Lease lists it.
+func holders(t *testing.T, r shard.Ring) map[int]string {
+	t.Helper()
+	var leases coordinationv1.LeaseList
+	testkit.Must(t, env.Client.List(t.Context(), &leases, client.InNamespace(r.Namespace), client.MatchingLabels{shard.RingLabel: r.Name}))
+	out := map[int]string{}
+	for _, l := range leases.Items {
+		for v := range strings.SplitSeq(l.Annotations[shard.SlotsAnnotation], ",") {
+			if n, err := strconv.Atoi(v); err == nil {
+				out[n] = ptr.Deref(l.Spec.HolderIdentity, "")
+			}
+		}
+	}
+	return out
+}
+
+// heldBy waits until members, and only they, hold every slot of r, each
+// its share, and returns who holds each.
+func heldBy(t *testing.T, r shard.Ring, members ...string) map[int]string {
+	t.Helper()
+	var got map[string]int
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		h := holders(t, r)
+		got = map[string]int{}
+		for _, m := range h {
+			got[m]++
+		}
+		ok := len(h) == r.Slots && len(got) == len(members)
+		for _, m := range members {
+			ok = ok && got[m] >= r.Slots/len(members) && got[m] <= (r.Slots+len(members)-1)/len(members)
+		}
+		if ok {
+			return h
+		}
+	}
+	t.Fatalf("slots held: %v; want %d shared by %v", got, r.Slots, members)
+	return nil
+}
+
 // TestShardsHandOverWithoutOverlap runs replicas a and b over 30
-// Widgets, adds c, then stops b: every Widget ends labelled for the
-// member Owner names and was last reconciled by it, and no Widget was
-// ever reconciled by two replicas at once.
+// Widgets, adds c, then stops b: every Widget ends labelled with its
+// slot and was last reconciled by the member holding it, and no Widget
+// was ever reconciled by two replicas at once.
 func TestShardsHandOverWithoutOverlap(t *testing.T) {
 	ns := env.Namespace(t)
-	r := shard.Ring{Name: "widgets", Namespace: ns, LeaseDuration: 3 * time.Second}
+	r := shard.Ring{Name: "widgets", Namespace: ns, LeaseDuration: 3 * time.Second, Slots: 12}
 	p := &passes{runs: map[string][]run{}}
-	var keys []string
+	var keys []types.NamespacedName
 	for i := range 30 {
 		w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("w-%d", i), Namespace: ns}}
 		if err := env.Client.Create(t.Context(), w); err != nil {
 			t.Fatal(err)
 		}
-		keys = append(keys, ns+"/"+w.Name)
+		keys = append(keys, client.ObjectKeyFromObject(w))
 	}
-	settled := func(members ...string) {
+	settled := func(members ...string) map[int]string {
 		t.Helper()
+		h := heldBy(t, r, members...)
 		var why string
 		for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 			why = ""
-			var list testv1.WidgetList
-			if err := env.Client.List(t.Context(), &list, client.InNamespace(ns)); err != nil {
-				t.Fatal(err)
-			}
-			for _, w := range list.Items {
-				key := ns + "/" + w.Name
-				want := shard.Owner(key, members)
-				if got := w.Labels[r.Label()]; got != want || w.Labels[r.DrainLabel()] != "" {
-					why = fmt.Sprintf("%s labelled %q (drain %q), want %s", key, got, w.Labels[r.DrainLabel()], want)
+			for _, key := range keys {
+				var w testv1.Widget
+				if err := env.Client.Get(t.Context(), key, &w); err != nil {
+					t.Fatal(err)
+				}
+				slot := r.Slot(key)
+				if got := w.Labels[r.SlotLabel()]; got != strconv.Itoa(slot) {
+					why = fmt.Sprintf("%s labelled with slot %q, want %d", key, got, slot)
 					break
 				}
-				if got := p.last(key); got != want {
-					why = fmt.Sprintf("%s last reconciled by %q, want %s", key, got, want)
+				if got := p.last(key.String()); got != h[slot] {
+					why = fmt.Sprintf("%s last reconciled by %q, want %s, holding slot %d", key, got, h[slot], slot)
 					break
 				}
 			}
 			if why == "" {
-				return
+				return h
 			}
 		}
 		t.Fatalf("members %v: not settled after 30 s: %s", members, why)
+		return nil
 	}
 
 	replica(t, r, "a", p)
 	stopB := replica(t, r, "b", p)
+	before := settled("a", "b")
+	// Passes after the slots settled: the last pass names the holder.
+	for _, k := range keys {
+		testkit.Must(t, env.Client.Patch(t.Context(), &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: k.Name, Namespace: ns}},
+			client.RawPatch(types.MergePatchType, []byte(`{"spec":{"message":"settled"}}`))))
+	}
 	settled("a", "b")
 	start := time.Now()
 	replica(t, r, "c", p)
@@ -187,32 +228,28 @@ func TestShardsHandOverWithoutOverlap(t *testing.T) {
 	t.Logf("c joined: settled in %v", time.Since(start).Round(time.Millisecond))
 	start = time.Now()
 	stopB()
-	settled("a", "c")
+	after := settled("a", "c")
 	t.Logf("b left: settled in %v", time.Since(start).Round(time.Millisecond))
 
-	// A deletion still reaches the owner's reconciler: only a handover
-	// is kept from it.
-	victim := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w-0", Namespace: ns}}
-	key := ns + "/w-0"
+	// A deletion still reaches the holder's reconciler.
+	key := keys[0]
 	p.mu.Lock()
-	before := len(p.runs[key])
+	n := len(p.runs[key.String()])
 	p.mu.Unlock()
-	if err := env.Client.Delete(t.Context(), victim); err != nil {
-		t.Fatal(err)
-	}
+	testkit.Must(t, env.Client.Delete(t.Context(), &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: ns}}))
 	for end := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		p.mu.Lock()
-		after := len(p.runs[key])
+		m := len(p.runs[key.String()])
 		p.mu.Unlock()
-		if after > before {
+		if m > n {
 			break
 		}
 		if time.Now().After(end) {
 			t.Fatalf("the deletion of %s reached no reconciler", key)
 		}
 	}
-	if got, want := p.last(key), shard.Owner(key, []string{"a", "c"}); got != want {
-		t.Errorf("the deletion of %s reached %s, want its member %s", key, got, want)
+	if got, want := p.last(key.String()), after[r.Slot(key)]; got != want {
+		t.Errorf("the deletion of %s reached %s, want %s, holding its slot", key, got, want)
 	}
 
 	if o := p.overlaps(); len(o) > 0 {
@@ -220,7 +257,7 @@ func TestShardsHandOverWithoutOverlap(t *testing.T) {
 	}
 	moved := 0
 	for _, k := range keys {
-		if shard.Owner(k, []string{"a", "b"}) != shard.Owner(k, []string{"a", "c"}) {
+		if before[r.Slot(k)] != after[r.Slot(k)] {
 			moved++
 		}
 	}
@@ -247,11 +284,12 @@ func TestSharderKeepsToItsNamespaces(t *testing.T) {
 		if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: n, Name: "w"}, &w); err != nil {
 			t.Fatal(err)
 		}
-		return w.Labels[r.Label()]
+		return w.Labels[r.SlotLabel()]
 	}
-	for end := time.Now().Add(30 * time.Second); label(ns) != "a"; time.Sleep(100 * time.Millisecond) {
+	want := strconv.Itoa(r.Slot(client.ObjectKey{Namespace: ns, Name: "w"}))
+	for end := time.Now().Add(30 * time.Second); label(ns) != want; time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(end) {
-			t.Fatalf("%s/w not labelled for a after 30 s", ns)
+			t.Fatalf("%s/w not labelled with slot %s after 30 s", ns, want)
 		}
 	}
 	time.Sleep(time.Second)

@@ -42,11 +42,16 @@ func (v *View) Members(ctx context.Context, c client.Reader, now time.Time) ([]s
 	if err := c.List(ctx, &leases, client.InNamespace(v.ring.Namespace), client.MatchingLabels{RingLabel: v.ring.Name}); err != nil {
 		return nil, fmt.Errorf("shard: listing the Leases of ring %s: %w", v.ring.Name, err)
 	}
+	return v.observe(leases.Items, now), nil
+}
+
+// observe is Members of leases, listed at now.
+func (v *View) observe(leases []coordinationv1.Lease, now time.Time) []string {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	seen := make(map[string]observation, len(leases.Items))
+	seen := make(map[string]observation, len(leases))
 	var live []string
-	for _, l := range leases.Items {
+	for _, l := range leases {
 		if l.Spec.HolderIdentity == nil || l.Name != v.ring.leaseName(*l.Spec.HolderIdentity) {
 			continue
 		}
@@ -70,7 +75,7 @@ func (v *View) Members(ctx context.Context, c client.Reader, now time.Time) ([]s
 		delete(v.asked, id)
 	}
 	slices.Sort(live)
-	return live, nil
+	return live
 }
 
 // Dead says whether member, not live at the last Members, is gone for

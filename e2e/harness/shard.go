@@ -1,21 +1,66 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/e2e-framework/klient/k8s"
+	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
+
+	"github.com/opkit-dev/opkit/shard"
 )
+
+// ShardHolders says which of members holds each of ring's slots, from
+// the SlotsAnnotation of their Leases in leaseNS, or why not every slot
+// is held by one of members, each holding some. Other Leases are
+// ignored.
+func ShardHolders(ctx context.Context, cfg *envconf.Config, ring shard.Ring, leaseNS string, members []string) (map[int]string, string) {
+	var leases coordinationv1.LeaseList
+	if err := cfg.Client().Resources(leaseNS).List(ctx, &leases, resources.WithLabelSelector(shard.RingLabel+"="+ring.Name)); err != nil {
+		return nil, err.Error()
+	}
+	held, per := map[int]string{}, map[string]int{}
+	for _, l := range leases.Items {
+		id := ptr.Deref(l.Spec.HolderIdentity, "")
+		if !slices.Contains(members, id) {
+			continue // a killed member's Lease lists its slots until it expires
+		}
+		for v := range strings.SplitSeq(l.Annotations[shard.SlotsAnnotation], ",") {
+			if n, err := strconv.Atoi(v); err == nil {
+				held[n] = id
+				per[id]++
+			}
+		}
+	}
+	slots := cmp.Or(ring.Slots, shard.DefaultSlots)
+	for s := range slots {
+		if !slices.Contains(members, held[s]) {
+			return nil, fmt.Sprintf("slot %d held by %q, want one of %v (slots per member %v)", s, held[s], members, per)
+		}
+	}
+	for _, m := range members {
+		if per[m] == 0 {
+			return nil, fmt.Sprintf("%s holds no slot: %v", m, per)
+		}
+	}
+	return held, ""
+}
 
 // ShardChildrenLabelled says whether every Deployment, Service and
 // PodDisruptionBudget in ns of an instance in owner (instance name to
-// member) carries its member under label, with at least two children per
-// instance. Pods are left out: every shard caches their metadata.
+// slot) carries its slot under label, with at least two children per
+// instance.
 func ShardChildrenLabelled(ctx context.Context, cfg *envconf.Config, ns, label string, owner map[string]string) (bool, string) {
 	var deps appsv1.DeploymentList
 	var svcs corev1.ServiceList
@@ -43,7 +88,7 @@ func ShardChildrenLabelled(ctx context.Context, cfg *envconf.Config, ns, label s
 		}
 		children++
 		if got := o.GetLabels()[label]; got != want {
-			return false, fmt.Sprintf("%T %s labelled %q, want its instance's member %s", o, o.GetName(), got, want)
+			return false, fmt.Sprintf("%T %s labelled %q, want its instance's slot %s", o, o.GetName(), got, want)
 		}
 	}
 	if children < 2*len(owner) {

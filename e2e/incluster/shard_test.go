@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 
@@ -34,9 +36,9 @@ func deleteShardMemcacheds(ctx context.Context, t *testing.T, cfg *envconf.Confi
 	}
 }
 
-// shardCount Memcacheds are spread over the operator's shards: each of 3
-// owns none with probability 3·(2/3)^9 ≈ 8%, so the steps check only
-// that every Memcached is where Owner puts it.
+// shardCount Memcacheds are spread over the operator's shards: a
+// replica may hold none of them, so the steps check that every slot is
+// held and every Memcached labelled with its slot.
 const shardCount = 9
 
 var shardRing = shard.Ring{Name: "memcached"}
@@ -134,8 +136,8 @@ func podReady(p *corev1.Pod) bool {
 }
 
 // shardsConverge sets every shard Memcached's replicas, then waits until
-// replicas operator pods are live, each Memcached is labelled for the one
-// Owner names among them and is Ready at its generation, and each of its
+// replicas operator pods are live and hold every slot, each Memcached is
+// labelled with its slot and is Ready at its generation, and each of its
 // Deployment, Service and budget carries the same label.
 func (o operator) shardsConverge(ctx context.Context, t *testing.T, cfg *envconf.Config, ns string, replicas, size int) {
 	t.Helper()
@@ -166,15 +168,18 @@ func (o operator) shardsConverge(ctx context.Context, t *testing.T, cfg *envconf
 		if err := cfg.Client().Resources(ns).List(ctx, &list); err != nil {
 			return false, err.Error()
 		}
+		if _, why := harness.ShardHolders(ctx, cfg, shardRing, o.namespace, members); why != "" {
+			return false, why
+		}
 		owner := map[string]string{}
 		for _, m := range list.Items {
 			if !strings.HasPrefix(m.Name, shardPrefix) {
 				continue
 			}
-			want := shard.Owner(ns+"/"+m.Name, members)
-			owner[m.Name] = want
-			if got := m.Labels[shardRing.Label()]; got != want {
-				return false, fmt.Sprintf("%s labelled %q, want %s of %v", m.Name, got, want, members)
+			slot := strconv.Itoa(shardRing.Slot(types.NamespacedName{Namespace: ns, Name: m.Name}))
+			owner[m.Name] = slot
+			if got := m.Labels[shardRing.SlotLabel()]; got != slot {
+				return false, fmt.Sprintf("%s labelled with slot %q, want %s", m.Name, got, slot)
 			}
 			c := meta.FindStatusCondition(m.Status.Conditions, statusutil.ReadyCondition)
 			if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != m.Generation || len(m.Status.Nodes) != size {
@@ -184,6 +189,6 @@ func (o operator) shardsConverge(ctx context.Context, t *testing.T, cfg *envconf
 		if len(owner) != shardCount {
 			return false, fmt.Sprintf("%d shard Memcacheds", len(owner))
 		}
-		return harness.ShardChildrenLabelled(ctx, cfg, ns, shardRing.Label(), owner)
+		return harness.ShardChildrenLabelled(ctx, cfg, ns, shardRing.SlotLabel(), owner)
 	})
 }

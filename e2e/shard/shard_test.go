@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
@@ -35,8 +37,8 @@ var ring = shard.Ring{Name: "memcached", Namespace: shardNamespace}
 // TestMemcachedShards runs the memcached operator as shards r0, r1 and
 // r2: the Memcacheds are spread over all three and become Ready; r1 is
 // killed (SIGKILL: its Lease stays until it expires), and within its
-// lease duration + 10 s every one of its Memcacheds is labelled for a
-// survivor, and a spec change to all of them converges; r1 comes back
+// lease duration + 10 s the survivors hold every one of its slots, and
+// a spec change to all of them converges; r1 comes back
 // and takes its share again, and the next change converges too. Then
 // the shards scale to 2 (r2 stops gracefully: its share moves at once)
 // and to 4 (r2 and r3 start), converging each time: no Memcached is
@@ -68,7 +70,7 @@ func TestMemcachedShards(t *testing.T) {
 			}
 			killed := time.Now()
 			labelled(ctx, t, cfg, takeover, "r0", "r2")
-			t.Logf("r1's Memcacheds relabelled %v after the kill", time.Since(killed).Round(100*time.Millisecond))
+			t.Logf("r1's slots taken over %v after the kill", time.Since(killed).Round(100*time.Millisecond))
 			scaleAll(ctx, t, cfg, 2)
 			converged(ctx, t, cfg, 2*time.Minute, "r0", "r2")
 			return ctx
@@ -90,7 +92,7 @@ func TestMemcachedShards(t *testing.T) {
 			}
 			stopped := time.Now()
 			labelled(ctx, t, cfg, 10*time.Second, "r0", "r1")
-			t.Logf("r2's Memcacheds relabelled %v after it exited", time.Since(stopped).Round(100*time.Millisecond))
+			t.Logf("r2's slots taken over %v after it exited", time.Since(stopped).Round(100*time.Millisecond))
 			scaleAll(ctx, t, cfg, 2)
 			converged(ctx, t, cfg, 2*time.Minute, "r0", "r1")
 			return ctx
@@ -128,8 +130,8 @@ func TestMemcachedShards(t *testing.T) {
 	testEnv.Test(t, f)
 }
 
-// labelled waits until every Memcached is labelled for the member Owner
-// names among members, with no drain label, and each member has some.
+// labelled waits until members hold every slot, each some, and every
+// Memcached is labelled with its slot.
 func labelled(ctx context.Context, t *testing.T, cfg *envconf.Config, within time.Duration, members ...string) {
 	t.Helper()
 	waitAll(ctx, t, cfg, within, members, false)
@@ -144,7 +146,7 @@ func converged(ctx context.Context, t *testing.T, cfg *envconf.Config, within ti
 
 func waitAll(ctx context.Context, t *testing.T, cfg *envconf.Config, within time.Duration, members []string, ready bool) {
 	t.Helper()
-	harness.WaitFor(ctx, t, fmt.Sprintf("every Memcached labelled for one of %v", members), within, 200*time.Millisecond, func(ctx context.Context) (bool, string) {
+	harness.WaitFor(ctx, t, fmt.Sprintf("every Memcached on a slot of one of %v", members), within, 200*time.Millisecond, func(ctx context.Context) (bool, string) {
 		var list v1beta1.MemcachedList
 		if err := cfg.Client().Resources(ns).List(ctx, &list); err != nil {
 			return false, err.Error()
@@ -152,15 +154,19 @@ func waitAll(ctx context.Context, t *testing.T, cfg *envconf.Config, within time
 		if len(list.Items) != count {
 			return false, fmt.Sprintf("%d Memcacheds", len(list.Items))
 		}
+		held, why := harness.ShardHolders(ctx, cfg, ring, shardNamespace, members)
+		if why != "" {
+			return false, why
+		}
 		owned := map[string]int{}
 		owner := map[string]string{}
 		for _, m := range list.Items {
-			want := shard.Owner(ns+"/"+m.Name, members)
-			owner[m.Name] = want
-			if got := m.Labels[ring.Label()]; got != want || m.Labels[ring.DrainLabel()] != "" {
-				return false, fmt.Sprintf("%s labelled %q (drain %q), want %s", m.Name, got, m.Labels[ring.DrainLabel()], want)
+			slot := ring.Slot(types.NamespacedName{Namespace: ns, Name: m.Name})
+			owner[m.Name] = strconv.Itoa(slot)
+			if got := m.Labels[ring.SlotLabel()]; got != owner[m.Name] {
+				return false, fmt.Sprintf("%s labelled with slot %q, want %d", m.Name, got, slot)
 			}
-			owned[want]++
+			owned[held[slot]]++
 			if !ready {
 				continue
 			}
@@ -171,11 +177,11 @@ func waitAll(ctx context.Context, t *testing.T, cfg *envconf.Config, within time
 		}
 		for _, mem := range members {
 			if owned[mem] == 0 {
-				return false, fmt.Sprintf("%s owns no Memcached: %v", mem, owned)
+				return false, fmt.Sprintf("%s holds no Memcached: %v", mem, owned)
 			}
 		}
 		if ready {
-			return harness.ShardChildrenLabelled(ctx, cfg, ns, ring.Label(), owner)
+			return harness.ShardChildrenLabelled(ctx, cfg, ns, ring.SlotLabel(), owner)
 		}
 		return true, ""
 	})

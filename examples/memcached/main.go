@@ -23,6 +23,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -111,14 +112,16 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	var newCache cache.NewCacheFunc
 	if sh != nil {
 		sh.Ring.Namespaces = watched
-		cacheOpts = controller.ShardCache(cacheOpts, *sh)
+		newCache = controller.ShardCache(*sh)
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		WebhookServer:           wh.Server(),
 		Scheme:                  scheme,
 		Cache:                   cacheOpts,
+		NewCache:                newCache,
 		Metrics:                 securemetrics.ServerOptions(o.metricsAddr, o.metricsSecure),
 		HealthProbeBindAddress:  o.probeAddr,
 		PprofBindAddress:        o.pprofAddr,
@@ -195,7 +198,7 @@ func bindFlags(fs *flag.FlagSet) *flags {
 	fs.DurationVar(&o.syncPeriod, "sync-period", 10*time.Hour, "how often the informers resync every cached object; a resync changes nothing and runs no pass (the watches' predicates drop it)")
 	fs.StringVar(&o.readyEvents, "ready-events", "on-recovery", "when a Memcached's Normal Ready event is recorded: on-recovery (only when Ready becomes True from False; a new Memcached's first Ready is in its status alone) or always")
 	fs.DurationVar(&o.progressDelay, "progress-delay", defaultProgressDelay, "a Memcached (or spec change) Ready within this delay gets one status write; a slower rollout shows Reconciling after it (0: at once). Until then status.observedGeneration is behind, which kstatus reads as in progress; a Deployment that fails (ReplicaFailure, ProgressDeadlineExceeded) is reported at once")
-	fs.BoolVar(&o.shard, "shard", false, "spread the Memcacheds over the replicas: each holds a shard Lease and reconciles, and caches, only the Memcacheds labelled for it (shard.opkit.dev/memcached); run without --leader-elect")
+	fs.BoolVar(&o.shard, "shard", false, "spread the Memcacheds over the replicas: each holds a shard Lease listing its slots, and reconciles, and caches, only the Memcacheds of those slots (label slot.shard.opkit.dev/memcached); run without --leader-elect")
 	fs.StringVar(&o.shardIdentity, "shard-identity", "", "this replica's name among the shards (default: $POD_NAME, else the host name, which is the pod's name in-cluster)")
 	fs.StringVar(&o.shardNamespace, "shard-namespace", "", "namespace of the shard Leases (default: the pod's namespace in-cluster)")
 	o.webhook.BindFlags(fs)

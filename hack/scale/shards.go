@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -17,6 +18,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/opkit-dev/opkit/shard"
@@ -52,7 +54,7 @@ type shardRun struct {
 // shardMember is one replica over the create step.
 type shardMember struct {
 	Name string `json:"name"`
-	// Held is the Memcacheds labelled for it after the create step (all
+	// Held is the Memcacheds of its slots after the create step (all
 	// of them with one replica).
 	Held            int      `json:"held"`
 	RSSBeforeCreate int64    `json:"rssBeforeCreateBytes"`
@@ -86,15 +88,16 @@ type restartResult struct {
 // failoverResult is a replica killed (SIGKILL) with every Memcached Ready.
 type failoverResult struct {
 	Killed string `json:"killed"`
-	// Moved is the Memcacheds labelled for it when it was killed.
+	// Moved is the Memcacheds of its slots when it was killed.
 	Moved        int     `json:"moved"`
 	LeaseSeconds float64 `json:"leaseSeconds"`
-	// RelabelledSeconds is until every one of them was labelled for a
-	// survivor; PassedSeconds until the survivors had also run at least
-	// Moved more passes, so that each was passed by its new replica.
+	// RelabelledSeconds is until survivors held every one of its slots
+	// (before slots: until each Memcached was relabelled for one);
+	// PassedSeconds until the survivors had also run at least Moved
+	// more passes, so that each was passed by its new replica.
 	RelabelledSeconds float64 `json:"relabelledSeconds"`
-	// FirstMovedSeconds is until the first of them was labelled for a
-	// survivor: the lease's expiry as the sharder saw it.
+	// FirstMovedSeconds is until a survivor held the first of them: the
+	// lease's expiry as the survivors saw it.
 	FirstMovedSeconds float64 `json:"firstMovedSeconds"`
 	PassedSeconds     float64 `json:"passedSeconds"`
 }
@@ -203,23 +206,60 @@ func shardOnce(ctx context.Context, cfg config) (res *shardRun, m machine, err e
 	return res, describe(e), err
 }
 
-// waitForMembers waits until each of k shards holds its Lease, and the
-// sharder has had time to see them all (a tenth of the lease), so that no
-// Memcached is assigned to fewer members and moved during the create.
+// waitForMembers waits until each of k shards holds its Lease and its
+// share of the slots, so that no slot moves during the create.
 func waitForMembers(ctx context.Context, e *env, k int) error {
 	if k < 2 {
 		return nil
 	}
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		var leases coordinationv1.LeaseList
-		err := e.client.List(ctx, &leases, client.InNamespace(namespace(contOpkit)), client.MatchingLabels{shard.RingLabel: shardRing.Name})
-		return err == nil && len(leases.Items) == k, err
+		held, err := slotHolders(ctx, e)
+		if err != nil {
+			return false, err
+		}
+		per := map[string]int{}
+		for _, m := range held {
+			per[m]++
+		}
+		if len(held) != shard.DefaultSlots || len(per) != k {
+			return false, nil
+		}
+		for _, n := range per {
+			if n < shard.DefaultSlots/k {
+				return false, nil
+			}
+		}
+		return true, nil
 	})
 	if err != nil {
-		return fmt.Errorf("waiting for %d shard Leases: %w", k, err)
+		return fmt.Errorf("waiting for %d shards to hold every slot: %w", k, err)
 	}
-	time.Sleep(shard.DefaultLeaseDuration/10 + time.Second)
 	return nil
+}
+
+// slotHolders maps each slot to the live replica whose Lease lists it.
+func slotHolders(ctx context.Context, e *env) (map[int]string, error) {
+	var leases coordinationv1.LeaseList
+	if err := e.client.List(ctx, &leases, client.InNamespace(namespace(contOpkit)), client.MatchingLabels{shard.RingLabel: shardRing.Name}); err != nil {
+		return nil, err
+	}
+	dead := map[string]bool{}
+	for _, op := range e.replicas {
+		dead[op.name] = op.killed
+	}
+	held := map[int]string{}
+	for _, l := range leases.Items {
+		id := ptr.Deref(l.Spec.HolderIdentity, "")
+		if dead[id] {
+			continue
+		}
+		for v := range strings.SplitSeq(l.Annotations[shard.SlotsAnnotation], ",") {
+			if n, err := strconv.Atoi(v); err == nil {
+				held[n] = id
+			}
+		}
+	}
+	return held, nil
 }
 
 // replicaCPU is each replica's CPU seconds so far.
@@ -231,8 +271,13 @@ func replicaCPU(ops []*operator) []float64 {
 	return out
 }
 
-// heldBy counts the Memcacheds by the shard they are labelled for.
+// heldBy counts the Memcacheds by the live shard holding their slot; ""
+// counts those not labelled yet, or of a slot no live shard holds.
 func heldBy(ctx context.Context, e *env) (map[string]int, error) {
+	holders, err := slotHolders(ctx, e)
+	if err != nil {
+		return nil, err
+	}
 	out := map[string]int{}
 	for _, ns := range e.contenders[contOpkit].namespaces {
 		list := &metav1.PartialObjectMetadataList{}
@@ -241,9 +286,11 @@ func heldBy(ctx context.Context, e *env) (map[string]int, error) {
 			return nil, err
 		}
 		for _, o := range list.Items {
-			if o.Labels[shardRing.DrainLabel()] == "" {
-				out[o.Labels[shardRing.Label()]]++
+			member := ""
+			if n, err := strconv.Atoi(o.Labels[shardRing.SlotLabel()]); err == nil {
+				member = holders[n]
 			}
+			out[member]++
 		}
 	}
 	return out, nil
@@ -369,10 +416,12 @@ func (b *bench) failover(ctx context.Context) (*failoverResult, error) {
 			if err != nil {
 				return nil, err
 			}
-			if res.FirstMovedSeconds == 0 && held[victim.name] < res.Moved {
+			// The victim's Lease no longer counts: its Memcacheds are
+			// "" until a survivor holds their slots.
+			if res.FirstMovedSeconds == 0 && held[""] < res.Moved {
 				res.FirstMovedSeconds = time.Since(start).Seconds()
 			}
-			if _, unlabelled := held[""]; held[victim.name] == 0 && !unlabelled {
+			if held[""] == 0 {
 				res.RelabelledSeconds = time.Since(start).Seconds()
 			}
 		}
@@ -394,7 +443,7 @@ func (b *bench) failover(ctx context.Context) (*failoverResult, error) {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	progress(fmt.Sprintf("failover: first moved %.1fs, relabelled %.1fs, passed %.1fs after the kill (lease %.0fs)\n",
+	progress(fmt.Sprintf("failover: first slot taken %.1fs, all %.1fs, passed %.1fs after the kill (lease %.0fs)\n",
 		res.FirstMovedSeconds, res.RelabelledSeconds, res.PassedSeconds, res.LeaseSeconds))
 	return res, nil
 }
@@ -454,7 +503,7 @@ func renderShards(res *shardsResult) string {
 				methods(x.Requests.ByMethod, 6), methods(x.ClusterWrites, 8))
 		}
 		if x := r.Failover; x != nil {
-			fmt.Fprintf(&sb, "\n**%d replicas, N=%d.** %s killed (SIGKILL) holding %d Memcacheds: the first labelled for a survivor after %.1f s, "+
+			fmt.Fprintf(&sb, "\n**%d replicas, N=%d.** %s killed (SIGKILL) holding %d Memcacheds: the first in a slot a survivor holds after %.1f s, "+
 				"all after %.1f s, and passed by the survivors after %.1f s (bound: the %.0f s lease + 10 s).\n",
 				r.Replicas, r.N, x.Killed, x.Moved, x.FirstMovedSeconds, x.RelabelledSeconds, x.PassedSeconds, x.LeaseSeconds)
 		}

@@ -27,7 +27,7 @@ func TestRenderShards(t *testing.T) {
 		"| 3 |  | r1 | 330 | 44.0 MB | 44% |",
 		"RSS growth per Memcached over the create step: 61.4 KB",
 		"last pass after 0.8 s (1.5x one list of the Memcacheds, 0.50 s; 0.5x listing all the operator caches, 1.50 s); 1000 passes, 3 requests, **0 writes**",
-		"r1 killed (SIGKILL) holding 330 Memcacheds: the first labelled for a survivor after 12.5 s, all after 14.2 s, and passed by the survivors after 15.1 s",
+		"r1 killed (SIGKILL) holding 330 Memcacheds: the first in a slot a survivor holds after 12.5 s, all after 14.2 s, and passed by the survivors after 15.1 s",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("shards.md lacks %q:\n%s", want, got)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/opkit-dev/opkit/examples/memcached/api/v1beta1"
 	"github.com/opkit-dev/opkit/reconcile"
+	"github.com/opkit-dev/opkit/shard"
 	"github.com/opkit-dev/opkit/statusutil"
 )
 
@@ -91,7 +92,7 @@ func NewHooks(c client.Client, apiReader client.Reader, scheme *runtime.Scheme, 
 	h.children, err = reconcile.NewWorkflow[*v1beta1.Memcached](children,
 		&reconcile.Dependent[*v1beta1.Memcached, *appsv1.Deployment]{
 			Name:       "Deployment",
-			Build:      built(desiredDeployment),
+			Build:      buildDeployment,
 			Applied:    h.deploymentApplied,
 			Ready:      rolledOut,
 			WaitReason: ReasonRollingOut,
@@ -107,6 +108,16 @@ func NewHooks(c client.Client, apiReader client.Reader, scheme *runtime.Scheme, 
 		return nil, err
 	}
 	return h, nil
+}
+
+// buildDeployment is desiredDeployment, its pod template labelled with
+// the pass's shard slot, if any, so that the member caches the pods.
+func buildDeployment(ctx context.Context, m *v1beta1.Memcached) (*appsv1.Deployment, error) {
+	d := desiredDeployment(m)
+	if k, v, ok := shard.SlotFrom(ctx); ok {
+		d.Spec.Template.Labels[k] = v
+	}
+	return d, nil
 }
 
 // built adapts a desired-child func to Dependent.Build.

@@ -64,25 +64,13 @@ type Shard struct {
 	Identity string
 }
 
-// ShardCache makes opts cache only the Memcacheds of sh's replica and
-// their children. Pods stay: every replica caches the metadata of every
-// Memcached's pod (about 1 KB each), as labelling each pod for its
-// replica would cost a write at every creation and every handover.
-func ShardCache(opts cache.Options, sh Shard) cache.Options {
-	mine := sh.Ring.Selector(sh.Identity)
-	req, _ := mine.Requirements()
-	for obj, by := range opts.ByObject {
-		switch obj.(type) {
-		case *v1beta1.Memcached:
-			by.Label = mine
-		case *corev1.Pod:
-			continue
-		default:
-			by.Label = by.Label.DeepCopySelector().Add(req...)
-		}
-		opts.ByObject[obj] = by
-	}
-	return opts
+// ShardCache returns the manager's NewCache for sh's replica: it caches
+// the Memcacheds of the slots it holds, their children, and their pods,
+// which carry the slot from the pod template; each kind as the cache
+// options select it.
+func ShardCache(sh Shard) cache.NewCacheFunc {
+	return sh.Ring.NewCache(sh.Identity, &v1beta1.Memcached{}, &appsv1.Deployment{}, &corev1.Service{},
+		&policyv1.PodDisruptionBudget{}, &corev1.Pod{})
 }
 
 // CacheOptions restricts the manager's cache to what the operator reads:
@@ -136,13 +124,9 @@ func SetupWithManager(mgr ctrl.Manager, o Options) (*reconcile.Reconciler[*v1bet
 	for _, o := range ReconcilerOptions(rec) {
 		opts = append(opts, o)
 	}
-	toOwner := podOwner
-	if o.Shard != nil {
-		toOwner = ownedPodOwner(mgr.GetCache())
-	}
 	opts = append(opts,
 		reconcile.WithDependents(hooks.children),
-		reconcile.WithWatches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(toOwner),
+		reconcile.WithWatches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podOwner),
 			builder.OnlyMetadata, builder.WithPredicates(podMembershipChanged())),
 		reconcile.WithMaxConcurrentReconciles(o.MaxConcurrentReconciles),
 		reconcile.WithProgressDelay(o.ProgressDelay),
@@ -151,7 +135,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) (*reconcile.Reconciler[*v1bet
 		opts = append(opts, reconcile.WithSkipNameValidation())
 	}
 	if o.Shard != nil {
-		opts = append(opts, reconcile.WithShard(o.Shard.Ring, o.Shard.Identity))
+		opts = append(opts, reconcile.WithShard(o.Shard.Ring))
 	}
 	r, err := reconcile.SetupWithManager[*v1beta1.Memcached](mgr, hooks, opts...)
 	if err != nil {
@@ -209,18 +193,6 @@ func podOwner(_ context.Context, pod client.Object) []crreconcile.Request {
 		return nil
 	}
 	return []crreconcile.Request{{NamespacedName: types.NamespacedName{Namespace: pod.GetNamespace(), Name: instance[0]}}}
-}
-
-// ownedPodOwner is podOwner for a shard, which watches every pod: it maps
-// a pod to its Memcached only if this replica's cache holds it.
-func ownedPodOwner(c cache.Cache) handler.MapFunc {
-	return func(ctx context.Context, pod client.Object) []crreconcile.Request {
-		reqs := podOwner(ctx, pod)
-		if len(reqs) == 1 && c.Get(ctx, reqs[0].NamespacedName, &v1beta1.Memcached{}) != nil {
-			return nil
-		}
-		return reqs
-	}
 }
 
 // podMembershipChanged passes the pod events that change status.nodes:

@@ -1,109 +1,16 @@
 package shard_test
 
 import (
-	"context"
-	"errors"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/opkit-dev/opkit/shard"
 )
-
-// start runs r's member identity until the test ends or stop is called,
-// which waits for Start to return and returns its error.
-func start(t *testing.T, r shard.Ring, identity string) (stop func() error) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- r.Member(leaseClient(t), identity).Start(ctx) }()
-	stop = sync.OnceValue(func() error {
-		cancel()
-		return <-done
-	})
-	t.Cleanup(func() { _ = stop() })
-	return stop
-}
-
-// leaseClient is client-go's Lease client of env.
-func leaseClient(t *testing.T) coordinationv1client.LeasesGetter {
-	t.Helper()
-	c, err := coordinationv1client.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-// waitMembers waits until v sees want.
-func waitMembers(t *testing.T, v *shard.View, want []string) {
-	t.Helper()
-	var got []string
-	var err error
-	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		if got, err = v.Members(t.Context(), env.Client, time.Now()); err == nil && cmp.Equal(want, got) {
-			return
-		}
-	}
-	t.Fatalf("members = %v, %v; want %v", got, err, want)
-}
-
-func TestMemberJoinsRenewsAndLeaves(t *testing.T) {
-	r := shard.Ring{Name: "widgets", Namespace: env.Namespace(t), LeaseDuration: 3 * time.Second}
-	v := r.View()
-	stopA := start(t, r, "replica-a")
-	start(t, r, "replica-b")
-	waitMembers(t, v, []string{"replica-a", "replica-b"})
-
-	// Renewed at a third of the lease: the Lease changes within 2 s.
-	key := client.ObjectKey{Namespace: r.Namespace, Name: "widgets-replica-a"}
-	var before, after coordinationv1.Lease
-	if err := env.Client.Get(t.Context(), key, &before); err != nil {
-		t.Fatal(err)
-	}
-	for end := time.Now().Add(2 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if err := env.Client.Get(t.Context(), key, &after); err != nil {
-			t.Fatal(err)
-		}
-		if after.Spec.RenewTime.After(before.Spec.RenewTime.Time) {
-			break
-		}
-		if time.Now().After(end) {
-			t.Fatalf("the Lease was not renewed within 2 s of a 3 s lease (renewTime %v)", after.Spec.RenewTime)
-		}
-	}
-	if diff := cmp.Diff(map[string]string{shard.RingLabel: "widgets"}, after.Labels); diff != "" {
-		t.Errorf("labels (-want +got):\n%s", diff)
-	}
-
-	// A member that stops deletes its Lease: the others see it gone at
-	// once, not a lease duration later.
-	if err := stopA(); err != nil {
-		t.Fatalf("Start = %v, want nil after its context ended", err)
-	}
-	if err := env.Client.Get(t.Context(), key, &after); !apierrors.IsNotFound(err) {
-		t.Fatalf("the stopped member's Lease: get = %v, want NotFound", err)
-	}
-	got, err := v.Members(t.Context(), env.Client, time.Now())
-	if err != nil || !cmp.Equal([]string{"replica-b"}, got) {
-		t.Errorf("members after replica-a stopped = %v, %v; want [replica-b]", got, err)
-	}
-}
-
-func TestMemberWithoutIdentity(t *testing.T) {
-	r := shard.Ring{Name: "widgets", Namespace: env.Namespace(t)}
-	if err := r.Member(leaseClient(t), "").Start(t.Context()); !errors.Is(err, shard.ErrIdentity) {
-		t.Errorf("Start = %v, want ErrIdentity", err)
-	}
-}
 
 // TestViewTimesLeasesByItsOwnClock: a Lease that stops changing is live
 // for its duration from when the View first saw it, whatever renewTime

@@ -1,0 +1,182 @@
+package shard_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/opkit-dev/opkit/shard"
+)
+
+// events records what an informer's handler saw, as "add name" and
+// "delete name".
+type events struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (e *events) handler() toolscache.ResourceEventHandler {
+	rec := func(verb string, o any) {
+		if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+			o = d.Obj
+		}
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.got = append(e.got, verb+" "+o.(client.Object).GetName())
+	}
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { rec("add", o) },
+		DeleteFunc: func(o any) { rec("delete", o) },
+	}
+}
+
+// take waits until the events seen, sorted, are want, and forgets them.
+func (e *events) take(t *testing.T, want ...string) {
+	t.Helper()
+	slices.Sort(want)
+	var got []string
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		e.mu.Lock()
+		got = slices.Sorted(slices.Values(e.got))
+		if cmp.Equal(want, got) {
+			e.got = nil
+			e.mu.Unlock()
+			return
+		}
+		e.mu.Unlock()
+	}
+	t.Fatalf("events (-want +got):\n%s", cmp.Diff(want, got))
+}
+
+func TestSlotCacheHoldsOnlyItsSlots(t *testing.T) {
+	ns := env.Namespace(t)
+	ring := shard.Ring{Name: "widgets", Slots: 4}
+	cm := func(name string, slot int) *corev1.ConfigMap {
+		return &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{ring.SlotLabel(): strconv.Itoa(slot)}},
+			Data:       map[string]string{"colour": "blue"},
+		}
+	}
+	for _, o := range []client.Object{cm("a", 0), cm("b", 1), cm("c", 2), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: ns}}} {
+		if err := env.Client.Create(t.Context(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := shard.NewSlotCache(ring, env.Config, cache.Options{Scheme: env.Scheme, DefaultNamespaces: map[string]cache.Config{ns: {}}}, &corev1.ConfigMap{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- c.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	if err := c.IndexField(ctx, &corev1.ConfigMap{}, "colour", func(o client.Object) []string {
+		return []string{o.(*corev1.ConfigMap).Data["colour"]}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	inf, err := c.GetInformer(ctx, &corev1.ConfigMap{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev events
+	if _, err := inf.AddEventHandler(ev.handler()); err != nil {
+		t.Fatal(err)
+	}
+	for err := c.Hold(ctx, 0, 1); err != nil; err = c.Hold(ctx, 0, 1) {
+		if !errors.Is(err, shard.ErrNotStarted) {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	ev.take(t, "add a", "add b")
+
+	has := func(want ...string) {
+		t.Helper()
+		var l corev1.ConfigMapList
+		if err := c.List(ctx, &l, client.InNamespace(ns), client.MatchingFields{"colour": "blue"}); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, o := range l.Items {
+			got = append(got, o.Name)
+		}
+		slices.Sort(got)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("the cache's ConfigMaps (-want +got):\n%s", diff)
+		}
+		for _, name := range []string{"a", "b", "c"} {
+			err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &corev1.ConfigMap{})
+			if slices.Contains(want, name) != (err == nil) || err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("Get %s: %v; want it held: %t", name, err, slices.Contains(want, name))
+			}
+		}
+	}
+	has("a", "b")
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "s"}, &corev1.Secret{}); err != nil {
+		t.Errorf("a kind not sharded: %v", err)
+	}
+
+	if err := c.Hold(ctx, 2, 1); err != nil {
+		t.Fatal(err)
+	}
+	ev.take(t, "add c")
+	has("a", "b", "c")
+	if diff := cmp.Diff([]int{0, 1, 2}, c.Slots()); diff != "" {
+		t.Errorf("slots held (-want +got):\n%s", diff)
+	}
+
+	// Slot 0 shared its segment with slot 1: b is added again by the
+	// segment that replaces it.
+	if err := c.Release(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	ev.take(t, "delete a", "add b")
+	has("b", "c")
+	if _, ok := c.Enter(0); ok {
+		t.Error("a pass entered slot 0 after its release")
+	}
+	if err := env.Client.Create(ctx, cm("d", 1)); err != nil {
+		t.Fatal(err)
+	}
+	ev.take(t, "add d")
+
+	// A release waits for the passes its slot admitted.
+	leave, ok := c.Enter(2)
+	if !ok {
+		t.Fatal("no pass entered slot 2, which is held")
+	}
+	released := make(chan error, 1)
+	go func() { released <- c.Release(ctx, 2) }()
+	select {
+	case err := <-released:
+		t.Fatalf("Release returned (%v) while a pass over slot 2 ran", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	leave()
+	if err := <-released; err != nil {
+		t.Fatal(err)
+	}
+	ev.take(t, "delete c")
+	has("b", "d")
+	if diff := cmp.Diff([]int{1}, c.Slots()); diff != "" {
+		t.Errorf("slots held (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,272 @@
+package shard
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/utils/ptr"
+)
+
+// SlotsAnnotation on a member's Lease lists the slots it holds or is
+// about to: no other member takes them until they are gone from it, or
+// the Lease ran out.
+const SlotsAnnotation = "shard.opkit.dev/slots"
+
+// holder keeps a slot cache holding its member's share of the slots.
+type holder struct {
+	ring     Ring
+	identity string
+	cache    *slotCache
+	leases   coordinationv1client.LeasesGetter
+	view     *View
+
+	mu sync.Mutex
+	// published is the SlotsAnnotation last written; fence when the
+	// Lease may run out; lapsed that a renewal came too late, or found
+	// the Lease gone: others may hold its slots.
+	published []int
+	fence     time.Time
+	lapsed    bool
+}
+
+// run renews the Lease at a third of the lease duration, and moves
+// slots at a tenth of it, until ctx ends; then it closes every gate and
+// deletes the Lease, so that the others take over at once. It returns
+// the first error renewing the Lease: a member that cannot renew must
+// stop.
+func (h *holder) run(ctx context.Context) error {
+	if h.identity == "" {
+		return ErrIdentity
+	}
+	defer h.leave()
+	if err := h.publish(ctx, nil); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	renewed := make(chan error, 1)
+	// Renewals run apart from the steps, which wait for caches and
+	// passes.
+	go func() {
+		tick := time.NewTicker(h.ring.leaseDuration() / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				renewed <- nil
+				return
+			case <-tick.C:
+			}
+			h.mu.Lock()
+			slots := h.published
+			h.mu.Unlock()
+			if err := h.publish(ctx, slots); err != nil && ctx.Err() == nil {
+				renewed <- err
+				return
+			}
+		}
+	}()
+	tick := time.NewTicker(h.ring.leaseDuration() / 10)
+	defer tick.Stop()
+	for {
+		if err := h.step(ctx); err != nil && ctx.Err() == nil {
+			cancel()
+			return errors.Join(err, <-renewed)
+		}
+		select {
+		case <-ctx.Done():
+			return <-renewed
+		case err := <-renewed:
+			return err
+		case <-tick.C:
+		}
+	}
+}
+
+// step releases the slots the member no longer owns, and takes those it
+// owns that no live member holds. After a lapse it first gives up every
+// slot: others may have taken them.
+func (h *holder) step(ctx context.Context) error {
+	h.mu.Lock()
+	lapsed := h.lapsed
+	h.mu.Unlock()
+	if lapsed {
+		if err := h.cache.Release(ctx, h.cache.Slots()...); err != nil {
+			return nil
+		}
+		if err := h.publish(ctx, h.cache.Slots()); err != nil {
+			return err
+		}
+	}
+	others, members, err := h.claims(ctx, "0")
+	if err != nil {
+		return nil // the next step lists again; only renewals must succeed
+	}
+	want := assign(h.ring.slots(), members)[h.identity]
+	if !slices.Contains(members, h.identity) {
+		want = h.cache.Slots() // not seen yet: keep what it holds
+	}
+	held := h.cache.Slots()
+	if drop := minus(held, want); len(drop) > 0 {
+		err := h.cache.Release(ctx, drop...)
+		held = h.cache.Slots()
+		if err := h.publish(ctx, held); err != nil {
+			return err
+		}
+		if err != nil {
+			return nil
+		}
+	}
+	take := minus(minus(want, held), others)
+	if len(take) == 0 {
+		return nil
+	}
+	// Claim, then read every Lease from etcd: of two members claiming
+	// one slot, the later writer sees the earlier one's claim.
+	if err := h.publish(ctx, union(held, take)); err != nil {
+		return err
+	}
+	others, _, err = h.claims(ctx, "")
+	if err == nil {
+		take = minus(take, others)
+	} else {
+		take = nil
+	}
+	_ = h.cache.Hold(ctx, take...) // what it holds is published below
+	h.mu.Lock()
+	published := h.published
+	h.mu.Unlock()
+	if held := h.cache.Slots(); !slices.Equal(held, published) {
+		return h.publish(ctx, held)
+	}
+	return nil
+}
+
+// claims returns the slots that members other than this one, not dead,
+// list on their Leases, and the live members. rv is the list's
+// resourceVersion: "0" reads the API server's cache, "" etcd.
+func (h *holder) claims(ctx context.Context, rv string) (others []int, members []string, err error) {
+	list, err := h.leases.Leases(h.ring.Namespace).List(ctx, metav1.ListOptions{LabelSelector: RingLabel + "=" + h.ring.Name, ResourceVersion: rv})
+	if err != nil {
+		return nil, nil, fmt.Errorf("shard: listing the Leases of ring %s: %w", h.ring.Name, err)
+	}
+	now := time.Now()
+	members = h.view.observe(list.Items, now)
+	for _, l := range list.Items {
+		id := ptr.Deref(l.Spec.HolderIdentity, "")
+		if id == h.identity || id == "" || h.view.Dead(id, now) {
+			continue
+		}
+		others = union(others, parseSlots(l.Annotations[SlotsAnnotation]))
+	}
+	return others, members, nil
+}
+
+// publish writes slots into the Lease and renews it, creating it if
+// needed. A renewal sent before the fence moves it a lease duration on
+// from when it was sent; one sent after it, or that found the Lease
+// gone, marks a lapse instead: the gates stay closed until step gave up
+// every slot.
+func (h *holder) publish(ctx context.Context, slots []int) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	start := time.Now()
+	now := metav1.NewMicroTime(start)
+	seconds := int32(h.ring.leaseDuration() / time.Second)
+	name, leases := h.ring.leaseName(h.identity), h.leases.Leases(h.ring.Namespace)
+	annotation := formatSlots(slots)
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"annotations": map[string]string{SlotsAnnotation: annotation}},
+		"spec":     map[string]any{"renewTime": now, "holderIdentity": h.identity, "leaseDurationSeconds": seconds},
+	})
+	if err != nil {
+		return err
+	}
+	_, err = leases.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	gone := apierrors.IsNotFound(err)
+	if gone {
+		_, err = leases.Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: name, Namespace: h.ring.Namespace, Labels: map[string]string{RingLabel: h.ring.Name},
+				Annotations: map[string]string{SlotsAnnotation: annotation},
+			},
+			Spec: coordinationv1.LeaseSpec{
+				HolderIdentity:       ptr.To(h.identity),
+				LeaseDurationSeconds: ptr.To(seconds),
+				AcquireTime:          &now,
+				RenewTime:            &now,
+			},
+		}, metav1.CreateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("shard: renewing the Lease %s/%s of ring %s: %w", h.ring.Namespace, name, h.ring.Name, err)
+	}
+	h.published = slices.Clone(slots)
+	if !h.fence.IsZero() && (gone || !start.Before(h.fence)) || h.lapsed {
+		h.lapsed = len(slots) > 0
+		if h.lapsed {
+			return nil
+		}
+	}
+	h.fence = start.Add(h.ring.leaseDuration())
+	h.cache.fenceAt(h.fence)
+	return nil
+}
+
+// leave closes every gate, waits for the passes, lists no slot on the
+// Lease, then deletes it, with a context of its own: the manager's has
+// ended.
+func (h *holder) leave() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	h.cache.fenceAt(time.Time{})
+	if err := h.cache.Release(ctx, h.cache.Slots()...); err != nil {
+		return // the Lease runs out instead
+	}
+	if err := h.publish(ctx, nil); err != nil {
+		return
+	}
+	_ = h.leases.Leases(h.ring.Namespace).Delete(ctx, h.ring.leaseName(h.identity), metav1.DeleteOptions{})
+}
+
+func formatSlots(slots []int) string {
+	s := make([]string, len(slots))
+	for i, n := range slots {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
+}
+
+func parseSlots(v string) []int {
+	var out []int
+	for f := range strings.SplitSeq(v, ",") {
+		if n, err := strconv.Atoi(f); err == nil {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// minus returns a without b's members; union the sorted union.
+func minus(a, b []int) []int {
+	return slices.DeleteFunc(slices.Clone(a), func(n int) bool { return slices.Contains(b, n) })
+}
+
+func union(a, b []int) []int {
+	out := slices.Concat(a, b)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
