@@ -1,0 +1,222 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Hold starts caching slots and opens their gates; it returns once the
+// new segment's informers synced. Slots already held are skipped.
+func (c *slotCache) Hold(ctx context.Context, slots ...int) error {
+	held := c.Slots()
+	var want []int
+	for _, s := range slots {
+		if s < 0 || s >= c.ring.slots() {
+			return fmt.Errorf("shard: slot %d of ring %s: want 0 to %d", s, c.ring.Name, c.ring.slots()-1)
+		}
+		if !slices.Contains(held, s) && !slices.Contains(want, s) {
+			want = append(want, s)
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	select {
+	case <-c.started:
+	default:
+		return ErrNotStarted
+	}
+	slices.Sort(want)
+	// Open before the handlers see the objects added: a pass they queue
+	// must be admitted.
+	c.setGates(want, true)
+	seg, err := c.add(ctx, want)
+	if err != nil {
+		c.setGates(want, false)
+		return err
+	}
+	if !seg.cache.WaitForCacheSync(ctx) {
+		return fmt.Errorf("shard: waiting for slots %v: %w", want, ctx.Err())
+	}
+	return nil
+}
+
+// add starts a segment for slots and adds it, with every informer and
+// handler known.
+func (c *slotCache) add(ctx context.Context, slots []int) (*segment, error) {
+	c.build.Lock()
+	defer c.build.Unlock()
+	seg, err := c.start(ctx, slots)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, i := range c.informers {
+		if err := i.attach(ctx, seg); err != nil {
+			for _, i := range c.informers {
+				i.detach(seg, nil)
+			}
+			seg.cancel()
+			<-seg.done
+			return nil, err
+		}
+	}
+	c.segments = append(c.segments, seg)
+	return seg, nil
+}
+
+// start starts the cache of a segment, with the indexes known so far.
+func (c *slotCache) start(ctx context.Context, slots []int) (*segment, error) {
+	opts := c.opts
+	req := c.ring.slotsRequirement(slots)
+	add := func(sel labels.Selector) labels.Selector {
+		if sel == nil {
+			sel = c.opts.DefaultLabelSelector
+		}
+		if sel == nil {
+			sel = labels.Everything()
+		}
+		return sel.DeepCopySelector().Add(req)
+	}
+	opts.ByObject = map[client.Object]cache.ByObject{}
+	for obj, by := range c.opts.ByObject {
+		if _, sharded, err := c.sharded(obj); err != nil || !sharded {
+			continue
+		}
+		by.Label = add(by.Label)
+		by.Namespaces = maps.Clone(by.Namespaces)
+		for ns, cfg := range by.Namespaces {
+			if cfg.LabelSelector != nil {
+				cfg.LabelSelector = add(cfg.LabelSelector)
+				by.Namespaces[ns] = cfg
+			}
+		}
+		opts.ByObject[obj] = by
+	}
+	opts.DefaultLabelSelector = add(c.opts.DefaultLabelSelector)
+	opts.DefaultNamespaces = maps.Clone(c.opts.DefaultNamespaces)
+	for ns, cfg := range opts.DefaultNamespaces {
+		if cfg.LabelSelector != nil {
+			cfg.LabelSelector = add(cfg.LabelSelector)
+			opts.DefaultNamespaces[ns] = cfg
+		}
+	}
+	sc, err := cache.New(c.config, opts)
+	if err != nil {
+		return nil, fmt.Errorf("shard: the cache of slots %v: %w", slots, err)
+	}
+	c.mu.Lock()
+	indexes := slices.Clone(c.indexes)
+	c.mu.Unlock()
+	for _, ix := range indexes { // c.build keeps IndexField out meanwhile
+		if err := sc.IndexField(ctx, ix.obj, ix.field, ix.extract); err != nil {
+			return nil, err
+		}
+	}
+	sctx, cancel := context.WithCancel(c.ctx)
+	s := &segment{slots: slots, cache: sc, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		_ = sc.Start(sctx)
+	}()
+	// Until it started, its reads fail rather than wait.
+	if !sc.WaitForCacheSync(ctx) {
+		cancel()
+		<-s.done
+		return nil, fmt.Errorf("shard: starting the cache of slots %v: %w", slots, ctx.Err())
+	}
+	return s, nil
+}
+
+// setGates opens or closes the gates of slots; closing one waits for
+// the passes it admitted.
+func (c *slotCache) setGates(slots []int, open bool) {
+	for _, n := range slots {
+		if n >= 0 && n < c.ring.slots() {
+			c.gates[n].Lock()
+			c.active[n] = open
+			c.gates[n].Unlock()
+		}
+	}
+}
+
+// Why enter refused a pass.
+var (
+	errNotHeld = errors.New("shard: slot not held")
+	errFenced  = errors.New("shard: the member's Lease may have run out")
+)
+
+// enter admits a pass over an object of slot if the slot is held and
+// the member's Lease live; the pass calls leave when it ends. Release
+// waits for the passes admitted.
+func (c *slotCache) enter(slot int) (leave func(), err error) {
+	if slot < 0 || slot >= c.ring.slots() {
+		return nil, errNotHeld
+	}
+	g := &c.gates[slot]
+	g.RLock()
+	if !c.active[slot] {
+		g.RUnlock()
+		return nil, errNotHeld
+	}
+	if d := c.fence.Load(); d != nil && !time.Now().Before(*d) {
+		g.RUnlock()
+		return nil, errFenced
+	}
+	return g.RUnlock, nil
+}
+
+// fenceAt admits passes until t only.
+func (c *slotCache) fenceAt(t time.Time) { c.fence.Store(&t) }
+
+// Release closes the gates of slots, waits for the passes they
+// admitted, and stops caching them: each handler sees every object of
+// those slots deleted. A segment that held other slots too is replaced
+// by one of those, whose handlers see their objects added again; if
+// that fails, those slots are given up too, and the error returned.
+func (c *slotCache) Release(ctx context.Context, slots ...int) error {
+	c.setGates(slots, false)
+	var failed error
+	for _, old := range c.held() {
+		keep := minus(old.slots, slots)
+		if len(keep) == len(old.slots) {
+			continue
+		}
+		if len(keep) > 0 {
+			if _, err := c.add(ctx, keep); err != nil {
+				c.setGates(keep, false)
+				keep, failed = nil, err
+			}
+		}
+		c.mu.Lock()
+		c.segments = slices.DeleteFunc(c.segments, func(s *segment) bool { return s == old })
+		var gone []func()
+		for _, i := range c.informers {
+			gone = append(gone, i.detach(old, func(o any) bool {
+				m, err := apimeta.Accessor(o)
+				if err != nil {
+					return false
+				}
+				n, ok := c.ring.slotOf(m.GetLabels())
+				return !ok || !slices.Contains(keep, n)
+			}))
+		}
+		c.mu.Unlock()
+		old.cancel()
+		<-old.done
+		for _, f := range gone {
+			f()
+		}
+	}
+	return failed
+}
