@@ -12,7 +12,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -158,14 +157,12 @@ func TestWithShard(t *testing.T) {
 	}
 	// holders maps each slot to the member whose Lease lists it.
 	holders := func() map[int]string {
-		var leases coordinationv1.LeaseList
-		testkit.Must(t, env.Client.List(t.Context(), &leases, client.InNamespace(f.ns)))
+		held, err := ring.Holders(t.Context(), env.Client)
+		testkit.Must(t, err)
 		out := map[int]string{}
-		for _, l := range leases.Items {
-			for v := range strings.SplitSeq(l.Annotations[shard.SlotsAnnotation], ",") {
-				if n, err := strconv.Atoi(v); err == nil {
-					out[n] = ptr.Deref(l.Spec.HolderIdentity, "")
-				}
+		for m, slots := range held {
+			for _, n := range slots {
+				out[n] = m
 			}
 		}
 		return out

@@ -1,7 +1,6 @@
 package shard_test
 
 import (
-	"context"
 	"errors"
 	"slices"
 	"strconv"
@@ -17,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/opkit-dev/opkit/internal/testkit"
 	"github.com/opkit-dev/opkit/shard"
 )
 
@@ -78,15 +78,7 @@ func TestSlotCacheHoldsOnlyItsSlots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- c.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
+	ctx := testkit.Run(t, c)
 	if err := c.IndexField(ctx, &corev1.ConfigMap{}, "colour", func(o client.Object) []string {
 		return []string{o.(*corev1.ConfigMap).Data["colour"]}
 	}); err != nil {

@@ -1,7 +1,6 @@
 package shard_test
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"sync"
@@ -11,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
+	"github.com/opkit-dev/opkit/internal/testkit"
 	"github.com/opkit-dev/opkit/shard"
 )
 
@@ -18,7 +18,7 @@ import (
 type slotMember struct {
 	id    string
 	slots func() []int
-	stop  func() error
+	stop  func()
 }
 
 func startSlotMember(t *testing.T, r shard.Ring, id string) *slotMember {
@@ -27,15 +27,7 @@ func startSlotMember(t *testing.T, r shard.Ring, id string) *slotMember {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- c.Start(ctx) }()
-	m := &slotMember{id: id, slots: c.(interface{ Slots() []int }).Slots, stop: sync.OnceValue(func() error {
-		cancel()
-		return <-done
-	})}
-	t.Cleanup(func() { _ = m.stop() })
-	return m
+	return &slotMember{id: id, slots: c.(interface{ Slots() []int }).Slots, stop: testkit.Start(t, "member "+id, c)}
 }
 
 func TestMembersShareSlotsOneAtATime(t *testing.T) {
@@ -86,9 +78,7 @@ func TestMembersShareSlotsOneAtATime(t *testing.T) {
 		i := slices.IndexFunc(live, func(m *slotMember) bool { return m.id == id })
 		m := live[i]
 		mu.Unlock()
-		if err := m.stop(); err != nil {
-			t.Errorf("%s: %v", id, err)
-		}
+		m.stop()
 		mu.Lock()
 		live = slices.Delete(live, i, i+1)
 		mu.Unlock()

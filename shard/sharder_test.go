@@ -4,18 +4,15 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -132,14 +129,12 @@ func manager(t *testing.T, byObject map[client.Object]cache.ByObject, newCache c
 // holders maps each slot of r to the member whose Lease lists it.
 func holders(t *testing.T, r shard.Ring) map[int]string {
 	t.Helper()
-	var leases coordinationv1.LeaseList
-	testkit.Must(t, env.Client.List(t.Context(), &leases, client.InNamespace(r.Namespace), client.MatchingLabels{shard.RingLabel: r.Name}))
+	held, err := r.Holders(t.Context(), env.Client)
+	testkit.Must(t, err)
 	out := map[int]string{}
-	for _, l := range leases.Items {
-		for v := range strings.SplitSeq(l.Annotations[shard.SlotsAnnotation], ",") {
-			if n, err := strconv.Atoi(v); err == nil {
-				out[n] = ptr.Deref(l.Spec.HolderIdentity, "")
-			}
+	for m, slots := range held {
+		for _, n := range slots {
+			out[n] = m
 		}
 	}
 	return out

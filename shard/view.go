@@ -8,6 +8,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -97,4 +98,21 @@ func (v *View) Dead(member string, now time.Time) bool {
 		return false
 	}
 	return now.Sub(first) >= v.ring.leaseDuration()
+}
+
+// Holders returns the slots each member's Lease lists (SlotsAnnotation),
+// read with c. A killed member's Lease lists its slots until it is
+// deleted: check the holders against the live members.
+func (r Ring) Holders(ctx context.Context, c client.Reader) (map[string][]int, error) {
+	var leases coordinationv1.LeaseList
+	if err := c.List(ctx, &leases, client.InNamespace(r.Namespace), client.MatchingLabels{RingLabel: r.Name}); err != nil {
+		return nil, fmt.Errorf("shard: listing the Leases of ring %s: %w", r.Name, err)
+	}
+	out := map[string][]int{}
+	for _, l := range leases.Items {
+		if id := ptr.Deref(l.Spec.HolderIdentity, ""); id != "" {
+			out[id] = parseSlots(l.Annotations[SlotsAnnotation])
+		}
+	}
+	return out, nil
 }

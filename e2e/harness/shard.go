@@ -5,17 +5,12 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/e2e-framework/klient/k8s"
-	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 
 	"github.com/opkit-dev/opkit/shard"
@@ -26,21 +21,16 @@ import (
 // is held by one of members, each holding some. Other Leases are
 // ignored.
 func ShardHolders(ctx context.Context, cfg *envconf.Config, ring shard.Ring, leaseNS string, members []string) (map[int]string, string) {
-	var leases coordinationv1.LeaseList
-	if err := cfg.Client().Resources(leaseNS).List(ctx, &leases, resources.WithLabelSelector(shard.RingLabel+"="+ring.Name)); err != nil {
+	ring.Namespace = leaseNS
+	leases, err := ring.Holders(ctx, cfg.Client().Resources().GetControllerRuntimeClient())
+	if err != nil {
 		return nil, err.Error()
 	}
 	held, per := map[int]string{}, map[string]int{}
-	for _, l := range leases.Items {
-		id := ptr.Deref(l.Spec.HolderIdentity, "")
-		if !slices.Contains(members, id) {
-			continue // a killed member's Lease lists its slots until it expires
-		}
-		for v := range strings.SplitSeq(l.Annotations[shard.SlotsAnnotation], ",") {
-			if n, err := strconv.Atoi(v); err == nil {
-				held[n] = id
-				per[id]++
-			}
+	for _, m := range members { // a killed member's Lease lists its slots until it expires
+		for _, n := range leases[m] {
+			held[n] = m
+			per[m]++
 		}
 	}
 	slots := cmp.Or(ring.Slots, shard.DefaultSlots)

@@ -13,12 +13,10 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/opkit-dev/opkit/shard"
@@ -239,23 +237,17 @@ func waitForMembers(ctx context.Context, e *env, k int) error {
 
 // slotHolders maps each slot to the live replica whose Lease lists it.
 func slotHolders(ctx context.Context, e *env) (map[int]string, error) {
-	var leases coordinationv1.LeaseList
-	if err := e.client.List(ctx, &leases, client.InNamespace(namespace(contOpkit)), client.MatchingLabels{shard.RingLabel: shardRing.Name}); err != nil {
+	r := shardRing
+	r.Namespace = namespace(contOpkit)
+	members, err := r.Holders(ctx, e.client)
+	if err != nil {
 		return nil, err
 	}
-	dead := map[string]bool{}
-	for _, op := range e.replicas {
-		dead[op.name] = op.killed
-	}
 	held := map[int]string{}
-	for _, l := range leases.Items {
-		id := ptr.Deref(l.Spec.HolderIdentity, "")
-		if dead[id] {
-			continue
-		}
-		for v := range strings.SplitSeq(l.Annotations[shard.SlotsAnnotation], ",") {
-			if n, err := strconv.Atoi(v); err == nil {
-				held[n] = id
+	for _, op := range e.replicas {
+		if !op.killed {
+			for _, n := range members[op.name] {
+				held[n] = op.name
 			}
 		}
 	}
