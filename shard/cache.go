@@ -24,8 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 )
 
-// ErrNotStarted is returned by a slot cache's Hold before its Start.
-var ErrNotStarted = errors.New("shard: the cache has not started")
+// errNotStarted is returned by a slot cache's Hold before its Start.
+var errNotStarted = errors.New("shard: the cache has not started")
 
 // slotCache caches its sharded kinds only for the slots it holds: one
 // cache per Hold (a segment), whose informers select those slots; every

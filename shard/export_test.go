@@ -31,3 +31,6 @@ func NewSlotCache(r Ring, config *rest.Config, opts cache.Options, kinds ...clie
 	}
 	return slotCacheForTest{c}, nil
 }
+
+// ErrNotStarted is Hold's error before Start.
+var ErrNotStarted = errNotStarted

@@ -33,7 +33,7 @@ func (c *slotCache) Hold(ctx context.Context, slots ...int) error {
 	select {
 	case <-c.started:
 	default:
-		return ErrNotStarted
+		return errNotStarted
 	}
 	slices.Sort(want)
 	// Open before the handlers see the objects added: a pass they queue
