@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -73,9 +74,16 @@ func (o operator) shardSteps(ns string) []step {
 					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s%d", shardPrefix, i), Namespace: ns},
 					Spec:       v1beta1.MemcachedSpec{Replicas: 1, Image: "memcached:1.6"},
 				}
-				if err := cfg.Client().Resources().Create(ctx, m); err != nil {
-					t.Fatal(err)
-				}
+				// The rollout's last old pod may still be the webhook's
+				// endpoint in the API server's path: the first calls may
+				// be refused.
+				harness.WaitFor(ctx, t, "the webhook to admit "+m.Name, time.Minute, 500*time.Millisecond, func(ctx context.Context) (bool, string) {
+					err := cfg.Client().Resources().Create(ctx, m.DeepCopy())
+					if err != nil && !apierrors.IsAlreadyExists(err) {
+						return false, err.Error()
+					}
+					return true, ""
+				})
 			}
 			o.shardsConverge(ctx, t, cfg, ns, 3, 1)
 			return ctx
