@@ -34,3 +34,12 @@ func NewSlotCache(r Ring, config *rest.Config, opts cache.Options, kinds ...clie
 
 // ErrNotStarted is Hold's error before Start.
 var ErrNotStarted = errNotStarted
+
+// EnterSlot admits a pass in slot of c, a Ring.NewCache cache.
+func EnterSlot(c cache.Cache, slot int) (leave func(), ok bool) {
+	leave, err := c.(*slotCache).enter(slot)
+	return leave, err == nil
+}
+
+// Assign is the slots each member is to hold.
+func Assign(n int, members ...string) map[string][]int { return assign(n, members) }

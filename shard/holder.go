@@ -95,8 +95,8 @@ func (h *holder) run(ctx context.Context) error {
 	}
 }
 
-// step releases the slots the member no longer owns, and takes those it
-// owns that no live member holds. After a lapse it first gives up every
+// step takes the slots the member owns that no live member holds, and
+// releases those it no longer owns. After a lapse it first gives up every
 // slot: others may have taken them.
 func (h *holder) step(ctx context.Context) error {
 	h.mu.Lock()
@@ -118,27 +118,31 @@ func (h *holder) step(ctx context.Context) error {
 	if !slices.Contains(members, h.identity) {
 		want = h.cache.Slots() // not seen yet: keep what it holds
 	}
-	held := h.cache.Slots()
-	if drop := minus(held, want); len(drop) > 0 {
-		err := h.cache.Release(ctx, drop...)
-		held = h.cache.Slots()
-		if err := h.publish(ctx, held); err != nil {
-			return err
-		}
-		if err != nil {
-			return nil
-		}
+	// Free slots first: giving one up waits for its passes and restarts
+	// the cache of the slots kept with it, which must not delay a
+	// takeover.
+	if err := h.take(ctx, minus(minus(want, h.cache.Slots()), others)); err != nil {
+		return err
 	}
-	take := minus(minus(want, held), others)
+	if drop := minus(h.cache.Slots(), want); len(drop) > 0 {
+		_ = h.cache.Release(ctx, drop...) // what it still holds is published
+		return h.publish(ctx, h.cache.Slots())
+	}
+	return nil
+}
+
+// take holds the slots of take that no other member claims by the time
+// this one's claim is in etcd.
+func (h *holder) take(ctx context.Context, take []int) error {
 	if len(take) == 0 {
 		return nil
 	}
 	// Claim, then read every Lease from etcd: of two members claiming
 	// one slot, the later writer sees the earlier one's claim.
-	if err := h.publish(ctx, union(held, take)); err != nil {
+	if err := h.publish(ctx, union(h.cache.Slots(), take)); err != nil {
 		return err
 	}
-	others, _, err = h.claims(ctx, "")
+	others, _, err := h.claims(ctx, "")
 	if err == nil {
 		take = minus(take, others)
 	} else {

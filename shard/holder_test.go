@@ -18,6 +18,7 @@ import (
 type slotMember struct {
 	id    string
 	slots func() []int
+	enter func(slot int) (leave func(), ok bool)
 	stop  func()
 }
 
@@ -27,7 +28,12 @@ func startSlotMember(t *testing.T, r shard.Ring, id string) *slotMember {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &slotMember{id: id, slots: c.(interface{ Slots() []int }).Slots, stop: testkit.Start(t, "member "+id, c)}
+	return &slotMember{
+		id:    id,
+		slots: c.(interface{ Slots() []int }).Slots,
+		enter: func(slot int) (func(), bool) { return shard.EnterSlot(c, slot) },
+		stop:  testkit.Start(t, "member "+id, c),
+	}
 }
 
 func TestMembersShareSlotsOneAtATime(t *testing.T) {
@@ -123,4 +129,53 @@ func TestMembersShareSlotsOneAtATime(t *testing.T) {
 	if len(overlaps) > 0 {
 		t.Errorf("%d samples saw a slot held twice, the first: %s", len(overlaps), overlaps[0])
 	}
+}
+
+// A member that must give a slot up while a pass in it runs still takes
+// a departed member's slots at once: giving up waits for the pass.
+func TestMemberTakesFreeSlotsBeforeGivingUp(t *testing.T) {
+	r := shard.Ring{Name: "widgets", Namespace: env.Namespace(t), LeaseDuration: 3 * time.Second, Slots: 12}
+	three, two := shard.Assign(r.Slots, "a", "c", "d"), shard.Assign(r.Slots, "a", "c")
+	gives := slices.DeleteFunc(slices.Clone(three["c"]), func(s int) bool { return slices.Contains(two["c"], s) })
+	takes := slices.DeleteFunc(slices.Clone(two["c"]), func(s int) bool { return !slices.Contains(three["d"], s) })
+	if len(gives) == 0 || len(takes) == 0 {
+		t.Fatalf("c gives %v and takes %v of d's when d leaves: pick members for which it does both", gives, takes)
+	}
+	members := map[string]*slotMember{}
+	for _, id := range []string{"a", "c", "d"} {
+		members[id] = startSlotMember(t, r, id)
+	}
+	waitSlots(t, 15*time.Second, members["c"], three["c"])
+	waitSlots(t, 15*time.Second, members["d"], three["d"])
+	enter, ok := members["c"].enter(gives[0])
+	if !ok {
+		t.Fatalf("c admitted no pass in slot %d", gives[0])
+	}
+	leave := sync.OnceFunc(enter)
+	t.Cleanup(leave) // before the members stop: they wait for it
+	members["d"].stop()
+	start := time.Now()
+	waitSlots(t, 2*time.Second, members["c"], union(three["c"], takes))
+	t.Logf("c took %v of d's %v after d left, with a pass open in slot %d", takes, time.Since(start).Round(time.Millisecond), gives[0])
+	leave()
+	waitSlots(t, 5*time.Second, members["c"], two["c"])
+	waitSlots(t, 5*time.Second, members["a"], two["a"])
+}
+
+// waitSlots waits until m holds want.
+func waitSlots(t *testing.T, within time.Duration, m *slotMember, want []int) {
+	t.Helper()
+	var got []int
+	for end := time.Now().Add(within); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if got = m.slots(); slices.Equal(got, want) {
+			return
+		}
+	}
+	t.Fatalf("%s holds slots %v after %v; want %v", m.id, got, within, want)
+}
+
+func union(a, b []int) []int {
+	out := slices.Concat(a, b)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
