@@ -79,8 +79,19 @@ func TestMemcachedOperatorInCluster(t *testing.T) {
 	}
 	patch := func(ctx context.Context, t *testing.T, cfg *envconf.Config, spec string) {
 		t.Helper()
-		if out, err := harness.Kubectl(ctx, cfg, "patch", "memcached", name, "-n", ns, "--type=merge", "-p", `{"spec":`+spec+`}`); err != nil {
-			t.Fatalf("patch %s: %v\n%s", spec, err, out)
+		// A step after an operator pod was killed may find the webhook's
+		// endpoints not yet updated: its calls are refused until they are.
+		var refused string
+		harness.WaitFor(ctx, t, "the webhook to admit patch "+spec, time.Minute, 500*time.Millisecond, func(ctx context.Context) (bool, string) {
+			out, err := harness.Kubectl(ctx, cfg, "patch", "memcached", name, "-n", ns, "--type=merge", "-p", `{"spec":`+spec+`}`)
+			if err != nil && !strings.Contains(err.Error(), "failed calling webhook") {
+				refused = fmt.Sprintf("%v\n%s", err, out)
+				return true, ""
+			}
+			return err == nil, fmt.Sprintf("%v: %s", err, out)
+		})
+		if refused != "" {
+			t.Fatalf("patch %s: %s", spec, refused)
 		}
 	}
 
