@@ -43,3 +43,6 @@ func EnterSlot(c cache.Cache, slot int) (leave func(), ok bool) {
 
 // Assign is the slots each member is to hold.
 func Assign(n int, members ...string) map[string][]int { return assign(n, members) }
+
+// Minus and Union are the package's sorted set helpers.
+var Minus, Union = minus, union

@@ -136,7 +136,7 @@ func TestMembersShareSlotsOneAtATime(t *testing.T) {
 func TestMemberTakesFreeSlotsBeforeGivingUp(t *testing.T) {
 	r := shard.Ring{Name: "widgets", Namespace: env.Namespace(t), LeaseDuration: 3 * time.Second, Slots: 12}
 	three, two := shard.Assign(r.Slots, "a", "c", "d"), shard.Assign(r.Slots, "a", "c")
-	gives := slices.DeleteFunc(slices.Clone(three["c"]), func(s int) bool { return slices.Contains(two["c"], s) })
+	gives := shard.Minus(three["c"], two["c"])
 	takes := slices.DeleteFunc(slices.Clone(two["c"]), func(s int) bool { return !slices.Contains(three["d"], s) })
 	if len(gives) == 0 || len(takes) == 0 {
 		t.Fatalf("c gives %v and takes %v of d's when d leaves: pick members for which it does both", gives, takes)
@@ -155,8 +155,8 @@ func TestMemberTakesFreeSlotsBeforeGivingUp(t *testing.T) {
 	t.Cleanup(leave) // before the members stop: they wait for it
 	members["d"].stop()
 	start := time.Now()
-	waitSlots(t, 2*time.Second, members["c"], union(three["c"], takes))
-	t.Logf("c took %v of d's %v after d left, with a pass open in slot %d", takes, time.Since(start).Round(time.Millisecond), gives[0])
+	waitSlots(t, 2*time.Second, members["c"], shard.Union(three["c"], takes))
+	t.Logf("c took d's slots %v %v after d left, with a pass open in slot %d", takes, time.Since(start).Round(time.Millisecond), gives[0])
 	leave()
 	waitSlots(t, 5*time.Second, members["c"], two["c"])
 	waitSlots(t, 5*time.Second, members["a"], two["a"])
@@ -172,10 +172,4 @@ func waitSlots(t *testing.T, within time.Duration, m *slotMember, want []int) {
 		}
 	}
 	t.Fatalf("%s holds slots %v after %v; want %v", m.id, got, within, want)
-}
-
-func union(a, b []int) []int {
-	out := slices.Concat(a, b)
-	slices.Sort(out)
-	return slices.Compact(out)
 }
