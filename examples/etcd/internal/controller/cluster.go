@@ -353,6 +353,13 @@ func (h *ClusterHooks) reconcile(ctx context.Context, c *v1alpha1.EtcdCluster, g
 
 	log.V(1).Info("membership step", "action", step.Action, "member", step.Name, "reason", step.Reason)
 	setConditions(c, obs, step)
+	if step.Change {
+		// A member added now would copy a database still above the
+		// quota, and a restart would only slow the recovery.
+		if res := h.recoverNoSpace(ctx, c, obs); res != nil {
+			return *res
+		}
+	}
 	if step.Action == membership.ActionWait {
 		h.backupWhileWaiting(ctx, c, obs)
 		return reconcile.Waiting(step.Reason, step.Message, stepRequeue)

@@ -141,3 +141,50 @@ func TestNoSpaceAlarm(t *testing.T) {
 	}
 	t.Logf("schedule:\n%s", log)
 }
+
+// TestNoSpaceDefersScaling: a scale-up asked for while a cluster recovers
+// from NOSPACE waits until writes are back. Before, the learners joined
+// first, each with a copy of the leader's undefragmented database above
+// the quota, and NOSPACE was raised again (campaign schedule 019).
+func TestNoSpaceDefersScaling(t *testing.T) {
+	t.Parallel()
+	s := newSchedule(t, "processes", 0, 1101)
+	c := cluster(s.name, 3)
+	c.Spec.QuotaBackendBytes = ptr.To(resource.MustParse(campaignQuota))
+	s.g.create(c)
+	s.cluster = c
+	s.calm = true
+	s.converge()
+	s.step = 1
+	if ok, err := s.fill(); !ok {
+		t.Fatal(err)
+	}
+	c = s.g.get(s.name)
+	c.Spec.Size = 5
+	s.logf("scale to 5")
+	s.update(c)
+	for range s.budget(60) {
+		s.pass()
+		if n, a := len(s.etcd.members()), s.alarms(); n > 3 && len(a) > 0 {
+			s.violate("member added while etcd still raises %v: %d members", a, n)
+			break
+		}
+		if s.converged() {
+			break
+		}
+	}
+	s.converge()
+	if n := s.voters(); n != 5 {
+		s.violate("%d voting members, want 5", n)
+	}
+	if a := s.alarms(); len(a) > 0 {
+		s.violate("alarms still raised: %v", a)
+	}
+	log := strings.Join(s.log, "\n")
+	if n := strings.Count(log, "Warning "+controller.EventNoSpace); n != 1 {
+		s.violate("%d NOSPACE compactions, want 1", n)
+	}
+	if len(s.violations) > 0 {
+		t.Errorf("violations:\n%s\nschedule:\n%s", strings.Join(s.violations, "\n"), log)
+	}
+}

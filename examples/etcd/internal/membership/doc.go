@@ -57,7 +57,8 @@
 //     added first (a learner, promoted by 4), and the outdated member is
 //     removed by 5 once the replacement votes, so the cluster never has
 //     fewer voting members than its size, and a single-member cluster
-//     upgrades too.
+//     upgrades too. The steps of 5 and 6 are marked Step.Change: a caller
+//     may defer them.
 //  7. A quorum lost for good (with persistent storage, no member
 //     answering, fewer than a quorum of the voting members in
 //     Observed.Recorded with their claim and at least one with it; rule 3

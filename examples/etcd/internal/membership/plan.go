@@ -31,8 +31,14 @@ func Plan(o Observed) Step {
 		return unreached(o)
 	}
 	v := newView(o)
-	for _, rule := range []func(view) (Step, bool){finishHalfDone, finishRebuild, replaceLost, settle, scale, rollOut} {
+	for _, rule := range []func(view) (Step, bool){finishHalfDone, finishRebuild, replaceLost, settle} {
 		if s, ok := rule(v); ok {
+			return s
+		}
+	}
+	for _, rule := range []func(view) (Step, bool){scale, rollOut} {
+		if s, ok := rule(v); ok {
+			s.Change = true
 			return s
 		}
 	}

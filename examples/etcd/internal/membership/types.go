@@ -201,6 +201,11 @@ type Step struct {
 	// had data: its pod must start on its existing claim, never a new
 	// one, or etcd would take its registered ID with an empty log.
 	OnData bool
+	// Change is set on the steps, waits included, that a healthy cluster
+	// takes toward its size (the replacement of a removed member too),
+	// version or pod revision: a caller may defer them, as the operator
+	// does while NOSPACE is raised.
+	Change bool
 }
 
 // Quorum returns the number of voting members that must agree in a cluster
