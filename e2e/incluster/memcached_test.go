@@ -79,20 +79,13 @@ func TestMemcachedOperatorInCluster(t *testing.T) {
 	}
 	patch := func(ctx context.Context, t *testing.T, cfg *envconf.Config, spec string) {
 		t.Helper()
-		// A step after an operator pod was killed may find the webhook's
-		// endpoints not yet updated: its calls are refused until they are.
-		var refused string
-		harness.WaitFor(ctx, t, "the webhook to admit patch "+spec, time.Minute, 500*time.Millisecond, func(ctx context.Context) (bool, string) {
+		harness.Admitted(ctx, t, "patch "+spec, func(ctx context.Context) error {
 			out, err := harness.Kubectl(ctx, cfg, "patch", "memcached", name, "-n", ns, "--type=merge", "-p", `{"spec":`+spec+`}`)
-			if err != nil && !strings.Contains(err.Error(), "failed calling webhook") {
-				refused = fmt.Sprintf("%v\n%s", err, out)
-				return true, ""
+			if err != nil {
+				return fmt.Errorf("%w: %s", err, out)
 			}
-			return err == nil, fmt.Sprintf("%v: %s", err, out)
+			return nil
 		})
-		if refused != "" {
-			t.Fatalf("patch %s: %s", spec, refused)
-		}
 	}
 
 	f := features.New("memcached operator in-cluster").
@@ -243,13 +236,7 @@ func TestMemcachedOperatorInCluster(t *testing.T) {
 			// A pod is ready before the Service's endpoints reach the
 			// API server's path to it: the first calls may be refused.
 			ready := time.Now()
-			harness.WaitFor(ctx, t, "the webhook to admit a patch", time.Minute, 200*time.Millisecond, func(ctx context.Context) (bool, string) {
-				out, err := harness.Kubectl(ctx, cfg, "patch", "memcached", name, "-n", ns, "--type=merge", "-p", `{"spec":{"replicas":3}}`)
-				if err != nil {
-					return false, fmt.Sprintf("%v: %s", err, out)
-				}
-				return true, ""
-			})
+			patch(ctx, t, cfg, `{"replicas":3}`)
 			t.Logf("the webhook admitted a patch %s after the rollout", time.Since(ready).Round(100*time.Millisecond))
 			waitReadyWithPods(ctx, t, cfg, ns, name, 3)
 			return ctx

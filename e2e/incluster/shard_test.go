@@ -74,15 +74,11 @@ func (o operator) shardSteps(ns string) []step {
 					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s%d", shardPrefix, i), Namespace: ns},
 					Spec:       v1beta1.MemcachedSpec{Replicas: 1, Image: "memcached:1.6"},
 				}
-				// The rollout's last old pod may still be the webhook's
-				// endpoint in the API server's path: the first calls may
-				// be refused.
-				harness.WaitFor(ctx, t, "the webhook to admit "+m.Name, time.Minute, 500*time.Millisecond, func(ctx context.Context) (bool, string) {
-					err := cfg.Client().Resources().Create(ctx, m.DeepCopy())
-					if err != nil && !apierrors.IsAlreadyExists(err) {
-						return false, err.Error()
+				harness.Admitted(ctx, t, "creating "+m.Name, func(ctx context.Context) error {
+					if err := cfg.Client().Resources().Create(ctx, m.DeepCopy()); !apierrors.IsAlreadyExists(err) {
+						return err
 					}
-					return true, ""
+					return nil
 				})
 			}
 			o.shardsConverge(ctx, t, cfg, ns, 3, 1)
@@ -157,14 +153,12 @@ func (o operator) shardsConverge(ctx context.Context, t *testing.T, cfg *envconf
 		if !strings.HasPrefix(m.Name, shardPrefix) {
 			continue
 		}
-		// The webhook's endpoints may still name a pod just killed or
-		// stopped: its calls are refused until they are updated.
-		harness.WaitFor(ctx, t, "the webhook to admit a patch of "+m.Name, time.Minute, 500*time.Millisecond, func(ctx context.Context) (bool, string) {
+		harness.Admitted(ctx, t, "a patch of "+m.Name, func(ctx context.Context) error {
 			out, err := harness.Kubectl(ctx, cfg, "patch", "memcached", m.Name, "-n", ns, "--type=merge", "-p", fmt.Sprintf(`{"spec":{"replicas":%d}}`, size))
 			if err != nil {
-				return false, fmt.Sprintf("%v: %s", err, out)
+				return fmt.Errorf("%w: %s", err, out)
 			}
-			return true, ""
+			return nil
 		})
 	}
 	harness.WaitFor(ctx, t, fmt.Sprintf("%d shards, every Memcached on its shard and Ready with %d pods", replicas, size), 3*time.Minute, time.Second, func(ctx context.Context) (bool, string) {
