@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
@@ -70,6 +72,24 @@ func (h *ClusterHooks) corrupt(ctx context.Context, c *v1alpha1.EtcdCluster, pre
 	return &res
 }
 
+// podQuota is the --quota-backend-bytes of pod's etcd container, etcd's
+// default without one or without a pod. A member runs with a raised
+// spec.quotaBackendBytes only once its pod is rolled out.
+func podQuota(pod *corev1.Pod) int64 {
+	if pod != nil {
+		for _, ctr := range pod.Spec.Containers {
+			for _, a := range ctr.Args {
+				if v, ok := strings.CutPrefix(a, "--quota-backend-bytes="); ok && ctr.Name == "etcd" {
+					if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+						return n
+					}
+				}
+			}
+		}
+	}
+	return DefaultQuotaBackendBytes.Value()
+}
+
 // recoverNoSpace takes the next step out of a NOSPACE alarm: compact at
 // the current revision, defragment every member (followers first), then
 // disarm once every database is well below the quota. nil when there is
@@ -125,23 +145,30 @@ func (h *ClusterHooks) recoverNoSpace(ctx context.Context, c *v1alpha1.EtcdClust
 		}
 	}
 	var full []string
+	restarting := false
 	for _, m := range defragMembers(obs) {
 		if !m.Healthy {
 			res := reconcile.Waiting(ReasonNoSpace, fmt.Sprintf("NOSPACE: waiting for %s to answer before disarming", m.Name), stepRequeue)
 			return &res
 		}
-		if m.DBSize*100 >= quota*noSpaceHeadroom {
-			full = append(full, fmt.Sprintf("%s %d bytes (%d in use)", m.Name, m.DBSize, m.DBSizeInUse))
-			if m.DBSizeInUse*100 < quota*noSpaceHeadroom {
+		q := min(quota, podQuota(obs.pods[m.Name]))
+		if m.DBSize*100 >= q*noSpaceHeadroom {
+			full = append(full, fmt.Sprintf("%s %d bytes (%d in use) of %d", m.Name, m.DBSize, m.DBSizeInUse, q))
+			restarting = restarting || q < quota
+			if m.DBSizeInUse*100 < q*noSpaceHeadroom {
 				// Keys deleted since: another round returns their space.
 				st.CompactedRevision = 0
 			}
 		}
 	}
 	if len(full) > 0 {
-		msg := fmt.Sprintf("NOSPACE stays raised: after compaction and defragmentation the databases still fill %d%% or more of the quota "+
-			"of %d bytes (%s). Raise spec.quotaBackendBytes, or delete keys (etcd allows deletes under NOSPACE)",
-			noSpaceHeadroom, quota, strings.Join(full, ", "))
+		msg := fmt.Sprintf("NOSPACE stays raised: after compaction and defragmentation the databases still fill %d%% or more of their quota "+
+			"(%s). Raise spec.quotaBackendBytes, or delete keys (etcd allows deletes under NOSPACE)",
+			noSpaceHeadroom, strings.Join(full, ", "))
+		if restarting {
+			msg = fmt.Sprintf("NOSPACE stays raised until the members restart with spec.quotaBackendBytes (%d bytes): "+
+				"the databases fill %d%% or more of the quota they run with (%s)", quota, noSpaceHeadroom, strings.Join(full, ", "))
+		}
 		// Backups and the rest of the pass go on meanwhile.
 		statusutil.MarkTrue(c, v1alpha1.ConditionDegraded, ReasonNoSpace, msg)
 		return nil

@@ -1,6 +1,8 @@
 package controller_test
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -115,5 +117,79 @@ func TestNoSpaceWithDataOverTheQuota(t *testing.T) {
 	}
 	if got := len(g.storedBackups("ns")); got != before+1 {
 		t.Errorf("%d backups stored after the schedule came due, want %d: scheduled backups stopped under NOSPACE", got, before+1)
+	}
+}
+
+// TestNoSpaceQuotaRaiseRollsOut: when the data fills the quota, raising
+// spec.quotaBackendBytes restarts the members with it and then disarms.
+// A member still on the old quota raises NOSPACE again at the next write,
+// as etcd does: the alarm is disarmed only once no member runs a quota
+// its database fills. Before, the operator disarmed against the new
+// quota at once, the next write raised it again, and each new round kept
+// the rollout waiting.
+func TestNoSpaceQuotaRaiseRollsOut(t *testing.T) {
+	g := newRig(t)
+	g.createBackedUp("nq", 3, 0, 30)
+	c := g.get("nq")
+	c.Spec.QuotaBackendBytes = ptr.To(resource.MustParse("16Mi"))
+	if err := g.c.Update(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	g.converge("nq", 60)
+	g.fragmentAll("nq", 16*mib, 16*mib)
+	g.putKeys(map[string]string{"k": "v"})
+	g.fake.RaiseAlarm(controller.PeerURL(c, "nq-0"), etcdclient.AlarmNoSpace)
+	for range 8 {
+		if err := g.pass("nq"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c = g.get("nq")
+	c.Spec.QuotaBackendBytes = ptr.To(resource.MustParse("64Mi"))
+	if err := g.c.Update(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	var disarmedEarly []string
+	for range 60 {
+		calls := len(g.fake.Calls())
+		if err := g.pass("nq"); err != nil {
+			t.Fatal(err)
+		}
+		g.kubelet("nq")
+		old := map[string]bool{}
+		for _, p := range g.pods("nq") {
+			if controller.PodQuota(&p) != 64*mib {
+				old[p.Name] = true
+			}
+		}
+		for _, call := range g.fake.Calls()[calls:] {
+			if strings.HasPrefix(call, "Disarm") && len(old) > 0 {
+				disarmedEarly = append(disarmedEarly, call)
+			}
+		}
+		for name := range old {
+			// The next write on a member whose database fills its quota.
+			g.fake.RaiseAlarm(controller.PeerURL(c, name), etcdclient.AlarmNoSpace)
+		}
+		if c := g.get("nq"); len(old) == 0 && len(c.Status.Alarms) == 0 && statusutil.IsFalse(c, v1alpha1.ConditionProgressing) {
+			break
+		}
+	}
+	c = g.get("nq")
+	var quotas []string
+	for _, p := range g.pods("nq") {
+		quotas = append(quotas, fmt.Sprintf("%s %d", p.Name, controller.PodQuota(&p)))
+	}
+	if want := []string{"nq-0 67108864", "nq-1 67108864", "nq-2 67108864"}; !slices.Equal(quotas, want) {
+		t.Errorf("pod quotas %v, want %v", quotas, want)
+	}
+	if len(c.Status.Alarms) > 0 || c.Status.NoSpace != nil {
+		t.Errorf("status.alarms %v, noSpace %+v: want disarmed", c.Status.Alarms, c.Status.NoSpace)
+	}
+	if len(disarmedEarly) > 0 {
+		t.Errorf("disarmed while a member ran the old quota: %v", disarmedEarly)
+	}
+	if t.Failed() {
+		t.Logf("conditions %+v\nevents %v\netcd calls %v", c.Status.Conditions, g.drain(), lastN(g.fake.Calls(), 40))
 	}
 }

@@ -17,3 +17,6 @@ func MemberPod(c *v1alpha1.EtcdCluster, member string) *corev1.Pod {
 // TrustEachOther is trustEachOther: whether members running copy old and
 // members given next talk to each other.
 var TrustEachOther = trustEachOther
+
+// PodQuota is podQuota: the quota a member pod's etcd runs with.
+var PodQuota = podQuota
