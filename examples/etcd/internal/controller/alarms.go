@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -72,6 +73,22 @@ func (h *ClusterHooks) corrupt(ctx context.Context, c *v1alpha1.EtcdCluster, pre
 	return &res
 }
 
+// quotaBytes is the quota etcd applies for --quota-backend-bytes=n: its
+// default for 0, none for a negative n (noQuota).
+func quotaBytes(n int64) int64 {
+	switch {
+	case n == 0:
+		return DefaultQuotaBackendBytes.Value()
+	case n < 0:
+		return noQuota
+	}
+	return n
+}
+
+// noQuota stands for no quota: no database reaches it, and its share
+// (noSpaceHeadroom) does not overflow.
+const noQuota = math.MaxInt64 / 100
+
 // podQuota is the --quota-backend-bytes of pod's etcd container, etcd's
 // default without one or without a pod. A member runs with a raised
 // spec.quotaBackendBytes only once its pod is rolled out.
@@ -81,7 +98,7 @@ func podQuota(pod *corev1.Pod) int64 {
 			for _, a := range ctr.Args {
 				if v, ok := strings.CutPrefix(a, "--quota-backend-bytes="); ok && ctr.Name == "etcd" {
 					if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-						return n
+						return quotaBytes(n)
 					}
 				}
 			}
@@ -103,7 +120,7 @@ func (h *ClusterHooks) recoverNoSpace(ctx context.Context, c *v1alpha1.EtcdClust
 	log := ctrl.LoggerFrom(ctx)
 	quota := DefaultQuotaBackendBytes.Value()
 	if q := c.Spec.QuotaBackendBytes; q != nil {
-		quota = q.Value()
+		quota = quotaBytes(q.Value())
 	}
 	st := c.Status.NoSpace
 	if st == nil {
@@ -145,7 +162,7 @@ func (h *ClusterHooks) recoverNoSpace(ctx context.Context, c *v1alpha1.EtcdClust
 		}
 	}
 	var full []string
-	restarting := false
+	fillsSpec := false
 	for _, m := range defragMembers(obs) {
 		if !m.Healthy {
 			res := reconcile.Waiting(ReasonNoSpace, fmt.Sprintf("NOSPACE: waiting for %s to answer before disarming", m.Name), stepRequeue)
@@ -154,7 +171,7 @@ func (h *ClusterHooks) recoverNoSpace(ctx context.Context, c *v1alpha1.EtcdClust
 		q := min(quota, podQuota(obs.pods[m.Name]))
 		if m.DBSize*100 >= q*noSpaceHeadroom {
 			full = append(full, fmt.Sprintf("%s %d bytes (%d in use) of %d", m.Name, m.DBSize, m.DBSizeInUse, q))
-			restarting = restarting || q < quota
+			fillsSpec = fillsSpec || m.DBSize*100 >= quota*noSpaceHeadroom
 			if m.DBSizeInUse*100 < q*noSpaceHeadroom {
 				// Keys deleted since: another round returns their space.
 				st.CompactedRevision = 0
@@ -165,7 +182,7 @@ func (h *ClusterHooks) recoverNoSpace(ctx context.Context, c *v1alpha1.EtcdClust
 		msg := fmt.Sprintf("NOSPACE stays raised: after compaction and defragmentation the databases still fill %d%% or more of their quota "+
 			"(%s). Raise spec.quotaBackendBytes, or delete keys (etcd allows deletes under NOSPACE)",
 			noSpaceHeadroom, strings.Join(full, ", "))
-		if restarting {
+		if !fillsSpec {
 			msg = fmt.Sprintf("NOSPACE stays raised until the members restart with spec.quotaBackendBytes (%d bytes): "+
 				"the databases fill %d%% or more of the quota they run with (%s)", quota, noSpaceHeadroom, strings.Join(full, ", "))
 		}

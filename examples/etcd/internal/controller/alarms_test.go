@@ -1,6 +1,7 @@
 package controller_test
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -191,5 +192,58 @@ func TestNoSpaceQuotaRaiseRollsOut(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("conditions %+v\nevents %v\netcd calls %v", c.Status.Conditions, g.drain(), lastN(g.fake.Calls(), 40))
+	}
+}
+
+// TestNoSpaceStuckRecoveryLetsRolloutsThrough: while a NOSPACE recovery
+// cannot go on (every defragmentation fails, as when the member runs out
+// of memory), a new pod template still rolls out: it may be the fix.
+func TestNoSpaceStuckRecoveryLetsRolloutsThrough(t *testing.T) {
+	g := newRig(t)
+	g.create(cluster("ns", 3))
+	g.converge("ns", 30)
+	g.putKeys(map[string]string{"k": "v"})
+	c := g.get("ns")
+	g.fragmentAll("ns", 64*mib, 8*mib)
+	g.fake.RaiseAlarm(controller.PeerURL(c, "ns-0"), etcdclient.AlarmNoSpace)
+	c.Spec.PodTemplate.Annotations = map[string]string{"fix": "more memory"}
+	if err := g.c.Update(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	g.drain()
+	var events []string
+	for range 30 {
+		g.fake.FailNext("Defragment", errors.New("defragmenting: connection reset: the member was OOM-killed"), false)
+		_ = g.pass("ns")
+		g.kubelet("ns")
+		events = append(events, g.drain()...)
+	}
+	if !slices.ContainsFunc(events, func(e string) bool { return strings.Contains(e, "RollingOut") }) {
+		t.Errorf("no rollout while the recovery was stuck; events %v", events)
+	}
+}
+
+func TestPodQuota(t *testing.T) {
+	t.Parallel()
+	etcd := func(args ...string) *corev1.Pod {
+		return &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "etcd", Args: args}}}}
+	}
+	def := controller.DefaultQuotaBackendBytes.Value()
+	tests := []struct {
+		name string
+		pod  *corev1.Pod
+		want int64
+	}{
+		{"no pod", nil, def},
+		{"no flag", etcd("--name=c-0"), def},
+		{"set", etcd("--name=c-0", "--quota-backend-bytes=8388608"), 8 * mib},
+		{"0 is etcd's default", etcd("--quota-backend-bytes=0"), def},
+		{"negative is none", etcd("--quota-backend-bytes=-1"), controller.NoQuota},
+		{"another container's flag", &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "sidecar", Args: []string{"--quota-backend-bytes=1"}}}}}, def},
+	}
+	for _, tt := range tests {
+		if got := controller.PodQuota(tt.pod); got != tt.want {
+			t.Errorf("%s: PodQuota = %d, want %d", tt.name, got, tt.want)
+		}
 	}
 }

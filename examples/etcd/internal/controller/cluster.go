@@ -353,9 +353,9 @@ func (h *ClusterHooks) reconcile(ctx context.Context, c *v1alpha1.EtcdCluster, g
 
 	log.V(1).Info("membership step", "action", step.Action, "member", step.Name, "reason", step.Reason)
 	setConditions(c, obs, step)
-	if step.Change {
-		// A member added now would copy a database still above the
-		// quota, and a restart would only slow the recovery.
+	if step.Grows {
+		// A member added before the leader is defragmented may be sent
+		// its database file as it is, above the quota.
 		if res := h.recoverNoSpace(ctx, c, obs); res != nil {
 			return *res
 		}

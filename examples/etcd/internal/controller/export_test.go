@@ -20,3 +20,6 @@ var TrustEachOther = trustEachOther
 
 // PodQuota is podQuota: the quota a member pod's etcd runs with.
 var PodQuota = podQuota
+
+// NoQuota is noQuota: the quota of a member that runs with none.
+const NoQuota = noQuota

@@ -43,10 +43,11 @@
 //     Timeouts.MemberStart after its pod was created is reported with a
 //     Stuck step (MemberPodPending, LearnerNotCaughtUp); nothing is
 //     deleted because of it.
-//  5. Scale up adds one learner; scale down removes one voting member, only
-//     if the members that remain are a healthy quorum: an outdated follower
-//     (see 6), else the outdated leader, else the highest-named follower;
-//     a current leader never.
+//  5. Scale up adds one learner (Step.Grows: a caller may defer it);
+//     scale down removes one voting member, only if the members that
+//     remain are a healthy quorum: an outdated follower (see 6), else the
+//     outdated leader, else the highest-named follower; a current leader
+//     never.
 //  6. Upgrades move one member at a time to the new version, followers
 //     first, the leader last; CheckUpgrade refuses downgrades and jumps of more
 //     than one minor version. A new pod revision (Observed.Revision: what the
@@ -57,8 +58,7 @@
 //     added first (a learner, promoted by 4), and the outdated member is
 //     removed by 5 once the replacement votes, so the cluster never has
 //     fewer voting members than its size, and a single-member cluster
-//     upgrades too. The steps of 5 and 6 are marked Step.Change: a caller
-//     may defer them.
+//     upgrades too.
 //  7. A quorum lost for good (with persistent storage, no member
 //     answering, fewer than a quorum of the voting members in
 //     Observed.Recorded with their claim and at least one with it; rule 3

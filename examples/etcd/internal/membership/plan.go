@@ -31,14 +31,8 @@ func Plan(o Observed) Step {
 		return unreached(o)
 	}
 	v := newView(o)
-	for _, rule := range []func(view) (Step, bool){finishHalfDone, finishRebuild, replaceLost, settle} {
+	for _, rule := range []func(view) (Step, bool){finishHalfDone, finishRebuild, replaceLost, settle, scale, rollOut} {
 		if s, ok := rule(v); ok {
-			return s
-		}
-	}
-	for _, rule := range []func(view) (Step, bool){scale, rollOut} {
-		if s, ok := rule(v); ok {
-			s.Change = true
 			return s
 		}
 	}
@@ -239,7 +233,7 @@ func scale(v view) (Step, bool) {
 	o := v.o
 	if v.voters < o.Size {
 		name := nextName(o, v.pods, v.known)
-		return Step{Action: ActionAddLearner, Name: name, Version: o.Version, Reason: "ScalingUp",
+		return Step{Action: ActionAddLearner, Name: name, Version: o.Version, Reason: "ScalingUp", Grows: true,
 			Message: fmt.Sprintf("adding member %s (%d of %d)", name, v.voters+1, o.Size)}, true
 	}
 	if v.voters == o.Size {

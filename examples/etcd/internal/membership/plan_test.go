@@ -73,7 +73,7 @@ func TestPlan(t *testing.T) {
 		name: "scale up adds a learner with the lowest free name",
 		o: Observed{Cluster: "c", Size: 3, Version: v, Bootstrapped: true, Reached: true,
 			Pods: running("c-0", "c-2"), Members: healthy("c-0", "c-2")},
-		want: Step{Action: ActionAddLearner, Name: "c-1", Version: v, Change: true},
+		want: Step{Action: ActionAddLearner, Name: "c-1", Version: v, Grows: true},
 	}, {
 		name: "learner added but pod creation failed: create the pod",
 		o: Observed{Cluster: "c", Size: 3, Version: v, Bootstrapped: true, Reached: true,
@@ -101,14 +101,14 @@ func TestPlan(t *testing.T) {
 		name: "scale down removes the highest non-leader",
 		o: Observed{Cluster: "c", Size: 1, Version: v, Bootstrapped: true, Reached: true,
 			Pods: running("c-0", "c-1", "c-2"), Members: three()},
-		want: Step{Action: ActionRemove, Name: "c-2", ID: 3, Change: true},
+		want: Step{Action: ActionRemove, Name: "c-2", ID: 3},
 	}, {
 		name: "scale down skips the leader",
 		o: Observed{Cluster: "c", Size: 2, Version: v, Bootstrapped: true, Reached: true,
 			Pods: running("c-0", "c-1", "c-2"),
 			Members: with(with(three(), "c-0", func(m *Member) { m.Leader = false }),
 				"c-2", func(m *Member) { m.Leader = true })},
-		want: Step{Action: ActionRemove, Name: "c-1", ID: 2, Change: true},
+		want: Step{Action: ActionRemove, Name: "c-1", ID: 2},
 	}, {
 		name: "scale down waits while a member is unhealthy",
 		o: Observed{Cluster: "c", Size: 1, Version: v, Bootstrapped: true, Reached: true,
@@ -191,13 +191,13 @@ func TestPlan(t *testing.T) {
 		name: "replacement added after removal",
 		o: Observed{Cluster: "c", Size: 3, Version: v, Bootstrapped: true, Reached: true,
 			Pods: running("c-0", "c-2"), Members: healthy("c-0", "c-2")},
-		want: Step{Action: ActionAddLearner, Name: "c-1", Version: v, Change: true},
+		want: Step{Action: ActionAddLearner, Name: "c-1", Version: v, Grows: true},
 	}, {
 		name: "replacement does not take the name of a claim being deleted",
 		o: Observed{Cluster: "c", Size: 3, Version: v, Bootstrapped: true, Reached: true, Persistent: true,
 			Pods: running("c-0", "c-2"), Members: healthy("c-0", "c-2"),
 			Claims: map[string]bool{"c-0": true, "c-2": true}, ClaimsDeleting: map[string]bool{"c-1": true}},
-		want: Step{Action: ActionAddLearner, Name: "c-3", Version: v, Change: true},
+		want: Step{Action: ActionAddLearner, Name: "c-3", Version: v, Grows: true},
 	}, {
 		name: "lost member not removed when the rest is no healthy quorum",
 		o: Observed{Cluster: "c", Size: 3, Version: v, Bootstrapped: true, Reached: true,
@@ -215,14 +215,14 @@ func TestPlan(t *testing.T) {
 		name: "upgrade goes to followers first",
 		o: Observed{Cluster: "c", Size: 3, Version: "3.7.0", Bootstrapped: true, Reached: true, Persistent: true,
 			Pods: running("c-0", "c-1", "c-2"), Members: three()},
-		want: Step{Action: ActionUpgrade, Name: "c-1", ID: 2, Version: "3.7.0", Change: true},
+		want: Step{Action: ActionUpgrade, Name: "c-1", ID: 2, Version: "3.7.0"},
 	}, {
 		name: "upgrade does the leader last",
 		o: Observed{Cluster: "c", Size: 3, Version: "3.7.0", Bootstrapped: true, Reached: true, Persistent: true,
 			Pods: []Pod{{Name: "c-0", Phase: PodRunning, Ready: true, Version: v},
 				{Name: "c-1", Phase: PodRunning, Ready: true, Version: "3.7.0"}, {Name: "c-2", Phase: PodRunning, Ready: true, Version: "3.7.0"}},
 			Members: three()},
-		want: Step{Action: ActionUpgrade, Name: "c-0", ID: 1, Version: "3.7.0", Change: true},
+		want: Step{Action: ActionUpgrade, Name: "c-0", ID: 1, Version: "3.7.0"},
 	}, {
 		// Without persistent data a member cannot be restarted: its
 		// replacement joins first, so the cluster never has fewer voting
@@ -230,7 +230,7 @@ func TestPlan(t *testing.T) {
 		name: "upgrade without persistent data adds the replacement first",
 		o: Observed{Cluster: "c", Size: 3, Version: "3.7.0", Bootstrapped: true, Reached: true,
 			Pods: running("c-0", "c-1", "c-2"), Members: three()},
-		want: Step{Action: ActionAddLearner, Name: "c-3", Version: "3.7.0", Change: true},
+		want: Step{Action: ActionAddLearner, Name: "c-3", Version: "3.7.0"},
 	}, {
 		name: "upgrade without persistent data: the replacement learner is waited for",
 		o: Observed{Cluster: "c", Size: 3, Version: "3.7.0", Bootstrapped: true, Reached: true,
@@ -248,18 +248,18 @@ func TestPlan(t *testing.T) {
 		o: Observed{Cluster: "c", Size: 3, Version: "3.7.0", Bootstrapped: true, Reached: true,
 			Pods:    append(running("c-0", "c-1", "c-2"), Pod{Name: "c-3", Phase: PodRunning, Ready: true, Version: "3.7.0"}),
 			Members: append(three(), Member{ID: 4, Name: "c-3", Started: true, Healthy: true})},
-		want: Step{Action: ActionRemove, Name: "c-2", ID: 3, Change: true},
+		want: Step{Action: ActionRemove, Name: "c-2", ID: 3},
 	}, {
 		name: "size 1 without persistent data: the upgrade adds the replacement first",
 		o: Observed{Cluster: "c", Size: 1, Version: "3.7.0", Bootstrapped: true, Reached: true,
 			Pods: running("c-0"), Members: healthy("c-0")},
-		want: Step{Action: ActionAddLearner, Name: "c-1", Version: "3.7.0", Change: true},
+		want: Step{Action: ActionAddLearner, Name: "c-1", Version: "3.7.0"},
 	}, {
 		name: "size 1 without persistent data: once the replacement votes, the outdated leader goes",
 		o: Observed{Cluster: "c", Size: 1, Version: "3.7.0", Bootstrapped: true, Reached: true,
 			Pods:    append(running("c-0"), Pod{Name: "c-1", Phase: PodRunning, Ready: true, Version: "3.7.0"}),
 			Members: append(healthy("c-0"), Member{ID: 2, Name: "c-1", Started: true, Healthy: true})},
-		want: Step{Action: ActionRemove, Name: "c-0", ID: 1, Change: true},
+		want: Step{Action: ActionRemove, Name: "c-0", ID: 1},
 	}, {
 		name: "size 1 without persistent data: upgraded",
 		o: Observed{Cluster: "c", Size: 1, Version: "3.7.0", Bootstrapped: true, Reached: true,
@@ -286,7 +286,7 @@ func TestPlan(t *testing.T) {
 			Pods: []Pod{{Name: "c-0", Phase: PodRunning, Ready: true, Version: "3.7.0"},
 				{Name: "c-1", Phase: PodRunning, Ready: true, Version: v}, {Name: "c-2", Phase: PodRunning, Ready: true, Version: "3.7.0"}},
 			Members: three()},
-		want: Step{Action: ActionRemove, Name: "c-1", ID: 2, Change: true},
+		want: Step{Action: ActionRemove, Name: "c-1", ID: 2},
 	}, {
 		name: "upgrade waits while a member is unhealthy",
 		o: Observed{Cluster: "c", Size: 3, Version: "3.7.0", Bootstrapped: true, Reached: true, Persistent: true,
@@ -326,17 +326,17 @@ func TestPlan(t *testing.T) {
 		name: "a changed pod revision rolls followers first",
 		o: Observed{Cluster: "c", Size: 3, Version: v, Revision: "new", Bootstrapped: true, Reached: true, Persistent: true,
 			Pods: revised("old", running("c-0", "c-1", "c-2")), Members: three()},
-		want: Step{Action: ActionUpgrade, Name: "c-1", ID: 2, Version: v, Change: true},
+		want: Step{Action: ActionUpgrade, Name: "c-1", ID: 2, Version: v},
 	}, {
 		name: "a changed pod revision rolls the leader last",
 		o: Observed{Cluster: "c", Size: 3, Version: v, Revision: "new", Bootstrapped: true, Reached: true, Persistent: true,
 			Pods: append(revised("old", running("c-0")), revised("new", running("c-1", "c-2"))...), Members: three()},
-		want: Step{Action: ActionUpgrade, Name: "c-0", ID: 1, Version: v, Change: true},
+		want: Step{Action: ActionUpgrade, Name: "c-0", ID: 1, Version: v},
 	}, {
 		name: "a changed pod revision without persistent data adds the replacement first",
 		o: Observed{Cluster: "c", Size: 3, Version: v, Revision: "new", Bootstrapped: true, Reached: true,
 			Pods: revised("old", running("c-0", "c-1", "c-2")), Members: three()},
-		want: Step{Action: ActionAddLearner, Name: "c-3", Version: v, Change: true},
+		want: Step{Action: ActionAddLearner, Name: "c-3", Version: v},
 	}, {
 		name: "a cluster whose pods all have the revision is Ready",
 		o: Observed{Cluster: "c", Size: 3, Version: v, Revision: "new", Bootstrapped: true, Reached: true, Persistent: true,

@@ -164,7 +164,7 @@ func TestPlanRebuild(t *testing.T) {
 		name: "rebuilt and restarted: grows back one learner at a time",
 		o: Observed{Size: 3, Persistent: true, Reached: true, Pods: running("c-1"),
 			Members: healthy("c-1"), Claims: claims("c-1")},
-		want: Step{Action: ActionAddLearner, Name: "c-0", Version: v, Reason: "ScalingUp", Change: true},
+		want: Step{Action: ActionAddLearner, Name: "c-0", Version: v, Reason: "ScalingUp", Grows: true},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

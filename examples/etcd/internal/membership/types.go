@@ -201,11 +201,10 @@ type Step struct {
 	// had data: its pod must start on its existing claim, never a new
 	// one, or etcd would take its registered ID with an empty log.
 	OnData bool
-	// Change is set on the steps, waits included, that a healthy cluster
-	// takes toward its size (the replacement of a removed member too),
-	// version or pod revision: a caller may defer them, as the operator
-	// does while NOSPACE is raised.
-	Change bool
+	// Grows is set on the addition of a member the size asks for (a
+	// scale up, or the replacement of a removed member): a caller may
+	// defer it, as the operator does during a NOSPACE recovery.
+	Grows bool
 }
 
 // Quorum returns the number of voting members that must agree in a cluster
