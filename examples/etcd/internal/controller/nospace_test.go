@@ -79,6 +79,21 @@ func (s *schedule) alarms() []string {
 	return out
 }
 
+// quotaSchedule is schedule index on a converged three-member cluster of
+// etcd processes with the campaign's quota, at step 1.
+func quotaSchedule(t *testing.T, index int) *schedule {
+	t.Helper()
+	s := newSchedule(t, "processes", 0, index)
+	c := cluster(s.name, 3)
+	c.Spec.QuotaBackendBytes = ptr.To(resource.MustParse(campaignQuota))
+	s.g.create(c)
+	s.cluster = c
+	s.calm = true
+	s.converge()
+	s.step = 1
+	return s
+}
+
 // TestNoSpaceAlarm: history that fills a cluster's quota raises NOSPACE
 // and etcd refuses writes. The operator compacts, defragments every member
 // and disarms: writes go through again, none acknowledged is lost, and
@@ -87,14 +102,7 @@ func (s *schedule) alarms() []string {
 // lost its quorum in the operator's eyes and stayed refusing writes.
 func TestNoSpaceAlarm(t *testing.T) {
 	t.Parallel()
-	s := newSchedule(t, "processes", 0, 1100)
-	c := cluster(s.name, 3)
-	c.Spec.QuotaBackendBytes = ptr.To(resource.MustParse(campaignQuota))
-	s.g.create(c)
-	s.cluster = c
-	s.calm = true
-	s.converge()
-	s.step = 1
+	s := quotaSchedule(t, 1100)
 	s.write()
 	if ok, err := s.fill(); !ok {
 		t.Fatal(err)
@@ -126,7 +134,7 @@ func TestNoSpaceAlarm(t *testing.T) {
 		s.violate("%d of 6 writes acknowledged after the recovery: %v", len(s.acked), s.acked)
 	}
 	s.checkWrites("the cluster", s.acked, got)
-	c = s.g.get(s.name)
+	c := s.g.get(s.name)
 	if len(c.Status.Alarms) > 0 || c.Status.NoSpace != nil {
 		s.violate("status still reports alarms %v, recovery %+v", c.Status.Alarms, c.Status.NoSpace)
 	}
@@ -144,22 +152,15 @@ func TestNoSpaceAlarm(t *testing.T) {
 
 // TestNoSpaceDefersScaling: a scale-up asked for while a cluster recovers
 // from NOSPACE waits until writes are back. Before, the learners joined
-// first, each with a copy of the leader's undefragmented database above
-// the quota, and NOSPACE was raised again (campaign schedule 019).
+// first, and in campaign schedule 019 they were sent the leader's
+// undefragmented database file, above the quota: NOSPACE again.
 func TestNoSpaceDefersScaling(t *testing.T) {
 	t.Parallel()
-	s := newSchedule(t, "processes", 0, 1101)
-	c := cluster(s.name, 3)
-	c.Spec.QuotaBackendBytes = ptr.To(resource.MustParse(campaignQuota))
-	s.g.create(c)
-	s.cluster = c
-	s.calm = true
-	s.converge()
-	s.step = 1
+	s := quotaSchedule(t, 1101)
 	if ok, err := s.fill(); !ok {
 		t.Fatal(err)
 	}
-	c = s.g.get(s.name)
+	c := s.g.get(s.name)
 	c.Spec.Size = 5
 	s.logf("scale to 5")
 	s.update(c)
