@@ -95,8 +95,11 @@ const noQuota = math.MaxInt64 / 100
 func podQuota(pod *corev1.Pod) int64 {
 	if pod != nil {
 		for _, ctr := range pod.Spec.Containers {
+			if ctr.Name != "etcd" {
+				continue
+			}
 			for _, a := range ctr.Args {
-				if v, ok := strings.CutPrefix(a, "--quota-backend-bytes="); ok && ctr.Name == "etcd" {
+				if v, ok := strings.CutPrefix(a, quotaFlag); ok {
 					if n, err := strconv.ParseInt(v, 10, 64); err == nil {
 						return quotaBytes(n)
 					}

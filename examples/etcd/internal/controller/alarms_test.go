@@ -66,6 +66,21 @@ func TestCorruptAlarmStopsTheOperator(t *testing.T) {
 	}
 }
 
+// fillQuota makes every member of c report a database of size bytes, all
+// in use, raises NOSPACE on its first member after a write, and runs the
+// recovery's passes: compaction and defragmentation leave it raised.
+func (g *rig) fillQuota(c *v1alpha1.EtcdCluster, size int64) {
+	g.t.Helper()
+	g.fragmentAll(c.Name, size, size)
+	g.putKeys(map[string]string{"k": "v"})
+	g.fake.RaiseAlarm(controller.PeerURL(c, c.Name+"-0"), etcdclient.AlarmNoSpace)
+	for range 8 {
+		if err := g.pass(c.Name); err != nil {
+			g.t.Fatal(err)
+		}
+	}
+}
+
 // TestNoSpaceWithDataOverTheQuota: when compaction and defragmentation
 // leave the databases at the quota, the alarm stays (disarming would only
 // see it raised again), Degraded says what to do, and scheduled backups go
@@ -81,20 +96,7 @@ func TestNoSpaceWithDataOverTheQuota(t *testing.T) {
 	}
 	g.converge("ns", 60)
 	g.drain()
-	g.fragmentAll("ns", 16*mib, 16*mib)
-	ec, err := g.fake.Factory().New(t.Context(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ec.Put(t.Context(), []etcdclient.KeyValue{{Key: []byte("k"), Value: []byte("v")}}); err != nil {
-		t.Fatal(err)
-	}
-	g.fake.RaiseAlarm(controller.PeerURL(c, "ns-0"), etcdclient.AlarmNoSpace)
-	for range 8 {
-		if err := g.pass("ns"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	g.fillQuota(c, 16*mib)
 	c = g.get("ns")
 	d := statusutil.Get(c, v1alpha1.ConditionDegraded)
 	if d == nil || d.Reason != controller.ReasonNoSpace || !strings.Contains(d.Message, "Raise spec.quotaBackendBytes") {
@@ -126,8 +128,7 @@ func TestNoSpaceWithDataOverTheQuota(t *testing.T) {
 // A member still on the old quota raises NOSPACE again at the next write,
 // as etcd does: the alarm is disarmed only once no member runs a quota
 // its database fills. Before, the operator disarmed against the new
-// quota at once, the next write raised it again, and each new round kept
-// the rollout waiting.
+// quota at once, and the next write raised it again.
 func TestNoSpaceQuotaRaiseRollsOut(t *testing.T) {
 	g := newRig(t)
 	g.createBackedUp("nq", 3, 0, 30)
@@ -137,14 +138,7 @@ func TestNoSpaceQuotaRaiseRollsOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.converge("nq", 60)
-	g.fragmentAll("nq", 16*mib, 16*mib)
-	g.putKeys(map[string]string{"k": "v"})
-	g.fake.RaiseAlarm(controller.PeerURL(c, "nq-0"), etcdclient.AlarmNoSpace)
-	for range 8 {
-		if err := g.pass("nq"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	g.fillQuota(c, 16*mib)
 	c = g.get("nq")
 	c.Spec.QuotaBackendBytes = ptr.To(resource.MustParse("64Mi"))
 	if err := g.c.Update(t.Context(), c); err != nil {

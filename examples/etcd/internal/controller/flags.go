@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -24,12 +25,15 @@ var OwnedFlags = []string{
 	"peer-trusted-ca-file", "quota-backend-bytes", "trusted-ca-file", "unsafe-no-fsync", "wal-dir",
 }
 
+// quotaFlag starts the flag of spec.quotaBackendBytes; podQuota reads it back.
+const quotaFlag = "--quota-backend-bytes="
+
 // specFlags are the etcd flags of spec.quotaBackendBytes,
 // spec.autoCompaction and spec.extraArgs, in a stable order.
 func specFlags(c *v1alpha1.EtcdCluster) []string {
 	var out []string
 	if q := c.Spec.QuotaBackendBytes; q != nil {
-		out = append(out, fmt.Sprintf("--quota-backend-bytes=%d", q.Value()))
+		out = append(out, quotaFlag+strconv.FormatInt(q.Value(), 10))
 	}
 	if a := c.Spec.AutoCompaction; a != nil {
 		mode := a.Mode
