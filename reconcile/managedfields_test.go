@@ -53,6 +53,45 @@ func TestKeepManagedFieldsOfKeepsOnlyTheOwner(t *testing.T) {
 	}
 }
 
+// TestKeepManagedFieldsOfKeepsStatusKeys: of the owner's status entry
+// the cache keeps the status fields' names and the conditions' keys;
+// its other entries, and entries it cannot read, stay whole.
+func TestKeepManagedFieldsOfKeepsStatusKeys(t *testing.T) {
+	const (
+		condition = `{".":{},"f:lastTransitionTime":{},"f:message":{},"f:reason":{},"f:status":{},"f:type":{}}`
+		status    = `{"f:status":{".":{},"f:conditions":{".":{},"k:{\"type\":\"Ready\"}":` + condition +
+			`,"k:{\"type\":\"Degraded\"}":` + condition + `},"f:nodes":{},"f:observed":{"f:generation":{}}}}`
+		spec = `{"f:spec":{"f:replicas":{}}}`
+	)
+	now := metav1.Now()
+	entry := func(sub, fields string) metav1.ManagedFieldsEntry {
+		return metav1.ManagedFieldsEntry{Manager: "opkit-widget", Subresource: sub, Operation: metav1.ManagedFieldsOperationApply,
+			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(fields), Time: &now}
+	}
+	kept := entry("status", `{"f:status":{"f:conditions":{"k:{\"type\":\"Ready\"}":{},"k:{\"type\":\"Degraded\"}":{}},"f:nodes":{},"f:observed":{}}}`)
+	kept.Time = nil
+	tests := []struct {
+		name     string
+		in, want metav1.ManagedFieldsEntry
+	}{
+		{"status", entry("status", status), kept},
+		{"main resource", entry("", spec), entry("", spec)},
+		{"not JSON", entry("status", `{"f:status":`), entry("status", `{"f:status":`)},
+		{"conditions not an object", entry("status", `{"f:status":{"f:conditions":[]}}`), entry("status", `{"f:status":{"f:conditions":[]}}`)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", ManagedFields: []metav1.ManagedFieldsEntry{tt.in}}}
+			out, err := reconcile.KeepManagedFieldsOf("opkit-widget")(w)
+			testkit.Must(t, err)
+			got := out.(*testv1.Widget).ManagedFields
+			if diff := cmp.Diff([]metav1.ManagedFieldsEntry{tt.want}, got); diff != "" {
+				t.Errorf("managedFields (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // TestKeepManagedFieldsOfWithTheReconciler: a Reconciler reading through
 // the transform of its own field owner keeps every condition it wrote
 // when a later pass changes only one, and another manager's condition
@@ -112,5 +151,27 @@ func TestKeepManagedFieldsOfWithTheReconciler(t *testing.T) {
 				t.Errorf("Extra present = %v, want %v (conditions %v)", got["Extra"], tt.wantExtra, got)
 			}
 		})
+	}
+}
+
+// BenchmarkKeepManagedFieldsOf is the transform's cost per cached write
+// of an object whose status entry holds five conditions.
+func BenchmarkKeepManagedFieldsOf(b *testing.B) {
+	const condition = `{".":{},"f:lastTransitionTime":{},"f:message":{},"f:observedGeneration":{},"f:reason":{},"f:status":{},"f:type":{}}`
+	status := `{"f:status":{"f:conditions":{`
+	for i, c := range []string{"Available", "Degraded", "Progressing", "Ready", "Reconciling"} {
+		if i > 0 {
+			status += ","
+		}
+		status += `"k:{\"type\":\"` + c + `\"}":` + condition
+	}
+	status += `},"f:nodes":{},"f:observedGeneration":{},"f:readyReplicas":{},"f:selector":{}}}`
+	transform := reconcile.KeepManagedFieldsOf("opkit-widget")
+	for b.Loop() {
+		w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{ManagedFields: []metav1.ManagedFieldsEntry{{
+			Manager: "opkit-widget", Subresource: "status", FieldsV1: metav1.NewFieldsV1(status)}}}}
+		if _, err := transform(w); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
