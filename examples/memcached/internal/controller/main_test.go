@@ -31,13 +31,13 @@ func TestMain(m *testing.M) {
 // fixture is one test's namespace, a Reconciler over a direct client and
 // the events it recorded.
 type fixture struct {
-	t      *testing.T
+	t      testing.TB
 	ns     string
 	r      *reconcile.Reconciler[*v1beta1.Memcached]
 	events *events.FakeRecorder
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "memcached-"}}
 	testkit.Must(t, env.Client.Create(t.Context(), ns))

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -75,22 +76,23 @@ func ShardCache(sh Shard) cache.NewCacheFunc {
 
 // CacheOptions restricts the manager's cache to what the operator reads:
 // Deployments, Services, PodDisruptionBudgets and Pods labelled
-// app.kubernetes.io/managed-by=opkit-memcached, without managedFields, and
-// Memcacheds with only the operator's own managedFields entries
+// app.kubernetes.io/managed-by=opkit-memcached, without managedFields or
+// what else the operator does not read (transforms.go), and Memcacheds
+// with only the operator's own managedFields entries
 // (reconcile.KeepManagedFieldsOf: the Reconciler reads which conditions it
 // owns from them). namespaces, when not empty, restricts every cached kind
 // to those namespaces.
 func CacheOptions(namespaces []string) cache.Options {
-	selected := cache.ByObject{
-		Label:     labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy}),
-		Transform: cache.TransformStripManagedFields(),
+	managed := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy})
+	selected := func(transform toolscache.TransformFunc) cache.ByObject {
+		return cache.ByObject{Label: managed, Transform: transform}
 	}
 	opts := cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
-			&appsv1.Deployment{}:            selected,
-			&corev1.Service{}:               selected,
-			&policyv1.PodDisruptionBudget{}: selected,
-			&corev1.Pod{}:                   selected,
+			&appsv1.Deployment{}:            selected(trimDeployment),
+			&corev1.Service{}:               selected(trimService),
+			&policyv1.PodDisruptionBudget{}: selected(stripManagedFields),
+			&corev1.Pod{}:                   selected(trimPodMetadata),
 			&v1beta1.Memcached{}:            {Transform: reconcile.KeepManagedFieldsOf(ManagedBy)},
 		},
 	}

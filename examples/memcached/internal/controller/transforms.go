@@ -1,0 +1,88 @@
+package controller
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// revisionAnnotation is the deployment controller's rollout counter on
+// every Deployment.
+const revisionAnnotation = "deployment.kubernetes.io/revision"
+
+// trimDeployment is the cache transform of Deployments: of what the
+// operator does not read it drops the managedFields, the revision
+// annotation, and the Available condition (availability comes from
+// status.availableReplicas). desiredDeployment must not set that
+// annotation, or every pass would apply.
+func trimDeployment(in any) (any, error) {
+	d, ok := in.(*appsv1.Deployment)
+	if !ok {
+		return stripManagedFields(in)
+	}
+	d.ManagedFields = nil
+	if _, ok := d.Annotations[revisionAnnotation]; ok {
+		if len(d.Annotations) == 1 {
+			d.Annotations = nil
+		} else {
+			delete(d.Annotations, revisionAnnotation)
+		}
+	}
+	var kept []appsv1.DeploymentCondition
+	for _, c := range d.Status.Conditions {
+		if c.Type != appsv1.DeploymentAvailable {
+			kept = append(kept, c)
+		}
+	}
+	if len(kept) != len(d.Status.Conditions) {
+		d.Status.Conditions = kept
+	}
+	return d, nil
+}
+
+// trimService is the cache transform of Services: it drops the
+// managedFields and the fields the API server defaults, which
+// desiredService leaves unset and nothing reads. One that desiredService
+// starts setting must be kept here, or every pass would apply.
+func trimService(in any) (any, error) {
+	s, ok := in.(*corev1.Service)
+	if !ok {
+		return stripManagedFields(in)
+	}
+	s.ManagedFields = nil
+	s.Spec.ClusterIPs = nil
+	s.Spec.IPFamilies = nil
+	s.Spec.IPFamilyPolicy = nil
+	s.Spec.InternalTrafficPolicy = nil
+	s.Spec.SessionAffinity = ""
+	s.Spec.Type = ""
+	return s, nil
+}
+
+// trimPodMetadata is the cache transform of the pods' metadata: a pod is
+// read for its name, labels and deletion only.
+func trimPodMetadata(in any) (any, error) {
+	p, ok := in.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return stripManagedFields(in)
+	}
+	p.ObjectMeta = metav1.ObjectMeta{
+		Name:              p.Name,
+		Namespace:         p.Namespace,
+		UID:               p.UID,
+		ResourceVersion:   p.ResourceVersion,
+		Labels:            p.Labels,
+		DeletionTimestamp: p.DeletionTimestamp,
+		Finalizers:        p.Finalizers,
+	}
+	return p, nil
+}
+
+// stripManagedFields drops the managedFields of an object; anything else
+// (the informer's tombstones) passes unchanged.
+func stripManagedFields(in any) (any, error) {
+	if obj, ok := in.(metav1.Object); ok {
+		obj.SetManagedFields(nil)
+	}
+	return in, nil
+}

@@ -1,0 +1,108 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/opkit-dev/opkit/examples/memcached/api/v1beta1"
+	"github.com/opkit-dev/opkit/internal/testkit"
+	"github.com/opkit-dev/opkit/reconcile"
+)
+
+// TestPassOverTrimmedCacheWritesNothing: a pass reading every object as
+// CacheOptions' transforms leave it writes nothing once the children are
+// in place, so no transform drops a field the operator sets or reads.
+func TestPassOverTrimmedCacheWritesNothing(t *testing.T) {
+	f := newFixture(t)
+	transforms := map[string]toolscache.TransformFunc{}
+	for obj, by := range CacheOptions(nil).ByObject {
+		transforms[fmt.Sprintf("%T", obj)] = by.Transform
+	}
+	transform := func(obj runtime.Object) error {
+		if tr := transforms[fmt.Sprintf("%T", obj)]; tr != nil {
+			_, err := tr(obj)
+			return err
+		}
+		return nil
+	}
+	writes := 0
+	c, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	testkit.Must(t, err)
+	trimmed := interceptor.NewClient(c, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if err := c.Get(ctx, key, obj, opts...); err != nil {
+				return err
+			}
+			return transform(obj)
+		},
+		Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+			writes++
+			return c.Apply(ctx, obj, opts...)
+		},
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			writes++
+			return c.Create(ctx, obj, opts...)
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			writes++
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if err := c.List(ctx, list, opts...); err != nil {
+				return err
+			}
+			pods, ok := list.(*metav1.PartialObjectMetadataList)
+			if !ok {
+				return fmt.Errorf("listing %T: the operator lists pod metadata only", list)
+			}
+			for i := range pods.Items {
+				if _, err := trimPodMetadata(&pods.Items[i]); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		SubResourceApply: func(ctx context.Context, c client.Client, sub string, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
+			writes++
+			return c.SubResource(sub).Apply(ctx, obj, opts...)
+		},
+	})
+	rec := events.NewFakeRecorder(100)
+	hooks, err := NewHooks(trimmed, nil, env.Scheme, rec)
+	testkit.Must(t, err)
+	r, err := reconcile.New[*v1beta1.Memcached](trimmed, env.Scheme, hooks, ReconcilerOptions(rec)...)
+	testkit.Must(t, err)
+	pass := func() {
+		t.Helper()
+		if _, err := r.Reconcile(t.Context(), crreconcile.Request{NamespacedName: types.NamespacedName{Namespace: f.ns, Name: "mc"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	f.create(f.memcached("mc", 3)) // three pods: a PodDisruptionBudget too
+	pass()
+	f.createPod("mc", "mc-a")
+	f.rollOut("mc")
+	pass()
+	writes = 0
+	pass()
+	if writes != 0 {
+		t.Errorf("a pass over unchanged children made %d writes, want 0", writes)
+	}
+	m := &v1beta1.Memcached{}
+	f.get("mc", m)
+	if diff := cmp.Diff([]string{"mc-a"}, m.Status.Nodes); diff != "" {
+		t.Errorf("status.nodes (-want +got):\n%s", diff)
+	}
+}
