@@ -156,3 +156,49 @@ func footprintObjects(b *testing.B) []footprintKind {
 		}},
 	}
 }
+
+// BenchmarkPodIndex reports what podInstanceIndex costs the pod informer
+// per pod (one pod per Memcached, ten namespaces), as indexPods adds it
+// and as FieldIndexer.IndexField would: under the namespaced key and a
+// cluster-wide one.
+//
+//	go test ./internal/controller -run '^$' -bench PodIndex
+func BenchmarkPodIndex(b *testing.B) {
+	withClusterKey := func(obj any) ([]string, error) {
+		keys, err := podInstanceKeys(obj)
+		if len(keys) == 1 {
+			keys = append(keys, "__all_namespaces/"+podInstance(obj.(client.Object))[0])
+		}
+		return keys, err
+	}
+	const pods = 3000
+	objs := make([]*metav1.PartialObjectMetadata, pods)
+	for i := range objs {
+		m := &v1beta1.Memcached{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("memcached-%d", i), Namespace: fmt.Sprintf("scale-%d", i%10)}}
+		objs[i] = &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+			Name: m.Name + "-5d8f7c9b4-x2v7q", Namespace: m.Namespace, Labels: childLabels(m)}}
+	}
+	for _, tt := range []struct {
+		name string
+		keys toolscache.IndexFunc
+	}{{"none", nil}, {"indexPods", podInstanceKeys}, {"IndexField", withClusterKey}} {
+		b.Run(tt.name, func(b *testing.B) {
+			var per float64
+			for range b.N {
+				ix := toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc}
+				if tt.keys != nil {
+					ix["field:"+podInstanceIndex] = tt.keys
+				}
+				var store toolscache.Indexer
+				per = retainedBytes(b, 1, func() any {
+					store = toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, ix)
+					for _, o := range objs {
+						testkit.Must(b, store.Add(o))
+					}
+					return store
+				}) / pods
+			}
+			b.ReportMetric(per, "B/pod")
+		})
+	}
+}

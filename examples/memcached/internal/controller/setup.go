@@ -118,7 +118,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) (*reconcile.Reconciler[*v1bet
 	if err != nil {
 		return nil, err
 	}
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), podMetadata(), podInstanceIndex, podInstance); err != nil {
+	if err := indexPods(mgr.GetCache()); err != nil {
 		return nil, fmt.Errorf("indexing pods by %s: %w", LabelInstance, err)
 	}
 	hooks.podIndexed = true
@@ -170,6 +170,34 @@ func ReconcilerOptions(rec events.EventRecorder) []reconcile.Option {
 // podInstanceIndex indexes the cached pod metadata by the Memcached that
 // owns the pod (its instance label), so that a pass lists only its pods.
 const podInstanceIndex = "memcached.cache.opkit.dev/instance"
+
+// indexPods adds podInstanceIndex to c's pod metadata informer, under the
+// name and keys that client.MatchingFields reads in one namespace.
+// FieldIndexer.IndexField would also index every pod under a cluster-wide
+// key, which the operator never lists: 324 of the index's 641 bytes per
+// pod (BenchmarkPodIndex).
+func indexPods(c cache.Cache) error {
+	inf, err := c.GetInformer(context.Background(), podMetadata(), cache.BlockUntilSynced(false))
+	if err != nil {
+		return err
+	}
+	return inf.AddIndexers(toolscache.Indexers{"field:" + podInstanceIndex: podInstanceKeys})
+}
+
+// podInstanceKeys is the podInstanceIndex function: "<namespace>/<instance
+// label>" of a pod managed by this operator, the key controller-runtime's
+// cache reader looks up for a field in a namespace.
+func podInstanceKeys(obj any) ([]string, error) {
+	pod, ok := obj.(client.Object)
+	if !ok {
+		return nil, fmt.Errorf("indexing %T: not an object", obj)
+	}
+	instance := podInstance(pod)
+	if len(instance) == 0 {
+		return nil, nil
+	}
+	return []string{pod.GetNamespace() + "/" + instance[0]}, nil
+}
 
 // podMetadata is the metadata-only pod the controller watches and indexes.
 func podMetadata() *metav1.PartialObjectMetadata {
