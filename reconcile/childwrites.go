@@ -63,7 +63,7 @@ func (a *appliedChildren) lookup(k childKey, current client.Object) (appliedChil
 		return appliedChild{}, false
 	}
 	if !predates(current, rec.uid, rec.staleRVs) {
-		delete(a.m, k)
+		drop(&a.m, k)
 		return appliedChild{}, false
 	}
 	return rec, true
@@ -85,13 +85,13 @@ func (a *appliedChildren) record(k childKey, applied client.Object, digest strin
 	if now.Sub(a.lastPrune) > time.Minute {
 		for key, rec := range a.m {
 			if now.Sub(rec.at) > appliedChildTTL {
-				delete(a.m, key)
+				drop(&a.m, key)
 			}
 		}
 		a.lastPrune = now
 	}
 	if len(rvs) == 0 {
-		delete(a.m, k)
+		drop(&a.m, k)
 		return
 	}
 	copied, ok := applied.DeepCopyObject().(client.Object)
@@ -132,7 +132,7 @@ func (a *appliedChildren) seen(k childKey, current client.Object) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if rec, ok := a.m[k]; ok && !predates(current, rec.uid, rec.staleRVs) {
-		delete(a.m, k)
+		drop(&a.m, k)
 	}
 }
 
@@ -140,5 +140,5 @@ func (a *appliedChildren) seen(k childKey, current client.Object) {
 func (a *appliedChildren) forget(k childKey) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	delete(a.m, k)
+	drop(&a.m, k)
 }

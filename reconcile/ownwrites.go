@@ -46,7 +46,7 @@ func (w *ownWrites) overlay(key types.NamespacedName, obj client.Object, finaliz
 		return nil
 	}
 	if !predates(obj, rec.uid, rec.staleRVs) {
-		delete(w.m, key)
+		drop(&w.m, key)
 		return nil
 	}
 	if controllerutil.ContainsFinalizer(rec.written, finalizer) {
@@ -83,7 +83,7 @@ func (w *ownWrites) record(key types.NamespacedName, obj client.Object, readRV s
 		}
 	}
 	if len(rvs) == 0 {
-		delete(w.m, key)
+		drop(&w.m, key)
 		return
 	}
 	written, ok := obj.DeepCopyObject().(client.Object)
@@ -101,7 +101,7 @@ func (w *ownWrites) seen(key types.NamespacedName, obj client.Object) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if rec, ok := w.m[key]; ok && !predates(obj, rec.uid, rec.staleRVs) {
-		delete(w.m, key)
+		drop(&w.m, key)
 	}
 }
 
@@ -123,7 +123,7 @@ func (w *ownWrites) has(key types.NamespacedName) bool {
 func (w *ownWrites) forget(key types.NamespacedName) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	delete(w.m, key)
+	drop(&w.m, key)
 }
 
 // copyStatus sets dst's Status field to src's, for typed objects of the same

@@ -40,7 +40,7 @@ func (p *progressDeferrals) remaining(key types.NamespacedName, uid types.UID, g
 func (p *progressDeferrals) forget(key types.NamespacedName) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	delete(p.m, key)
+	drop(&p.m, key)
 }
 
 // has says whether key has a record.
