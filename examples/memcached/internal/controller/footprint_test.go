@@ -31,16 +31,10 @@ import (
 //	go test ./internal/controller -run '^$' -bench CachedBytes
 func BenchmarkCachedBytes(b *testing.B) {
 	kinds := footprintObjects(b)
-	opts := CacheOptions(nil)
 	const copies = 500
 	for _, k := range kinds {
 		b.Run(k.name, func(b *testing.B) {
-			var transform toolscache.TransformFunc
-			for obj, by := range opts.ByObject {
-				if fmt.Sprintf("%T", obj) == k.byObject {
-					transform = by.Transform
-				}
-			}
+			transform := cacheTransform(k.kind)
 			var per float64
 			for range b.N {
 				per = retainedBytes(b, copies, func() any {
@@ -77,9 +71,9 @@ func retainedBytes(b *testing.B, n int, newObject func() any) float64 {
 // footprintKind is one cached kind: its body as the informer reads it
 // and how the informer decodes it.
 type footprintKind struct {
-	name     string
-	byObject string // the CacheOptions.ByObject key's type
-	decode   func() (any, error)
+	name   string
+	kind   client.Object // its CacheOptions.ByObject key
+	decode func() (any, error)
 }
 
 // footprintObjects creates a Memcached and its children in envtest as a
@@ -147,10 +141,10 @@ func footprintObjects(b *testing.B) []footprintKind {
 	metav1.AddToGroupVersion(metaScheme, metav1.SchemeGroupVersion)
 	podBody := get("/api/v1"+ns+"/pods/"+pod.Name, "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1")
 	return []footprintKind{
-		{"Memcached", "*v1beta1.Memcached", decoder(get("/apis/cache.opkit.dev/v1beta1"+ns+"/memcacheds/memcached-4711", "application/json"), func() client.Object { return &v1beta1.Memcached{} })},
-		{"Deployment", "*v1.Deployment", decoder(get("/apis/apps/v1"+ns+"/deployments/memcached-4711", proto), func() client.Object { return &appsv1.Deployment{} })},
-		{"Service", "*v1.Service", decoder(get("/api/v1"+ns+"/services/memcached-4711", proto), func() client.Object { return &corev1.Service{} })},
-		{"PodMetadata", "*v1.Pod", func() (any, error) {
+		{"Memcached", &v1beta1.Memcached{}, decoder(get("/apis/cache.opkit.dev/v1beta1"+ns+"/memcacheds/memcached-4711", "application/json"), func() client.Object { return &v1beta1.Memcached{} })},
+		{"Deployment", &appsv1.Deployment{}, decoder(get("/apis/apps/v1"+ns+"/deployments/memcached-4711", proto), func() client.Object { return &appsv1.Deployment{} })},
+		{"Service", &corev1.Service{}, decoder(get("/api/v1"+ns+"/services/memcached-4711", proto), func() client.Object { return &corev1.Service{} })},
+		{"PodMetadata", &corev1.Pod{}, func() (any, error) {
 			obj, _, err := serializer.NewCodecFactory(metaScheme).UniversalDeserializer().Decode(podBody, nil, &metav1.PartialObjectMetadata{})
 			return obj, err
 		}},

@@ -4,6 +4,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 )
 
 // revisionAnnotation is the deployment controller's rollout counter on
@@ -78,11 +79,6 @@ func trimPodMetadata(in any) (any, error) {
 	return p, nil
 }
 
-// stripManagedFields drops the managedFields of an object; anything else
-// (the informer's tombstones) passes unchanged.
-func stripManagedFields(in any) (any, error) {
-	if obj, ok := in.(metav1.Object); ok {
-		obj.SetManagedFields(nil)
-	}
-	return in, nil
-}
+// stripManagedFields is the cache transform of the other kinds, and of
+// what the transforms above do not know (the informer's tombstones).
+var stripManagedFields = cache.TransformStripManagedFields()
