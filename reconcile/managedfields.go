@@ -80,12 +80,13 @@ func (s *fieldSets) shared(raw []byte) *metav1.FieldsV1 {
 	if f, ok := s.sets[string(raw)]; ok {
 		return f
 	}
-	f := metav1.NewFieldsV1(string(raw))
+	key := string(raw)
+	f := metav1.NewFieldsV1(key)
 	if len(s.sets) < maxFieldSets {
 		if s.sets == nil {
 			s.sets = map[string]*metav1.FieldsV1{}
 		}
-		s.sets[string(raw)] = f
+		s.sets[key] = f
 	}
 	return f
 }
