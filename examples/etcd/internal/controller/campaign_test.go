@@ -37,7 +37,7 @@ var (
 	campaignSchedules = flag.Int("campaign.schedules", 40, "how many schedules TestFaultCampaign runs on etcd processes, besides the regressions")
 	campaignFake      = flag.Int("campaign.fakeschedules", 30, "how many schedules TestFaultCampaignFake runs on the fake etcd, besides the regressions")
 	campaignSteps     = flag.Int("campaign.steps", 8, "operations and faults per schedule")
-	campaignParallel  = flag.Int("campaign.parallel", 16, "how many schedules on etcd processes run at once")
+	campaignParallel  = flag.Int("campaign.parallel", 4*runtime.GOMAXPROCS(0), "how many schedules on etcd processes run at once")
 	campaignPause     = flag.Bool("campaign.pause", false, "draw the fault that pauses a member (SIGSTOP) on etcd processes")
 	campaignPartition = flag.Bool("campaign.partition", true, "draw the fault that cuts a member off from its peers on etcd processes")
 	campaignTLSEvery  = flag.Int("campaign.tls", 10, "one schedule in this many runs with spec.tls and CA rotations (0: none)")
