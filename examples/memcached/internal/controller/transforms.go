@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"sync"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +24,11 @@ func trimDeployment(in any) (any, error) {
 		return stripManagedFields(in)
 	}
 	d.ManagedFields = nil
+	d.Labels = shareLabels(d.Labels)
+	d.Spec.Template.Labels = shareLabels(d.Spec.Template.Labels)
+	if d.Spec.Selector != nil {
+		d.Spec.Selector.MatchLabels = shareLabels(d.Spec.Selector.MatchLabels)
+	}
 	if _, ok := d.Annotations[revisionAnnotation]; ok {
 		if len(d.Annotations) == 1 {
 			d.Annotations = nil
@@ -51,6 +58,8 @@ func trimService(in any) (any, error) {
 		return stripManagedFields(in)
 	}
 	s.ManagedFields = nil
+	s.Labels = shareLabels(s.Labels)
+	s.Spec.Selector = shareLabels(s.Spec.Selector)
 	s.Spec.ClusterIPs = nil
 	s.Spec.IPFamilies = nil
 	s.Spec.IPFamilyPolicy = nil
@@ -72,11 +81,56 @@ func trimPodMetadata(in any) (any, error) {
 		Namespace:         p.Namespace,
 		UID:               p.UID,
 		ResourceVersion:   p.ResourceVersion,
-		Labels:            p.Labels,
+		Labels:            shareLabels(p.Labels),
 		DeletionTimestamp: p.DeletionTimestamp,
 		Finalizers:        p.Finalizers,
 	}
 	return p, nil
+}
+
+// shareLabels returns l with its keys, and the values that repeat between
+// objects, shared with other cached objects: every child and pod
+// carries the same few labels, each decoded into strings of its own.
+func shareLabels(l map[string]string) map[string]string {
+	if len(l) == 0 {
+		return l
+	}
+	shared := make(map[string]string, len(l))
+	for k, v := range l {
+		if k != LabelInstance && k != appsv1.DefaultDeploymentUniqueLabelKey {
+			v = labelStrings.share(v)
+		}
+		shared[labelStrings.share(k)] = v
+	}
+	return shared
+}
+
+// maxLabelStrings bounds labelStrings: past it, label keys and values no
+// longer repeat between objects.
+const maxLabelStrings = 256
+
+// labelStrings holds the shared copies. Hand-written: unique.Make's
+// strings stop being shared once the handle is collected.
+var labelStrings internTable
+
+type internTable struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+func (t *internTable) share(s string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if v, ok := t.m[s]; ok {
+		return v
+	}
+	if len(t.m) < maxLabelStrings {
+		if t.m == nil {
+			t.m = map[string]string{}
+		}
+		t.m[s] = s
+	}
+	return s
 }
 
 // stripManagedFields is the cache transform of the other kinds, and of

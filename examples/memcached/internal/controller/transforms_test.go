@@ -2,9 +2,11 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"testing"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -113,4 +115,49 @@ func cacheTransform(kind client.Object) toolscache.TransformFunc {
 		}
 	}
 	return nil
+}
+
+// TestShareLabelsSharesKeysAndRepeatedValues: two decodes of the same
+// labels share their keys and repeated values, never an instance's name,
+// and read the same.
+func TestShareLabelsSharesKeysAndRepeatedValues(t *testing.T) {
+	decode := func() map[string]string {
+		var l map[string]string
+		testkit.Must(t, json.Unmarshal([]byte(`{"app.kubernetes.io/name":"memcached","app.kubernetes.io/instance":"m-1","pod-template-hash":"5d8f7c9b4"}`), &l))
+		return l
+	}
+	a, b := shareLabels(decode()), shareLabels(decode())
+	if diff := cmp.Diff(decode(), a); diff != "" {
+		t.Fatalf("shared labels differ (-decoded +shared):\n%s", diff)
+	}
+	same := func(x, y string) bool { return unsafe.StringData(x) == unsafe.StringData(y) }
+	for k := range a {
+		var kb string
+		for k2 := range b {
+			if k2 == k {
+				kb = k2
+			}
+		}
+		if !same(k, kb) {
+			t.Errorf("key %q: two copies", k)
+		}
+		shareValue := k == LabelName
+		if got := same(a[k], b[k]); got != shareValue {
+			t.Errorf("value of %q shared: %v, want %v", k, got, shareValue)
+		}
+	}
+}
+
+// TestInternTableIsBounded: strings that never repeat stop being kept
+// past maxLabelStrings, and are still returned.
+func TestInternTableIsBounded(t *testing.T) {
+	var tab internTable
+	for i := range 2 * maxLabelStrings {
+		if s := fmt.Sprintf("t-%d", i); tab.share(s) != s {
+			t.Fatalf("share(%q) = %q", s, tab.share(s))
+		}
+	}
+	if n := len(tab.m); n != maxLabelStrings {
+		t.Fatalf("%d shared strings, want %d", n, maxLabelStrings)
+	}
 }
