@@ -43,9 +43,10 @@ type slotCache struct {
 	ctx     context.Context
 
 	// gates[s] is held shared by each pass over an object of slot s
-	// (enter), and exclusively by Release to close it.
+	// (enter), and exclusively by Release to close it. active[s] is
+	// written under it, and read without it by holds.
 	gates  []sync.RWMutex
-	active []bool
+	active []atomic.Bool
 	holder *holder // nil: Hold and Release by hand (tests)
 	// fence, once set, is when the member's Lease may run out: no pass
 	// is admitted after it.
@@ -58,6 +59,7 @@ type slotCache struct {
 	segments  []*segment
 	informers map[informerKey]*slotInformer
 	indexes   []index
+	onHold    []func(slots []int)
 }
 
 type segment struct {
@@ -142,7 +144,7 @@ func newSlotCache(r Ring, config *rest.Config, opts cache.Options, kinds ...clie
 	}
 	c := &slotCache{
 		Cache: base, ring: r, config: config, opts: opts, kinds: map[schema.GroupVersionKind]bool{},
-		started: make(chan struct{}), gates: make([]sync.RWMutex, r.slots()), active: make([]bool, r.slots()),
+		started: make(chan struct{}), gates: make([]sync.RWMutex, r.slots()), active: make([]atomic.Bool, r.slots()),
 		informers: map[informerKey]*slotInformer{},
 	}
 	for _, k := range kinds {

@@ -44,6 +44,12 @@ func (c *slotCache) Hold(ctx context.Context, slots ...int) error {
 		c.setGates(want, false)
 		return err
 	}
+	c.mu.Lock()
+	onHold := c.onHold
+	c.mu.Unlock()
+	for _, f := range onHold {
+		f(want)
+	}
 	if !seg.cache.WaitForCacheSync(ctx) {
 		return fmt.Errorf("shard: waiting for slots %v: %w", want, ctx.Err())
 	}
@@ -144,7 +150,7 @@ func (c *slotCache) setGates(slots []int, open bool) {
 	for _, n := range slots {
 		if n >= 0 && n < c.ring.slots() {
 			c.gates[n].Lock()
-			c.active[n] = open
+			c.active[n].Store(open)
 			c.gates[n].Unlock()
 		}
 	}
@@ -165,7 +171,7 @@ func (c *slotCache) enter(slot int) (leave func(), err error) {
 	}
 	g := &c.gates[slot]
 	g.RLock()
-	if !c.active[slot] {
+	if !c.active[slot].Load() {
 		g.RUnlock()
 		return nil, errNotHeld
 	}
@@ -174,6 +180,20 @@ func (c *slotCache) enter(slot int) (leave func(), err error) {
 		return nil, errFenced
 	}
 	return g.RUnlock, nil
+}
+
+// holds says whether slot's gate is open, without waiting for a
+// Release under way.
+func (c *slotCache) holds(slot int) bool {
+	return slot >= 0 && slot < c.ring.slots() && c.active[slot].Load()
+}
+
+// whenHeld calls f with the slots of each Hold once their gates opened;
+// f must not block.
+func (c *slotCache) whenHeld(f func(slots []int)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.onHold = append(c.onHold, f)
 }
 
 // fenceAt admits passes until t only.

@@ -4,19 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -97,11 +101,26 @@ func (s *Sharder) SetupWithManager(mgr ctrl.Manager) error {
 	if err != nil {
 		return err
 	}
-	for i, k := range kinds {
-		h := handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, o *metav1.PartialObjectMetadata) []request {
-			return []request{{kind: i, key: client.ObjectKeyFromObject(o)}}
-		})
-		if err := ctl.Watch(source.TypedKind(c, metadataOf(k.gvk), h)); err != nil {
+	if err := ctl.Watch(source.TypedFunc[request](l.start)); err != nil {
+		return err
+	}
+	sc.whenHeld(l.taken)
+	for i := range kinds {
+		enqueue := func(o *metav1.PartialObjectMetadata, q workqueue.TypedRateLimitingInterface[request]) {
+			if req, ok := l.request(i, o); ok {
+				q.Add(req)
+			}
+		}
+		// An object leaving the cache has its label: nothing to do.
+		h := handler.TypedFuncs[*metav1.PartialObjectMetadata, request]{
+			CreateFunc: func(_ context.Context, e event.TypedCreateEvent[*metav1.PartialObjectMetadata], q workqueue.TypedRateLimitingInterface[request]) {
+				enqueue(e.Object, q)
+			},
+			UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*metav1.PartialObjectMetadata], q workqueue.TypedRateLimitingInterface[request]) {
+				enqueue(e.ObjectNew, q)
+			},
+		}
+		if err := ctl.Watch(source.TypedKind(c, metadataOf(kinds[i].gvk), h)); err != nil {
 			return err
 		}
 	}
@@ -125,10 +144,61 @@ type labeller struct {
 	cache  cache.Cache
 	writer client.Client
 	kinds  []kind
+
+	mu    sync.Mutex
+	ctx   context.Context
+	queue workqueue.TypedRateLimitingInterface[request]
 }
 
-// Reconcile labels an object with its slot if this member holds it, and
-// otherwise looks again later: the slot's member may not have it yet.
+// start keeps the queue, and queues the objects of the slots held
+// already: the sources start at once, so a Hold may come before.
+func (l *labeller) start(ctx context.Context, q workqueue.TypedRateLimitingInterface[request]) error {
+	l.mu.Lock()
+	l.ctx, l.queue = ctx, q
+	l.mu.Unlock()
+	l.taken(l.slots.Slots())
+	return nil
+}
+
+// request is o's, of kinds[kind], if this member holds its slot: each
+// member queues only its own objects, and those of a slot it takes
+// later when it takes it.
+func (l *labeller) request(kind int, o client.Object) (request, bool) {
+	owner, ok := l.kinds[kind].owner(o)
+	if !ok || !l.slots.holds(l.ring.Slot(owner)) {
+		return request{}, false
+	}
+	return request{kind: kind, key: client.ObjectKeyFromObject(o)}, true
+}
+
+// taken queues the unlabelled objects of slots, just held. An object
+// the cache adds meanwhile is queued by its event, whose handler runs
+// once the store has it: it sees the slot's gate open, or is listed.
+func (l *labeller) taken(slots []int) {
+	l.mu.Lock()
+	ctx, q := l.ctx, l.queue
+	l.mu.Unlock()
+	if q == nil || len(slots) == 0 {
+		return // start lists what is held by then
+	}
+	go func() {
+		for i, k := range l.kinds {
+			list := &metav1.PartialObjectMetadataList{}
+			list.SetGroupVersionKind(k.gvk.GroupVersion().WithKind(k.gvk.Kind + "List"))
+			if err := l.cache.List(ctx, list); err != nil {
+				return // the context ended
+			}
+			for _, o := range list.Items {
+				if owner, ok := k.owner(&o); ok && slices.Contains(slots, l.ring.Slot(owner)) {
+					q.Add(request{kind: i, key: client.ObjectKeyFromObject(&o)})
+				}
+			}
+		}
+	}()
+}
+
+// Reconcile labels an object with its slot if this member holds it. A
+// slot given up meanwhile is its next member's to label (taken).
 func (l *labeller) Reconcile(ctx context.Context, req request) (reconcile.Result, error) {
 	k := l.kinds[req.kind]
 	obj := metadataOf(k.gvk)
@@ -144,6 +214,9 @@ func (l *labeller) Reconcile(ctx context.Context, req request) (reconcile.Result
 	}
 	slot := l.ring.Slot(owner)
 	leave, err := l.slots.enter(slot)
+	if errors.Is(err, errNotHeld) {
+		return reconcile.Result{}, nil
+	}
 	if err != nil {
 		return reconcile.Result{RequeueAfter: l.ring.leaseDuration() / 10}, nil
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -290,5 +292,102 @@ func TestSharderKeepsToItsNamespaces(t *testing.T) {
 	time.Sleep(time.Second)
 	if got := label(other); got != "" {
 		t.Errorf("%s/w, outside the ring's namespaces, labelled %q", other, got)
+	}
+}
+
+// sharderPasses is how many passes the Sharders of ring name made, all
+// members together, from the controller metrics.
+func sharderPasses(t *testing.T, name string) float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	testkit.Must(t, err)
+	var n float64
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == "shard-"+name {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n
+}
+
+// TestSharderPassesOnlyItsSlots: a member's Sharder passes over the
+// objects of the slots it holds only. Queueing every member's objects
+// cost each member a queue entry per object of the ring, kept at its
+// peak by the queue's maps, and a pass again at every requeue.
+func TestSharderPassesOnlyItsSlots(t *testing.T) {
+	ns := env.Namespace(t)
+	r := shard.Ring{Name: "passes", Namespace: ns, LeaseDuration: 3 * time.Second, Slots: 12}
+	p := &passes{runs: map[string][]run{}}
+	for _, id := range []string{"a", "b", "c"} {
+		replica(t, r, id, p)
+	}
+	heldBy(t, r, "a", "b", "c")
+	before := sharderPasses(t, r.Name)
+	const n = 30
+	var keys []types.NamespacedName
+	for i := range n {
+		w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("w-%d", i), Namespace: ns}}
+		testkit.Must(t, env.Client.Create(t.Context(), w))
+		keys = append(keys, client.ObjectKeyFromObject(w))
+	}
+	for _, key := range keys {
+		for end := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			var w testv1.Widget
+			testkit.Must(t, env.Client.Get(t.Context(), key, &w))
+			if w.Labels[r.SlotLabel()] == strconv.Itoa(r.Slot(key)) {
+				break
+			}
+			if time.Now().After(end) {
+				t.Fatalf("%s not labelled with slot %d after 30 s", key, r.Slot(key))
+			}
+		}
+	}
+	time.Sleep(r.LeaseDuration / 10 * 3) // requeues, if any, come a tenth of a lease apart
+	// The holder's: one labels it, and an update before may add one.
+	got := sharderPasses(t, r.Name) - before
+	t.Logf("%v Sharder passes over %d new Widgets", got, n)
+	if most := float64(2 * n); got > most {
+		t.Errorf("the three Sharders made %v passes over %d new Widgets, want at most %v: members pass over others' slots", got, n, most)
+	}
+}
+
+// TestSharderLabelsWhatItTakesOver: objects created while another
+// member holds their slot are labelled once this one takes the slot.
+func TestSharderLabelsWhatItTakesOver(t *testing.T) {
+	ns := env.Namespace(t)
+	r := shard.Ring{Name: "takeover", Namespace: ns, LeaseDuration: 3 * time.Second, Slots: 4}
+	// A member that never renews, holding every slot.
+	all := "0,1,2,3"
+	testkit.Must(t, env.Client.Create(t.Context(), &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: r.Name + "-ghost", Namespace: ns, Labels: map[string]string{shard.RingLabel: r.Name},
+			Annotations: map[string]string{shard.SlotsAnnotation: all},
+		},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: new("ghost"), LeaseDurationSeconds: new(int32(3)), RenewTime: &metav1.MicroTime{Time: time.Now()}},
+	}))
+	replica(t, r, "a", &passes{runs: map[string][]run{}})
+	key := types.NamespacedName{Namespace: ns, Name: "w"}
+	testkit.Must(t, env.Client.Create(t.Context(), &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: ns}}))
+	if h := holders(t, r); h[r.Slot(key)] != "ghost" {
+		t.Fatalf("slot %d held by %q when the Widget was created, want ghost: the test proves nothing", r.Slot(key), h[r.Slot(key)])
+	}
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		var w testv1.Widget
+		testkit.Must(t, env.Client.Get(t.Context(), key, &w))
+		if w.Labels[r.SlotLabel()] == strconv.Itoa(r.Slot(key)) {
+			break
+		}
+		if time.Now().After(end) {
+			held, err := r.Holders(t.Context(), env.Client)
+			testkit.Must(t, err)
+			t.Fatalf("%s not labelled with slot %d 30 s after it was created; the Leases list %v", key, r.Slot(key), held)
+		}
 	}
 }
