@@ -338,16 +338,7 @@ func TestSharderPassesOnlyItsSlots(t *testing.T) {
 		keys = append(keys, client.ObjectKeyFromObject(w))
 	}
 	for _, key := range keys {
-		for end := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			var w testv1.Widget
-			testkit.Must(t, env.Client.Get(t.Context(), key, &w))
-			if w.Labels[r.SlotLabel()] == strconv.Itoa(r.Slot(key)) {
-				break
-			}
-			if time.Now().After(end) {
-				t.Fatalf("%s not labelled with slot %d after 30 s", key, r.Slot(key))
-			}
-		}
+		labelled(t, r, key)
 	}
 	time.Sleep(r.LeaseDuration / 10 * 3) // requeues, if any, come a tenth of a lease apart
 	// The holder's: one labels it, and an update before may add one.
@@ -378,16 +369,22 @@ func TestSharderLabelsWhatItTakesOver(t *testing.T) {
 	if h := holders(t, r); h[r.Slot(key)] != "ghost" {
 		t.Fatalf("slot %d held by %q when the Widget was created, want ghost: the test proves nothing", r.Slot(key), h[r.Slot(key)])
 	}
-	for end := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	labelled(t, r, key)
+}
+
+// labelled waits up to 30 s for the Widget key to carry its slot.
+func labelled(t *testing.T, r shard.Ring, key types.NamespacedName) {
+	t.Helper()
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		var w testv1.Widget
 		testkit.Must(t, env.Client.Get(t.Context(), key, &w))
 		if w.Labels[r.SlotLabel()] == strconv.Itoa(r.Slot(key)) {
-			break
+			return
 		}
 		if time.Now().After(end) {
 			held, err := r.Holders(t.Context(), env.Client)
 			testkit.Must(t, err)
-			t.Fatalf("%s not labelled with slot %d 30 s after it was created; the Leases list %v", key, r.Slot(key), held)
+			t.Fatalf("%s not labelled with slot %d after 30 s; the Leases list %v", key, r.Slot(key), held)
 		}
 	}
 }
