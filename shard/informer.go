@@ -6,7 +6,6 @@ import (
 	"time"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -94,9 +93,7 @@ func (i *slotInformer) newList() (client.ObjectList, error) {
 	gvk := i.key.gvk.GroupVersion().WithKind(i.key.gvk.Kind + "List")
 	switch i.key.form {
 	case "metadata":
-		l := &metav1.PartialObjectMetadataList{}
-		l.SetGroupVersionKind(gvk)
-		return l, nil
+		return metadataListOf(i.key.gvk), nil
 	case "unstructured":
 		l := &unstructured.UnstructuredList{}
 		l.SetGroupVersionKind(gvk)

@@ -164,11 +164,20 @@ func (l *labeller) start(ctx context.Context, q workqueue.TypedRateLimitingInter
 // member queues only its own objects, and those of a slot it takes
 // later when it takes it.
 func (l *labeller) request(kind int, o client.Object) (request, bool) {
-	owner, ok := l.kinds[kind].owner(o)
-	if !ok || !l.slots.holds(l.ring.Slot(owner)) {
+	slot, ok := l.ownerSlot(l.kinds[kind], o)
+	if !ok || !l.slots.holds(slot) {
 		return request{}, false
 	}
 	return request{kind: kind, key: client.ObjectKeyFromObject(o)}, true
+}
+
+// ownerSlot is the slot of o, of kind k: its owner's; false if it has none.
+func (l *labeller) ownerSlot(k kind, o client.Object) (int, bool) {
+	owner, ok := k.owner(o)
+	if !ok {
+		return 0, false
+	}
+	return l.ring.Slot(owner), true
 }
 
 // taken queues the unlabelled objects of slots, just held. An object
@@ -183,13 +192,12 @@ func (l *labeller) taken(slots []int) {
 	}
 	go func() {
 		for i, k := range l.kinds {
-			list := &metav1.PartialObjectMetadataList{}
-			list.SetGroupVersionKind(k.gvk.GroupVersion().WithKind(k.gvk.Kind + "List"))
+			list := metadataListOf(k.gvk)
 			if err := l.cache.List(ctx, list); err != nil {
 				return // the context ended
 			}
 			for _, o := range list.Items {
-				if owner, ok := k.owner(&o); ok && slices.Contains(slots, l.ring.Slot(owner)) {
+				if slot, ok := l.ownerSlot(k, &o); ok && slices.Contains(slots, slot) {
 					q.Add(request{kind: i, key: client.ObjectKeyFromObject(&o)})
 				}
 			}
@@ -208,11 +216,10 @@ func (l *labeller) Reconcile(ctx context.Context, req request) (reconcile.Result
 	if _, ok := l.ring.slotOf(obj.Labels); ok {
 		return reconcile.Result{}, nil
 	}
-	owner, ok := k.owner(obj)
+	slot, ok := l.ownerSlot(k, obj)
 	if !ok {
 		return reconcile.Result{}, nil
 	}
-	slot := l.ring.Slot(owner)
 	leave, err := l.slots.enter(slot)
 	if errors.Is(err, errNotHeld) {
 		return reconcile.Result{}, nil
@@ -233,6 +240,13 @@ func metadataOf(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
 	o := &metav1.PartialObjectMetadata{}
 	o.SetGroupVersionKind(gvk)
 	return o
+}
+
+// metadataListOf is an empty metadata list of kind gvk.
+func metadataListOf(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadataList {
+	l := &metav1.PartialObjectMetadataList{}
+	l.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	return l
 }
 
 // trim keeps of an object's metadata what the Sharder reads.
