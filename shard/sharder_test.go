@@ -323,7 +323,7 @@ func sharderPasses(t *testing.T, name string) float64 {
 // peak by the queue's maps, and a pass again at every requeue.
 func TestSharderPassesOnlyItsSlots(t *testing.T) {
 	ns := env.Namespace(t)
-	r := shard.Ring{Name: "passes", Namespace: ns, LeaseDuration: 3 * time.Second, Slots: 12}
+	r := shard.Ring{Name: "passes", Namespace: ns, LeaseDuration: 3 * time.Second, Slots: 12, Namespaces: []string{ns}}
 	p := &passes{runs: map[string][]run{}}
 	for _, id := range []string{"a", "b", "c"} {
 		replica(t, r, id, p)
