@@ -69,9 +69,12 @@ func (i *slotInformer) detach(s *segment, released func(any) bool) func() {
 			return
 		}
 		// The segment's cache, stopped, still lists what it held; its
-		// informer may be per namespace, with no one store.
+		// informer may be per namespace, with no one store. A List of
+		// an informer stopped before it synced waits for the context.
+		done, cancel := context.WithCancel(context.Background())
+		cancel()
 		list, err := i.newList()
-		if err != nil || s.cache.List(context.Background(), list) != nil {
+		if err != nil || s.cache.List(done, list) != nil {
 			return
 		}
 		objs, err := apimeta.ExtractList(list)
