@@ -31,6 +31,7 @@ type holder struct {
 	cache    *slotCache
 	leases   coordinationv1client.LeasesGetter
 	view     *View
+	watch    *leaseWatch // set by run
 
 	mu sync.Mutex
 	// published is the SlotsAnnotation last written; fence when the
@@ -56,6 +57,13 @@ func (h *holder) run(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	w, err := h.watchLeases(ctx)
+	if ctx.Err() != nil {
+		return nil // stopped while it listed the Leases
+	} else if err != nil {
+		return err
+	}
+	h.watch = w
 	renewed := make(chan error, 1)
 	// Renewals run apart from the steps, which wait for caches and
 	// passes.
@@ -78,19 +86,27 @@ func (h *holder) run(ctx context.Context) error {
 			}
 		}
 	}()
-	tick := time.NewTicker(h.ring.leaseDuration() / 10)
-	defer tick.Stop()
+	// A step runs when a Lease changes its slots or comes or goes, when
+	// one runs out, and at least every tenth of a lease.
+	next := time.NewTimer(0)
+	defer next.Stop()
 	for {
 		if err := h.step(ctx); err != nil && ctx.Err() == nil {
 			cancel()
 			return errors.Join(err, <-renewed)
 		}
+		wait := h.ring.leaseDuration() / 10
+		if at := h.view.nextExpiry(); !at.IsZero() {
+			wait = max(min(wait, time.Until(at)), 0)
+		}
+		next.Reset(wait)
 		select {
 		case <-ctx.Done():
 			return <-renewed
 		case err := <-renewed:
 			return err
-		case <-tick.C:
+		case <-next.C:
+		case <-w.wake:
 		}
 	}
 }
@@ -110,7 +126,7 @@ func (h *holder) step(ctx context.Context) error {
 			return err
 		}
 	}
-	others, members, err := h.claims(ctx, "0")
+	others, members, err := h.claims(ctx, false)
 	if err != nil {
 		return nil // the next step lists again; only renewals must succeed
 	}
@@ -142,7 +158,7 @@ func (h *holder) take(ctx context.Context, take []int) error {
 	if err := h.publish(ctx, union(h.cache.Slots(), take)); err != nil {
 		return err
 	}
-	others, _, err := h.claims(ctx, "")
+	others, _, err := h.claims(ctx, true)
 	if err == nil {
 		take = minus(take, others)
 	} else {
@@ -159,16 +175,22 @@ func (h *holder) take(ctx context.Context, take []int) error {
 }
 
 // claims returns the slots that members other than this one, not dead,
-// list on their Leases, and the live members. rv is the list's
-// resourceVersion: "0" reads the API server's cache, "" etcd.
-func (h *holder) claims(ctx context.Context, rv string) (others []int, members []string, err error) {
-	list, err := h.leases.Leases(h.ring.Namespace).List(ctx, metav1.ListOptions{LabelSelector: RingLabel + "=" + h.ring.Name, ResourceVersion: rv})
-	if err != nil {
-		return nil, nil, fmt.Errorf("shard: listing the Leases of ring %s: %w", h.ring.Name, err)
+// list on their Leases, and the live members: from etcd if fresh, else
+// from the watch.
+func (h *holder) claims(ctx context.Context, fresh bool) (others []int, members []string, err error) {
+	var leases []coordinationv1.Lease
+	if fresh {
+		list, err := h.leases.Leases(h.ring.Namespace).List(ctx, metav1.ListOptions{LabelSelector: RingLabel + "=" + h.ring.Name})
+		if err != nil {
+			return nil, nil, fmt.Errorf("shard: listing the Leases of ring %s: %w", h.ring.Name, err)
+		}
+		leases = list.Items
+	} else {
+		leases = h.watch.leases()
 	}
 	now := time.Now()
-	members = h.view.observe(list.Items, now)
-	for _, l := range list.Items {
+	members = h.view.observe(leases, now)
+	for _, l := range leases {
 		id := ptr.Deref(l.Spec.HolderIdentity, "")
 		if id == h.identity || id == "" || h.view.Dead(id, now) {
 			continue

@@ -3,11 +3,15 @@ package shard_test
 import (
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/opkit-dev/opkit/internal/testkit"
@@ -160,6 +164,48 @@ func TestMemberTakesFreeSlotsBeforeGivingUp(t *testing.T) {
 	leave()
 	waitSlots(t, 5*time.Second, members["c"], two["c"])
 	waitSlots(t, 5*time.Second, members["a"], two["a"])
+}
+
+// A crashed member's slots are taken when its Lease runs out by the
+// survivor's clock, not at the survivor's next look at the Leases.
+func TestMemberTakesSlotsWhenALeaseRunsOut(t *testing.T) {
+	// A long lease spreads the lag of a periodic look over seconds.
+	r := shard.Ring{Name: "widgets", Namespace: env.Namespace(t), LeaseDuration: 20 * time.Second, Slots: 12}
+	share := shard.Assign(r.Slots, "a", "ghost")
+	slots := make([]string, len(share["ghost"]))
+	for i, s := range share["ghost"] {
+		slots[i] = strconv.Itoa(s)
+	}
+	ghost := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: r.Name + "-ghost", Namespace: r.Namespace, Labels: map[string]string{shard.RingLabel: r.Name},
+			Annotations: map[string]string{shard.SlotsAnnotation: strings.Join(slots, ",")},
+		},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: new("ghost"), LeaseDurationSeconds: new(int32(20)), RenewTime: &metav1.MicroTime{Time: time.Now()}},
+	}
+	testkit.Must(t, env.Client.Create(t.Context(), ghost))
+	a := startSlotMember(t, r, "a")
+	waitSlots(t, 15*time.Second, a, share["a"])
+
+	sent := time.Now()
+	ghost.Spec.RenewTime = &metav1.MicroTime{Time: sent}
+	testkit.Must(t, env.Client.Update(t.Context(), ghost)) // its last renewal
+	renewed := time.Now()
+	for time.Since(renewed) < r.LeaseDuration+5*time.Second && len(a.slots()) < r.Slots {
+		time.Sleep(5 * time.Millisecond)
+	}
+	taken := time.Now()
+	if got := a.slots(); len(got) < r.Slots {
+		t.Fatalf("a holds %v %v after the ghost's last renewal; want all %d slots", got, taken.Sub(renewed), r.Slots)
+	}
+	if early := sent.Add(r.LeaseDuration); taken.Before(early) {
+		t.Errorf("a took the ghost's slots %v before its Lease ran out", early.Sub(taken))
+	}
+	if late := taken.Sub(renewed.Add(r.LeaseDuration)); late > 500*time.Millisecond {
+		t.Errorf("a took the ghost's slots %v after its Lease ran out; want within 500ms", late)
+	} else {
+		t.Logf("a took the ghost's slots %v after its Lease ran out", late)
+	}
 }
 
 // waitSlots waits until m holds want.

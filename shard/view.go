@@ -29,11 +29,12 @@ type View struct {
 	// when Dead was first asked about an identity never live.
 	live, known map[string]bool
 	asked       map[string]time.Time
+	looked      time.Time // the last observe
 }
 
 type observation struct {
-	version string // the Lease's resourceVersion
-	at      time.Time
+	version   string // the Lease's resourceVersion
+	at, until time.Time
 }
 
 // Members lists the ring's Leases with c and returns, sorted, the
@@ -60,16 +61,17 @@ func (v *View) observe(leases []coordinationv1.Lease, now time.Time) []string {
 		if !ok || o.version != l.ResourceVersion {
 			o = observation{version: l.ResourceVersion, at: now}
 		}
-		seen[l.Name] = o
 		d := v.ring.leaseDuration()
 		if l.Spec.LeaseDurationSeconds != nil {
 			d = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
 		}
-		if now.Before(o.at.Add(d)) {
+		o.until = o.at.Add(d)
+		seen[l.Name] = o
+		if now.Before(o.until) {
 			live = append(live, *l.Spec.HolderIdentity)
 		}
 	}
-	v.seen = seen
+	v.seen, v.looked = seen, now
 	clear(v.live)
 	for _, id := range live {
 		v.live[id], v.known[id] = true, true
@@ -77,6 +79,20 @@ func (v *View) observe(leases []coordinationv1.Lease, now time.Time) []string {
 	}
 	slices.Sort(live)
 	return live
+}
+
+// nextExpiry is when the first Lease live at the last look runs out,
+// or zero.
+func (v *View) nextExpiry() time.Time {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var first time.Time
+	for _, o := range v.seen {
+		if o.until.After(v.looked) && (first.IsZero() || o.until.Before(first)) {
+			first = o.until
+		}
+	}
+	return first
 }
 
 // Dead says whether member, not live at the last Members, is gone for
