@@ -192,7 +192,8 @@ func (h *holder) claims(ctx context.Context, fresh bool) (others []int, members 
 	members = h.view.observe(leases, now)
 	for _, l := range leases {
 		id := ptr.Deref(l.Spec.HolderIdentity, "")
-		if id == h.identity || id == "" || h.view.Dead(id, now) {
+		// Live by this list, whatever the watch observed since.
+		if id == h.identity || id == "" || !slices.Contains(members, id) && h.view.Dead(id, now) {
 			continue
 		}
 		others = union(others, parseSlots(l.Annotations[SlotsAnnotation]))
@@ -201,16 +202,16 @@ func (h *holder) claims(ctx context.Context, fresh bool) (others []int, members 
 }
 
 // publish writes slots into the Lease and renews it, creating it if
-// needed. A renewal sent before the fence moves it a lease duration on
-// from when it was sent; one sent after it, or that found the Lease
-// gone, marks a lapse instead: the gates stay closed until step gave up
-// every slot.
+// needed. A renewal answered before the fence moves it a lease duration
+// on from when it was sent; one answered after it, or that found the
+// Lease gone, marks a lapse instead: the gates stay closed until step
+// gave up every slot.
 func (h *holder) publish(ctx context.Context, slots []int) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	start := time.Now()
 	now := metav1.NewMicroTime(start)
-	seconds := int32(h.ring.leaseDuration() / time.Second)
+	seconds := int32((h.ring.leaseDuration() + time.Second - 1) / time.Second) // others may wait longer, never less
 	name, leases := h.ring.leaseName(h.identity), h.leases.Leases(h.ring.Namespace)
 	annotation := formatSlots(slots)
 	patch, err := json.Marshal(map[string]any{
@@ -240,7 +241,9 @@ func (h *holder) publish(ctx context.Context, slots []int) error {
 		return fmt.Errorf("shard: renewing the Lease %s/%s of ring %s: %w", h.ring.Namespace, name, h.ring.Name, err)
 	}
 	h.published = slices.Clone(slots)
-	if !h.fence.IsZero() && (gone || !start.Before(h.fence)) || h.lapsed {
+	// Written after the fence, it may have landed after another member
+	// read the Lease as run out and took the slots.
+	if !h.fence.IsZero() && (gone || !time.Now().Before(h.fence)) || h.lapsed {
 		h.lapsed = len(slots) > 0
 		if h.lapsed {
 			return nil
