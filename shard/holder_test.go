@@ -1,17 +1,24 @@
 package shard_test
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/opkit-dev/opkit/internal/testkit"
@@ -28,7 +35,12 @@ type slotMember struct {
 
 func startSlotMember(t *testing.T, r shard.Ring, id string) *slotMember {
 	t.Helper()
-	c, err := r.NewCache(id, &corev1.ConfigMap{})(env.Config, cache.Options{Scheme: env.Scheme, DefaultNamespaces: map[string]cache.Config{r.Namespace: {}}})
+	return startSlotMemberWith(t, r, id, env.Config)
+}
+
+func startSlotMemberWith(t *testing.T, r shard.Ring, id string, config *rest.Config) *slotMember {
+	t.Helper()
+	c, err := r.NewCache(id, &corev1.ConfigMap{})(config, cache.Options{Scheme: env.Scheme, DefaultNamespaces: map[string]cache.Config{r.Namespace: {}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,6 +219,96 @@ func TestMemberTakesSlotsWhenALeaseRunsOut(t *testing.T) {
 		t.Logf("a took the ghost's slots %v after its Lease ran out", late)
 	}
 }
+
+// A renewal sent before the fence but written after it is a lapse:
+// another member may have taken the slots before it landed.
+func TestLateRenewalIsALapse(t *testing.T) {
+	r := shard.Ring{Name: "widgets", Namespace: env.Namespace(t), LeaseDuration: 3 * time.Second, Slots: 4}
+	var slow atomic.Bool
+	config := rest.CopyConfig(env.Config)
+	config.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			if slow.Load() && req.Method == http.MethodPatch && strings.HasSuffix(req.URL.Path, "/leases/"+r.Name+"-a") {
+				// Sent a third of a lease after the last renewal, it
+				// lands past that one's lease, before its own runs out.
+				time.Sleep(r.LeaseDuration * 9 / 10)
+			}
+			return rt.RoundTrip(req)
+		})
+	}
+	share := shard.Assign(r.Slots, "a", "b")
+	a := startSlotMemberWith(t, r, "a", config)
+	b := startSlotMember(t, r, "b")
+	waitSlots(t, 15*time.Second, a, share["a"])
+	waitSlots(t, 15*time.Second, b, share["b"])
+
+	slow.Store(true)
+	took := false
+	for end := time.Now().Add(3 * r.LeaseDuration); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+		for _, s := range b.slots() {
+			if !slices.Contains(share["a"], s) {
+				continue
+			}
+			took = true
+			if leave, ok := a.enter(s); ok {
+				leave()
+				t.Fatalf("a admitted a pass in slot %d while b held it", s)
+			}
+		}
+	}
+	if !took {
+		t.Fatalf("b never took a's slots %v: the test proves nothing", share["a"])
+	}
+}
+
+// The Lease states the lease in whole seconds, never less than the
+// member's own: others must not time it out before the member's fence.
+func TestLeaseStatesAtLeastTheLease(t *testing.T) {
+	r := shard.Ring{Name: "widgets", Namespace: env.Namespace(t), LeaseDuration: 1500 * time.Millisecond, Slots: 4}
+	startSlotMember(t, r, "a")
+	var l coordinationv1.Lease
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		err := env.Client.Get(t.Context(), types.NamespacedName{Namespace: r.Namespace, Name: r.Name + "-a"}, &l)
+		if err == nil {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal(err)
+		}
+	}
+	if got := ptr.Deref(l.Spec.LeaseDurationSeconds, 0); got != 2 {
+		t.Errorf("a lease of %v is stated as %d s; want 2", r.LeaseDuration, got)
+	}
+}
+
+// A member that cannot list the ring's Leases stops with an error
+// instead of running without ever renewing.
+func TestMemberThatCannotListLeasesStops(t *testing.T) {
+	r := shard.Ring{Name: "widgets", Namespace: env.Namespace(t), LeaseDuration: 3 * time.Second, Slots: 4}
+	config := rest.CopyConfig(env.Config)
+	config.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			if req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/leases") {
+				return &http.Response{StatusCode: http.StatusForbidden, Body: io.NopCloser(strings.NewReader("{}")), Header: http.Header{}, Request: req}, nil
+			}
+			return rt.RoundTrip(req)
+		})
+	}
+	c, err := r.NewCache("a", &corev1.ConfigMap{})(config, cache.Options{Scheme: env.Scheme, DefaultNamespaces: map[string]cache.Config{r.Namespace: {}}})
+	testkit.Must(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*r.LeaseDuration)
+	defer cancel()
+	start := time.Now()
+	err = c.Start(ctx)
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("Start returned %v after %v; want an error within 5 leases", err, time.Since(start))
+	}
+	t.Logf("Start: %v after %v", err, time.Since(start).Round(time.Millisecond))
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // waitSlots waits until m holds want.
 func waitSlots(t *testing.T, within time.Duration, m *slotMember, want []int) {

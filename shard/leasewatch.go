@@ -22,8 +22,8 @@ type leaseWatch struct {
 	wake  chan struct{}
 }
 
-// watchLeases starts h's leaseWatch and waits until it has listed the
-// Leases; it stops with ctx.
+// watchLeases starts h's leaseWatch and waits up to two leases until it
+// has listed the Leases; it stops with ctx.
 func (h *holder) watchLeases(ctx context.Context) (*leaseWatch, error) {
 	selector := RingLabel + "=" + h.ring.Name
 	leases := h.leases.Leases(h.ring.Namespace)
@@ -52,8 +52,12 @@ func (h *holder) watchLeases(ctx context.Context) (*leaseWatch, error) {
 		return nil, err
 	}
 	go inf.RunWithContext(ctx)
-	if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-		return nil, fmt.Errorf("shard: watching the Leases of ring %s: %w", h.ring.Name, ctx.Err())
+	// A member that cannot list them would never renew its Lease.
+	wait := 2 * h.ring.leaseDuration()
+	syncCtx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	if !toolscache.WaitForCacheSync(syncCtx.Done(), inf.HasSynced) {
+		return nil, fmt.Errorf("shard: the Leases of ring %s not listed within %v: the member needs list and watch on Leases in namespace %s", h.ring.Name, wait, h.ring.Namespace)
 	}
 	return w, nil
 }

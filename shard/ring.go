@@ -24,7 +24,8 @@ type Ring struct {
 	// Namespace holds the members' Leases: the operator's own.
 	Namespace string
 	// LeaseDuration is how long a member counts as live after a renewal
-	// another replica saw; members renew at a third of it.
+	// another replica saw; members renew at a third of it. Leases state
+	// it rounded up to a whole second.
 	LeaseDuration time.Duration
 	// Namespaces holds the objects sharded (the manager's
 	// cache.Options.DefaultNamespaces); empty: every namespace.
