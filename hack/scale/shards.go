@@ -266,11 +266,21 @@ func replicaCPU(ops []*operator) []float64 {
 // heldBy counts the Memcacheds by the live shard holding their slot; ""
 // counts those not labelled yet, or of a slot no live shard holds.
 func heldBy(ctx context.Context, e *env) (map[string]int, error) {
+	perSlot, err := slotCounts(ctx, e)
+	if err != nil {
+		return nil, err
+	}
 	holders, err := slotHolders(ctx, e)
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]int{}
+	return countHeld(perSlot, holders), nil
+}
+
+// slotCounts counts the Memcacheds by the slot their label names, -1 for
+// those not labelled yet.
+func slotCounts(ctx context.Context, e *env) (map[int]int, error) {
+	out := map[int]int{}
 	for _, ns := range e.contenders[contOpkit].namespaces {
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(memcachedGVK.GroupVersion().WithKind("MemcachedList"))
@@ -278,14 +288,23 @@ func heldBy(ctx context.Context, e *env) (map[string]int, error) {
 			return nil, err
 		}
 		for _, o := range list.Items {
-			member := ""
-			if n, err := strconv.Atoi(o.Labels[shardRing.SlotLabel()]); err == nil {
-				member = holders[n]
+			n, err := strconv.Atoi(o.Labels[shardRing.SlotLabel()])
+			if err != nil {
+				n = -1
 			}
-			out[member]++
+			out[n]++
 		}
 	}
 	return out, nil
+}
+
+// countHeld sums perSlot by the holder of each slot.
+func countHeld(perSlot map[int]int, holders map[int]string) map[string]int {
+	out := map[string]int{}
+	for n, c := range perSlot {
+		out[holders[n]] += c
+	}
+	return out
 }
 
 // restart stops the single replica and starts it again, then waits until
@@ -392,6 +411,12 @@ func (b *bench) failover(ctx context.Context) (*failoverResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The slot labels never change: listing only the Leases after the
+	// kill times a takeover to a Lease list, not to 10 000 objects'.
+	perSlot, err := slotCounts(ctx, e)
+	if err != nil {
+		return nil, err
+	}
 	victim.killed = true
 	if err := syscall.Kill(-victim.pid(), syscall.SIGKILL); err != nil {
 		return nil, err
@@ -404,17 +429,19 @@ func (b *bench) failover(ctx context.Context) (*failoverResult, error) {
 			return nil, fmt.Errorf("%s's Memcacheds not taken over after %v", victim.name, limit)
 		}
 		if res.RelabelledSeconds == 0 {
-			held, err := heldBy(ctx, e)
+			holders, err := slotHolders(ctx, e)
 			if err != nil {
 				return nil, err
 			}
+			at := time.Since(start).Seconds()
 			// The victim's Lease no longer counts: its Memcacheds are
 			// "" until a survivor holds their slots.
+			held := countHeld(perSlot, holders)
 			if res.FirstMovedSeconds == 0 && held[""] < res.Moved {
-				res.FirstMovedSeconds = time.Since(start).Seconds()
+				res.FirstMovedSeconds = at
 			}
 			if held[""] == 0 {
-				res.RelabelledSeconds = time.Since(start).Seconds()
+				res.RelabelledSeconds = at
 			}
 		}
 		if res.RelabelledSeconds > 0 {
