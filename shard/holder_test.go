@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -184,18 +183,7 @@ func TestMemberTakesSlotsWhenALeaseRunsOut(t *testing.T) {
 	// A long lease spreads the lag of a periodic look over seconds.
 	r := shard.Ring{Name: "widgets", Namespace: env.Namespace(t), LeaseDuration: 20 * time.Second, Slots: 12}
 	share := shard.Assign(r.Slots, "a", "ghost")
-	slots := make([]string, len(share["ghost"]))
-	for i, s := range share["ghost"] {
-		slots[i] = strconv.Itoa(s)
-	}
-	ghost := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: r.Name + "-ghost", Namespace: r.Namespace, Labels: map[string]string{shard.RingLabel: r.Name},
-			Annotations: map[string]string{shard.SlotsAnnotation: strings.Join(slots, ",")},
-		},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: new("ghost"), LeaseDurationSeconds: new(int32(20)), RenewTime: &metav1.MicroTime{Time: time.Now()}},
-	}
-	testkit.Must(t, env.Client.Create(t.Context(), ghost))
+	ghost := ghostLease(t, r, share["ghost"])
 	a := startSlotMember(t, r, "a")
 	waitSlots(t, 15*time.Second, a, share["a"])
 
@@ -225,17 +213,14 @@ func TestMemberTakesSlotsWhenALeaseRunsOut(t *testing.T) {
 func TestLateRenewalIsALapse(t *testing.T) {
 	r := shard.Ring{Name: "widgets", Namespace: env.Namespace(t), LeaseDuration: 3 * time.Second, Slots: 4}
 	var slow atomic.Bool
-	config := rest.CopyConfig(env.Config)
-	config.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripper(func(req *http.Request) (*http.Response, error) {
-			if slow.Load() && req.Method == http.MethodPatch && strings.HasSuffix(req.URL.Path, "/leases/"+r.Name+"-a") {
-				// Sent a third of a lease after the last renewal, it
-				// lands past that one's lease, before its own runs out.
-				time.Sleep(r.LeaseDuration * 9 / 10)
-			}
-			return rt.RoundTrip(req)
-		})
-	}
+	config := interceptedConfig(func(req *http.Request) *http.Response {
+		if slow.Load() && req.Method == http.MethodPatch && strings.HasSuffix(req.URL.Path, "/leases/"+r.Name+"-a") {
+			// Sent a third of a lease after the last renewal, it lands
+			// past that one's lease, before its own runs out.
+			time.Sleep(r.LeaseDuration * 9 / 10)
+		}
+		return nil
+	})
 	share := shard.Assign(r.Slots, "a", "b")
 	a := startSlotMemberWith(t, r, "a", config)
 	b := startSlotMember(t, r, "b")
@@ -285,15 +270,12 @@ func TestLeaseStatesAtLeastTheLease(t *testing.T) {
 // instead of running without ever renewing.
 func TestMemberThatCannotListLeasesStops(t *testing.T) {
 	r := shard.Ring{Name: "widgets", Namespace: env.Namespace(t), LeaseDuration: 3 * time.Second, Slots: 4}
-	config := rest.CopyConfig(env.Config)
-	config.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripper(func(req *http.Request) (*http.Response, error) {
-			if req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/leases") {
-				return &http.Response{StatusCode: http.StatusForbidden, Body: io.NopCloser(strings.NewReader("{}")), Header: http.Header{}, Request: req}, nil
-			}
-			return rt.RoundTrip(req)
-		})
-	}
+	config := interceptedConfig(func(req *http.Request) *http.Response {
+		if req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/leases") {
+			return &http.Response{StatusCode: http.StatusForbidden, Body: io.NopCloser(strings.NewReader("{}")), Header: http.Header{}, Request: req}
+		}
+		return nil
+	})
 	c, err := r.NewCache("a", &corev1.ConfigMap{})(config, cache.Options{Scheme: env.Scheme, DefaultNamespaces: map[string]cache.Config{r.Namespace: {}}})
 	testkit.Must(t, err)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*r.LeaseDuration)
@@ -305,10 +287,6 @@ func TestMemberThatCannotListLeasesStops(t *testing.T) {
 	}
 	t.Logf("Start: %v after %v", err, time.Since(start).Round(time.Millisecond))
 }
-
-type roundTripper func(*http.Request) (*http.Response, error)
-
-func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // waitSlots waits until m holds want.
 func waitSlots(t *testing.T, within time.Duration, m *slotMember, want []int) {

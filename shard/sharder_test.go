@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -354,15 +353,7 @@ func TestSharderPassesOnlyItsSlots(t *testing.T) {
 func TestSharderLabelsWhatItTakesOver(t *testing.T) {
 	ns := env.Namespace(t)
 	r := shard.Ring{Name: "takeover", Namespace: ns, LeaseDuration: 3 * time.Second, Slots: 4}
-	// A member that never renews, holding every slot.
-	all := "0,1,2,3"
-	testkit.Must(t, env.Client.Create(t.Context(), &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: r.Name + "-ghost", Namespace: ns, Labels: map[string]string{shard.RingLabel: r.Name},
-			Annotations: map[string]string{shard.SlotsAnnotation: all},
-		},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: new("ghost"), LeaseDurationSeconds: new(int32(3)), RenewTime: &metav1.MicroTime{Time: time.Now()}},
-	}))
+	ghostLease(t, r, []int{0, 1, 2, 3}) // never renewed, holding every slot
 	replica(t, r, "a", &passes{runs: map[string][]run{}})
 	key := types.NamespacedName{Namespace: ns, Name: "w"}
 	testkit.Must(t, env.Client.Create(t.Context(), &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: ns}}))
