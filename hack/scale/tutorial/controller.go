@@ -92,7 +92,7 @@ func (r *memcachedReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, fmt.Errorf("service: %w", err)
 	}
 	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace}}
-	if m.Spec.Size > 1 {
+	if m.Spec.Replicas > 1 {
 		if _, err := controllerutil.CreateOrUpdate(ctx, r.Client, pdb, func() error {
 			pdb.Spec.MaxUnavailable = ptr.To(intstr.FromInt32(1))
 			pdb.Spec.Selector = &metav1.LabelSelector{MatchLabels: selectorFor(m.Name)}
@@ -110,11 +110,11 @@ func (r *memcachedReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 
 	// Status on every pass.
 	st := dep.Status
-	rolledOut := st.ObservedGeneration >= dep.Generation && st.UpdatedReplicas == m.Spec.Size &&
-		st.Replicas == m.Spec.Size && st.AvailableReplicas == m.Spec.Size
-	status, reason, msg := metav1.ConditionFalse, "RollingOut", fmt.Sprintf("%d of %d pods available", st.AvailableReplicas, m.Spec.Size)
+	rolledOut := st.ObservedGeneration >= dep.Generation && st.UpdatedReplicas == m.Spec.Replicas &&
+		st.Replicas == m.Spec.Replicas && st.AvailableReplicas == m.Spec.Replicas
+	status, reason, msg := metav1.ConditionFalse, "RollingOut", fmt.Sprintf("%d of %d pods available", st.AvailableReplicas, m.Spec.Replicas)
 	if rolledOut {
-		status, reason, msg = metav1.ConditionTrue, "Available", fmt.Sprintf("%d pods available", m.Spec.Size)
+		status, reason, msg = metav1.ConditionTrue, "Available", fmt.Sprintf("%d pods available", m.Spec.Replicas)
 	}
 	for _, t := range []string{typeAvailable, typeReady} {
 		meta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{Type: t, Status: status, Reason: reason, Message: msg, ObservedGeneration: m.Generation})
@@ -144,7 +144,7 @@ func (r *memcachedReconciler) mutateDeployment(m *memcached, dep *appsv1.Deploym
 		}
 	}
 	dep.Labels = labels
-	dep.Spec.Replicas = ptr.To(m.Spec.Size)
+	dep.Spec.Replicas = ptr.To(m.Spec.Replicas)
 	dep.Spec.RevisionHistoryLimit = ptr.To[int32](2)
 	dep.Spec.Selector = &metav1.LabelSelector{MatchLabels: selectorFor(m.Name)}
 	dep.Spec.Template.Labels = labels

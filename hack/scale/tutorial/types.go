@@ -6,12 +6,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// groupVersion is the Memcached kind's group and version: the CRD of
-// examples/memcached, which the benchmark installs.
-var groupVersion = schema.GroupVersion{Group: "cache.opkit.dev", Version: "v1alpha1"}
+// groupVersion is the Memcached kind's group and the version the CRD of
+// examples/memcached, which the benchmark installs, serves without the
+// operator's conversion webhook.
+var groupVersion = schema.GroupVersion{Group: "cache.opkit.dev", Version: "v1beta1"}
 
 // memcached is the part of the kind this operator reads and writes, as the
-// tutorial's api/v1alpha1 package would declare it.
+// tutorial's api package would declare it.
 type memcached struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -20,8 +21,8 @@ type memcached struct {
 }
 
 type memcachedSpec struct {
-	Size  int32  `json:"size"` // required by the CRD, and 0 is a size
-	Image string `json:"image,omitempty"`
+	Replicas int32  `json:"replicas"` // required by the CRD, and 0 is a size
+	Image    string `json:"image,omitempty"`
 }
 
 type memcachedStatus struct {
