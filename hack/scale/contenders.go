@@ -33,12 +33,16 @@ import (
 //     Memcached and its children owned by it, and writes the Memcached's
 //     status once when the Deployment has rolled out (floorStatus). What
 //     the custom resource costs without an operator: opkit / floor is the
-//     operator's own overhead.
+//     operator's own overhead;
+//   - watched (with -watched): the floor, beside a process that watches
+//     the Memcacheds and their Deployments and writes nothing (tutorial
+//     --watch-only): what watching alone costs any operator of this kind.
 const (
 	contDirect   = "direct"
 	contOpkit    = "opkit"
 	contTutorial = "tutorial"
 	contFloor    = "floor"
+	contWatched  = "watched"
 )
 
 // contenderOrder is the order of the measurements and of the tables.
@@ -55,6 +59,8 @@ type contender struct {
 	op *operator
 	// floor: the benchmark plays the operator (see contFloor).
 	floor bool
+	// watcher only watches, beside the floor (contWatched).
+	watcher *operator
 }
 
 // nsOf is the namespace of the object named name (names()): the

@@ -28,6 +28,9 @@ func (b *bench) cpuSnapshot() map[string]float64 {
 	if b.cur.op != nil {
 		pids["operator"] = b.cur.op.pid()
 	}
+	if b.cur.watcher != nil {
+		pids["operator"] = b.cur.watcher.pid()
+	}
 	pids["benchmark"] = os.Getpid()
 	out := map[string]float64{}
 	for name, pid := range pids {

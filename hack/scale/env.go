@@ -172,7 +172,7 @@ func setUp(ctx context.Context, cfg config) (*env, error) {
 	}
 	e.contenders = map[string]*contender{}
 	for _, name := range contenderOrder {
-		c := &contender{name: name, ns: namespace(name), floor: name == contFloor}
+		c := &contender{name: name, ns: namespace(name), floor: name == contFloor || name == contWatched}
 		c.namespaces = []string{c.ns}
 		for i := 1; i < cfg.Namespaces; i++ {
 			c.namespaces = append(c.namespaces, fmt.Sprintf("%s-%d", c.ns, i))
@@ -208,7 +208,12 @@ func setUp(ctx context.Context, cfg config) (*env, error) {
 	}{
 		{contOpkit, opBin, opkitArgs},
 		{contTutorial, tutBin, append([]string{"--namespace", namespace(contTutorial)}, cfg.TutorialArgs...)},
+		{contWatched, tutBin, []string{"--namespace", namespace(contWatched), "--watch-only"}},
 	} {
+		c := e.contenders[o.name]
+		if c == nil {
+			continue
+		}
 		op, err := startOperator(ctx, o.name, o.bin, o.args, e.kubeconfig, e.tmp, cfg)
 		if op != nil {
 			e.ops = append(e.ops, op)
@@ -216,7 +221,11 @@ func setUp(ctx context.Context, cfg config) (*env, error) {
 		if err != nil {
 			return e, err
 		}
-		e.contenders[o.name].op = op
+		if c.floor {
+			c.watcher = op
+		} else {
+			c.op = op
+		}
 	}
 	return e, nil
 }

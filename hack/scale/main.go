@@ -61,6 +61,7 @@ type config struct {
 	Curve        []int         `json:"curve,omitempty"`
 	Rounds       int           `json:"rounds,omitempty"`
 	Floor        bool          `json:"floor,omitempty"`
+	Watched      bool          `json:"watched,omitempty"`
 	Nodes        int           `json:"nodes"`
 	Resize       int           `json:"resize"`
 	Workers      int           `json:"workers"`
@@ -87,6 +88,7 @@ func main() {
 	var curve, replicas string
 	flag.IntVar(&cfg.N, "n", 1000, "number of objects of each contender in the main run (its tables and plot)")
 	flag.StringVar(&curve, "curve", "", "comma-separated further N, each measured on a fresh cluster, for the scaling curve (e.g. 250,500,2000)")
+	flag.BoolVar(&cfg.Watched, "watched", false, "also measure the watched floor: the floor, beside a process that only watches its Memcacheds and their Deployments (hack/scale/tutorial --watch-only); watched / floor is what watching alone costs any operator")
 	flag.BoolVar(&cfg.Floor, "floor", false, "also measure the floor: the benchmark creates each Memcached with its owned children and writes its status once, with no operator (what the custom resource itself costs; opkit / floor is the operator's own overhead)")
 	flag.IntVar(&cfg.Rounds, "rounds", 1, "times the contenders' steps are measured at -n, on one cluster, in reversed order every other round; the targets are judged on the median ratio")
 	flag.IntVar(&cfg.Nodes, "nodes", 10, "number of kwok fake nodes")
@@ -113,6 +115,9 @@ func main() {
 	cfg.OperatorArgs, cfg.TutorialArgs = opArgs, tutArgs
 	if cfg.Floor {
 		contenderOrder = append(contenderOrder, contFloor)
+	}
+	if cfg.Watched {
+		contenderOrder = append(contenderOrder, contWatched)
 	}
 	for f := range strings.SplitSeq(curve, ",") {
 		if f = strings.TrimSpace(f); f == "" {

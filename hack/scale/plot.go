@@ -22,6 +22,7 @@ var lineColors = map[string]color.Color{
 	contOpkit:    color.RGBA{R: 31, G: 119, B: 180, A: 255},
 	contTutorial: color.RGBA{R: 44, G: 160, B: 44, A: 255},
 	contFloor:    color.RGBA{R: 128, G: 128, B: 128, A: 255},
+	contWatched:  color.RGBA{R: 148, G: 103, B: 189, A: 255},
 }
 
 // plotReady draws the ready count over time of each line as a step line

@@ -157,8 +157,8 @@ func verdict(ok bool) string {
 // tableOrder is the order of the tables' columns, of the contenders a run
 // measured (columns); plotOrder is that of the plot's lines.
 var (
-	tableOrder = []string{contOpkit, contTutorial, contDirect, contFloor}
-	plotOrder  = []string{contDirect, contOpkit, contTutorial, contFloor}
+	tableOrder = []string{contOpkit, contTutorial, contDirect, contFloor, contWatched}
+	plotOrder  = []string{contDirect, contOpkit, contTutorial, contFloor, contWatched}
 )
 
 // columns returns the contenders r measured, in tableOrder.

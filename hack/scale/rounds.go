@@ -71,6 +71,8 @@ var roundRatios = []roundRatio{
 	{"create, floor / direct", contFloor, contDirect, stepCreate, 0},
 	{"resize, opkit / floor", contOpkit, contFloor, stepResize, 0},
 	{"delete, opkit / floor", contOpkit, contFloor, stepDelete, 0},
+	{"create, watched / floor", contWatched, contFloor, stepCreate, 0},
+	{"create, opkit / watched", contOpkit, contWatched, stepCreate, 0},
 }
 
 // of returns the ratio in every round, in round order.

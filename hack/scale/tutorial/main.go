@@ -7,7 +7,8 @@
 // children (Deployment, headless Service, PodDisruptionBudget for more than
 // one pod) as examples/memcached, and reports Ready when the Deployment has
 // rolled out, so that hack/scale can run it as the in-run peer of the opkit
-// operator. It is a benchmark contender, not an example to follow.
+// operator. It is a benchmark contender, not an example to follow. With
+// --watch-only it only watches (see setupWatchOnly).
 //
 //	tutorial --kubeconfig k --namespace ns --metrics-bind-address 127.0.0.1:8080
 package main
@@ -43,6 +44,7 @@ func run() error {
 	var (
 		metricsAddr, probeAddr, pprofAddr, namespace string
 		workers                                      int
+		watchOnly                                    bool
 		syncPeriod                                   time.Duration
 	)
 	// --kubeconfig is registered by controller-runtime.
@@ -52,6 +54,7 @@ func run() error {
 	flag.StringVar(&namespace, "namespace", "", "the only namespace to watch; empty watches all")
 	flag.IntVar(&workers, "max-concurrent-reconciles", 16, "Memcacheds reconciled at once")
 	flag.DurationVar(&syncPeriod, "sync-period", 10*time.Hour, "informer resync period")
+	flag.BoolVar(&watchOnly, "watch-only", false, "only watch the Memcacheds and their Deployments, and write nothing (hack/scale's watched contender)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -84,8 +87,13 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	r := &memcachedReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Recorder: mgr.GetEventRecorder("memcached-tutorial")}
-	if err := r.setupWithManager(mgr, workers); err != nil {
+	if watchOnly {
+		err = setupWatchOnly(mgr, workers)
+	} else {
+		r := &memcachedReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Recorder: mgr.GetEventRecorder("memcached-tutorial")}
+		err = r.setupWithManager(mgr, workers)
+	}
+	if err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
