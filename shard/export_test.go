@@ -46,3 +46,6 @@ func Assign(n int, members ...string) map[string][]int { return assign(n, member
 
 // Minus and Union are the package's sorted set helpers.
 var Minus, Union = minus, union
+
+// FormatSlots is the SlotsAnnotation of slots.
+var FormatSlots = formatSlots

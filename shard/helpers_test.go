@@ -2,8 +2,6 @@ package shard_test
 
 import (
 	"net/http"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -20,14 +18,10 @@ import (
 // Update.
 func ghostLease(t *testing.T, r shard.Ring, slots []int) *coordinationv1.Lease {
 	t.Helper()
-	names := make([]string, len(slots))
-	for i, s := range slots {
-		names[i] = strconv.Itoa(s)
-	}
 	l := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: r.Name + "-ghost", Namespace: r.Namespace, Labels: map[string]string{shard.RingLabel: r.Name},
-			Annotations: map[string]string{shard.SlotsAnnotation: strings.Join(names, ",")},
+			Annotations: map[string]string{shard.SlotsAnnotation: shard.FormatSlots(slots)},
 		},
 		Spec: coordinationv1.LeaseSpec{
 			HolderIdentity:       new("ghost"),
