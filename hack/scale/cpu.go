@@ -20,22 +20,30 @@ func cpuSeconds(pid int) (float64, error) {
 	return st.CPUTime(), nil
 }
 
-// cpuSnapshot is the CPU time used so far by the contender's operator, by
-// each of the cluster's components and by this program, keyed by process
-// name.
+// cpuSnapshot is the CPU time used so far by the contender's operator (all
+// its replicas), by each of the cluster's components and by this program,
+// keyed by process name.
 func (b *bench) cpuSnapshot() map[string]float64 {
 	pids := b.e.cluster.Processes()
-	if b.cur.op != nil {
-		pids["operator"] = b.cur.op.pid()
-	}
-	if b.cur.watcher != nil {
-		pids["operator"] = b.cur.watcher.pid()
-	}
 	pids["benchmark"] = os.Getpid()
 	out := map[string]float64{}
 	for name, pid := range pids {
 		if s, err := cpuSeconds(pid); err == nil {
 			out[name] = s
+		}
+	}
+	var ops []*operator
+	switch {
+	case b.cur.watcher != nil:
+		ops = []*operator{b.cur.watcher}
+	case len(b.e.replicas) > 0 && b.cur.op == b.e.replicas[0]:
+		ops = b.e.replicas
+	case b.cur.op != nil:
+		ops = []*operator{b.cur.op}
+	}
+	for _, op := range ops {
+		if s, err := cpuSeconds(op.pid()); err == nil {
+			out["operator"] += s
 		}
 	}
 	return out
