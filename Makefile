@@ -58,7 +58,7 @@ export GOWORK := off
 # root go.mod requires the oldest supported minor (README, Compatibility).
 COMPAT_MODFILE := compat/controller-runtime-v0.25.mod
 # The library's packages, tested against both.
-LIBRARY_PKGS := ./reconcile/... ./statusutil/... ./ownership/... ./backup/... ./securemetrics/... ./webhook/... ./testenv/... ./storageversion/... ./conversiontest/... ./guard/... ./operation/... ./shard/...
+LIBRARY_PKGS := ./reconcile/... ./statusutil/... ./ownership/... ./backup/... ./securemetrics/... ./webhook/... ./testenv/... ./storageversion/... ./conversiontest/... ./guard/... ./operation/... ./shard/... ./restmap/...
 
 # Groups of modules that select the same version of every dependency they
 # compile, so that one build of it in the Go build cache serves them all: a

@@ -31,6 +31,7 @@ import (
 	"github.com/opkit-dev/opkit/examples/memcached/api/v1beta1"
 	"github.com/opkit-dev/opkit/examples/memcached/internal/controller"
 	"github.com/opkit-dev/opkit/reconcile"
+	"github.com/opkit-dev/opkit/restmap"
 	"github.com/opkit-dev/opkit/securemetrics"
 	"github.com/opkit-dev/opkit/shard"
 	"github.com/opkit-dev/opkit/webhook"
@@ -122,6 +123,7 @@ func run() error {
 		Scheme:                  scheme,
 		Cache:                   cacheOpts,
 		NewCache:                newCache,
+		MapperProvider:          restmap.Provider, // a cache of several namespaces maps the kind on every read
 		Metrics:                 securemetrics.ServerOptions(o.metricsAddr, o.metricsSecure),
 		HealthProbeBindAddress:  o.probeAddr,
 		PprofBindAddress:        o.pprofAddr,
