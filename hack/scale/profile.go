@@ -20,8 +20,8 @@ import (
 // one chunk beyond its end.
 const profileChunkSeconds = 5
 
-// profiling is the CPU profiling of one phase: the API server's and, when
-// there is one, the operator's, each written to -profile as
+// profiling is the CPU profiling of one phase: the API server's and the
+// operators' (operatorProfileURLs), each written to -profile as
 // <phase>-<process>.pprof when stopped.
 type profiling struct {
 	cancel context.CancelFunc
@@ -31,7 +31,7 @@ type profiling struct {
 }
 
 // startProfiling profiles the API server (through its /debug/pprof, with
-// the benchmark's admin credentials) and the operator (through its
+// the benchmark's admin credentials) and the operators (through their
 // --pprof-bind-address) until stop. It returns nil when -profile is unset.
 func (b *bench) startProfiling(ctx context.Context, phase string) (*profiling, error) {
 	if b.cfg.Profile == "" {
@@ -48,11 +48,11 @@ func (b *bench) startProfiling(ctx context.Context, phase string) (*profiling, e
 		client *http.Client
 		url    string
 	}{"kube-apiserver": {hc, strings.TrimSuffix(b.e.cfg.Host, "/") + "/debug/pprof/profile"}}
-	if op := b.cur.op; op != nil && op.pprofURL != "" {
-		targets[operatorProcess(op.name)] = struct {
+	for proc, url := range b.operatorProfileURLs() {
+		targets[proc] = struct {
 			client *http.Client
 			url    string
-		}{http.DefaultClient, op.pprofURL + "/debug/pprof/profile"}
+		}{http.DefaultClient, url}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	p := &profiling{cancel: cancel}
@@ -69,6 +69,23 @@ func (b *bench) startProfiling(ctx context.Context, phase string) (*profiling, e
 		}()
 	}
 	return p, nil
+}
+
+// operatorProfileURLs maps each operator process to profile to its CPU
+// profile URL: every live replica of a sharded run, else the contender's
+// operator.
+func (b *bench) operatorProfileURLs() map[string]string {
+	ops := []*operator{b.cur.op}
+	if len(b.e.replicas) > 1 {
+		ops = b.e.replicas
+	}
+	urls := map[string]string{}
+	for _, op := range ops {
+		if op != nil && !op.killed && op.pprofURL != "" {
+			urls[operatorProcess(op.name)] = op.pprofURL + "/debug/pprof/profile"
+		}
+	}
+	return urls
 }
 
 // stop ends the profiling after the chunk under way and writes the
