@@ -311,7 +311,11 @@ func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object
 	err = get(c.client)
 	cached := err == nil
 	if apierrors.IsNotFound(err) && c.uncached != nil {
-		if c.applied.wasCreated(ck) {
+		if created, ok := c.applied.createdAs(ck, digest); ok && o.readAs == nil && unseenCreatesFrom(ctx).unseen(ck) {
+			// No event of it yet: the cache lags, and the POST's
+			// response is current (unseencreates.go).
+			current, err = created, nil
+		} else if c.applied.wasCreated(ck) {
 			// An earlier pass created it and the cache has not seen it
 			// yet: read it rather than POST it again (409).
 			err = get(c.uncached)
@@ -438,16 +442,19 @@ func (c *Children) create(ctx context.Context, desired client.Object, ck childKe
 	labels[AppliedDigestLabel] = digestLabel(digest, shape)
 	stampSlot(ctx, labels)
 	obj.SetLabels(labels)
+	unseen := unseenCreatesFrom(ctx)
+	token := unseen.begin(ck)
 	if err := c.client.Create(ctx, obj, client.FieldOwner(fieldOwner)); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			return OperationNone, err
 		}
 		return OperationNone, &ChildWriteError{Operation: OperationCreated, Kind: ck.gvk.Kind, Key: ck.key, Err: err}
 	}
+	unseen.created(ck, token)
+	c.applied.recordCreate(ck, obj.DeepCopyObject().(client.Object), digest)
 	if err := copyInto(obj, desired); err != nil {
 		return OperationCreated, err
 	}
-	c.applied.recordCreate(ck, obj)
 	return OperationCreated, nil
 }
 

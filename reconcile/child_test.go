@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -396,6 +397,70 @@ func TestEnsureChildAfterItsCreateOnAStaleCache(t *testing.T) {
 	}
 	if got := f.counter.Counts()[http.MethodPost]; got != 1 || f.counter.Writes() != 1 {
 		t.Errorf("write requests: %s; want one POST", f.counter)
+	}
+}
+
+// TestEnsureChildTrustsItsCreateUntilItsEvent: in a pass of a Reconciler
+// that watches the child's kind, a child created by an earlier pass and not
+// yet seen by the watch is the POST's response: no uncached GET. Once an
+// event of it arrives (here its deletion), a cache miss is read again.
+func TestEnsureChildTrustsItsCreateUntilItsEvent(t *testing.T) {
+	deployments := appsv1.SchemeGroupVersion.WithKind("Deployment")
+	deleted := func(t *testing.T, d *appsv1.Deployment, observe func(schema.GroupVersionKind, types.NamespacedName)) {
+		testkit.Must(t, env.Client.Delete(t.Context(), d))
+		observe(deployments, client.ObjectKeyFromObject(d))
+	}
+	for _, tc := range []struct {
+		name    string
+		watched bool
+		between func(*testing.T, *appsv1.Deployment, func(schema.GroupVersionKind, types.NamespacedName))
+		image   string
+		wantOp  reconcile.Operation
+		want    map[string]int
+	}{
+		{name: "no event yet", watched: true, image: "web:1", wantOp: reconcile.OperationNone, want: map[string]int{}},
+		{name: "kind not watched", image: "web:1", wantOp: reconcile.OperationNone, want: map[string]int{http.MethodGet: 1}},
+		{name: "deleted, its event arrived", watched: true, between: deleted, image: "web:1", wantOp: reconcile.OperationCreated, want: map[string]int{http.MethodGet: 1, http.MethodPost: 1}},
+		{name: "desired changed", watched: true, image: "web:2", wantOp: reconcile.OperationUpdated},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			owner := f.createWidget("owner", testv1.WidgetSpec{})
+			var kinds []schema.GroupVersionKind
+			if tc.watched {
+				kinds = append(kinds, deployments)
+			}
+			ctx, observe := reconcile.WatchedPass(t.Context(), "opkit-widget", kinds...)
+			ch, err := reconcile.NewChildren(blindReader{f.c}, env.Scheme, reconcile.WithUncachedReader(f.c))
+			testkit.Must(t, err)
+			d := desiredDeployment(f.ns, "web:1")
+			if op, err := ch.EnsureChild(ctx, owner, d); err != nil || op != reconcile.OperationCreated {
+				t.Fatalf("EnsureChild = %s, %v; want %s", op, err, reconcile.OperationCreated)
+			}
+			if tc.between != nil {
+				tc.between(t, d, observe)
+			}
+
+			f.counter.Reset()
+			again := desiredDeployment(f.ns, tc.image)
+			op, err := ch.EnsureChild(ctx, owner, again)
+			if err != nil || op != tc.wantOp {
+				t.Fatalf("EnsureChild again = %s, %v; want %s", op, err, tc.wantOp)
+			}
+			if tc.want != nil {
+				if diff := cmp.Diff(tc.want, f.counter.Counts(), cmpopts.EquateEmpty()); diff != "" {
+					t.Errorf("requests (-want +got):\n%s", diff)
+				}
+			} else if got := f.counter.Counts()[http.MethodGet]; got != 1 {
+				t.Errorf("GETs = %d, want 1: an apply starts from the live child (%s)", got, f.counter)
+			}
+			live := &appsv1.Deployment{}
+			testkit.Must(t, env.Client.Get(t.Context(), client.ObjectKeyFromObject(again), live))
+			if again.UID != live.UID || live.Spec.Template.Spec.Containers[0].Image != tc.image {
+				t.Errorf("desired after EnsureChild: uid %q, live uid %q image %s; want the live child with %s",
+					again.UID, live.UID, live.Spec.Template.Spec.Containers[0].Image, tc.image)
+			}
+		})
 	}
 }
 

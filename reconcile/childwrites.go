@@ -25,9 +25,9 @@ import (
 // are not remembered forever.
 //
 // Children created by POST are remembered too (recordCreate): until the
-// cache shows them, EnsureChild reads them through the uncached reader
-// instead of POSTing again, which the API server would refuse with 409
-// AlreadyExists.
+// cache shows them, EnsureChild takes the POST's response while no watch
+// event of them has arrived (unseencreates.go), or else reads them through
+// the uncached reader, instead of POSTing again (409 AlreadyExists).
 type appliedChildren struct {
 	mu        sync.Mutex
 	m         map[childKey]appliedChild
@@ -44,7 +44,7 @@ type appliedChild struct {
 	digest   string
 	staleRVs []string      // versions the cache may still serve that predate the apply
 	applied  client.Object // the apply's response
-	created  bool          // a record of a POST (recordCreate): no staleRVs, no applied
+	created  bool          // a record of a POST (recordCreate): no staleRVs; applied is the response
 	at       time.Time
 }
 
@@ -105,15 +105,28 @@ func (a *appliedChildren) record(k childKey, applied client.Object, digest strin
 }
 
 // recordCreate remembers that k was created as created (the POST's
-// response), so that a pass reading the cache before it has seen the
-// create reads the child instead of POSTing it again.
-func (a *appliedChildren) recordCreate(k childKey, created client.Object) {
+// response, kept) with digest, so that a pass reading the cache before it
+// has seen the create reads the child instead of POSTing it again.
+func (a *appliedChildren) recordCreate(k childKey, created client.Object, digest string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.m == nil {
 		a.m = map[childKey]appliedChild{}
 	}
-	a.m[k] = appliedChild{uid: created.GetUID(), created: true, at: time.Now()}
+	a.m[k] = appliedChild{uid: created.GetUID(), digest: digest, applied: created, created: true, at: time.Now()}
+}
+
+// createdAs returns a copy of the POST's response for k if k was created
+// with digest and not looked up since.
+func (a *appliedChildren) createdAs(k childKey, digest string) (client.Object, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	rec, ok := a.m[k]
+	if !ok || !rec.created || rec.digest != digest || rec.applied == nil {
+		return nil, false
+	}
+	obj, ok := rec.applied.DeepCopyObject().(client.Object)
+	return obj, ok
 }
 
 // wasCreated reports whether k was created by EnsureChild and not looked

@@ -322,3 +322,41 @@ func TestOwnWritesForgottenOnceCached(t *testing.T) {
 		t.Errorf("%d objects' writes remembered 5 s after the last, want 0", reconcile.OwnWritesHeld(r))
 	}
 }
+
+// TestCreatesForgottenOnceSeen: SetupWithManager's watch of an owned kind
+// tells the Reconciler that a child it created was seen, so the record it
+// trusts in place of a GET (TestEnsureChildTrustsItsCreateUntilItsEvent)
+// ends with the event, and a child deleted then is created again.
+func TestCreatesForgottenOnceSeen(t *testing.T) {
+	f := newFixture(t)
+	mgr := f.manager()
+	ch, err := reconcile.NewChildren(mgr.GetClient(), env.Scheme, reconcile.WithUncachedReader(mgr.GetAPIReader()))
+	testkit.Must(t, err)
+	r, err := reconcile.SetupWithManager[*testv1.Widget](mgr, &widgetHooks{children: ch},
+		reconcile.WithName("unseen-"+f.ns), reconcile.WithOwns(&corev1.ConfigMap{}), reconcile.WithSkipNameValidation())
+	testkit.Must(t, err)
+	testkit.Run(t, mgr)
+
+	f.createWidget("w", testv1.WidgetSpec{Replicas: 1})
+	waitFor(t, f, "w", func(w *testv1.Widget) bool {
+		return w.Status.ObservedGeneration == 1 && statusutil.IsTrue(w, statusutil.ReadyCondition)
+	})
+	err = wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return reconcile.UnseenCreatesHeld(r) == 0, nil
+	})
+	if err != nil {
+		t.Errorf("%d creates waiting for their event 5 s after the child's create, want 0", reconcile.UnseenCreatesHeld(r))
+	}
+
+	child := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "w-child", Namespace: f.ns}}
+	old := &corev1.ConfigMap{}
+	testkit.Must(t, env.Client.Get(t.Context(), client.ObjectKeyFromObject(child), old))
+	testkit.Must(t, env.Client.Delete(t.Context(), child))
+	err = wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(child), child)
+		return err == nil && child.UID != old.UID, nil
+	})
+	if err != nil {
+		t.Errorf("the deleted child was not created again: %v", err)
+	}
+}

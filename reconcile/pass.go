@@ -2,13 +2,23 @@ package reconcile
 
 import "context"
 
-// fieldOwnerKey is the context key of the field owner of a pass.
-type fieldOwnerKey struct{}
+// passKey is the context key of a Reconciler's pass.
+type passKey struct{}
 
-// withFieldOwner returns ctx carrying the field owner of a Reconciler's
-// pass, for Children and the hooks.
-func withFieldOwner(ctx context.Context, fieldOwner string) context.Context {
-	return context.WithValue(ctx, fieldOwnerKey{}, fieldOwner)
+// pass is what a Reconciler tells Children and the hooks through the
+// context of its pass; one per Reconciler, so a pass allocates nothing.
+type pass struct {
+	fieldOwner string
+	unseen     *unseenCreates
+}
+
+func withPass(ctx context.Context, p *pass) context.Context {
+	return context.WithValue(ctx, passKey{}, p)
+}
+
+func passFrom(ctx context.Context) *pass {
+	p, _ := ctx.Value(passKey{}).(*pass)
+	return p
 }
 
 // FieldOwnerFrom returns the server-side-apply field manager of the
@@ -17,6 +27,17 @@ func withFieldOwner(ctx context.Context, fieldOwner string) context.Context {
 // apply objects with their own client calls use it so that every write of
 // a Reconciler is made as one field manager; Children does so itself.
 func FieldOwnerFrom(ctx context.Context) (string, bool) {
-	s, ok := ctx.Value(fieldOwnerKey{}).(string)
-	return s, ok && s != ""
+	p := passFrom(ctx)
+	if p == nil {
+		return "", false
+	}
+	return p.fieldOwner, p.fieldOwner != ""
+}
+
+// unseenCreatesFrom returns the unseenCreates of ctx's pass, or nil.
+func unseenCreatesFrom(ctx context.Context) *unseenCreates {
+	if p := passFrom(ctx); p != nil {
+		return p.unseen
+	}
+	return nil
 }

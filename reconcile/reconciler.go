@@ -125,6 +125,7 @@ type Reconciler[T Object] struct {
 	// cache, set by SetupWithManager, shows whether the informer already
 	// holds a write when the pass records it (see recordWrites).
 	cache client.Reader
+	pass  *pass
 }
 
 var _ crreconcile.Reconciler = &Reconciler[Object]{}
@@ -177,7 +178,7 @@ func build[T Object](c client.Client, scheme *runtime.Scheme, hooks Hooks[T], de
 	case defaultRecorder != nil:
 		rec = defaultRecorder(o.name)
 	}
-	return &Reconciler[T]{client: c, hooks: hooks, gvk: gvk, newObj: newObj, opts: o, recorder: rec, metrics: m}, nil
+	return &Reconciler[T]{client: c, hooks: hooks, gvk: gvk, newObj: newObj, opts: o, recorder: rec, metrics: m, pass: &pass{fieldOwner: o.fieldOwner}}, nil
 }
 
 // constructor returns a func allocating a new T, which must be a pointer to a
@@ -206,7 +207,7 @@ func (r *Reconciler[T]) FinalizerName() string { return r.opts.finalizer }
 // Reconcile runs one pass for the object named by req. It implements
 // controller-runtime's reconcile.Reconciler.
 func (r *Reconciler[T]) Reconcile(ctx context.Context, req crreconcile.Request) (ctrl.Result, error) {
-	ctx = withFieldOwner(ctx, r.opts.fieldOwner)
+	ctx = withPass(ctx, r.pass)
 	obj := r.newObj()
 	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {

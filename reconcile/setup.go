@@ -103,9 +103,12 @@ func SetupWithManager[T Object](mgr ctrl.Manager, hooks Hooks[T], opts ...SetupO
 	if err != nil {
 		return nil, fmt.Errorf("setting up controller %s: %w", r.opts.name, err)
 	}
+	unseen := &unseenCreates{kinds: map[schema.GroupVersionKind]bool{}}
 	for _, o := range owned {
-		b = b.Owns(o.obj, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{}))
+		unseen.kinds[o.gvk] = true
+		b = b.Owns(o.obj, builder.WithPredicates(unseen.predicate(o.gvk), predicate.ResourceVersionChangedPredicate{}))
 	}
+	r.pass.unseen = unseen
 	for _, w := range so.watches {
 		b = b.Watches(w.obj, w.handler, w.opts...)
 	}
