@@ -44,8 +44,15 @@ func (c *Children) EnsureCreated(ctx context.Context, owner, desired client.Obje
 	key := client.ObjectKeyFromObject(desired)
 	ck := childKey{gvk: gvk, key: key}
 	err = c.client.Get(ctx, key, current)
-	if apierrors.IsNotFound(err) && c.applied.wasCreated(ck) {
-		return OperationNone, nil // ours, not in the cache yet
+	switch {
+	case err == nil:
+		c.applied.seen(ck, current)
+	case !apierrors.IsNotFound(err):
+	case unseenCreatesFrom(ctx).unseen(ck):
+		return OperationNone, nil // ours, not in the cache yet (unseencreates.go)
+	case c.applied.wasCreated(ck) && c.uncached != nil:
+		// Ours and not cached yet, or deleted since: a GET tells.
+		err = c.uncached.Get(ctx, key, current)
 	}
 	if apierrors.IsNotFound(err) {
 		digest, derr := appliedDigest(desired)

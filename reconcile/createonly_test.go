@@ -2,13 +2,18 @@ package reconcile_test
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
 	"github.com/opkit-dev/opkit/internal/testkit"
@@ -79,5 +84,54 @@ func TestDependentCreateOnly(t *testing.T) {
 		}}
 	if _, err := reconcile.NewWorkflow[*testv1.Widget](f.children(), bad); err == nil || !strings.Contains(err.Error(), "CreateOnly takes Build") {
 		t.Errorf("NewWorkflow with CreateOnly and Apply = %v, want an error", err)
+	}
+}
+
+// TestEnsureCreatedAfterADeletion: a create-only child deleted after its
+// create is created again by the next call, as documented; one still
+// unseen by the watch of the pass's Reconciler is not read again.
+func TestEnsureCreatedAfterADeletion(t *testing.T) {
+	configMaps := corev1.SchemeGroupVersion.WithKind("ConfigMap")
+	for _, tc := range []struct {
+		name    string
+		watched bool
+		delete  bool
+		wantOp  reconcile.Operation
+		want    map[string]int
+	}{
+		{name: "deleted", delete: true, wantOp: reconcile.OperationCreated, want: map[string]int{http.MethodGet: 1, http.MethodPost: 1}},
+		{name: "deleted, watched, its event arrived", watched: true, delete: true, wantOp: reconcile.OperationCreated, want: map[string]int{http.MethodGet: 1, http.MethodPost: 1}},
+		{name: "not seen by the cache yet", wantOp: reconcile.OperationNone, want: map[string]int{http.MethodGet: 1}},
+		{name: "watched, no event yet", watched: true, wantOp: reconcile.OperationNone, want: map[string]int{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			w := f.createWidget("w", testv1.WidgetSpec{})
+			var kinds []schema.GroupVersionKind
+			if tc.watched {
+				kinds = append(kinds, configMaps)
+			}
+			ctx, observe := reconcile.WatchedPass(t.Context(), "opkit-widget", kinds...)
+			ch, err := reconcile.NewChildren(blindReader{f.c}, env.Scheme, reconcile.WithUncachedReader(f.c))
+			testkit.Must(t, err)
+			desired := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "w-once", Namespace: f.ns}}
+			if op, err := ch.EnsureCreated(ctx, w, desired); err != nil || op != reconcile.OperationCreated {
+				t.Fatalf("first EnsureCreated = %s, %v; want created", op, err)
+			}
+			if tc.delete {
+				testkit.Must(t, env.Client.Delete(t.Context(), desired))
+				observe(configMaps, client.ObjectKeyFromObject(desired))
+			}
+
+			f.counter.Reset()
+			again := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "w-once", Namespace: f.ns}}
+			if op, err := ch.EnsureCreated(ctx, w, again); err != nil || op != tc.wantOp {
+				t.Errorf("EnsureCreated again = %s, %v; want %s", op, err, tc.wantOp)
+			}
+			if diff := cmp.Diff(tc.want, f.counter.Counts(), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("requests (-want +got):\n%s", diff)
+			}
+			testkit.Must(t, env.Client.Get(t.Context(), client.ObjectKeyFromObject(again), &corev1.ConfigMap{}))
+		})
 	}
 }
