@@ -311,11 +311,16 @@ func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object
 	err = get(c.client)
 	cached := err == nil
 	if apierrors.IsNotFound(err) && c.uncached != nil {
-		if created, ok := c.applied.createdAs(ck, digest); ok && o.readAs == nil && unseenCreatesFrom(ctx).unseen(ck) {
+		var created client.Object
+		if o.readAs == nil && unseenCreatesFrom(ctx).unseen(ck) {
 			// No event of it yet: the cache lags, and the POST's
 			// response is current (unseencreates.go).
+			created = c.applied.createdAs(ck, digest)
+		}
+		switch {
+		case created != nil:
 			current, err = created, nil
-		} else if c.applied.wasCreated(ck) {
+		case c.applied.wasCreated(ck):
 			// An earlier pass created it and the cache has not seen it
 			// yet: read it rather than POST it again (409).
 			err = get(c.uncached)

@@ -117,16 +117,16 @@ func (a *appliedChildren) recordCreate(k childKey, created client.Object, digest
 }
 
 // createdAs returns a copy of the POST's response for k if k was created
-// with digest and not looked up since.
-func (a *appliedChildren) createdAs(k childKey, digest string) (client.Object, bool) {
+// with digest and not looked up since, or nil.
+func (a *appliedChildren) createdAs(k childKey, digest string) client.Object {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	rec, ok := a.m[k]
 	if !ok || !rec.created || rec.digest != digest || rec.applied == nil {
-		return nil, false
+		return nil
 	}
-	obj, ok := rec.applied.DeepCopyObject().(client.Object)
-	return obj, ok
+	obj, _ := rec.applied.DeepCopyObject().(client.Object)
+	return obj
 }
 
 // wasCreated reports whether k was created by EnsureChild and not looked
