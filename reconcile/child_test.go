@@ -281,6 +281,21 @@ func (blindReader) Get(_ context.Context, key client.ObjectKey, obj client.Objec
 	return apierrors.NewNotFound(schema.GroupResource{Resource: fmt.Sprintf("%T", obj)}, key.Name)
 }
 
+// blindPass returns the context of a pass of a Reconciler that watches
+// kind if watched, the func its watch calls on each event, and Children
+// over a blindReader that read uncached through the fixture's client.
+func (f *fixture) blindPass(watched bool, kind schema.GroupVersionKind) (context.Context, func(schema.GroupVersionKind, types.NamespacedName), *reconcile.Children) {
+	f.t.Helper()
+	var kinds []schema.GroupVersionKind
+	if watched {
+		kinds = append(kinds, kind)
+	}
+	ctx, observe := reconcile.WatchedPass(f.t.Context(), "opkit-widget", kinds...)
+	ch, err := reconcile.NewChildren(blindReader{f.c}, env.Scheme, reconcile.WithUncachedReader(f.c))
+	testkit.Must(f.t, err)
+	return ctx, observe, ch
+}
+
 // TestEnsureChildConfirmsAbsenceUncached: when the cache does not see the
 // child (a label-filtered cache and an object without the label), the
 // child is created with a POST, which fails on an existing object, and the
@@ -426,13 +441,7 @@ func TestEnsureChildTrustsItsCreateUntilItsEvent(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
 			owner := f.createWidget("owner", testv1.WidgetSpec{})
-			var kinds []schema.GroupVersionKind
-			if tc.watched {
-				kinds = append(kinds, deployments)
-			}
-			ctx, observe := reconcile.WatchedPass(t.Context(), "opkit-widget", kinds...)
-			ch, err := reconcile.NewChildren(blindReader{f.c}, env.Scheme, reconcile.WithUncachedReader(f.c))
-			testkit.Must(t, err)
+			ctx, observe, ch := f.blindPass(tc.watched, deployments)
 			d := desiredDeployment(f.ns, "web:1")
 			if op, err := ch.EnsureChild(ctx, owner, d); err != nil || op != reconcile.OperationCreated {
 				t.Fatalf("EnsureChild = %s, %v; want %s", op, err, reconcile.OperationCreated)

@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -107,13 +106,7 @@ func TestEnsureCreatedAfterADeletion(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
 			w := f.createWidget("w", testv1.WidgetSpec{})
-			var kinds []schema.GroupVersionKind
-			if tc.watched {
-				kinds = append(kinds, configMaps)
-			}
-			ctx, observe := reconcile.WatchedPass(t.Context(), "opkit-widget", kinds...)
-			ch, err := reconcile.NewChildren(blindReader{f.c}, env.Scheme, reconcile.WithUncachedReader(f.c))
-			testkit.Must(t, err)
+			ctx, observe, ch := f.blindPass(tc.watched, configMaps)
 			desired := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "w-once", Namespace: f.ns}}
 			if op, err := ch.EnsureCreated(ctx, w, desired); err != nil || op != reconcile.OperationCreated {
 				t.Fatalf("first EnsureCreated = %s, %v; want created", op, err)
