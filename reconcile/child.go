@@ -456,7 +456,11 @@ func (c *Children) create(ctx context.Context, desired client.Object, ck childKe
 		return OperationNone, &ChildWriteError{Operation: OperationCreated, Kind: ck.gvk.Kind, Key: ck.key, Err: err}
 	}
 	unseen.created(ck, token)
-	c.applied.recordCreate(ck, obj.DeepCopyObject().(client.Object), digest)
+	var response client.Object
+	if token != 0 { // only a watched kind's create is ever trusted
+		response, _ = obj.DeepCopyObject().(client.Object)
+	}
+	c.applied.recordCreate(ck, obj.GetUID(), digest, response)
 	if err := copyInto(obj, desired); err != nil {
 		return OperationCreated, err
 	}

@@ -82,14 +82,7 @@ func (a *appliedChildren) record(k childKey, applied client.Object, digest strin
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := time.Now()
-	if now.Sub(a.lastPrune) > time.Minute {
-		for key, rec := range a.m {
-			if now.Sub(rec.at) > appliedChildTTL {
-				drop(&a.m, key)
-			}
-		}
-		a.lastPrune = now
-	}
+	pruneOlder(&a.m, &a.lastPrune, now, time.Minute, appliedChildTTL, func(r appliedChild) time.Time { return r.at })
 	if len(rvs) == 0 {
 		drop(&a.m, k)
 		return
@@ -104,16 +97,17 @@ func (a *appliedChildren) record(k childKey, applied client.Object, digest strin
 	a.m[k] = appliedChild{uid: applied.GetUID(), digest: digest, staleRVs: rvs, applied: copied, at: now}
 }
 
-// recordCreate remembers that k was created as created (the POST's
-// response, kept) with digest, so that a pass reading the cache before it
-// has seen the create reads the child instead of POSTing it again.
-func (a *appliedChildren) recordCreate(k childKey, created client.Object, digest string) {
+// recordCreate remembers that k was created as uid with digest, so that a
+// pass reading the cache before it has seen the create reads the child
+// instead of POSTing it again; response, the POST's, may be nil when no
+// pass can trust it (createdAs).
+func (a *appliedChildren) recordCreate(k childKey, uid types.UID, digest string, response client.Object) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.m == nil {
 		a.m = map[childKey]appliedChild{}
 	}
-	a.m[k] = appliedChild{uid: created.GetUID(), digest: digest, applied: created, created: true, at: time.Now()}
+	a.m[k] = appliedChild{uid: uid, digest: digest, applied: response, created: true, at: time.Now()}
 }
 
 // createdAs returns a copy of the POST's response for k if k was created

@@ -36,7 +36,7 @@ func TestRecordsReleaseTheirMaps(t *testing.T) {
 	var a appliedChildren
 	ck := func(i int) childKey { return childKey{key: key(i)} }
 	for i := range n {
-		a.recordCreate(ck(i), widget(i, "1"), "d")
+		a.recordCreate(ck(i), widget(i, "1").GetUID(), "d", widget(i, "1"))
 	}
 	for i := range n {
 		a.seen(ck(i), widget(i, "1"))

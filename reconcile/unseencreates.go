@@ -47,14 +47,7 @@ func (u *unseenCreates) begin(k childKey) uint64 {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	now := time.Now()
-	if now.Sub(u.lastPrune) > unseenCreateTTL {
-		for key, c := range u.m {
-			if now.Sub(c.at) > unseenCreateTTL {
-				drop(&u.m, key)
-			}
-		}
-		u.lastPrune = now
-	}
+	pruneOlder(&u.m, &u.lastPrune, now, unseenCreateTTL, unseenCreateTTL, func(c unseenCreate) time.Time { return c.at })
 	if u.m == nil {
 		u.m = map[childKey]unseenCreate{}
 	}
