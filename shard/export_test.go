@@ -6,6 +6,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
 
 // SlotCache exposes the slot cache to the package's tests.
@@ -49,3 +50,6 @@ var Minus, Union = minus, union
 
 // FormatSlots is the SlotsAnnotation of slots.
 var FormatSlots = formatSlots
+
+// Webhook is the handler SetupWebhookWithManager serves.
+func (r Ring) Webhook() *admission.Webhook { return r.webhook() }

@@ -386,7 +386,8 @@ func crdNames(t *testing.T, example string) []string {
 
 // TestChartSharding: sharding.enable runs the memcached operator's
 // replicas as shards: --shard and no --leader-elect, a Role for the shard
-// Leases instead of leader election's. With leader election on as well,
+// Leases instead of leader election's, and with the webhook the one that
+// labels new Memcacheds with their slot. With leader election on as well,
 // the render fails naming both values.
 func TestChartSharding(t *testing.T) {
 	const ns, fullname = "ops", "memcached-operator"
@@ -412,6 +413,45 @@ func TestChartSharding(t *testing.T) {
 	if ref, _, _ := unstructured.NestedString(b.Object, "roleRef", "name"); ref != role.GetName() {
 		t.Errorf("the shard RoleBinding binds %s", ref)
 	}
+
+	// The webhook that labels a new Memcached with its slot, and the
+	// right to write its caBundle into that configuration only.
+	cfgName := fullname + "-shard-webhook-configuration"
+	if args := managerArgs(t, objs); !slices.Contains(args, "--mutating-webhook-configuration="+cfgName) {
+		t.Errorf("args %v: want --mutating-webhook-configuration=%s", args, cfgName)
+	}
+	hooks, _, _ := unstructured.NestedSlice(mustGet(t, objs, "MutatingWebhookConfiguration//"+cfgName).Object, "webhooks")
+	wantHooks := []any{map[string]any{
+		"admissionReviewVersions": []any{"v1"},
+		"clientConfig": map[string]any{"service": map[string]any{
+			"name": fullname + "-webhook-service", "namespace": ns, "path": "/label-slot-memcached",
+		}},
+		"failurePolicy": "Ignore",
+		"name":          "slot.shard.opkit.dev",
+		"objectSelector": map[string]any{"matchExpressions": []any{map[string]any{
+			"key": "slot.shard.opkit.dev/memcached", "operator": "DoesNotExist",
+		}}},
+		"rules": []any{map[string]any{
+			"apiGroups": []any{"cache.opkit.dev"}, "apiVersions": []any{"*"},
+			"operations": []any{"CREATE"}, "resources": []any{"memcacheds"},
+		}},
+		"sideEffects":    "None",
+		"timeoutSeconds": float64(5),
+	}}
+	if diff := cmp.Diff(wantHooks, hooks); diff != "" {
+		t.Errorf("shard webhook (-want +got):\n%s", diff)
+	}
+	clusterBinding(t, objs, fullname+"-shard-webhook-rolebinding")
+	hookRules, _, _ := unstructured.NestedSlice(mustGet(t, objs, "ClusterRole//"+fullname+"-shard-webhook-role").Object, "rules")
+	if got := hookRules[len(hookRules)-1].(map[string]any); !cmp.Equal(got["resourceNames"], []any{cfgName}) || !cmp.Equal(got["verbs"], []any{"update"}) {
+		t.Errorf("shard webhook ClusterRole: last rule %v, want update of %s only", got, cfgName)
+	}
+	noHook := byKey(render(t, "memcached", fullname, ns, map[string]any{
+		"sharding":       map[string]any{"enable": true},
+		"leaderElection": map[string]any{"enable": false},
+		"webhook":        map[string]any{"enable": false},
+	}))
+	noneNamed(t, noHook, "shard-webhook")
 
 	_, err := harness.RenderChart(t.Context(), filepath.Join(root(t), "examples", "memcached", "dist", "chart"), fullname, ns,
 		map[string]any{"sharding": map[string]any{"enable": true}})

@@ -82,6 +82,7 @@ func (o operator) shardSteps(ns string) []step {
 				})
 			}
 			o.shardsConverge(ctx, t, cfg, ns, 3, 1)
+			labelledAtCreation(ctx, t, cfg, ns)
 			return ctx
 		}},
 		{"Shards: a replica's pod killed, its Memcacheds move to the live replicas, and a change converges", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
@@ -103,6 +104,32 @@ func (o operator) shardSteps(ns string) []step {
 			deleteShardMemcacheds(ctx, t, cfg, ns)
 			return ctx
 		}},
+	}
+}
+
+// labelledAtCreation creates Memcacheds until one is stored with its
+// slot, written by the chart's shard webhook, and deletes them: a
+// minute allows for the CA reaching the configuration.
+func labelledAtCreation(ctx context.Context, t *testing.T, cfg *envconf.Config, ns string) {
+	t.Helper()
+	for i, end := 0, time.Now().Add(time.Minute); ; i++ {
+		m := &v1beta1.Memcached{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("memcached-admitted-%d", i), Namespace: ns},
+			Spec:       v1beta1.MemcachedSpec{Replicas: 1, Image: "memcached:1.6"},
+		}
+		harness.Admitted(ctx, t, "creating "+m.Name, func(ctx context.Context) error {
+			return cfg.Client().Resources().Create(ctx, m)
+		})
+		mustKubectl(ctx, t, cfg, "", "delete", "memcached", m.Name, "-n", ns, "--timeout=2m")
+		want := strconv.Itoa(shardRing.Slot(types.NamespacedName{Namespace: ns, Name: m.Name}))
+		got := m.Labels[shardRing.SlotLabel()]
+		if got == want {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("%s stored with slot label %q, want %s: the shard webhook did not label it", m.Name, got, want)
+		}
+		time.Sleep(2 * time.Second)
 	}
 }
 

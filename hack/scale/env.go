@@ -191,14 +191,27 @@ func setUp(ctx context.Context, cfg config) (*env, error) {
 	// benchmark and the cluster, and watch only their namespace.
 	opkitArgs := append([]string{"--namespaces", strings.Join(e.contenders[contOpkit].namespaces, ","), "--metrics-secure=false"}, cfg.OperatorArgs...)
 	if cfg.replicas > 0 {
+		var hook *slotWebhook
+		if cfg.replicas > 1 && cfg.SlotWebhook {
+			if hook, err = newSlotWebhook(e.tmp); err != nil {
+				return e, err
+			}
+		}
 		for i := range cfg.replicas {
-			op, err := e.startReplica(ctx, cfg, opBin, opkitArgs, i)
+			args := opkitArgs
+			if hook != nil && i == 0 {
+				args = append(slices.Clone(args), hook.args()...)
+			}
+			op, err := e.startReplica(ctx, cfg, opBin, args, i)
 			if err != nil {
 				return e, err
 			}
 			if i == 0 {
 				e.contenders[contOpkit].op = op
 			}
+		}
+		if hook != nil {
+			return e, hook.install(ctx, e)
 		}
 		return e, nil
 	}

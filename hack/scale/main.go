@@ -78,6 +78,9 @@ type config struct {
 	// Namespaces (-namespaces) spreads the shards experiment's
 	// Memcacheds over that many namespaces.
 	Namespaces int `json:"namespaces,omitempty"`
+	// SlotWebhook (-slot-webhook) has the shards label new Memcacheds
+	// at admission, through r0's webhook.
+	SlotWebhook bool `json:"slotWebhook,omitempty"`
 	// replicas is the count of the run being set up.
 	replicas int
 }
@@ -103,6 +106,7 @@ func main() {
 	flag.StringVar(&cfg.Profile, "profile", "", "directory for CPU profiles of the API server and the operators, one per phase (<phase>-<process>.pprof); empty takes none")
 	flag.StringVar(&replicas, "replicas", "", "comma-separated counts of opkit replicas (e.g. 1,3), each on a fresh cluster with -n Memcacheds: the shards experiment (shards.md) instead of the contenders; one replica is restarted, one of several is killed")
 	flag.IntVar(&cfg.Namespaces, "namespaces", 1, "with -replicas, spread the Memcacheds over this many namespaces, round robin: the controller-manager's deployment and replica set controllers list their whole namespace on every sync, so 10 000 in one namespace take it about an hour here")
+	flag.BoolVar(&cfg.SlotWebhook, "slot-webhook", true, "with -replicas above 1, r0 serves the ring's mutating webhook, which labels each new Memcached with its slot at admission (the chart's sharding with webhook.enable); false: each Memcached is created unlabelled and its Sharder patches the label")
 	rerenderDir := flag.String("rerender", "", "write scale.md and scale.png again from the scale.json in this directory, measuring nothing; with -profile, first split the CPU profiles found there into the results (and write scale.json again)")
 	flag.Parse()
 	if *rerenderDir != "" {

@@ -49,7 +49,8 @@ type Options struct {
 	// fewer per new Memcached).
 	ReadyEvents reconcile.ReadyEvents
 	// Webhooks also serves the hooks' Validate and Warnings as the
-	// Memcached validating webhook (webhook.SetupWithManager).
+	// Memcached validating webhook (webhook.SetupWithManager), and with
+	// Shard the ring's slot-labelling webhook (Ring.SetupWebhookWithManager).
 	Webhooks bool
 	// SkipNameValidation allows several controllers named Name in one
 	// process (tests).
@@ -146,6 +147,11 @@ func SetupWithManager(mgr ctrl.Manager, o Options) (*reconcile.Reconciler[*v1bet
 	if o.Webhooks {
 		if err := webhook.SetupWithManager[*v1beta1.Memcached](mgr, hooks); err != nil {
 			return nil, err
+		}
+		if o.Shard != nil {
+			if err := o.Shard.Ring.SetupWebhookWithManager(mgr); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return r, nil
