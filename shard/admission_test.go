@@ -1,6 +1,7 @@
 package shard_test
 
 import (
+	"context"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
@@ -99,7 +100,65 @@ func cmpOr[T comparable](v, def T) T {
 func TestWebhookLabelsAtCreation(t *testing.T) {
 	ns := env.Namespace(t)
 	r := shard.Ring{Name: "admitted", Namespace: ns, Namespaces: []string{ns}}
-	var calls atomic.Int32
+	srv, calls, w := serveSlotWebhook(t, r, ns)
+	if w.Labels == nil {
+		t.Fatal("no Widget was labelled at creation in 10 s")
+	}
+	want := map[string]string{r.SlotLabel(): strconv.Itoa(r.Slot(client.ObjectKeyFromObject(w)))}
+	if diff := cmp.Diff(want, w.Labels); diff != "" {
+		t.Fatalf("labels at creation (-want +got):\n%s", diff)
+	}
+
+	n := calls.Load()
+	labelled := map[string]string{r.SlotLabel(): "5"}
+	if diff := cmp.Diff(labelled, createWidget(t, ns, "labelled", labelled).Labels); diff != "" {
+		t.Errorf("labels of a labelled Widget (-want +got):\n%s", diff)
+	}
+	if got := calls.Load(); got != n {
+		t.Errorf("the webhook was called %d times for a labelled Widget, want 0", got-n)
+	}
+
+	srv.Close()
+	if got := createWidget(t, ns, "down", nil).Labels; got != nil {
+		t.Errorf("created while the webhook was down: labels %v, want none (the Sharder's to write)", got)
+	}
+}
+
+// BenchmarkCreateThroughTheWebhook times a Widget's create, one at a
+// time, with and without the API server calling r's webhook over TLS
+// on loopback.
+func BenchmarkCreateThroughTheWebhook(b *testing.B) {
+	for _, hooked := range []bool{false, true} {
+		b.Run(map[bool]string{false: "without", true: "with"}[hooked], func(b *testing.B) {
+			ns := env.Namespace(b)
+			if hooked {
+				r := shard.Ring{Name: "bench", Namespace: ns, Namespaces: []string{ns}}
+				if _, _, w := serveSlotWebhook(b, r, ns); w.Labels == nil {
+					b.Fatal("no Widget was labelled at creation in 10 s")
+				}
+			}
+			for i := 0; b.Loop(); i++ {
+				createWidget(b, ns, fmt.Sprintf("b-%d", i), nil)
+			}
+		})
+	}
+}
+
+func createWidget(t testing.TB, ns, name string, labels map[string]string) *testv1.Widget {
+	t.Helper()
+	w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels}}
+	testkit.Must(t, env.Client.Create(t.Context(), w))
+	return w
+}
+
+// serveSlotWebhook serves r's webhook over TLS and configures the API
+// server to call it for Widgets of ns, as SetupWebhookWithManager's
+// godoc says. It returns once a Widget it creates is labelled, or
+// after 10 s, with that Widget: the API server reads configurations
+// from an informer.
+func serveSlotWebhook(t testing.TB, r shard.Ring, ns string) (*httptest.Server, *atomic.Int32, *testv1.Widget) {
+	t.Helper()
+	calls := new(atomic.Int32)
 	hook := r.Webhook()
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		calls.Add(1)
@@ -130,38 +189,12 @@ func TestWebhookLabelsAtCreation(t *testing.T) {
 		}},
 	}
 	testkit.Must(t, env.Client.Create(t.Context(), cfg))
-	t.Cleanup(func() { _ = env.Client.Delete(t.Context(), cfg) })
-
-	create := func(name string, labels map[string]string) *testv1.Widget {
-		t.Helper()
-		w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels}}
-		testkit.Must(t, env.Client.Create(t.Context(), w))
-		return w
-	}
-	// The API server learns of a new configuration from its informer.
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), cfg) })
 	var w *testv1.Widget
-	for i := 0; ; i++ {
-		if w = create(fmt.Sprintf("w-%d", i), nil); w.Labels != nil || i == 100 {
-			break
+	for i, end := 0, time.Now().Add(10*time.Second); ; i++ {
+		if w = createWidget(t, ns, fmt.Sprintf("probe-%d", i), nil); w.Labels != nil || time.Now().After(end) {
+			return srv, calls, w
 		}
 		time.Sleep(100 * time.Millisecond)
-	}
-	want := map[string]string{r.SlotLabel(): strconv.Itoa(r.Slot(client.ObjectKeyFromObject(w)))}
-	if diff := cmp.Diff(want, w.Labels); diff != "" {
-		t.Fatalf("labels at creation (-want +got):\n%s", diff)
-	}
-
-	n := calls.Load()
-	labelled := map[string]string{r.SlotLabel(): "5"}
-	if diff := cmp.Diff(labelled, create("labelled", labelled).Labels); diff != "" {
-		t.Errorf("labels of a labelled Widget (-want +got):\n%s", diff)
-	}
-	if got := calls.Load(); got != n {
-		t.Errorf("the webhook was called %d times for a labelled Widget, want 0", got-n)
-	}
-
-	srv.Close()
-	if got := create("down", nil).Labels; got != nil {
-		t.Errorf("created while the webhook was down: labels %v, want none (the Sharder's to write)", got)
 	}
 }

@@ -20,3 +20,14 @@ func ExampleRing_Slot() {
 	// cache-2: slot.shard.opkit.dev/memcached=52
 	// cache-3: slot.shard.opkit.dev/memcached=7
 }
+
+// The webhook's path and the label its configuration's objectSelector
+// requires absent, for an installer's MutatingWebhookConfiguration.
+func ExampleRing_WebhookPath() {
+	r := shard.Ring{Name: "memcached"}
+	fmt.Println(r.WebhookPath())
+	fmt.Println(r.SlotLabel(), "DoesNotExist")
+	// Output:
+	// /label-slot-memcached
+	// slot.shard.opkit.dev/memcached DoesNotExist
+}
