@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -56,13 +57,7 @@ func (w slotWriter) Handle(_ context.Context, req admission.Request) admission.R
 	if err := json.Unmarshal(req.Object.Raw, &obj); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
-	key := types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}
-	if key.Namespace == "" {
-		key.Namespace = req.Namespace
-	}
-	if key.Name == "" {
-		key.Name = req.Name
-	}
+	key := types.NamespacedName{Namespace: cmp.Or(obj.Namespace, req.Namespace), Name: cmp.Or(obj.Name, req.Name)}
 	switch {
 	case key.Name == "":
 		return admission.Allowed("no name yet: the Sharder labels it")

@@ -1,6 +1,7 @@
 package shard_test
 
 import (
+	stdcmp "cmp"
 	"context"
 	"encoding/json"
 	"encoding/pem"
@@ -59,7 +60,7 @@ func TestWebhookWritesTheSlot(t *testing.T) {
 			raw, err := json.Marshal(&testv1.Widget{ObjectMeta: tt.meta})
 			testkit.Must(t, err)
 			req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
-				Operation: cmpOr(tt.op, admissionv1.Create), Namespace: cmpOr(tt.reqNS, tt.meta.Namespace),
+				Operation: stdcmp.Or(tt.op, admissionv1.Create), Namespace: stdcmp.Or(tt.reqNS, tt.meta.Namespace),
 				Object: runtime.RawExtension{Raw: raw},
 			}}
 			resp := r.Webhook().Handle(t.Context(), req)
@@ -83,14 +84,6 @@ func TestWebhookWritesTheSlot(t *testing.T) {
 			}
 		})
 	}
-}
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // TestWebhookLabelsAtCreation has the API server call the webhook as
