@@ -1,6 +1,7 @@
 // Package shard spreads one controller's objects over several replicas.
 // Each object has a slot (Ring.Slot), written once into its label
-// Ring.SlotLabel by the Sharder; children take their owner's. Each
+// Ring.SlotLabel at admission (Ring.SetupWebhookWithManager) or after by
+// the Sharder; children take their owner's. Each
 // replica's manager cache (Ring.NewCache) holds a Lease listing the slots
 // it holds, takes its share of the slots (rendezvous hashing with
 // quotas) once no live member lists them, and caches only their objects.
