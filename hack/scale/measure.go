@@ -46,6 +46,12 @@ type phase struct {
 	// WatchEvents is the watch events the API server sent during the
 	// phase, by resource: the fan-out of every write to every watcher.
 	WatchEvents map[string]float64 `json:"watchEvents,omitempty"`
+	// Webhooks is the API server's calls to admission webhooks, by
+	// "name OPERATION", and the seconds it waited for them.
+	Webhooks map[string]apiKind `json:"admissionWebhooks,omitempty"`
+	// ActedSeconds is when the benchmark's own requests of the phase
+	// ended; the rest of Seconds is the cluster catching up.
+	ActedSeconds float64 `json:"actedSeconds,omitempty"`
 	// APIServerCPU and OperatorCPU are the CPU seconds of the API
 	// server's and the operator's profiles of the phase, by what they
 	// were doing (splitCPU; -profile only).
@@ -342,6 +348,7 @@ func (b *bench) timed(ctx context.Context, name string, total int, act func(cont
 			p.ClusterWrites = clusterWrites(d)
 			p.APIKinds = apiKinds(d)
 			p.WatchEvents = watchEvents(d)
+			p.Webhooks = admissionWebhooks(d)
 			progress(fmt.Sprintf("%-44s %6d/%-6d %7.1fs%s\n", name, n, total, el.Seconds(), b.rssNote()))
 			return p, nil
 		}
@@ -354,6 +361,7 @@ func (b *bench) timed(ctx context.Context, name string, total int, act func(cont
 				return p, fmt.Errorf("%s: %w", name, err)
 			}
 			acting = false
+			p.ActedSeconds = time.Since(start).Seconds()
 		case <-ctx.Done():
 			return p, fmt.Errorf("%s: %d of %d after %s: %w", name, n, total, el.Round(time.Second), ctx.Err())
 		case <-tick.C:

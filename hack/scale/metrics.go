@@ -210,6 +210,41 @@ func apiKinds(d snapshot) map[string]apiKind {
 	return out
 }
 
+// admissionWebhooks is the calls the API server made to admission
+// webhooks between two snapshots of its metrics, by "name OPERATION", and
+// the seconds it waited for them.
+func admissionWebhooks(d snapshot) map[string]apiKind {
+	return histograms(d, "apiserver_admission_webhook_admission_duration_seconds", func(l map[string]string) string {
+		return l["name"] + " " + l["operation"]
+	})
+}
+
+// webhookHandlers is the requests an operator's webhook server handled
+// between two snapshots of its metrics, by path, and the seconds its
+// handlers took.
+func webhookHandlers(d snapshot) map[string]apiKind {
+	return histograms(d, "controller_runtime_webhook_latency_seconds", func(l map[string]string) string { return l["webhook"] })
+}
+
+// histograms is the count and sum of the histogram name in d, added up by
+// key.
+func histograms(d snapshot, name string, key func(map[string]string) string) map[string]apiKind {
+	out := map[string]apiKind{}
+	for _, x := range d {
+		if x.Value == 0 || (x.Name != name+"_count" && x.Name != name+"_sum") {
+			continue
+		}
+		k := out[key(x.Labels)]
+		if x.Name == name+"_count" {
+			k.Count += x.Value
+		} else {
+			k.Seconds += x.Value
+		}
+		out[key(x.Labels)] = k
+	}
+	return out
+}
+
 // watchEvents is the watch events the API server sent between two
 // snapshots of its metrics, by resource (or kind, as older servers label
 // them).

@@ -23,6 +23,16 @@ apiserver_request_duration_seconds_sum{resource="pods",subresource="",verb="WATC
 # HELP apiserver_watch_events_total Number of events sent in watch clients
 # TYPE apiserver_watch_events_total counter
 apiserver_watch_events_total{group="apps",resource="deployments",version="v1"} 40
+# HELP apiserver_admission_webhook_admission_duration_seconds Admission webhook latency.
+# TYPE apiserver_admission_webhook_admission_duration_seconds histogram
+apiserver_admission_webhook_admission_duration_seconds_bucket{name="label-slot.opkit.dev",operation="CREATE",rejected="false",type="admit",le="+Inf"} 10
+apiserver_admission_webhook_admission_duration_seconds_sum{name="label-slot.opkit.dev",operation="CREATE",rejected="false",type="admit"} 0.25
+apiserver_admission_webhook_admission_duration_seconds_count{name="label-slot.opkit.dev",operation="CREATE",rejected="false",type="admit"} 10
+# HELP controller_runtime_webhook_latency_seconds Histogram of the latency of processing admission requests
+# TYPE controller_runtime_webhook_latency_seconds histogram
+controller_runtime_webhook_latency_seconds_bucket{webhook="/label-slot-memcached",le="+Inf"} 10
+controller_runtime_webhook_latency_seconds_sum{webhook="/label-slot-memcached"} 0.01
+controller_runtime_webhook_latency_seconds_count{webhook="/label-slot-memcached"} 10
 # HELP rest_client_requests_total Number of HTTP requests.
 # TYPE rest_client_requests_total counter
 rest_client_requests_total{code="200",host="127.0.0.1:6443",method="PATCH"} 7
@@ -31,8 +41,8 @@ rest_client_requests_total{code="200",host="127.0.0.1:6443",method="GET"} 4
 `
 
 // TestScrapeAttributes parses a scrape with expfmt and attributes it: the
-// operator's requests, the API server's by kind (watches left out) and its
-// watch fan-out.
+// operator's requests, the API server's by kind (watches left out), its
+// watch fan-out and its calls to webhooks.
 func TestScrapeAttributes(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
@@ -43,8 +53,8 @@ func TestScrapeAttributes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := len(before); got != 13 {
-		t.Errorf("series scraped = %d, want 13", got)
+	if got := len(before); got != 19 {
+		t.Errorf("series scraped = %d, want 19", got)
 	}
 	zero := snapshot{}
 	d := delta(zero, before)
@@ -57,6 +67,12 @@ func TestScrapeAttributes(t *testing.T) {
 	}
 	if diff := cmp.Diff(map[string]float64{"deployments": 40}, watchEvents(d)); diff != "" {
 		t.Errorf("watchEvents (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]apiKind{"label-slot.opkit.dev CREATE": {Count: 10, Seconds: 0.25}}, admissionWebhooks(d)); diff != "" {
+		t.Errorf("admissionWebhooks (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]apiKind{"/label-slot-memcached": {Count: 10, Seconds: 0.01}}, webhookHandlers(d)); diff != "" {
+		t.Errorf("webhookHandlers (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff(map[string]float64{"memcacheds": 10, "memcacheds/status": 12}, clusterWrites(d)); diff != "" {
 		t.Errorf("clusterWrites (-want +got):\n%s", diff)

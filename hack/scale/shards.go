@@ -61,6 +61,9 @@ type shardMember struct {
 	GoHeapInuse     float64  `json:"goHeapInuseBytes"`
 	CPUSeconds      float64  `json:"cpuSeconds"`
 	Requests        requests `json:"requests"`
+	// Webhooks is the requests its webhook server handled, by path, and
+	// the seconds its handlers took.
+	Webhooks map[string]apiKind `json:"webhooks,omitempty"`
 }
 
 // restartResult is a replica stopped (SIGTERM) and started again with
@@ -185,7 +188,9 @@ func shardOnce(ctx context.Context, cfg config) (res *shardRun, m machine, err e
 			return nil, m, err
 		}
 		mem := &res.Members[i]
-		mem.Requests = summarise(delta(before[i], after))
+		d := delta(before[i], after)
+		mem.Requests = summarise(d)
+		mem.Webhooks = webhookHandlers(d)
 		mem.GoHeapInuse = after.sum("go_memstats_heap_inuse_bytes", nil)
 		mem.RSSAfterCreate, mem.AnonAfterCreate = int64(st.VmRSS), int64(st.RssAnon)
 		mem.CPUSeconds = cpuAfter[i] - cpuBefore[i]
