@@ -234,13 +234,14 @@ func histograms(d snapshot, name string, key func(map[string]string) string) map
 		if x.Value == 0 || (x.Name != name+"_count" && x.Name != name+"_sum") {
 			continue
 		}
-		k := out[key(x.Labels)]
+		kk := key(x.Labels)
+		k := out[kk]
 		if x.Name == name+"_count" {
 			k.Count += x.Value
 		} else {
 			k.Seconds += x.Value
 		}
-		out[key(x.Labels)] = k
+		out[kk] = k
 	}
 	return out
 }
