@@ -7,11 +7,9 @@ package main
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"runtime/debug"
 	"strings"
@@ -22,6 +20,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -77,29 +76,38 @@ func run() error {
 	// --kubeconfig is registered on flag.CommandLine by controller-runtime
 	// (ctrl.GetConfig reads it).
 	o := bindFlags(flag.CommandLine)
-	wh := &o.webhook
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
-	events, err := parseReadyEvents(o.readyEvents)
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("loading the kubeconfig: %w", err)
+	}
+	mgr, err := newManager(cfg, o)
 	if err != nil {
 		return err
 	}
-	log := ctrl.Log.WithName("setup")
+	ctrl.Log.WithName("setup").Info("starting", "version", version, "host", cfg.Host, "namespaces", o.namespaces, "leaderElection", o.leaderElect, "webhookPort", o.webhook.Port, "shard", o.shard)
+	return mgr.Start(ctrl.SetupSignalHandler())
+}
 
+// newManager builds the operator's manager from its flags: the controller,
+// the webhooks and the probes.
+func newManager(cfg *rest.Config, o *flags) (ctrl.Manager, error) {
+	wh := &o.webhook
+	events, err := parseReadyEvents(o.readyEvents)
+	if err != nil {
+		return nil, err
+	}
 	scheme := runtime.NewScheme()
 	// Only the kinds the operator reads or writes: a scheme of every
 	// built-in kind (client-go's) would hold a second copy of type
 	// information the process never uses.
 	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, policyv1.AddToScheme, v1alpha1.AddToScheme, v1beta1.AddToScheme, apiextensionsv1.AddToScheme} {
 		if err := add(scheme); err != nil {
-			return fmt.Errorf("building the scheme: %w", err)
+			return nil, fmt.Errorf("building the scheme: %w", err)
 		}
-	}
-	cfg, err := ctrl.GetConfig()
-	if err != nil {
-		return fmt.Errorf("loading the kubeconfig: %w", err)
 	}
 	var watched []string
 	for ns := range strings.SplitSeq(o.namespaces, ",") {
@@ -111,7 +119,7 @@ func run() error {
 	cacheOpts.SyncPeriod = &o.syncPeriod
 	sh, err := o.shardOf()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var newCache cache.NewCacheFunc
 	if sh != nil {
@@ -134,42 +142,35 @@ func run() error {
 		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
-		return fmt.Errorf("creating the manager: %w", err)
+		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
 	if _, err := controller.SetupWithManager(mgr, controller.Options{
 		MaxConcurrentReconciles: o.concurrency, ProgressDelay: o.progressDelay, ReadyEvents: events,
 		Webhooks: wh.Enabled(), Shard: sh,
 	}); err != nil {
-		return err
+		return nil, err
 	}
 	if err := wh.Setup(mgr); err != nil {
-		return err
+		return nil, err
 	}
 	// Without the webhook the CRD cannot convert, and config/crd stores
 	// at v1beta1 only.
 	if wh.Enabled() {
 		if err := controller.MigrateStorage(mgr); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return fmt.Errorf("adding the health check: %w", err)
+		return nil, fmt.Errorf("adding the health check: %w", err)
 	}
-	// Ready once the informers have synced: before that, passes would act on
-	// an empty cache.
-	cacheSynced := func(req *http.Request) error {
-		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
-		defer cancel()
-		if !mgr.GetCache().WaitForCacheSync(ctx) {
-			return errors.New("informer caches not synced yet")
-		}
-		return nil
+	// Ready when serving (with webhooks, once their server has started: wh.Setup),
+	// never on the caches: a list of Memcacheds stored at v1alpha1 needs this
+	// replica's conversion webhook, which the Service sends only to ready
+	// pods. The controller waits for its own caches.
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("adding the readiness check: %w", err)
 	}
-	if err := mgr.AddReadyzCheck("readyz", cacheSynced); err != nil {
-		return fmt.Errorf("adding the readiness check: %w", err)
-	}
-	log.Info("starting", "version", version, "host", cfg.Host, "namespaces", watched, "leaderElection", o.leaderElect, "webhookPort", wh.Port, "shard", sh)
-	return mgr.Start(ctrl.SetupSignalHandler())
+	return mgr, nil
 }
 
 // flags are the operator's command-line settings.
