@@ -76,7 +76,8 @@ type restartResult struct {
 	// caches: the Memcacheds, Deployments, Services, budgets, pods.
 	ListAllSeconds float64 `json:"listAllSeconds"`
 	// ReadySeconds and LastPassSeconds run from the new process's start
-	// to its /readyz and to its last pass (none for 10 s after).
+	// to its /readyz (its probe server: readiness does not wait for the
+	// caches) and to its last pass (none for 10 s after).
 	ReadySeconds    float64 `json:"readySeconds"`
 	LastPassSeconds float64 `json:"lastPassSeconds"`
 	// Requests is every request of the new process.
