@@ -88,7 +88,6 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	ctrl.Log.WithName("setup").Info("starting", "version", version, "host", cfg.Host, "namespaces", o.namespaces, "leaderElection", o.leaderElect, "webhookPort", o.webhook.Port, "shard", o.shard)
 	return mgr.Start(ctrl.SetupSignalHandler())
 }
 
@@ -170,6 +169,7 @@ func newManager(cfg *rest.Config, o *flags) (ctrl.Manager, error) {
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("adding the readiness check: %w", err)
 	}
+	ctrl.Log.WithName("setup").Info("starting", "version", version, "host", cfg.Host, "namespaces", watched, "leaderElection", o.leaderElect, "webhookPort", wh.Port, "shard", sh)
 	return mgr, nil
 }
 
