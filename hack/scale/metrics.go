@@ -234,14 +234,14 @@ func histograms(d snapshot, name string, key func(map[string]string) string) map
 		if x.Value == 0 || (x.Name != name+"_count" && x.Name != name+"_sum") {
 			continue
 		}
-		kk := key(x.Labels)
-		k := out[kk]
+		id := key(x.Labels)
+		h := out[id]
 		if x.Name == name+"_count" {
-			k.Count += x.Value
+			h.Count += x.Value
 		} else {
-			k.Seconds += x.Value
+			h.Seconds += x.Value
 		}
-		out[kk] = k
+		out[id] = h
 	}
 	return out
 }
