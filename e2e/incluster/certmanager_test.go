@@ -3,6 +3,7 @@ package incluster
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,6 +49,20 @@ func TestMemcachedOperatorCertManager(t *testing.T) {
 	const ns = "default"
 	f := features.New("memcached operator with cert-manager").
 		Setup(installCertManager).
+		Teardown(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			// A failed step skips the rest, the uninstall included: one
+			// left installed would fail the next test's install.
+			out, err := harness.Kubectl(ctx, cfg, "get", "namespace", base.namespace, "--ignore-not-found", "-o", "name")
+			if err == nil && strings.TrimSpace(out) == "" {
+				return ctx
+			}
+			op := kustomize
+			if out, _ := harness.Kubectl(ctx, cfg, "get", "secrets", "-A", "-l", "owner=helm,name="+base.name, "-o", "name"); strings.TrimSpace(out) != "" {
+				op = helm
+			}
+			op.undeploy(ctx, t, cfg)
+			return ctx
+		}).
 		Teardown(uninstallCertManager)
 	for _, v := range []struct {
 		how string
@@ -144,6 +159,12 @@ func (o operator) trustsCertManager(ctx context.Context, t *testing.T, cfg *envc
 		}
 		return out
 	}
+	defer func() {
+		if t.Failed() {
+			t.Logf("the Certificate's status: %s", get("certificate", o.name+"-serving-cert", "-n", o.namespace, "-o", "jsonpath={.status}"))
+			t.Logf("cert-manager's log:\n%s", get("logs", "-n", "cert-manager", "deployment/cert-manager", "--tail=80"))
+		}
+	}()
 	harness.WaitFor(ctx, t, "cert-manager's CA in every caBundle", 2*time.Minute, time.Second, func(ctx context.Context) (bool, string) {
 		issuedBy := get("secret", secret, "-n", o.namespace, "-o", `jsonpath={.metadata.annotations.cert-manager\.io/certificate-name}`)
 		if want := o.name + "-serving-cert"; issuedBy != want {
@@ -160,8 +181,11 @@ func (o operator) trustsCertManager(ctx context.Context, t *testing.T, cfg *envc
 			bundles["CRD "+crd] = get("crd", crd, "-o", "jsonpath={.spec.conversion.webhook.clientConfig.caBundle}")
 		}
 		for what, b := range bundles {
-			if b != ca {
-				return false, what + " holds another caBundle"
+			switch {
+			case b == "":
+				return false, what + " holds no caBundle"
+			case b != ca:
+				return false, fmt.Sprintf("%s holds another caBundle (%.20s..., the Secret's %.20s...)", what, b, ca)
 			}
 		}
 		return true, ""
