@@ -56,10 +56,11 @@ func TestMemcachedOperatorCertManager(t *testing.T) {
 			if err == nil && strings.TrimSpace(out) == "" {
 				return ctx
 			}
-			op := kustomize
+			op, how := kustomize, "kustomize"
 			if out, _ := harness.Kubectl(ctx, cfg, "get", "secrets", "-A", "-l", "owner=helm,name="+base.name, "-o", "name"); strings.TrimSpace(out) != "" {
-				op = helm
+				op, how = helm, "Helm"
 			}
+			t.Logf("a failed step left the %s install of %s: undeploying it", how, op.name)
 			op.undeploy(ctx, t, cfg)
 			return ctx
 		}).
@@ -162,7 +163,8 @@ func (o operator) trustsCertManager(ctx context.Context, t *testing.T, cfg *envc
 	defer func() {
 		if t.Failed() {
 			t.Logf("the Certificate's status: %s", get("certificate", o.name+"-serving-cert", "-n", o.namespace, "-o", "jsonpath={.status}"))
-			t.Logf("cert-manager's log:\n%s", get("logs", "-n", "cert-manager", "deployment/cert-manager", "--tail=80"))
+			out, err := harness.Kubectl(ctx, cfg, "logs", "-n", "cert-manager", "deployment/cert-manager", "--tail=80")
+			t.Logf("cert-manager's log (%v):\n%s", err, out)
 		}
 	}()
 	harness.WaitFor(ctx, t, "cert-manager's CA in every caBundle", 2*time.Minute, time.Second, func(ctx context.Context) (bool, string) {
