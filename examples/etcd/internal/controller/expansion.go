@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/statusutil"
@@ -61,8 +63,11 @@ func (h *ClusterHooks) expandClaims(ctx context.Context, c *v1alpha1.EtcdCluster
 			// Only a bound claim may grow; this one is asked once bound.
 			continue
 		}
-		_, err := h.Children.EnsureChild(ctx, c, heldBy(dataClaim(c, name), obs.guard))
+		err := h.growClaim(ctx, claim, want)
 		switch {
+		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+			// Gone or changed since observed: the next pass sees which.
+			continue
 		case apierrors.IsForbidden(err) || apierrors.IsInvalid(err):
 			refused = append(refused, fmt.Sprintf("%s (%s)", claim.Name, requested.String()))
 			if refusal == "" {
@@ -92,6 +97,18 @@ func (h *ClusterHooks) expandClaims(ctx context.Context, c *v1alpha1.EtcdCluster
 			fmt.Sprintf("every member's claim has %s", want.String()))
 	}
 	return nil
+}
+
+// growClaim asks claim for size with a patch on the version observed. An
+// apply would create a claim deleted since, empty, under a member that
+// is then recreated on it with its old ID.
+func (h *ClusterHooks) growClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim, size resource.Quantity) error {
+	grown := claim.DeepCopy()
+	if grown.Spec.Resources.Requests == nil {
+		grown.Spec.Resources.Requests = corev1.ResourceList{}
+	}
+	grown.Spec.Resources.Requests[corev1.ResourceStorage] = size
+	return h.Client.Patch(ctx, grown, client.MergeFromWithOptions(claim, client.MergeFromWithOptimisticLock{}), client.FieldOwner(FieldOwner))
 }
 
 // apiMessage is the API server's own message of err, without the

@@ -1,6 +1,7 @@
 package controller_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/controller"
@@ -201,4 +203,73 @@ func countPrefix(events []string, prefix string) int {
 		}
 	}
 	return n
+}
+
+// TestExpansionNeverRecreatesAGoneClaim: a claim asked for a larger
+// spec.storage.size is patched, never created. Here the operator's cache
+// still lists member x-1's claim, bound at the old size, after it and
+// the member's pod are gone. Before the fix the resize applied the claim,
+// which made a new, empty one, and the same pass recreated the member's
+// pod on it under its old ID (TestRecreatedMemberNeverGetsAnEmptyClaim's
+// loss, by another path).
+func TestExpansionNeverRecreatesAGoneClaim(t *testing.T) {
+	g := newRig(t)
+	class := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: g.ns},
+		Provisioner: "example.com/disks", AllowVolumeExpansion: ptr.To(true)}
+	if err := g.c.Create(t.Context(), class); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.c.Delete(t.Context(), class) })
+	c := cluster("x", 3)
+	c.Spec.Storage = v1alpha1.StorageSpec{Size: ptr.To(resource.MustParse("1Gi")), StorageClassName: &class.Name}
+	g.create(c)
+	g.converge("x", 30)
+	g.bindClaims()
+	if err := g.pass("x"); err != nil {
+		t.Fatal(err)
+	}
+	old := g.memberID("x-1")
+	var claims corev1.PersistentVolumeClaimList
+	if err := g.c.List(t.Context(), &claims, client.InNamespace(g.ns)); err != nil {
+		t.Fatal(err)
+	}
+	stale := true
+	g.cache = interceptor.NewClient(g.c.(client.WithWatch), interceptor.Funcs{
+		List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if l, ok := list.(*corev1.PersistentVolumeClaimList); ok && stale {
+				claims.DeepCopyInto(l)
+				return nil
+			}
+			return cl.List(ctx, list, opts...)
+		},
+	})
+	g.startOperator()
+
+	g.loseMember("x", "x-1")
+	g.claimGone("x-1")
+	c = g.get("x")
+	c.Spec.Storage.Size = ptr.To(resource.MustParse("2Gi"))
+	if err := g.c.Update(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		_ = g.pass("x")
+		var claim corev1.PersistentVolumeClaim
+		if err := g.c.Get(t.Context(), client.ObjectKey{Namespace: g.ns, Name: "x-1-data"}, &claim); err == nil {
+			t.Fatalf("claim x-1-data created again (UID %s, %s) for member x-1, whose ID %x etcd still has: an empty member under an old ID",
+				claim.UID, claim.Spec.Resources.Requests.Storage(), old)
+		}
+	}
+	want := map[string]string{"x-0-data": "2Gi", "x-2-data": "2Gi"}
+	if diff := cmp.Diff(want, g.claimRequests()); diff != "" {
+		t.Errorf("claim requests (-want +got):\n%s", diff)
+	}
+
+	stale = false
+	g.converge("x", 30)
+	for _, m := range g.fake.Members() {
+		if m.ID == old {
+			t.Errorf("member %s still has the ID %x of the member whose data is gone", m.Name, old)
+		}
+	}
 }
