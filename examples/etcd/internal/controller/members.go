@@ -142,6 +142,7 @@ func (h *ClusterHooks) execute(ctx context.Context, c *v1alpha1.EtcdCluster, obs
 		if err := ec.MemberPromote(ctx, step.ID); err != nil {
 			return err
 		}
+		recordStep(c, step)
 		// Into the disruption budget at once, not on the next pass.
 		if pod, ok := obs.pods[step.Name]; ok {
 			_, err := h.setPodLabel(ctx, pod, LabelVoter, "true")
@@ -160,6 +161,7 @@ func (h *ClusterHooks) execute(ctx context.Context, c *v1alpha1.EtcdCluster, obs
 		if err := ec.MemberRemove(ctx, step.ID); err != nil {
 			return err
 		}
+		recordStep(c, step)
 		return h.deleteMember(ctx, c, step.Name, true)
 	case membership.ActionDeletePod:
 		// A failed pod of a known member keeps its data; a pod etcd no

@@ -49,6 +49,30 @@ func (h *ClusterHooks) recordStatus(c *v1alpha1.EtcdCluster, obs *observation) {
 	}
 }
 
+// recordStep makes status.members, recorded from the pass's observation,
+// say what etcd has after step: a quorum-loss rebuild reads it when no
+// member answers.
+func recordStep(c *v1alpha1.EtcdCluster, step membership.Step) {
+	id := etcdclient.FormatID(step.ID)
+	i := slices.IndexFunc(c.Status.Members, func(m v1alpha1.MemberStatus) bool { return m.ID == id })
+	if i < 0 {
+		return
+	}
+	m := &c.Status.Members[i]
+	switch step.Action {
+	case membership.ActionPromote:
+		if m.Learner && m.Healthy {
+			c.Status.ReadyMembers++
+		}
+		m.Learner = false
+	case membership.ActionRemove:
+		if !m.Learner && m.Healthy {
+			c.Status.ReadyMembers--
+		}
+		c.Status.Members = slices.Delete(c.Status.Members, i, i+1)
+	}
+}
+
 // lessVersion reports a < b for MAJOR.MINOR.PATCH strings.
 func lessVersion(a, b string) bool {
 	var x, y [3]int
