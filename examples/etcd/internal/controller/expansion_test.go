@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/controller"
@@ -56,6 +55,28 @@ func (g *rig) bindClaims() {
 }
 
 func pvName(claim *corev1.PersistentVolumeClaim) string { return claim.Namespace + "-" + claim.Name }
+
+// boundAt1Gi makes a StorageClass allowing expansion or not, and cluster
+// name of 3 members on claims of 1Gi of it, converged and bound.
+func (g *rig) boundAt1Gi(name string, allowExpansion bool) *storagev1.StorageClass {
+	g.t.Helper()
+	ctx := g.t.Context()
+	class := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: g.ns},
+		Provisioner: "example.com/disks", AllowVolumeExpansion: ptr.To(allowExpansion)}
+	if err := g.c.Create(ctx, class); err != nil {
+		g.t.Fatal(err)
+	}
+	g.t.Cleanup(func() { _ = g.c.Delete(context.Background(), class) })
+	c := cluster(name, 3)
+	c.Spec.Storage = v1alpha1.StorageSpec{Size: ptr.To(resource.MustParse("1Gi")), StorageClassName: &class.Name}
+	g.create(c)
+	g.converge(name, 30)
+	g.bindClaims()
+	if err := g.pass(name); err != nil {
+		g.t.Fatal(err)
+	}
+	return class
+}
 
 func (g *rig) resizeClaims() {
 	g.t.Helper()
@@ -104,25 +125,12 @@ func TestStorageGrowsWhereTheClassAllows(t *testing.T) {
 	for _, allow := range []bool{true, false} {
 		t.Run(fmt.Sprintf("allowVolumeExpansion=%t", allow), func(t *testing.T) {
 			g := newRig(t)
-			class := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: g.ns},
-				Provisioner: "example.com/disks", AllowVolumeExpansion: ptr.To(allow)}
-			if err := g.c.Create(t.Context(), class); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = g.c.Delete(t.Context(), class) })
-			c := cluster("vx", 3)
-			c.Spec.Storage = v1alpha1.StorageSpec{Size: ptr.To(resource.MustParse("1Gi")), StorageClassName: &class.Name}
-			g.create(c)
-			g.converge("vx", 30)
-			g.bindClaims()
-			if err := g.pass("vx"); err != nil {
-				t.Fatal(err)
-			}
+			class := g.boundAt1Gi("vx", allow)
 			if cond := meta.FindStatusCondition(g.get("vx").Status.Conditions, v1alpha1.ConditionStorageResized); cond != nil {
 				t.Errorf("StorageResized before any resize: %+v", cond)
 			}
 
-			c = g.get("vx")
+			c := g.get("vx")
 			c.Spec.Storage.Size = ptr.To(resource.MustParse("2Gi"))
 			if err := g.c.Update(t.Context(), c); err != nil {
 				t.Fatal(err)
@@ -214,40 +222,13 @@ func countPrefix(events []string, prefix string) int {
 // loss, by another path).
 func TestExpansionNeverRecreatesAGoneClaim(t *testing.T) {
 	g := newRig(t)
-	class := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: g.ns},
-		Provisioner: "example.com/disks", AllowVolumeExpansion: ptr.To(true)}
-	if err := g.c.Create(t.Context(), class); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = g.c.Delete(t.Context(), class) })
-	c := cluster("x", 3)
-	c.Spec.Storage = v1alpha1.StorageSpec{Size: ptr.To(resource.MustParse("1Gi")), StorageClassName: &class.Name}
-	g.create(c)
-	g.converge("x", 30)
-	g.bindClaims()
-	if err := g.pass("x"); err != nil {
-		t.Fatal(err)
-	}
+	g.boundAt1Gi("x", true)
 	old := g.memberID("x-1")
-	var claims corev1.PersistentVolumeClaimList
-	if err := g.c.List(t.Context(), &claims, client.InNamespace(g.ns)); err != nil {
-		t.Fatal(err)
-	}
-	stale := true
-	g.cache = interceptor.NewClient(g.c.(client.WithWatch), interceptor.Funcs{
-		List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-			if l, ok := list.(*corev1.PersistentVolumeClaimList); ok && stale {
-				claims.DeepCopyInto(l)
-				return nil
-			}
-			return cl.List(ctx, list, opts...)
-		},
-	})
-	g.startOperator()
+	fresh := g.cacheKeepsClaims()
 
 	g.loseMember("x", "x-1")
 	g.claimGone("x-1")
-	c = g.get("x")
+	c := g.get("x")
 	c.Spec.Storage.Size = ptr.To(resource.MustParse("2Gi"))
 	if err := g.c.Update(t.Context(), c); err != nil {
 		t.Fatal(err)
@@ -265,7 +246,7 @@ func TestExpansionNeverRecreatesAGoneClaim(t *testing.T) {
 		t.Errorf("claim requests (-want +got):\n%s", diff)
 	}
 
-	stale = false
+	fresh()
 	g.converge("x", 30)
 	for _, m := range g.fake.Members() {
 		if m.ID == old {

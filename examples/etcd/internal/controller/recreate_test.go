@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -166,6 +167,29 @@ func TestClusterMemberWithoutClaimIsReplacedNotRecreated(t *testing.T) {
 	}
 }
 
+// cacheKeepsClaims restarts the operator with a cache that lists the
+// claims of the rig's namespace as they are now, until fresh is called.
+func (g *rig) cacheKeepsClaims() (fresh func()) {
+	g.t.Helper()
+	var claims corev1.PersistentVolumeClaimList
+	if err := g.c.List(g.t.Context(), &claims, client.InNamespace(g.ns)); err != nil {
+		g.t.Fatal(err)
+	}
+	var stale atomic.Bool
+	stale.Store(true)
+	g.cache = interceptor.NewClient(g.c.(client.WithWatch), interceptor.Funcs{
+		List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if l, ok := list.(*corev1.PersistentVolumeClaimList); ok && stale.Load() {
+				claims.DeepCopyInto(l)
+				return nil
+			}
+			return cl.List(ctx, list, opts...)
+		},
+	})
+	g.startOperator()
+	return func() { stale.Store(false) }
+}
+
 // TestRecreatedMemberNeverGetsAnEmptyClaim: a member recreated under its
 // old ID must start on the claim that holds its data. Here the operator's
 // cache still lists the claim after it is gone, so the planner recreates
@@ -178,21 +202,7 @@ func TestRecreatedMemberNeverGetsAnEmptyClaim(t *testing.T) {
 	g.create(cluster("r", 3))
 	g.converge("r", 30)
 	old := g.memberID("r-1")
-	var claims corev1.PersistentVolumeClaimList
-	if err := g.c.List(t.Context(), &claims, client.InNamespace(g.ns)); err != nil {
-		t.Fatal(err)
-	}
-	stale := true
-	g.cache = interceptor.NewClient(g.c.(client.WithWatch), interceptor.Funcs{
-		List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-			if l, ok := list.(*corev1.PersistentVolumeClaimList); ok && stale {
-				claims.DeepCopyInto(l)
-				return nil
-			}
-			return cl.List(ctx, list, opts...)
-		},
-	})
-	g.startOperator()
+	fresh := g.cacheKeepsClaims()
 
 	g.loseMember("r", "r-1")
 	g.claimGone("r-1")
@@ -204,7 +214,7 @@ func TestRecreatedMemberNeverGetsAnEmptyClaim(t *testing.T) {
 		}
 	}
 
-	stale = false
+	fresh()
 	g.converge("r", 30)
 	for _, m := range g.fake.Members() {
 		if m.ID == old {
