@@ -326,8 +326,9 @@ func (h *ClusterHooks) applyRetention(ctx context.Context, c *v1alpha1.EtcdClust
 	}
 }
 
-// pruneScheduled keeps the newest spec.backup.retention scheduled backups in
-// store and deletes older ones, logging the IDs deleted and naming them in
+// pruneScheduled keeps c's newest spec.backup.retention scheduled backups
+// in store and deletes its older ones (another cluster's, by UID, are
+// neither counted nor deleted), logging the IDs deleted and naming them in
 // one BackupsPruned event. On-demand and final backups share
 // the store and are not counted or deleted: an EtcdBackup's backup lives
 // as long as the store keeps it. Leftovers of interrupted backups are
@@ -337,7 +338,12 @@ func (h *ClusterHooks) applyRetention(ctx context.Context, c *v1alpha1.EtcdClust
 // spec changes or the operator restarts.
 func (h *ClusterHooks) pruneScheduled(ctx context.Context, c *v1alpha1.EtcdCluster, store backup.Store, now time.Time) error {
 	log := ctrl.LoggerFrom(ctx)
-	scheduled := func(m backup.Manifest) bool { return m.Snapshot.Extra[ExtraTrigger] == TriggerSchedule }
+	// The prefix is namespace/name: a cluster re-created under the name,
+	// or another given the same bucket and prefix, writes beside c.
+	uid := string(c.UID)
+	scheduled := func(m backup.Manifest) bool {
+		return m.Snapshot.Extra[ExtraTrigger] == TriggerSchedule && m.Snapshot.Extra[ExtraClusterUID] == uid
+	}
 	keep := int(max(c.Spec.Backup.Retention, 1))
 	res, err := backup.Prune(ctx, store, backup.Policy{KeepLast: keep, Match: scheduled}, now)
 	for _, u := range res.Unreadable {

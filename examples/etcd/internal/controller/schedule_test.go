@@ -235,6 +235,61 @@ func TestRetentionWithoutANewBackup(t *testing.T) {
 		}
 	})
 
+	// The store's prefix is namespace/name: a cluster re-created under the
+	// same name, or another sharing the bucket and prefix, writes beside
+	// this one. Before, the retention counted and deleted their scheduled
+	// backups as this cluster's own.
+	t.Run("another cluster's backups under the same prefix are kept", func(t *testing.T) {
+		g := start(t, "shared", 1, 1)
+		own := scheduledIn(g, "shared")
+		var others []string
+		for range 2 {
+			m, err := backup.Backup(t.Context(), g.storeOf("shared"), backup.SnapshotterFunc(func(_ context.Context, w io.Writer) (backup.Metadata, error) {
+				_, err := io.WriteString(w, "db")
+				return backup.Metadata{Engine: "etcd", Format: "etcd-snapshot-db",
+					Extra: map[string]string{controller.ExtraTrigger: controller.TriggerSchedule, controller.ExtraClusterUID: "uid-of-an-earlier-shared"}}, err
+			}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			others = append(others, m.ID)
+		}
+		g.drain()
+		g.startOperator() // applies the retention once more
+		g.clock.advance(time.Minute)
+		if err := g.pass("shared"); err != nil {
+			t.Fatal(err)
+		}
+		g.clock.advance(time.Hour)
+		if err := g.operationPass("shared"); err != nil {
+			t.Fatal(err)
+		}
+		var mine []string
+		got := scheduledIn(g, "shared")
+		for _, id := range got {
+			if !slices.Contains(others, id) {
+				mine = append(mine, id)
+			}
+		}
+		if len(mine) != 1 || mine[0] == own[0] {
+			t.Errorf("this cluster's scheduled backups %v after one more with a retention of 1, want one, not %s", mine, own[0])
+		}
+		if diff := cmp.Diff(slices.Sorted(slices.Values(append(mine, others...))), slices.Sorted(slices.Values(got))); diff != "" {
+			t.Errorf("scheduled backups in the store (-want +got):\n%s", diff)
+		}
+		want := []string{"Normal BackupTaken", "Normal BackupsPruned deleted scheduled backups beyond the retention of 1: " + own[0]}
+		var events []string
+		for _, e := range g.drain() {
+			if strings.HasPrefix(e, "Normal BackupTaken") {
+				e = "Normal BackupTaken"
+			}
+			events = append(events, e)
+		}
+		if diff := cmp.Diff(want, events); diff != "" {
+			t.Errorf("events (-want +got):\n%s", diff)
+		}
+	})
+
 	t.Run("an operator restarted between a backup's commit and its prune", func(t *testing.T) {
 		g := start(t, "restarted", 1, 1)
 		c := g.get("restarted")
