@@ -187,6 +187,7 @@ func (h *ClusterHooks) stepScheduled(ctx context.Context, c *v1alpha1.EtcdCluste
 		c.Status.Backup.RecordSuccess(m)
 		ctrl.LoggerFrom(ctx).Info("scheduled backup taken", "etcdcluster", klog.KObj(c), "id", m.ID, "size", m.Size)
 		emit(h.Recorder, c, normal, EventBackupTaken, "Backup", fmt.Sprintf("scheduled backup %s taken at revision %s (%d bytes)", m.ID, m.Snapshot.ConsistencyPoint, m.Size))
+		h.refreshStoreCredentials(ctx, c)
 		if err := h.pruneScheduled(ctx, c, store, h.now().UTC()); err != nil {
 			return reconcile.Retry(err)
 		}
@@ -316,6 +317,7 @@ func (h *ClusterHooks) applyRetention(ctx context.Context, c *v1alpha1.EtcdClust
 	if !h.retained.due(c.UID, c.Generation, now) {
 		return
 	}
+	h.refreshStoreCredentials(ctx, c)
 	store, err := clusterStore(ctx, h.Stores, c.Namespace, c.Name, c.Spec.Backup.StoreRef)
 	if err == nil {
 		err = h.pruneScheduled(ctx, c, store, now.UTC())

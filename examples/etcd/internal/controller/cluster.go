@@ -40,6 +40,10 @@ const (
 	// cluster grows once status.restored is recorded.
 	ReasonRestored    = "Restored"
 	ReasonFinalBackup = "FinalBackupFailed"
+	// ReasonFinalBackupBlocked (Reconciling=True, while the namespace is
+	// being deleted): the final backup cannot be taken yet and the namespace
+	// waits for it; the message says why (EventFinalBackupBlocked).
+	ReasonFinalBackupBlocked = "FinalBackupBlocked"
 	// ReasonTakingFinalBackup (Reconciling=True, while deleting): the
 	// final backup is under way (status.backupOperation).
 	ReasonTakingFinalBackup = "TakingFinalBackup"

@@ -123,6 +123,8 @@ type rig struct {
 	children *reconcile.Children
 	factory  etcdclient.Factory
 	cache    client.Client
+	// stores, when set, resolves the stores instead of DefaultStores.
+	stores controller.StoreResolver
 	// runner runs the backups of the running operator; stopRunner ends
 	// them.
 	runner     *operation.Runner
@@ -246,6 +248,9 @@ func (g *rig) startOperator() {
 	g.t.Helper()
 	t := g.t
 	stores := controller.DefaultStores(g.c, g.fsRoot)
+	if g.stores != nil {
+		stores = g.stores
+	}
 	cl, children := g.c, g.children
 	if g.cache != nil {
 		var err error

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -56,11 +58,11 @@ func (h *ClusterHooks) finalBackup(ctx context.Context, c *v1alpha1.EtcdCluster)
 	}
 	fail := func(err error) reconcile.Result {
 		if going {
-			return h.skipFinalBackup(ctx, c, err)
+			return h.finalBackupBlocked(ctx, c, err)
 		}
 		return reconcile.Retry(fmt.Errorf("final backup: %w", err))
 	}
-	store, err := clusterStore(ctx, h.Stores, c.Namespace, c.Name, b.StoreRef)
+	store, err := h.finalStore(ctx, c)
 	if err != nil {
 		return fail(err)
 	}
@@ -95,7 +97,9 @@ func (h *ClusterHooks) finalBackup(ctx context.Context, c *v1alpha1.EtcdCluster)
 	}
 	sources := obs.sources()
 	if len(sources) == 0 && going {
-		return h.skipFinalBackup(ctx, c, errors.New("no healthy voting member is left"))
+		// No pod can be created in the namespace: wait for a member to
+		// answer again, or for the user to give up the backup.
+		return h.finalBackupBlocked(ctx, c, errors.New("no healthy voting member answers, and no member can be recreated in a namespace being deleted"))
 	}
 	if len(sources) == 0 {
 		// A deleted cluster runs no Reconcile: a member whose pod went
@@ -125,7 +129,8 @@ func (h *ClusterHooks) finalBackup(ctx context.Context, c *v1alpha1.EtcdCluster)
 		c.Status.BackupOperation = nil
 		err := errors.New(rec.Message)
 		if going {
-			return h.skipCountedFinalBackup(ctx, c, err)
+			// The next pass starts a new operation.
+			return h.finalBackupBlocked(ctx, c, err)
 		}
 		return reconcile.Retry(fmt.Errorf("final backup: %w", err))
 	case operation.Succeeded:
@@ -155,9 +160,10 @@ func (h *ClusterHooks) finalBackupTaken(ctx context.Context, c *v1alpha1.EtcdClu
 
 // namespaceDeleted does Finalize's work for c, whose namespace is being
 // deleted, before c itself is: the final backup, then the guard's release.
-// Ready does not move meanwhile, so that no change of it sends an event
-// the namespace would refuse: a wait (the final backup under way) is a
-// requeue, and once the guard is gone a pass changes nothing.
+// Ready does not move while the backup is under way, so that no change of
+// it sends an event the namespace would refuse: that wait is a requeue, and
+// once the guard is gone a pass changes nothing. A blocked backup
+// (ReasonFinalBackupBlocked) does change the conditions, to say why.
 func (h *ClusterHooks) namespaceDeleted(ctx context.Context, c *v1alpha1.EtcdCluster) reconcile.Result {
 	if g, err := h.getGuard(ctx, c); err == nil && g == nil {
 		return reconcile.Done()
@@ -166,6 +172,9 @@ func (h *ClusterHooks) namespaceDeleted(ctx context.Context, c *v1alpha1.EtcdClu
 	case reconcile.KindDone, reconcile.KindRequeueAfter:
 		return reconcile.Done()
 	case reconcile.KindWaiting:
+		if res.Reason() == ReasonFinalBackupBlocked {
+			return res
+		}
 		ctrl.LoggerFrom(ctx).Info("namespace being deleted: "+res.Message(), "etcdcluster", klog.KObj(c))
 		return reconcile.RequeueAfter(res.After())
 	default:
@@ -179,20 +188,23 @@ func (h *ClusterHooks) namespaceGoing(ctx context.Context, ns string) (bool, err
 	return guard.NamespaceDeleting(ctx, h.apiReader(), ns)
 }
 
-// skipFinalBackup lets a cluster in a namespace being deleted go without
-// its final backup, once taking it failed for why.
-func (h *ClusterHooks) skipFinalBackup(ctx context.Context, c *v1alpha1.EtcdCluster, why error) reconcile.Result {
-	countBackup(c.Namespace, c.Name, TriggerFinal, why)
-	return h.skipCountedFinalBackup(ctx, c, why)
-}
+// blockedRequeue is how often a blocked final backup is tried again.
+const blockedRequeue = 15 * time.Second
 
-// skipCountedFinalBackup is skipFinalBackup after a failed attempt that
-// counted itself.
-func (h *ClusterHooks) skipCountedFinalBackup(ctx context.Context, c *v1alpha1.EtcdCluster, why error) reconcile.Result {
-	msg := fmt.Sprintf("namespace %s is being deleted with the members' pods and claims; no final backup was taken: %v", c.Namespace, why)
+// finalBackupBlocked keeps c, whose namespace is being deleted, until its
+// final backup can be taken: the guard holds the members and claims, so
+// the namespace stays Terminating. Skipping the backup instead would lose
+// the data for good on the first store or election hiccup. Reconciling
+// says why;
+// the Warning goes to the Namespace, where kubectl describe shows it,
+// since the namespace refuses new events.
+func (h *ClusterHooks) finalBackupBlocked(ctx context.Context, c *v1alpha1.EtcdCluster, why error) reconcile.Result {
+	msg := fmt.Sprintf("namespace %s is being deleted and waits for the final backup of EtcdCluster %s, whose members and claims the guard keeps: %v; "+
+		"set spec.backup.skipFinalBackup to delete without one", c.Namespace, c.Name, why)
 	ctrl.LoggerFrom(ctx).Info(msg, "etcdcluster", klog.KObj(c))
-	emit(h.Recorder, c, warning, EventFinalBackupSkipped, "Backup", msg)
-	return reconcile.Done()
+	ns := &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: c.Namespace}}
+	emit(h.Recorder, ns, warning, EventFinalBackupBlocked, "Backup", msg)
+	return reconcile.Waiting(ReasonFinalBackupBlocked, msg, blockedRequeue)
 }
 
 // finalBackupOf returns the final backup of the deletion of the cluster

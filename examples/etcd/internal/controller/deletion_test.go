@@ -3,18 +3,24 @@ package controller_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -501,46 +507,244 @@ func TestNamespaceDeletionKeepsMembersForTheFinalBackup(t *testing.T) {
 	}
 }
 
-// TestDeletedNamespaceEndsWithoutAFinalBackup: a cluster whose namespace
-// is being deleted and whose members are all gone (the guard's policy not
-// installed, or the members failed) cannot take its final backup, and no
-// pod can be created in the namespace again. The cluster goes, with a
-// Warning event, and releases its guard. Before, the finalizer tried to
-// recreate a member every pass (refused: the namespace is terminating)
-// and held the namespace Terminating for good.
-func TestDeletedNamespaceEndsWithoutAFinalBackup(t *testing.T) {
+// TestNamespaceDeletionWaitsForTheFinalBackup: a cluster whose namespace
+// is being deleted waits for its final backup when it cannot be taken yet
+// (no member answers, the store cannot be opened): Reconciling says why,
+// a Warning on the Namespace too, the guard keeps the members and claims,
+// and the backup is taken once the cause heals, or the cluster goes
+// without it once spec.backup.skipFinalBackup is set. Before, the first
+// such pass released the guard and the data went without a backup.
+func TestNamespaceDeletionWaitsForTheFinalBackup(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// block makes the final backup impossible, heal possible again.
+		block, heal func(g *rig, c *v1alpha1.EtcdCluster)
+		why         string
+		// skip: the way out rather than heal.
+		skip bool
+	}{{
+		name: "no member answers",
+		block: func(g *rig, c *v1alpha1.EtcdCluster) {
+			for _, p := range g.names(&corev1.PodList{}) {
+				g.fake.SetHealthy(controller.PeerURL(c, p), false)
+			}
+		},
+		heal: func(g *rig, c *v1alpha1.EtcdCluster) {
+			for _, p := range g.names(&corev1.PodList{}) {
+				g.fake.SetHealthy(controller.PeerURL(c, p), true)
+			}
+		},
+		why: "no healthy voting member answers",
+	}, {
+		name: "the store is not mounted",
+		block: func(g *rig, _ *v1alpha1.EtcdCluster) {
+			if err := os.Rename(g.pvcStoreDir("backups"), g.pvcStoreDir("backups")+".away"); err != nil {
+				g.t.Fatal(err)
+			}
+		},
+		heal: func(g *rig, _ *v1alpha1.EtcdCluster) {
+			if err := os.Rename(g.pvcStoreDir("backups")+".away", g.pvcStoreDir("backups")); err != nil {
+				g.t.Fatal(err)
+			}
+		},
+		why: "pvcName backups is not mounted",
+	}, {
+		name: "the user gives up the backup",
+		block: func(g *rig, c *v1alpha1.EtcdCluster) {
+			for _, p := range g.names(&corev1.PodList{}) {
+				g.fake.SetHealthy(controller.PeerURL(c, p), false)
+			}
+		},
+		heal: func(g *rig, c *v1alpha1.EtcdCluster) {
+			c = g.get(c.Name)
+			c.Spec.Backup.SkipFinalBackup = true
+			if err := g.c.Update(g.t.Context(), c); err != nil {
+				g.t.Fatal(err)
+			}
+		},
+		why:  "no healthy voting member answers",
+		skip: true,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newRig(t)
+			rec := &regardingRecorder{EventRecorder: g.events}
+			g.hooks.Recorder = rec
+			c := g.createBackedUp("ns", 3, 0, 20)
+			if err := g.c.Delete(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: g.ns}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := g.c.Delete(t.Context(), c); err != nil {
+				t.Fatal(err)
+			}
+			tc.block(g, c)
+			g.drain()
+			for range 5 {
+				if err := g.pass("ns"); err != nil {
+					t.Logf("pass: %v", err)
+				}
+			}
+			if !g.exists(c) {
+				t.Fatalf("the cluster went while its final backup could not be taken; events %q", g.drain())
+			}
+			got := statusutil.Get(g.get("ns"), statusutil.ReconcilingCondition)
+			if got.Reason != controller.ReasonFinalBackupBlocked || !strings.Contains(got.Message, tc.why) || !strings.Contains(got.Message, "skipFinalBackup") {
+				t.Errorf("Reconciling %s %s: %q, want reason %s naming %q and skipFinalBackup", got.Status, got.Reason, got.Message, controller.ReasonFinalBackupBlocked, tc.why)
+			}
+			if got := rec.regarding(controller.EventFinalBackupBlocked); !slices.Equal(got, []string{"Namespace/" + g.ns}) {
+				t.Errorf("%s events regarding %v, want the Namespace %s (deduplicated)", controller.EventFinalBackupBlocked, got, g.ns)
+			}
+			g.guard("ns") // still holds the members and claims
+
+			tc.heal(g, c)
+			for i := 0; i < 10 && g.exists(c); i++ {
+				if err := g.pass("ns"); err != nil {
+					t.Logf("pass: %v", err)
+				}
+			}
+			if g.exists(c) {
+				t.Fatalf("EtcdCluster still exists after 10 passes once healed: %+v", g.get("ns").Status.Conditions)
+			}
+			want := 1
+			if tc.skip {
+				want = 0
+			}
+			if n := len(g.finalBackups("ns")); n != want {
+				t.Errorf("%d final backups, want %d", n, want)
+			}
+			if err := g.c.Get(t.Context(), client.ObjectKey{Namespace: g.ns, Name: controller.GuardName("ns")}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+				t.Errorf("the guard after the cluster went: %v, want NotFound", err)
+			}
+		})
+	}
+}
+
+// TestFinalBackupOutlivesTheStoreSecret: deleting the namespace deletes
+// the S3 store's Secret within seconds; the final backup is written with
+// the operator's copy of it, which the guard holds. Before, the store
+// could not be opened and the cluster went without its final backup.
+func TestFinalBackupOutlivesTheStoreSecret(t *testing.T) {
 	g := newRig(t)
-	c := g.createBackedUp("ns", 3, 0, 20)
+	withGuardPolicy(t)
+	g.stores = s3StandIn(g)
+	g.startOperator()
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3", Namespace: g.ns}, StringData: map[string]string{"bucket": "b"}}
+	if err := g.c.Create(t.Context(), sec); err != nil {
+		t.Fatal(err)
+	}
+	c := cluster("s", 1)
+	c.Spec.Backup = &v1alpha1.BackupSpec{StoreRef: v1alpha1.StoreReference{S3SecretName: "s3"}}
+	g.create(c)
+	g.converge("s", 10)
+	if err := g.pass("s"); err != nil {
+		t.Fatal(err)
+	}
+	var cp corev1.Secret
+	if err := g.c.Get(t.Context(), client.ObjectKey{Namespace: g.ns, Name: controller.StoreCredentialsName("s")}, &cp); err != nil {
+		t.Fatalf("the copy of the store's Secret: %v", err)
+	}
+	if diff := cmp.Diff(map[string][]byte{"bucket": []byte("b")}, cp.Data); diff != "" {
+		t.Errorf("the copy's data (-want +got):\n%s", diff)
+	}
+
 	if err := g.c.Delete(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: g.ns}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.c.Delete(t.Context(), c); err != nil {
+	eventually(t, "the guard's policy to refuse deleting the copy", func() (bool, string) {
+		err := g.c.Delete(t.Context(), &cp, client.DryRunAll)
+		return apierrors.IsForbidden(err), fmt.Sprint(err)
+	})
+	if err := g.c.Delete(t.Context(), sec); err != nil { // the namespace controller's
 		t.Fatal(err)
 	}
-	for _, p := range g.names(&corev1.PodList{}) {
-		g.fake.SetHealthy(controller.PeerURL(c, p), false)
+	if err := g.c.Delete(t.Context(), g.get("s")); err != nil {
+		t.Fatal(err)
 	}
-	g.drain()
 	for i := 0; i < 10 && g.exists(c); i++ {
-		if err := g.pass("ns"); err != nil {
+		if err := g.pass("s"); err != nil {
 			t.Logf("pass: %v", err)
 		}
 	}
 	if g.exists(c) {
-		t.Fatalf("EtcdCluster still exists after 10 passes: %+v", g.get("ns").Status.Conditions)
+		t.Fatalf("EtcdCluster still exists after 10 passes: %+v", g.get("s").Status.Conditions)
 	}
-	var warnings []string
-	for _, e := range g.drain() {
-		if strings.HasPrefix(e, "Warning") {
-			warnings = append(warnings, e)
+	var final []string
+	for _, m := range s3StandInBackups(g, "b", "s") {
+		if m.Snapshot.Extra[controller.ExtraTrigger] == controller.TriggerFinal {
+			final = append(final, m.ID)
 		}
 	}
-	if len(warnings) != 1 || !strings.Contains(warnings[0], controller.EventFinalBackupSkipped) || !strings.Contains(warnings[0], "namespace "+g.ns) {
-		t.Errorf("warnings %q, want one %s naming namespace %s", warnings, controller.EventFinalBackupSkipped, g.ns)
+	if len(final) != 1 {
+		t.Errorf("final backups in the store %v, want 1; events %q", final, g.drain())
 	}
-	if err := g.c.Get(t.Context(), client.ObjectKey{Namespace: g.ns, Name: controller.GuardName("ns")}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
-		t.Errorf("the guard after the cluster went: %v, want NotFound", err)
+}
+
+// s3StandIn resolves S3 references as DefaultStores does, through their
+// Secret, to a directory per bucket; PVC references as DefaultStores.
+func s3StandIn(g *rig) controller.StoreResolver {
+	pvc := controller.DefaultStores(g.c, g.fsRoot)
+	return func(ctx context.Context, ns string, ref v1alpha1.StoreReference) (backup.Store, error) {
+		if ref.S3SecretName == "" {
+			return pvc(ctx, ns, ref)
+		}
+		var sec corev1.Secret
+		if err := g.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.S3SecretName}, &sec); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, fmt.Errorf("%w: secret %s/%s", controller.ErrStoreNotFound, ns, ref.S3SecretName)
+			}
+			return nil, err
+		}
+		dir := filepath.Join(g.fsRoot, "s3", string(sec.Data["bucket"]))
+		if err := os.MkdirAll(dir, 0o700); err != nil { // a bucket exists before a backup
+			return nil, err
+		}
+		return fsstore.New(dir)
 	}
+}
+
+// s3StandInBackups lists the backups of cluster in bucket of s3StandIn.
+func s3StandInBackups(g *rig, bucket, cluster string) []backup.Manifest {
+	g.t.Helper()
+	store, err := fsstore.New(filepath.Join(g.fsRoot, "s3", bucket))
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	sub, err := backup.Sub(store, g.ns+"/"+cluster)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	list, err := backup.List(g.t.Context(), sub)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return list
+}
+
+// regardingRecorder records the kind and name each event regards, once
+// per reason and object, and passes the event on.
+type regardingRecorder struct {
+	events.EventRecorder
+	mu   sync.Mutex
+	seen map[string][]string
+}
+
+func (r *regardingRecorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
+	r.mu.Lock()
+	if r.seen == nil {
+		r.seen = map[string][]string{}
+	}
+	o, _ := meta.Accessor(regarding)
+	id := regarding.GetObjectKind().GroupVersionKind().Kind + "/" + o.GetName()
+	if !slices.Contains(r.seen[reason], id) {
+		r.seen[reason] = append(r.seen[reason], id)
+	}
+	r.mu.Unlock()
+	r.EventRecorder.Eventf(regarding, related, eventtype, reason, action, note, args...)
+}
+
+func (r *regardingRecorder) regarding(reason string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.seen[reason]
 }
 
 // finalBackups returns the final backups of cluster in its store.

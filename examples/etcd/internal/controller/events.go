@@ -34,11 +34,11 @@ const (
 	// is in its store; its members go next. Not emitted while the
 	// namespace is being deleted (it refuses events): logged then.
 	EventFinalBackupTaken = "FinalBackupTaken"
-	// EventFinalBackupSkipped (Warning): a deleted EtcdCluster's namespace
-	// is being deleted, taking the members' pods and claims with it, and
-	// no member was left to take the final backup from. The API server
-	// refuses new events in such a namespace: the operator's log has it too.
-	EventFinalBackupSkipped = "FinalBackupSkipped"
+	// EventFinalBackupBlocked (Warning, on the Namespace): a deleted
+	// EtcdCluster's namespace is being deleted and waits for its final
+	// backup, which cannot be taken yet; the message says why and that
+	// spec.backup.skipFinalBackup lets it go without one.
+	EventFinalBackupBlocked = "FinalBackupBlocked"
 	// EventRestored (Normal): spec.restore's backup, or the one a rebuild
 	// after every member was lost chose, is in the seed.
 	EventRestored = "Restored"

@@ -21,7 +21,7 @@ package controller
 // cache, patched (the guard's finalizer) and deleted. A member's PersistentVolume and its node are read
 // (get) only while the member's pod does not run, to tell a node declared
 // gone (see EventMemberNodeLost). A deleted cluster's namespace is read
-// (get) to tell a namespace being deleted (see EventFinalBackupSkipped).
+// (get) to tell a namespace being deleted (see EventFinalBackupBlocked).
 // With --webhook-cert-secret the operator writes its CA into its
 // ValidatingWebhookConfiguration (config/webhook has the Role for the
 // certificate's Secret).
