@@ -385,34 +385,44 @@ func TestGuardCollector(t *testing.T) {
 
 // TestDeletionRecreatesAMissingMemberForTheFinalBackup: a cluster deleted
 // while its only member's pod is gone (a rolling restart, an eviction)
-// recreates the pod on its data, takes the final backup from it and goes.
-// Before, the deletion waited for a healthy member forever, since only
-// Reconcile, which a deleted cluster no longer runs, recreates pods. Found
-// by the fault campaign (seed 1, schedule 168).
+// recreates the pod on its data, takes the final backup from it and goes,
+// whatever the propagation policy. Before, the deletion waited for a
+// healthy member forever, since only Reconcile, which a deleted cluster
+// no longer runs, recreates pods. Found by the fault campaign (seed 1,
+// schedule 168). Under foreground and orphan deletion the garbage
+// collector takes the cluster's owner reference off the claim, which the
+// guard still holds: the recreate refused it as not the cluster's and
+// retried forever (issue #80, M2).
 func TestDeletionRecreatesAMissingMemberForTheFinalBackup(t *testing.T) {
-	g := newRig(t)
-	g.createBackedUp("gone", 1, 0, 10)
-	want := g.writeKeys("/acked/", 5)
-	g.deletePodAndStop("gone", "gone-0")
-	c := g.get("gone")
-	if err := g.c.Delete(t.Context(), c); err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 10 && g.exists(c); i++ {
-		if err := g.pass("gone"); err != nil {
-			t.Logf("pass: %v", err)
-		}
-		g.kubelet("gone")
-	}
-	if g.exists(c) {
-		t.Fatalf("EtcdCluster still exists after 10 passes: %+v", g.get("gone").Status.Conditions)
-	}
-	final := g.finalBackups("gone")
-	if len(final) != 1 {
-		t.Fatalf("%d final backups, want 1", len(final))
-	}
-	if diff := cmp.Diff(want, g.backupKeys("gone", final[0])); diff != "" {
-		t.Errorf("final backup lacks acknowledged writes (-want +got):\n%s", diff)
+	for _, policy := range []metav1.DeletionPropagation{metav1.DeletePropagationBackground, metav1.DeletePropagationForeground, metav1.DeletePropagationOrphan} {
+		t.Run(string(policy), func(t *testing.T) {
+			g := newRig(t)
+			g.createBackedUp("gone", 1, 0, 10)
+			want := g.writeKeys("/acked/", 5)
+			g.deletePodAndStop("gone", "gone-0")
+			c := g.get("gone")
+			if err := g.c.Delete(t.Context(), c, client.PropagationPolicy(policy)); err != nil {
+				t.Fatal(err)
+			}
+			g.gc(c)
+			for i := 0; i < 10 && g.exists(c); i++ {
+				if err := g.pass("gone"); err != nil {
+					t.Logf("pass: %v", err)
+				}
+				g.kubelet("gone")
+				g.gc(c)
+			}
+			if g.exists(c) {
+				t.Fatalf("EtcdCluster still exists after 10 passes: %+v", g.get("gone").Status.Conditions)
+			}
+			final := g.finalBackups("gone")
+			if len(final) != 1 {
+				t.Fatalf("%d final backups, want 1", len(final))
+			}
+			if diff := cmp.Diff(want, g.backupKeys("gone", final[0])); diff != "" {
+				t.Errorf("final backup lacks acknowledged writes (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

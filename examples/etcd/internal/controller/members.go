@@ -254,7 +254,11 @@ func (h *ClusterHooks) createMember(ctx context.Context, c *v1alpha1.EtcdCluster
 				dataClaimName(name), name)
 		case step.OnData:
 			// Recreated on this claim, not applied to it: it must be c's.
-			if ref := metav1.GetControllerOf(&old); ref == nil {
+			// Foreground and orphan deletions take c's reference off
+			// while c's guard still holds the claim for the final backup.
+			if ref := metav1.GetControllerOf(&old); ref == nil && c.DeletionTimestamp != nil && guard != nil && isHeldBy(&old, guard) {
+				break
+			} else if ref == nil {
 				return &ownership.NotControlledError{Object: &old}
 			} else if ref.UID != c.UID {
 				return &ownership.AlreadyControlledError{Object: &old, Owner: *ref}
