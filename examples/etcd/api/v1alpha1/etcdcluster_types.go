@@ -45,8 +45,9 @@ type EtcdClusterSpec struct {
 	Size int32 `json:"size,omitempty"`
 
 	// Version is the etcd version to run, "3.MINOR.PATCH" (for example
-	// "3.6.16"). Upgrades go one member at a time and at most one minor
-	// version at a time; downgrades are refused.
+	// "3.6.16"), 3.5.11 or later (members are probed on /readyz). Upgrades
+	// go one member at a time and at most one minor version at a time;
+	// downgrades are refused.
 	// +kubebuilder:validation:Pattern=`^3\.[0-9]+\.[0-9]+$`
 	// +kubebuilder:validation:MaxLength=16
 	// +required
@@ -460,7 +461,8 @@ type RestoreSpec struct {
 
 // PodTemplateOverrides are the parts of the member pods a user may change.
 type PodTemplateOverrides struct {
-	// Labels are added to every member pod.
+	// Labels are added to every member pod. Keys under etcd.opkit.dev/ and
+	// opkit.dev/ are the operator's and are refused.
 	// +optional
 	Labels map[string]string `json:"labels,omitempty"`
 	// Annotations are added to every member pod.

@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -21,7 +23,8 @@ var (
 
 // ValidateAdmission refuses at admission what a pass sets aside
 // (invalidFields): a version etcd cannot move to from the one its members
-// run, and a schedule that does not parse. It checks only what the
+// run or older than MinVersion, a schedule that does not parse, and the
+// operator's labels in spec.podTemplate.labels (reservedLabel). It checks only what the
 // request sets or changes, so that an object stored while invalid can
 // still be edited. It also refuses TLS Secrets that exist but would not
 // serve the cluster.
@@ -36,6 +39,15 @@ func (h *ClusterHooks) ValidateAdmission(ctx context.Context, old, c *v1alpha1.E
 		// version the members run.
 		if err := membership.CheckUpgrade(was.Status.Version, c.Spec.Version); err != nil {
 			errs = append(errs, field.Invalid(field.NewPath("spec", "version"), c.Spec.Version, err.Error()))
+		} else if lessVersion(c.Spec.Version, MinVersion) {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "version"), c.Spec.Version,
+				"members are probed for readiness on /readyz, which etcd serves from "+MinVersion+": use "+MinVersion+" or later"))
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(c.Spec.PodTemplate.Labels)) {
+		if reservedLabel(k) && c.Spec.PodTemplate.Labels[k] != was.Spec.PodTemplate.Labels[k] {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "podTemplate", "labels").Key(k), c.Spec.PodTemplate.Labels[k],
+				"the operator's label (it says which members serve clients, vote or are held for the final backup): remove it"))
 		}
 	}
 	for _, s := range []struct {

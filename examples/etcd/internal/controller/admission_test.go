@@ -73,6 +73,20 @@ func TestValidateAdmission(t *testing.T) {
 		{name: "a schedule stored while invalid, changed to another", old: func(c *v1alpha1.EtcdCluster) {
 			c.Spec.Defragmentation = &v1alpha1.DefragmentationSpec{Schedule: "never"}
 		}, obj: func(c *v1alpha1.EtcdCluster) { c.Spec.Defragmentation.Schedule = "seldom" }, want: []string{"spec.defragmentation.schedule", "seldom"}},
+		{name: "create with a version whose members have no /readyz", obj: func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.5.10" },
+			want: []string{"spec.version", "3.5.11 or later", "/readyz"}},
+		{name: "create at the first version with /readyz", obj: func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.5.11" }},
+		{name: "a patch upgrade to a version whose members have no /readyz", old: running("3.5.5"), obj: func(c *v1alpha1.EtcdCluster) { c.Spec.Version = "3.5.9" },
+			want: []string{"spec.version", "3.5.11 or later"}},
+		{name: "create with the operator's labels on the pods", obj: func(c *v1alpha1.EtcdCluster) {
+			c.Spec.PodTemplate.Labels = map[string]string{"team": "a", controller.LabelVoter: "true"}
+		}, want: []string{"spec.podTemplate.labels[etcd.opkit.dev/voter]", "the operator's", "remove it"}},
+		{name: "create with the guard's label on the pods", obj: func(c *v1alpha1.EtcdCluster) {
+			c.Spec.PodTemplate.Labels = map[string]string{"opkit.dev/held-by": "x"}
+		}, want: []string{"spec.podTemplate.labels[opkit.dev/held-by]"}},
+		{name: "an operator's label stored, unchanged", old: func(c *v1alpha1.EtcdCluster) {
+			c.Spec.PodTemplate.Labels = map[string]string{controller.LabelServing: "true"}
+		}, obj: func(c *v1alpha1.EtcdCluster) { c.Spec.Size = 5 }},
 		{name: "create with TLS Secrets", obj: withTLS("peer")},
 		{name: "create with a TLS Secret not there yet", obj: withTLS("later"),
 			wantWarnings: []string{`spec.tls.peerSecretName: Secret "later" is not in namespace ns yet: the cluster starts once it is`}},

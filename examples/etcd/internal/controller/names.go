@@ -35,6 +35,17 @@ const (
 	AnnotationForceNewCluster = "etcd.opkit.dev/force-new-cluster"
 )
 
+// MinVersion is the oldest etcd version admitted: members are probed for
+// readiness on /readyz, which etcd serves from 3.5.11 on.
+const MinVersion = "3.5.11"
+
+// reservedLabel reports whether the label key k is the operator's (its
+// prefix) or the guard's: set through spec.podTemplate.labels, it would
+// send clients to a member being restored or count a learner as a voter.
+func reservedLabel(k string) bool {
+	return strings.HasPrefix(k, "etcd.opkit.dev/") || strings.HasPrefix(k, "opkit.dev/")
+}
+
 // The ports of a member.
 const (
 	ClientPort = 2379

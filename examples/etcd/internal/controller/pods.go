@@ -156,7 +156,11 @@ func dataClaim(c *v1alpha1.EtcdCluster, member string) *corev1.PersistentVolumeC
 // backup before etcd starts.
 func memberPod(c *v1alpha1.EtcdCluster, member, version, initialCluster, state string, restore *seedRestore) *corev1.Pod {
 	labels := map[string]string{}
-	maps.Copy(labels, c.Spec.PodTemplate.Labels)
+	for k, v := range c.Spec.PodTemplate.Labels {
+		if !reservedLabel(k) { // admission refuses them; objects stored before may have them
+			labels[k] = v
+		}
+	}
 	maps.Copy(labels, map[string]string{LabelCluster: c.Name, LabelMember: member, LabelVersion: version})
 	if serving(c) {
 		labels[LabelServing] = "true"
