@@ -2,7 +2,9 @@
 // (controller-runtime's envtest): a control plane with the module's CRDs,
 // a namespace per test, a manager per test (serving the webhooks of
 // WithWebhooks), waits on conditions, the
-// status a built-in controller would write where envtest runs none, and
+// status a built-in controller would write where envtest runs none, the
+// real kube-controller-manager where deletion matters
+// (Env.StartControllerManager), and
 // clients that count their requests (Env.CountingClient) for tests of how
 // many writes a pass makes.
 //

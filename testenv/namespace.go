@@ -8,8 +8,9 @@ import (
 )
 
 // Namespace creates a namespace of its own for t and returns its name.
-// envtest runs no namespace controller, so it is not deleted: tests stay
-// apart by namespace, not by cleanup.
+// envtest runs no namespace controller (unless StartControllerManager
+// runs one), so it is not deleted: tests stay apart by namespace, not by
+// cleanup.
 func (e *Env) Namespace(t testing.TB) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "test-"}}

@@ -114,3 +114,42 @@ func TestWaitsFailWithTheState(t *testing.T) {
 		t.Errorf("failure = %q, want it to say the object does not exist", rec.Failures())
 	}
 }
+
+// TestControllerManager: with the real kube-controller-manager, a
+// foreground deletion waits for the dependents, which the garbage
+// collector deletes, and a deleted namespace goes with what it holds.
+// envtest alone deletes neither.
+func TestControllerManager(t *testing.T) {
+	env.StartControllerManager(t)
+	ctx, ns := t.Context(), env.Namespace(t)
+	owner := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner", Namespace: ns}}
+	if err := env.Client.Create(ctx, owner); err != nil {
+		t.Fatal(err)
+	}
+	dep := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "dep", Namespace: ns,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID, BlockOwnerDeletion: ptr.To(true)}}}}
+	if err := env.Client.Create(ctx, dep); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(ctx, owner, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range []client.Object{dep, owner} {
+		testenv.WaitForDeletion(t, env.Client, obj, 30*time.Second)
+	}
+
+	gone := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "gone-"}}
+	if err := env.Client.Create(ctx, gone); err != nil {
+		t.Fatal(err)
+	}
+	held := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "held", Namespace: gone.Name}}
+	if err := env.Client.Create(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(ctx, gone); err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range []client.Object{held, gone} {
+		testenv.WaitForDeletion(t, env.Client, obj, time.Minute)
+	}
+}

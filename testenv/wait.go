@@ -73,3 +73,26 @@ func WaitForCondition(t testing.TB, c client.Client, obj Conditioned, condType s
 			obj, key, condType, status, obj.GetGeneration(), Timeout, statustest.FormatConditions(obj.GetConditions()))
 	}
 }
+
+// WaitForDeletion waits until obj (by its name and namespace) is gone, or
+// is a new object under its name (another UID), and fails t with its
+// finalizers and owners after timeout. Deletion needs a controller that
+// envtest lacks: see Env.StartControllerManager.
+func WaitForDeletion(t testing.TB, c client.Client, obj client.Object, timeout time.Duration) {
+	t.Helper()
+	key, uid := client.ObjectKeyFromObject(obj), obj.GetUID()
+	last := obj.DeepCopyObject().(client.Object)
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		switch err := c.Get(ctx, key, last); {
+		case apierrors.IsNotFound(err):
+			return true, nil
+		case err != nil:
+			return false, nil // as in WaitFor: the wait goes on
+		}
+		return uid != "" && last.GetUID() != uid, nil
+	})
+	if err != nil {
+		t.Fatalf("%T %s still exists after %v: deletionTimestamp %v, finalizers %q, owners %v",
+			obj, key, timeout, last.GetDeletionTimestamp(), last.GetFinalizers(), last.GetOwnerReferences())
+	}
+}
