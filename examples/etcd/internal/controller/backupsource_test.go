@@ -37,13 +37,20 @@ func (g *rig) writeKeys(prefix string, n int) map[string]string {
 // an empty fake cluster.
 func (g *rig) backupKeys(cluster string, m backup.Manifest) map[string]string {
 	g.t.Helper()
+	return g.storeKeys(g.storeOf(cluster), m)
+}
+
+// storeKeys restores backup m of store into a fresh fake etcd and
+// returns its keys.
+func (g *rig) storeKeys(store backup.Store, m backup.Manifest) map[string]string {
+	g.t.Helper()
 	dst := etcdclient.NewFake()
 	dst.Start("dst-0", "http://dst-0:2380", "http://dst-0:2379")
 	ec, err := dst.Factory().New(g.t.Context(), nil)
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	if _, err := backup.Restore(g.t.Context(), g.storeOf(cluster), m.ID, &snapshot.Restorer{Client: ec, Dir: g.t.TempDir()}); err != nil {
+	if _, err := backup.Restore(g.t.Context(), store, m.ID, &snapshot.Restorer{Client: ec, Dir: g.t.TempDir()}); err != nil {
 		g.t.Fatalf("restoring backup %s: %v", m.ID, err)
 	}
 	return dst.Data()

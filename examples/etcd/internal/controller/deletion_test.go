@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -22,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/opkit-dev/opkit/backup"
@@ -31,70 +31,102 @@ import (
 	"github.com/opkit-dev/opkit/examples/etcd/internal/controller"
 	guardpkg "github.com/opkit-dev/opkit/guard"
 	"github.com/opkit-dev/opkit/statusutil"
+	"github.com/opkit-dev/opkit/testenv"
 )
 
 // TestFinalBackupUnderEveryPropagationPolicy: deleting a cluster takes its
 // final backup from its running members whatever the propagation policy
 // (kubectl delete --cascade=background|foreground|orphan; Argo CD prunes
 // in the foreground), and afterwards nothing of the cluster is left
-// behind: every child has lost each owner that still exists, so the
-// garbage collector deletes it.
-//
-// envtest runs no garbage collector; gc below does to the cluster's
-// dependents what kube-controller-manager's does (the e2e suite on real
-// nodes runs the real one). Before the fix, a foreground deletion
-// deleted every member pod (blockOwnerDeletion or not: the GC deletes
-// every dependent without another owner) while the final backup was
-// pending, which then waited for a healthy member forever.
+// behind: the real garbage collector (kube-controller-manager) deletes
+// every child once the guard is released. Before the guard, a foreground
+// deletion deleted every member pod while the final backup was pending,
+// which then waited for a healthy member forever.
 func TestFinalBackupUnderEveryPropagationPolicy(t *testing.T) {
 	for _, policy := range []metav1.DeletionPropagation{metav1.DeletePropagationBackground, metav1.DeletePropagationForeground, metav1.DeletePropagationOrphan} {
 		t.Run(string(policy), func(t *testing.T) {
 			g := newRig(t)
+			g.withRealControllers()
 			g.createBackedUp("del", 3, 0, 30)
+			want := g.writeKeys("/acked/", 5)
 			c := g.get("del")
 			if err := g.c.Delete(t.Context(), c, client.PropagationPolicy(policy)); err != nil {
 				t.Fatal(err)
 			}
-			g.gc(c)
-			for i := 0; i < 5 && g.exists(c); i++ {
-				if err := g.pass("del"); err != nil {
-					t.Logf("pass: %v", err)
-				}
-				g.gc(c)
-			}
-			if g.exists(c) {
-				last := g.get("del")
-				t.Fatalf("EtcdCluster still exists after 5 passes: finalizers %v, conditions %+v", last.Finalizers, last.Status.Conditions)
-			}
-
-			store, err := fsstore.New(g.pvcStoreDir("backups"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			sub, err := backup.Sub(store, g.ns+"/del")
-			if err != nil {
-				t.Fatal(err)
-			}
-			list, err := backup.List(t.Context(), sub)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var final []string
-			for _, m := range list {
-				if m.Snapshot.Extra[controller.ExtraTrigger] == controller.TriggerFinal {
-					final = append(final, m.ID)
-				}
-			}
+			g.passesUntilGone(c)
+			final := g.finalBackups("del")
 			if len(final) != 1 {
-				t.Errorf("final backups %v, want one", final)
+				t.Fatalf("%d final backups, want 1", len(final))
 			}
-			// Nothing is left behind: the garbage collector deletes an
-			// object none of whose owners exists.
-			if diff := cmp.Diff([]string(nil), g.heldObjects("del")); diff != "" {
-				t.Errorf("objects of the deleted cluster still held by an existing owner (-want +got):\n%s", diff)
+			if diff := cmp.Diff(want, g.backupKeys("del", final[0])); diff != "" {
+				t.Errorf("final backup lacks acknowledged writes (-want +got):\n%s", diff)
 			}
+			g.waitNothingLeft("del")
 		})
 	}
+}
+
+// withRealControllers runs kube-controller-manager's garbage collector,
+// namespace, disruption and claim-protection controllers for the test:
+// what decides where a cluster's data goes once it is deleted.
+func (g *rig) withRealControllers() {
+	g.t.Helper()
+	env.StartControllerManager(g.t)
+}
+
+// passesUntilGone runs passes of c, as the manager's requeues would,
+// while the real controllers act, until c is gone (within a minute). A
+// member whose pod they deleted stops answering, as its container would;
+// a pod the operator recreates is started.
+func (g *rig) passesUntilGone(c *v1alpha1.EtcdCluster) {
+	g.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	var errs []string
+	for g.exists(c) {
+		if time.Now().After(deadline) {
+			last := g.get(c.Name)
+			var left []string
+			for _, obj := range g.objects() {
+				left = append(left, fmt.Sprintf("%s %s (deleting %t, finalizers %q, owners %d)", obj.GetKind(), obj.GetName(), obj.GetDeletionTimestamp() != nil, obj.GetFinalizers(), len(obj.GetOwnerReferences())))
+			}
+			g.t.Logf("objects left: %s", strings.Join(left, "; "))
+			g.t.Fatalf("EtcdCluster %s still exists after a minute: finalizers %v, conditions %+v; pass errors %q",
+				c.Name, last.Finalizers, last.Status.Conditions, errs)
+		}
+		if err := g.pass(c.Name); err != nil && !slices.Contains(errs, err.Error()) {
+			errs = append(errs, err.Error())
+		}
+		g.stopGoneMembers(c)
+		g.kubelet(c.Name)
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// stopGoneMembers stops the fake members of c whose pod is gone.
+func (g *rig) stopGoneMembers(c *v1alpha1.EtcdCluster) {
+	g.t.Helper()
+	pods := g.names(&corev1.PodList{})
+	for _, m := range g.fake.Members() {
+		if !slices.Contains(pods, m.Name) {
+			g.fake.SetHealthy(controller.PeerURL(c, m.Name), false)
+		}
+	}
+}
+
+// waitNothingLeft waits until no object of dependentKinds labelled with
+// cluster, nor its guard, is left: the garbage collector deletes what no
+// existing owner holds.
+func (g *rig) waitNothingLeft(cluster string) {
+	g.t.Helper()
+	eventually(g.t, "the real controllers to delete every object of the cluster", func() (bool, string) {
+		var left []string
+		for _, obj := range g.objects() {
+			if obj.GetLabels()[controller.LabelCluster] == cluster || obj.GetName() == controller.GuardName(cluster) {
+				left = append(left, fmt.Sprintf("%s %s (finalizers %q, owners %d)", obj.GetKind(), obj.GetName(), obj.GetFinalizers(), len(obj.GetOwnerReferences())))
+			}
+		}
+		return len(left) == 0, fmt.Sprint(left)
+	})
 }
 
 // dependentKinds are the kinds of the objects an EtcdCluster's deletion
@@ -104,6 +136,7 @@ var dependentKinds = []schema.GroupVersionKind{
 	corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaim"),
 	corev1.SchemeGroupVersion.WithKind("Service"),
 	corev1.SchemeGroupVersion.WithKind("ConfigMap"),
+	corev1.SchemeGroupVersion.WithKind("Secret"),
 	policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget"),
 }
 
@@ -131,105 +164,6 @@ func (g *rig) exists(c *v1alpha1.EtcdCluster) bool {
 		g.t.Fatal(err)
 	}
 	return err == nil
-}
-
-// liveOwner reports whether ref names an object of obj's namespace that
-// exists, and whether that owner is deleting its dependents in the
-// foreground.
-func (g *rig) liveOwner(obj client.Object, ref metav1.OwnerReference) (exists, foreground bool) {
-	g.t.Helper()
-	owner := &unstructured.Unstructured{}
-	owner.SetAPIVersion(ref.APIVersion)
-	owner.SetKind(ref.Kind)
-	err := g.c.Get(g.t.Context(), types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}, owner)
-	if apierrors.IsNotFound(err) || (err == nil && owner.GetUID() != ref.UID) {
-		return false, false
-	}
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	return true, owner.GetDeletionTimestamp() != nil && slices.Contains(owner.GetFinalizers(), metav1.FinalizerDeleteDependents)
-}
-
-// gc does what the garbage collector does to the dependents of c while c
-// is being deleted (k8s.io/kubernetes pkg/controller/garbagecollector,
-// attemptToDeleteItem and orphanDependents):
-//   - with the orphan finalizer on c, every dependent loses its reference
-//     to c, then the finalizer goes;
-//   - with the foregroundDeletion finalizer, a dependent that has another
-//     owner which exists and is not itself deleting its dependents in the
-//     foreground (a "solid" owner) loses its reference to c and lives; any
-//     other dependent is deleted, whatever its blockOwnerDeletion says;
-//     then the finalizer goes;
-//   - otherwise (background), nothing happens while c exists.
-//
-// A deleted pod's fake member stops answering, as its container would.
-func (g *rig) gc(c *v1alpha1.EtcdCluster) {
-	g.t.Helper()
-	ctx := g.t.Context()
-	var live v1alpha1.EtcdCluster
-	if err := g.c.Get(ctx, client.ObjectKeyFromObject(c), &live); apierrors.IsNotFound(err) {
-		return
-	} else if err != nil {
-		g.t.Fatal(err)
-	}
-	orphan := slices.Contains(live.Finalizers, metav1.FinalizerOrphanDependents)
-	foreground := slices.Contains(live.Finalizers, metav1.FinalizerDeleteDependents)
-	if !orphan && !foreground {
-		return
-	}
-	for _, obj := range g.objects() {
-		refs := obj.GetOwnerReferences()
-		i := slices.IndexFunc(refs, func(r metav1.OwnerReference) bool { return r.UID == live.UID })
-		if i < 0 {
-			continue
-		}
-		solid := orphan
-		for _, r := range refs {
-			if r.UID == live.UID {
-				continue
-			}
-			if exists, fg := g.liveOwner(obj, r); exists && !fg {
-				solid = true
-			}
-		}
-		if solid {
-			obj.SetOwnerReferences(slices.Delete(refs, i, i+1))
-			if err := g.c.Update(ctx, obj); err != nil {
-				g.t.Fatalf("gc: dropping the owner reference of %s %s: %v", obj.GetKind(), obj.GetName(), err)
-			}
-			continue
-		}
-		if err := g.c.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
-			g.t.Fatalf("gc: deleting %s %s: %v", obj.GetKind(), obj.GetName(), err)
-		}
-		if obj.GetKind() == "Pod" {
-			g.fake.SetHealthy(controller.PeerURL(c, obj.GetName()), false)
-		}
-	}
-	controllerutil.RemoveFinalizer(&live, metav1.FinalizerOrphanDependents)
-	controllerutil.RemoveFinalizer(&live, metav1.FinalizerDeleteDependents)
-	if err := g.c.Update(ctx, &live); client.IgnoreNotFound(err) != nil {
-		g.t.Fatalf("gc: removing the GC's finalizers: %v", err)
-	}
-}
-
-// heldObjects names the objects labelled with cluster that still have an
-// owner that exists: the garbage collector would keep them.
-func (g *rig) heldObjects(cluster string) []string {
-	g.t.Helper()
-	var out []string
-	for _, obj := range g.objects() {
-		if obj.GetLabels()[controller.LabelCluster] != cluster || obj.GetDeletionTimestamp() != nil {
-			continue
-		}
-		for _, r := range obj.GetOwnerReferences() {
-			if exists, _ := g.liveOwner(obj, r); exists {
-				out = append(out, fmt.Sprintf("%s %s (owner %s %s)", obj.GetKind(), obj.GetName(), r.Kind, r.Name))
-			}
-		}
-	}
-	return out
 }
 
 // TestChildrenMadeBeforeGuardsAreHeld: pods and claims made by an operator
@@ -389,7 +323,7 @@ func TestGuardCollector(t *testing.T) {
 // whatever the propagation policy. Before, the deletion waited for a
 // healthy member forever, since only Reconcile, which a deleted cluster
 // no longer runs, recreates pods. Found by the fault campaign (seed 1,
-// schedule 168). Under foreground and orphan deletion the garbage
+// schedule 168). Under foreground and orphan deletion the real garbage
 // collector takes the cluster's owner reference off the claim, which the
 // guard still holds: the recreate refused it as not the cluster's and
 // retried forever (issue #80, M2).
@@ -397,6 +331,7 @@ func TestDeletionRecreatesAMissingMemberForTheFinalBackup(t *testing.T) {
 	for _, policy := range []metav1.DeletionPropagation{metav1.DeletePropagationBackground, metav1.DeletePropagationForeground, metav1.DeletePropagationOrphan} {
 		t.Run(string(policy), func(t *testing.T) {
 			g := newRig(t)
+			g.withRealControllers()
 			g.createBackedUp("gone", 1, 0, 10)
 			want := g.writeKeys("/acked/", 5)
 			g.deletePodAndStop("gone", "gone-0")
@@ -404,17 +339,7 @@ func TestDeletionRecreatesAMissingMemberForTheFinalBackup(t *testing.T) {
 			if err := g.c.Delete(t.Context(), c, client.PropagationPolicy(policy)); err != nil {
 				t.Fatal(err)
 			}
-			g.gc(c)
-			for i := 0; i < 10 && g.exists(c); i++ {
-				if err := g.pass("gone"); err != nil {
-					t.Logf("pass: %v", err)
-				}
-				g.kubelet("gone")
-				g.gc(c)
-			}
-			if g.exists(c) {
-				t.Fatalf("EtcdCluster still exists after 10 passes: %+v", g.get("gone").Status.Conditions)
-			}
+			g.passesUntilGone(c)
 			final := g.finalBackups("gone")
 			if len(final) != 1 {
 				t.Fatalf("%d final backups, want 1", len(final))
@@ -628,23 +553,29 @@ func TestNamespaceDeletionWaitsForTheFinalBackup(t *testing.T) {
 	}
 }
 
-// TestFinalBackupOutlivesTheStoreSecret: deleting the namespace deletes
-// the S3 store's Secret within seconds; the final backup is written with
-// the operator's copy of it, which the guard holds. Before, the store
-// could not be opened and the cluster went without its final backup.
+// TestFinalBackupOutlivesTheStoreSecret: the namespace is deleted and the
+// S3 store's Secret with it; the real namespace controller deletes the
+// cluster only once the member pods, which the guard's policy keeps, are
+// gone (Kubernetes 1.34+ orders its work). The final backup, with
+// every acknowledged write, is written with the operator's copy of the
+// Secret, which the guard holds; then the guard goes and so does the
+// namespace, with nothing left. Before, the store could not be opened and
+// the cluster went without its final backup.
 func TestFinalBackupOutlivesTheStoreSecret(t *testing.T) {
 	g := newRig(t)
 	withGuardPolicy(t)
+	g.withRealControllers()
 	g.stores = s3StandIn(g)
 	g.startOperator()
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3", Namespace: g.ns}, StringData: map[string]string{"bucket": "b"}}
 	if err := g.c.Create(t.Context(), sec); err != nil {
 		t.Fatal(err)
 	}
-	c := cluster("s", 1)
+	c := cluster("s", 3)
 	c.Spec.Backup = &v1alpha1.BackupSpec{StoreRef: v1alpha1.StoreReference{S3SecretName: "s3"}}
 	g.create(c)
-	g.converge("s", 10)
+	g.converge("s", 20)
+	want := g.writeKeys("/acked/", 5)
 	if err := g.pass("s"); err != nil {
 		t.Fatal(err)
 	}
@@ -656,36 +587,33 @@ func TestFinalBackupOutlivesTheStoreSecret(t *testing.T) {
 		t.Errorf("the copy's data (-want +got):\n%s", diff)
 	}
 
-	if err := g.c.Delete(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: g.ns}}); err != nil {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: g.ns}}
+	if err := g.c.Get(t.Context(), client.ObjectKeyFromObject(ns), ns); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the guard's policy to refuse deleting the copy", func() (bool, string) {
-		err := g.c.Delete(t.Context(), &cp, client.DryRunAll)
-		return apierrors.IsForbidden(err), fmt.Sprint(err)
-	})
-	if err := g.c.Delete(t.Context(), sec); err != nil { // the namespace controller's
+	if err := g.c.Delete(t.Context(), ns); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.c.Delete(t.Context(), g.get("s")); err != nil {
+	// Ordering its work, the namespace controller deletes the Secret
+	// only after the pods; without ordering (before 1.34, or the feature
+	// off) it goes within seconds. The test deletes it first.
+	if err := g.c.Delete(t.Context(), sec); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 10 && g.exists(c); i++ {
-		if err := g.pass("s"); err != nil {
-			t.Logf("pass: %v", err)
-		}
-	}
-	if g.exists(c) {
-		t.Fatalf("EtcdCluster still exists after 10 passes: %+v", g.get("s").Status.Conditions)
-	}
-	var final []string
+	g.passesUntilGone(c)
+	var final []backup.Manifest
 	for _, m := range s3StandInBackups(g, "b", "s") {
 		if m.Snapshot.Extra[controller.ExtraTrigger] == controller.TriggerFinal {
-			final = append(final, m.ID)
+			final = append(final, m)
 		}
 	}
 	if len(final) != 1 {
-		t.Errorf("final backups in the store %v, want 1; events %q", final, g.drain())
+		t.Fatalf("%d final backups in the store, want 1; events %q", len(final), g.drain())
 	}
+	if diff := cmp.Diff(want, g.storeKeys(s3StandInStore(g, "b", "s"), final[0])); diff != "" {
+		t.Errorf("final backup lacks acknowledged writes (-want +got):\n%s", diff)
+	}
+	testenv.WaitForDeletion(t, g.c, ns, 2*time.Minute)
 }
 
 // s3StandIn resolves S3 references as DefaultStores does, through their
@@ -711,8 +639,9 @@ func s3StandIn(g *rig) controller.StoreResolver {
 	}
 }
 
-// s3StandInBackups lists the backups of cluster in bucket of s3StandIn.
-func s3StandInBackups(g *rig, bucket, cluster string) []backup.Manifest {
+// s3StandInStore is the part of bucket of s3StandIn holding cluster's
+// backups.
+func s3StandInStore(g *rig, bucket, cluster string) backup.Store {
 	g.t.Helper()
 	store, err := fsstore.New(filepath.Join(g.fsRoot, "s3", bucket))
 	if err != nil {
@@ -722,7 +651,13 @@ func s3StandInBackups(g *rig, bucket, cluster string) []backup.Manifest {
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	list, err := backup.List(g.t.Context(), sub)
+	return sub
+}
+
+// s3StandInBackups lists the backups of cluster in bucket of s3StandIn.
+func s3StandInBackups(g *rig, bucket, cluster string) []backup.Manifest {
+	g.t.Helper()
+	list, err := backup.List(g.t.Context(), s3StandInStore(g, bucket, cluster))
 	if err != nil {
 		g.t.Fatal(err)
 	}
