@@ -57,9 +57,10 @@ func sortSources(s []source) []source {
 var errStaleSnapshot = errors.New("snapshot older than the cluster's revision")
 
 // snapshotInto backs up c's data into store from the first of sources
-// that has applied every write acknowledged before it started: a
-// linearizable read gives the cluster's revision first, and a snapshot at
-// an older revision is discarded before its manifest is written.
+// that has applied every write acknowledged before it started and
+// answers: a linearizable read gives the cluster's revision first, and a
+// snapshot at an older revision is discarded before its manifest is
+// written.
 func snapshotInto(ctx context.Context, f etcdclient.Factory, store backup.Store, sources []source, extra map[string]string, opts ...etcdclient.DialOption) error {
 	if len(sources) == 0 {
 		return errors.New("no healthy voting member to snapshot")
@@ -86,7 +87,10 @@ func snapshotInto(ctx context.Context, f etcdclient.Factory, store backup.Store,
 			return nil
 		}
 		errs = append(errs, err)
-		if !errors.Is(err, errStaleSnapshot) && !errors.Is(err, etcdclient.ErrSnapshotStalled) {
+		// A member's failure (behind, stalled, gone, a reset
+		// connection) leaves the next voter to try; a store that is
+		// down or a canceled attempt fails them all alike.
+		if ctx.Err() != nil || errors.Is(err, backup.ErrStoreUnavailable) {
 			break
 		}
 	}

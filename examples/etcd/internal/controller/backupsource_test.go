@@ -1,6 +1,7 @@
 package controller_test
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/opkit-dev/opkit/backup"
+	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/controller"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/snapshot"
@@ -154,4 +156,27 @@ func (g *rig) finalBackupOf() backup.Manifest {
 	}
 	g.t.Fatal("no final backup")
 	return backup.Manifest{}
+}
+
+// TestBackupTriesTheNextVoter: a snapshot that fails on one voting member
+// (a reset connection, a member going down) is taken from the next, in
+// the same attempt. Before, the first member's error failed the attempt,
+// and a scheduled backup, which does not retry a failed attempt, was
+// lost until the next scheduled time (issue #80, L2).
+func TestBackupTriesTheNextVoter(t *testing.T) {
+	g := newRig(t)
+	g.mountPVCStore("backups")
+	g.create(cluster("src", 3))
+	g.converge("src", 30)
+	g.fake.FailNext("Snapshot", errors.New("injected: connection reset by peer"), false)
+	g.createBackup("eb", v1alpha1.EtcdBackupSpec{ClusterName: "src", StoreRef: v1alpha1.StoreReference{PVCName: "backups"}})
+	if err := g.backupPass("eb"); err != nil {
+		t.Fatal(err)
+	}
+	eb := g.getBackup("eb")
+	got := []any{eb.Status.Phase, eb.Status.Operation.Attempts, g.snapshots(), len(g.storedBackups("src"))}
+	want := []any{v1alpha1.BackupSucceeded, int32(1), 2, 1}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("phase, attempts, snapshots, backups stored (-want +got):\n%s", diff)
+	}
 }
