@@ -21,6 +21,12 @@ func (h *ClusterHooks) recordStatus(c *v1alpha1.EtcdCluster, obs *observation) {
 		c.Status.ReadyMembers = 0
 		return
 	}
+	// A member without a labelled pod (deleted, evicted, being
+	// recreated) holds data of the version it last ran.
+	recorded := map[string]string{}
+	for _, m := range c.Status.Members {
+		recorded[m.ID] = m.Version
+	}
 	members := make([]v1alpha1.MemberStatus, 0, len(obs.planned.Members))
 	var ready int32
 	version := ""
@@ -29,11 +35,15 @@ func (h *ClusterHooks) recordStatus(c *v1alpha1.EtcdCluster, obs *observation) {
 			Healthy: m.Healthy, Learner: m.Learner, Leader: m.Leader}
 		if pod, ok := obs.pods[m.Name]; ok {
 			ms.Version = pod.Labels[LabelVersion]
-			// Every member counts, healthy or not: status.version is what
-			// the next spec.version is checked against.
-			if ms.Version != "" && (version == "" || lessVersion(ms.Version, version)) {
-				version = ms.Version
-			}
+		}
+		if ms.Version == "" {
+			ms.Version = recorded[ms.ID]
+		}
+		// Every member counts, healthy or not, with a pod or not:
+		// status.version is what the next spec.version is checked
+		// against.
+		if ms.Version != "" && (version == "" || lessVersion(ms.Version, version)) {
+			version = ms.Version
 		}
 		if m.Healthy && !m.Learner {
 			ready++
