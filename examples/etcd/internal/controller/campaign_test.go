@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -17,9 +18,11 @@ import (
 	"github.com/anishathalye/porcupine"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -80,7 +83,16 @@ func TestFaultCampaignFake(t *testing.T) {
 
 func campaign(t *testing.T, kind string, schedules, parallel int) {
 	seed := *campaignSeed
+	// The fake campaign runs beside the real controllers that decide
+	// where a deleted cluster's data goes, and draws how it is deleted.
+	real := kind == "fake"
+	if real {
+		withGuardPolicy(t)
+		env.StartControllerManager(t)
+	}
 	var ops, faults, backups, restores, passes, histories, clientOps, violations atomic.Int64
+	var deletionsMu sync.Mutex
+	deletions := map[string]int{}
 	indices := make([]int, 0, schedules)
 	for i := range schedules {
 		indices = append(indices, i)
@@ -94,8 +106,8 @@ func campaign(t *testing.T, kind string, schedules, parallel int) {
 	}
 	start := time.Now()
 	t.Cleanup(func() {
-		fmt.Printf("fault campaign (%s etcd): seed %d, %d schedules, %d operations, %d faults, %d operator passes, %d backups, %d restored clusters and %d client histories (%d client operations) checked, %d violations in %s\n",
-			kind, seed, len(indices), ops.Load(), faults.Load(), passes.Load(), backups.Load(), restores.Load(), histories.Load(), clientOps.Load(), violations.Load(), time.Since(start).Round(time.Second))
+		fmt.Printf("fault campaign (%s etcd): seed %d, %d schedules, %d operations, %d faults, %d operator passes, %d backups, %d restored clusters and %d client histories (%d client operations) checked, deletions %v, %d violations in %s\n",
+			kind, seed, len(indices), ops.Load(), faults.Load(), passes.Load(), backups.Load(), restores.Load(), histories.Load(), clientOps.Load(), deletions, violations.Load(), time.Since(start).Round(time.Second))
 	})
 	// Schedules on etcd processes mostly wait for etcd: more run at once
 	// than -parallel allows tests.
@@ -107,6 +119,7 @@ func campaign(t *testing.T, kind string, schedules, parallel int) {
 			defer func() { <-sem }()
 			t.Run(fmt.Sprintf("%03d", i), func(t *testing.T) {
 				s := newSchedule(t, kind, seed, i)
+				s.real = real
 				s.run(*campaignSteps)
 				if testing.Verbose() {
 					t.Logf("schedule:\n  %s", strings.Join(s.log, "\n  "))
@@ -118,6 +131,11 @@ func campaign(t *testing.T, kind string, schedules, parallel int) {
 				restores.Add(int64(s.restores))
 				histories.Add(int64(s.histories))
 				clientOps.Add(int64(s.clientOps))
+				if s.deletion != "" {
+					deletionsMu.Lock()
+					deletions[s.deletion]++
+					deletionsMu.Unlock()
+				}
 				if len(s.violations) > 0 {
 					violations.Add(int64(len(s.violations)))
 					t.Errorf("seed %d schedule %d: %d violations:\n  %s\nschedule:\n  %s\nreplay: go test ./internal/controller -run '%s/%03d$' -campaign.seed=%d",
@@ -138,10 +156,14 @@ type schedule struct {
 	// defects draw the same operations and faults from r; rt likewise
 	// TLS and CA rotations, rr restores into a new cluster.
 	rx, rt, rr *rand.Rand
-	name       string
-	index      int
-	step       int
-	etcd       campaignEtcd
+	// rd draws how the cluster is deleted, when real is set: the real
+	// kube-controller-manager runs (garbage collector, namespaces).
+	rd    *rand.Rand
+	real  bool
+	name  string
+	index int
+	step  int
+	etcd  campaignEtcd
 	// proc is etcd when it runs as processes, nil with the fake; load
 	// is then the clients' history, cli a client of every member.
 	// restoring runs the members of a cluster being restored.
@@ -181,6 +203,8 @@ type schedule struct {
 	// calm is set once faults stop: new learners no longer lag.
 	calm    bool
 	deleted bool
+	// deletion is how the cluster was deleted (deletionModes).
+	deletion string
 	// cluster is the cluster as created, for its members' URLs.
 	cluster *v1alpha1.EtcdCluster
 
@@ -198,7 +222,8 @@ type schedule struct {
 func newSchedule(t *testing.T, kind string, seed uint64, i int) *schedule {
 	g := newRig(t)
 	s := &schedule{g: g, r: rand.New(rand.NewPCG(seed, uint64(i))), rx: rand.New(rand.NewPCG(seed, ^uint64(i))),
-		rt: rand.New(rand.NewPCG(^seed, uint64(i))), rr: rand.New(rand.NewPCG(^seed, ^uint64(i))), name: "c", index: i, acked: map[string]string{},
+		rt: rand.New(rand.NewPCG(^seed, uint64(i))), rr: rand.New(rand.NewPCG(^seed, ^uint64(i))),
+		rd: rand.New(rand.NewPCG(seed^0x9e3779b97f4a7c15, uint64(i))), name: "c", index: i, acked: map[string]string{},
 		claimOf: map[uint64]types.UID{}, catchUp: map[string]int{}, paused: map[string]int{}, cut: map[string]int{}, started: time.Now()}
 	g.cache = interceptor.NewClient(g.c.(client.WithWatch), interceptor.Funcs{
 		List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
@@ -361,7 +386,6 @@ func (s *schedule) act() {
 		s.backup()
 	case k == 3 && s.r.IntN(3) == 0:
 		s.ops++
-		s.logf("delete")
 		s.deleteCluster()
 	case k == 4 && len(pods) > 0:
 		s.faults++
@@ -654,7 +678,10 @@ func (s *schedule) setReady(p *corev1.Pod, ready bool) {
 	}
 	p.Status.Phase = corev1.PodRunning
 	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}
-	if err := s.g.c.Status().Update(s.g.t.Context(), p); err != nil {
+	// Gone or changed meanwhile (the garbage collector deleted it, or took
+	// an owner off): the next pass's kubelet looks again, as a kubelet's
+	// status update would fail and be made again.
+	if err := s.g.c.Status().Update(s.g.t.Context(), p); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		s.g.t.Fatal(err)
 	}
 }
@@ -896,30 +923,93 @@ func (s *schedule) checkWrites(what string, want, got map[string]string) {
 
 // deleteCluster deletes the cluster, runs passes until it is gone, and checks
 // its final backup.
+// deletionModes are how a cluster is deleted: kubectl delete
+// --cascade=background|foreground|orphan (Argo CD prunes in the
+// foreground), or its namespace.
+var deletionModes = []string{string(metav1.DeletePropagationBackground), string(metav1.DeletePropagationForeground),
+	string(metav1.DeletePropagationOrphan), "Namespace"}
+
+// deleteCluster deletes the cluster, in the background or, with the real
+// controllers, as rd draws, and checks that it goes with a final backup
+// holding every acknowledged write and, with the real controllers, that
+// nothing of it is left.
 func (s *schedule) deleteCluster() {
 	g := s.g
 	s.checkClients(false)
 	want := maps.Clone(s.acked)
 	c := g.get(s.name)
-	if err := g.c.Delete(g.t.Context(), c); err != nil {
+	s.deletion = deletionModes[0]
+	if s.real {
+		s.deletion = deletionModes[s.rd.IntN(len(deletionModes))]
+	}
+	s.logf("deleted: %s", s.deletion)
+	var err error
+	if s.deletion == "Namespace" {
+		err = g.c.Delete(g.t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: g.ns}})
+	} else {
+		err = g.c.Delete(g.t.Context(), c, client.PropagationPolicy(metav1.DeletionPropagation(s.deletion)))
+	}
+	if err != nil {
 		g.t.Fatal(err)
 	}
 	s.deleted = true
 	deadline := time.Now().Add(s.wallBudget())
-	for i := 0; i < s.budget(20) && g.exists(c) && time.Now().Before(deadline); i++ {
+	passes := s.budget(20)
+	if s.real {
+		// The controllers act on their own time: the namespace
+		// controller comes back after a refused pod deletion with a
+		// growing delay.
+		deadline, passes = time.Now().Add(2*time.Minute), math.MaxInt
+	}
+	for i := 0; i < passes && g.exists(c) && time.Now().Before(deadline); i++ {
 		s.pass()
+		if s.real {
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 	if g.exists(c) {
-		s.violate("the cluster is not deleted after %d passes: %+v", s.budget(20), g.get(s.name).Status.Conditions)
+		s.violate("the cluster is not deleted (%s) within its passes and time: %+v", s.deletion, g.get(s.name).Status.Conditions)
 		return
 	}
+	final := false
 	for _, m := range g.storedBackups(s.name) {
 		if m.Snapshot.Extra[controller.ExtraTrigger] == controller.TriggerFinal {
 			s.checkBackup("the final backup", want, g.backupKeys(s.name, m))
-			return
+			final = true
+			break
 		}
 	}
-	s.violate("the cluster was deleted without a final backup")
+	if !final {
+		s.violate("the cluster was deleted (%s) without a final backup", s.deletion)
+	}
+	if s.real {
+		s.checkNothingLeft()
+	}
+}
+
+// checkNothingLeft checks that the real controllers delete every object
+// of the deleted cluster and its guard within a minute, and its namespace
+// when that was deleted.
+func (s *schedule) checkNothingLeft() {
+	g := s.g
+	var left []string
+	err := wait.PollUntilContextTimeout(g.t.Context(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		left = nil
+		for _, obj := range g.objects() {
+			if obj.GetLabels()[controller.LabelCluster] == s.name || obj.GetName() == controller.GuardName(s.name) {
+				left = append(left, fmt.Sprintf("%s %s (finalizers %q, owners %d)", obj.GetKind(), obj.GetName(), obj.GetFinalizers(), len(obj.GetOwnerReferences())))
+			}
+		}
+		if s.deletion == "Namespace" {
+			if err := g.c.Get(ctx, client.ObjectKey{Name: g.ns}, &corev1.Namespace{}); !apierrors.IsNotFound(err) {
+				left = append(left, "Namespace "+g.ns)
+			}
+		}
+		return len(left) == 0, nil
+	})
+	if err != nil {
+		s.violate("the deleted cluster (%s) left %s after a minute", s.deletion, strings.Join(left, ", "))
+	}
 }
 
 // budget is how many passes a wait of n passes on the fake gets: real

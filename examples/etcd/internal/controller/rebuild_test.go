@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/opkit-dev/opkit/backup"
@@ -149,15 +150,16 @@ func TestQuorumLossRebuild(t *testing.T) {
 // controller would once no pod uses the claim.
 func (g *rig) claimGone(name string) {
 	g.t.Helper()
-	var claim corev1.PersistentVolumeClaim
-	if err := g.c.Get(g.t.Context(), client.ObjectKey{Namespace: g.ns, Name: name + "-data"}, &claim); err != nil {
-		if client.IgnoreNotFound(err) == nil {
-			return
+	// The real claim-protection controller, where it runs, races this.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var claim corev1.PersistentVolumeClaim
+		if err := g.c.Get(g.t.Context(), client.ObjectKey{Namespace: g.ns, Name: name + "-data"}, &claim); err != nil {
+			return err
 		}
-		g.t.Fatal(err)
-	}
-	claim.Finalizers = nil
-	if err := g.c.Update(g.t.Context(), &claim); err != nil {
+		claim.Finalizers = nil
+		return g.c.Update(g.t.Context(), &claim)
+	})
+	if client.IgnoreNotFound(err) != nil {
 		g.t.Fatal(err)
 	}
 }
