@@ -18,6 +18,7 @@ import (
 	"github.com/anishathalye/porcupine"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -827,6 +828,10 @@ func (s *schedule) loseClaim(name string, lag int) {
 // allows, as draining that pod's node does.
 func (s *schedule) drain() {
 	evictable, healthy, voters := s.g.drainNode(s.name, s.etcd.members())
+	if s.real {
+		s.evict(evictable, healthy, voters)
+		return
+	}
 	s.logf("drain: the budget lets %d of %d healthy voting members (of %d) go", evictable, healthy, voters)
 	if evictable > 0 && healthy-evictable < membership.Quorum(voters) {
 		s.violate("a drain through the disruption budget may evict %d of %d healthy voting members, leaving fewer than the quorum %d of %d",
@@ -838,6 +843,36 @@ func (s *schedule) drain() {
 			s.logf("pod %s evicted", p)
 			s.killPod(p, false)
 		}
+	}
+}
+
+// evict checks, as drain does, what the budget lets go in the worst
+// case, then asks the Eviction API to evict a pod rd draws, as kubectl
+// drain does: the real disruption controller's status of the budget
+// decides, and an evicted pod's member stops as a deleted pod's does.
+func (s *schedule) evict(evictable, healthy, voters int) {
+	g := s.g
+	if evictable > 0 && healthy-evictable < membership.Quorum(voters) {
+		s.violate("a drain through the disruption budget may evict %d of %d healthy voting members, leaving fewer than the quorum %d of %d",
+			evictable, healthy, membership.Quorum(voters), voters)
+	}
+	pods := g.names(&corev1.PodList{})
+	if len(pods) == 0 {
+		return
+	}
+	p := pods[s.rd.IntN(len(pods))]
+	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p, Namespace: g.ns}}
+	err := g.c.SubResource("eviction").Create(g.t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p, Namespace: g.ns}}, ev)
+	switch {
+	case err == nil:
+		s.logf("drain: pod %s evicted through the Eviction API (the budget's worst case lets %d of %d healthy voting members go)", p, evictable, healthy)
+		s.killPod(p, false)
+	case apierrors.IsTooManyRequests(err):
+		s.logf("drain: the budget refused to evict pod %s", p)
+	case apierrors.IsNotFound(err):
+		s.logf("drain: pod %s already gone", p)
+	default:
+		g.t.Fatalf("evicting pod %s: %v", p, err)
 	}
 }
 
