@@ -39,6 +39,10 @@ const (
 	ReasonSnapshotFailed = "SnapshotFailed"
 	// ReasonBackingUp: an attempt is under way (Reconciling).
 	ReasonBackingUp = "BackingUp"
+	// ReasonRestoreInProgress (Reconciling): the cluster is being loaded
+	// from a backup and holds part of its keyspace; the backup starts once
+	// the restore is recorded.
+	ReasonRestoreInProgress = "RestoreInProgress"
 )
 
 // OperationBackup is the Type of an EtcdBackup's operation.Record.
@@ -219,8 +223,8 @@ func (h *BackupHooks) Reconcile(ctx context.Context, b *v1alpha1.EtcdBackup) rec
 	return reconcile.Waiting(ReasonBackingUp, msg, max(next, time.Second))
 }
 
-// ready reports whether the backup may start: its cluster exists and has
-// a healthy voting member. Otherwise it returns the pass's Result.
+// ready reports whether the backup may start: its cluster exists, is not
+// being restored, and has a healthy voting member. Otherwise it returns the pass's Result.
 func (h *BackupHooks) ready(ctx context.Context, b *v1alpha1.EtcdBackup) (reconcile.Result, bool) {
 	c, err := h.cluster(ctx, b)
 	if client.IgnoreNotFound(err) == nil && err != nil {
@@ -228,6 +232,9 @@ func (h *BackupHooks) ready(ctx context.Context, b *v1alpha1.EtcdBackup) (reconc
 	}
 	if err != nil {
 		return reconcile.Retry(err), false
+	}
+	if restorePending(c) {
+		return reconcile.Waiting(ReasonRestoreInProgress, fmt.Sprintf("EtcdCluster %s is being restored from a backup and holds part of its keyspace", c.Name), 10*time.Second), false
 	}
 	if len(backupSources(h.Endpoints, c)) == 0 {
 		return reconcile.Waiting("NoHealthyMember", fmt.Sprintf("EtcdCluster %s has no healthy member", c.Name), 10*time.Second), false
@@ -266,6 +273,9 @@ func (h *BackupHooks) operation(b *v1alpha1.EtcdBackup, store backup.Store) oper
 			c, err := h.cluster(ctx, b)
 			if err != nil {
 				return fmt.Errorf("reading EtcdCluster %s: %w", b.Spec.ClusterName, err)
+			}
+			if restorePending(c) {
+				return fmt.Errorf("EtcdCluster %s is being restored from a backup and holds part of its keyspace", c.Name)
 			}
 			secrets := h.Secrets
 			if secrets == nil {

@@ -1,6 +1,7 @@
 package controller_test
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -291,4 +292,52 @@ func (g *rig) servedPods(name string) []string {
 		}
 	}
 	return out
+}
+
+// TestNoBackupOfAPartlyRestoredCluster: an EtcdBackup of a cluster whose
+// logical restore stopped part-way (the seed answers and holds the first
+// batch of keys; the next pass loads the rest) waits for the restore
+// rather than save part of the keyspace as a successful backup. Before,
+// it succeeded with the first batch only (issue #80, L1).
+func TestNoBackupOfAPartlyRestoredCluster(t *testing.T) {
+	g := newRig(t)
+	want := sourceBackup(g)
+	g.fake = etcdclient.NewFake()
+	g.fake.FailNext("Put", errors.New("injected: connection reset by peer"), true)
+	dst := cluster("dst", 3)
+	dst.Spec.Restore = &v1alpha1.RestoreSpec{BackupName: "b1"}
+	g.create(dst)
+	partial := false
+	for range 20 {
+		_ = g.pass("dst")
+		g.kubelet("dst")
+		c := g.get("dst")
+		if !c.Status.Restored && len(g.fake.Data()) > 0 && slices.ContainsFunc(c.Status.Members, func(m v1alpha1.MemberStatus) bool { return m.Healthy && !m.Learner }) {
+			partial = true
+			break
+		}
+	}
+	if !partial {
+		t.Fatalf("the restore never stopped part-way: restored %t, %d keys", g.get("dst").Status.Restored, len(g.fake.Data()))
+	}
+	g.createBackup("b2", v1alpha1.EtcdBackupSpec{ClusterName: "dst", StoreRef: v1alpha1.StoreReference{PVCName: "backups"}})
+	_ = g.backupPass("b2")
+	eb := g.getBackup("b2")
+	if eb.Status.Phase == v1alpha1.BackupSucceeded {
+		t.Fatalf("EtcdBackup b2 of a partly restored cluster succeeded (%d of %d keys in the cluster)", len(g.fake.Data()), len(want))
+	}
+	if got := statusutil.Get(eb, statusutil.ReconcilingCondition); got == nil || got.Reason != controller.ReasonRestoreInProgress {
+		t.Errorf("Reconciling %+v, want reason %s", got, controller.ReasonRestoreInProgress)
+	}
+	// Once restored, the backup is taken, with every key.
+	for i := 0; i < 20 && !g.get("dst").Status.Restored; i++ {
+		_ = g.pass("dst")
+		g.kubelet("dst")
+	}
+	if err := g.backupPass("b2"); err != nil {
+		t.Fatal(err)
+	}
+	if eb := g.getBackup("b2"); eb.Status.Phase != v1alpha1.BackupSucceeded {
+		t.Fatalf("EtcdBackup b2 after the restore: %+v", eb.Status)
+	}
 }
