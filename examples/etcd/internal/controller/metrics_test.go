@@ -85,7 +85,9 @@ func TestClusterMetrics(t *testing.T) {
 	backupOnce := func(name string, fail bool) {
 		t.Helper()
 		if fail {
-			g.fake.FailNext("Snapshot", errors.New("injected"), false)
+			// The revision read every attempt starts with: a failed
+			// snapshot of one member goes on to the next voter.
+			g.fake.FailNext("Revision", errors.New("injected"), false)
 		}
 		eb := &v1alpha1.EtcdBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: g.ns},
 			Spec: v1alpha1.EtcdBackupSpec{ClusterName: "m", StoreRef: v1alpha1.StoreReference{PVCName: "backups"}}}
@@ -135,7 +137,7 @@ func TestClusterMetrics(t *testing.T) {
 	if err := g.c.Delete(t.Context(), g.get("m")); err != nil {
 		t.Fatal(err)
 	}
-	g.fake.FailNext("Snapshot", errors.New("injected"), false)
+	g.fake.FailNext("Revision", errors.New("injected"), false)
 	for i := 0; clusterMetrics(t, g.ns, "m")[controller.MetricBackups+"/final/failure"] == 0; i++ {
 		if i == 5 {
 			t.Fatal("no failed final backup counted after 5 passes")
