@@ -56,6 +56,14 @@ func (h *ClusterHooks) finalBackup(ctx context.Context, c *v1alpha1.EtcdCluster)
 	if err != nil {
 		return reconcile.Retry(fmt.Errorf("final backup: %w", err))
 	}
+	if going {
+		// Released by an earlier pass once the final backup was taken
+		// (or given up): nothing is held, and the namespace controller
+		// may have taken the store's Secret and its copy already.
+		if g, err := h.getGuard(ctx, c); err == nil && g == nil {
+			return reconcile.Done()
+		}
+	}
 	fail := func(err error) reconcile.Result {
 		if going {
 			return h.finalBackupBlocked(ctx, c, err)

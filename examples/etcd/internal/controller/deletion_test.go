@@ -616,6 +616,63 @@ func TestFinalBackupOutlivesTheStoreSecret(t *testing.T) {
 	testenv.WaitForDeletion(t, g.c, ns, 2*time.Minute)
 }
 
+// TestNamespaceDeletionAfterTheFinalBackup: with ordered namespace
+// deletion, passes of the live cluster take the final backup and release
+// the guard; the namespace controller then deletes the pods, the Secrets
+// (the store's and its copy) and the cluster. The deleted cluster's
+// Finalize must let it go: its final backup is taken and nothing is held.
+// Before, it tried the backup again, could not open the store without a
+// Secret, and waited for good (found by TestFinalBackupOutlivesTheStoreSecret
+// under the race detector).
+func TestNamespaceDeletionAfterTheFinalBackup(t *testing.T) {
+	g := newRig(t)
+	g.stores = s3StandIn(g)
+	g.startOperator()
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3", Namespace: g.ns}, StringData: map[string]string{"bucket": "b"}}
+	if err := g.c.Create(t.Context(), sec); err != nil {
+		t.Fatal(err)
+	}
+	c := cluster("r", 1)
+	c.Spec.Backup = &v1alpha1.BackupSpec{StoreRef: v1alpha1.StoreReference{S3SecretName: "s3"}}
+	g.create(c)
+	g.converge("r", 10)
+	if err := g.pass("r"); err != nil { // copies the Secret
+		t.Fatal(err)
+	}
+	if err := g.c.Delete(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: g.ns}}); err != nil {
+		t.Fatal(err)
+	}
+	guardKey := client.ObjectKey{Namespace: g.ns, Name: controller.GuardName("r")}
+	for i := 0; i < 10 && !apierrors.IsNotFound(g.c.Get(t.Context(), guardKey, &corev1.ConfigMap{})); i++ {
+		if err := g.pass("r"); err != nil {
+			t.Logf("pass: %v", err)
+		}
+	}
+	if err := g.c.Get(t.Context(), guardKey, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the guard after 10 passes in a namespace being deleted: %v, want NotFound; conditions %+v", err, g.get("r").Status.Conditions)
+	}
+	// The namespace controller's part, once nothing is held.
+	for _, name := range []string{"s3", controller.StoreCredentialsName("r")} {
+		if err := g.c.Delete(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: g.ns}}); client.IgnoreNotFound(err) != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := g.c.Delete(t.Context(), g.get("r")); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5 && g.exists(c); i++ {
+		if err := g.pass("r"); err != nil {
+			t.Logf("pass: %v", err)
+		}
+	}
+	if g.exists(c) {
+		t.Fatalf("EtcdCluster still exists after 5 passes: %+v", g.get("r").Status.Conditions)
+	}
+	if n := len(s3StandInBackups(g, "b", "r")); n != 1 {
+		t.Errorf("%d backups in the store, want the one final backup", n)
+	}
+}
+
 // s3StandIn resolves S3 references as DefaultStores does, through their
 // Secret, to a directory per bucket; PVC references as DefaultStores.
 func s3StandIn(g *rig) controller.StoreResolver {
