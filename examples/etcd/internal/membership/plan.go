@@ -185,9 +185,10 @@ func replaceLost(v view) (Step, bool) {
 }
 
 // settle is rule 4: a learner the cluster does not need is removed, a
-// caught-up learner promoted; otherwise the cluster waits for every member
-// to be healthy and Ready. Waits past Timeouts.MemberStart are reported as
-// stuck.
+// caught-up learner promoted, an unwell member with persistent data not on
+// the desired version and revision moved to them; otherwise the cluster
+// waits for every member to be healthy and Ready. Waits past
+// Timeouts.MemberStart are reported as stuck.
 func settle(v view) (Step, bool) {
 	if s, ok := unneededLearner(v.o, v.members, v.pods, v.voters); ok {
 		return s, true
@@ -207,7 +208,15 @@ func settle(v view) (Step, bool) {
 		}
 	}
 	for _, m := range v.members {
-		p := v.pods[m.Name]
+		p, hasPod := v.pods[m.Name]
+		// A member unwell on what it runs (too little memory, a bad
+		// version) is repaired by the rollout: restarted on its data, it
+		// takes nothing from the healthy members. Waiting for it first
+		// would wait for good.
+		unwell := !m.Started || !m.Healthy || p.Phase != PodRunning || !p.Ready
+		if unwell && hasPod && v.o.Persistent && !current(v.o, p) {
+			return upgrade(v.o, m, p, v.pods, v.known), true
+		}
 		if s, ok := stuckMember(v.o, m, p); ok {
 			return s, true
 		}

@@ -288,18 +288,28 @@ func TestPlan(t *testing.T) {
 			Members: three()},
 		want: Step{Action: ActionRemove, Name: "c-1", ID: 2},
 	}, {
-		name: "upgrade waits while a member is unhealthy",
+		// Before, the upgrade waited for c-0 to become healthy on the
+		// version it could not run: for good (issue #80, M5).
+		name: "upgrade restarts the unhealthy member first, on its data",
 		o: Observed{Cluster: "c", Size: 3, Version: "3.7.0", Bootstrapped: true, Reached: true, Persistent: true,
 			Pods:    running("c-0", "c-1", "c-2"),
 			Members: with(three(), "c-0", func(m *Member) { m.Healthy = false })},
+		want: Step{Action: ActionUpgrade, Name: "c-0", ID: 1, Version: "3.7.0"},
+	}, {
+		name: "upgrade waits while a member on the new version is unhealthy",
+		o: Observed{Cluster: "c", Size: 3, Version: "3.7.0", Bootstrapped: true, Reached: true, Persistent: true,
+			Pods:    append(running("c-0", "c-1"), Pod{Name: "c-2", Phase: PodRunning, Ready: true, Version: "3.7.0"}),
+			Members: with(three(), "c-2", func(m *Member) { m.Healthy = false })},
 		want: Step{Action: ActionWait, Reason: "MemberUnhealthy"},
 	}, {
 		// etcd answering is not enough: a pod that has not passed its
 		// readiness probe receives no client traffic, and taking a second
 		// member down before it does leaves one serving member of three.
+		// (One not Ready on the old version is itself restarted on the
+		// new one: see "a member not Ready on the old version".)
 		name: "upgrade waits while a healthy member's pod is not Ready",
 		o: Observed{Cluster: "c", Size: 3, Version: "3.7.0", Bootstrapped: true, Reached: true, Persistent: true,
-			Pods:    append(running("c-0", "c-2"), Pod{Name: "c-1", Phase: PodRunning, Version: v}),
+			Pods:    append(running("c-0", "c-2"), Pod{Name: "c-1", Phase: PodRunning, Version: "3.7.0"}),
 			Members: three()},
 		want: Step{Action: ActionWait, Reason: "MemberNotReady"},
 	}, {
@@ -337,6 +347,31 @@ func TestPlan(t *testing.T) {
 		o: Observed{Cluster: "c", Size: 3, Version: v, Revision: "new", Bootstrapped: true, Reached: true,
 			Pods: revised("old", running("c-0", "c-1", "c-2")), Members: three()},
 		want: Step{Action: ActionAddLearner, Name: "c-3", Version: v},
+	}, {
+		// A member that crash-loops or never gets Ready on what it runs
+		// (too little memory, a bad version) is repaired by the rollout:
+		// restarting it on its data takes nothing from the healthy ones.
+		name: "an unhealthy member on the old revision is rolled first",
+		o: Observed{Cluster: "c", Size: 3, Version: v, Revision: "new", Bootstrapped: true, Reached: true, Persistent: true,
+			Pods: revised("old", running("c-0", "c-1", "c-2")), Members: with(three(), "c-2", func(m *Member) { m.Healthy = false })},
+		want: Step{Action: ActionUpgrade, Name: "c-2", ID: 3, Version: v},
+	}, {
+		name: "a member not Ready on the old version is upgraded",
+		o: Observed{Cluster: "c", Size: 3, Version: "3.7.0", Bootstrapped: true, Reached: true, Persistent: true,
+			Pods:    append(running("c-0", "c-1"), Pod{Name: "c-2", Phase: PodRunning, Version: v}),
+			Members: three()},
+		want: Step{Action: ActionUpgrade, Name: "c-2", ID: 3, Version: "3.7.0"},
+	}, {
+		name: "an unhealthy member on the new revision waits; the healthy old ones are not rolled",
+		o: Observed{Cluster: "c", Size: 3, Version: v, Revision: "new", Bootstrapped: true, Reached: true, Persistent: true,
+			Pods:    append(revised("old", running("c-0", "c-1")), revised("new", running("c-2"))...),
+			Members: with(three(), "c-2", func(m *Member) { m.Healthy = false })},
+		want: Step{Action: ActionWait, Reason: "MemberUnhealthy"},
+	}, {
+		name: "an unhealthy member without persistent data waits",
+		o: Observed{Cluster: "c", Size: 3, Version: v, Revision: "new", Bootstrapped: true, Reached: true,
+			Pods: revised("old", running("c-0", "c-1", "c-2")), Members: with(three(), "c-2", func(m *Member) { m.Healthy = false })},
+		want: Step{Action: ActionWait, Reason: "MemberUnhealthy"},
 	}, {
 		name: "a cluster whose pods all have the revision is Ready",
 		o: Observed{Cluster: "c", Size: 3, Version: v, Revision: "new", Bootstrapped: true, Reached: true, Persistent: true,
