@@ -38,6 +38,9 @@ const (
 	reasonFinalBackup      = "FinalBackupFailed"
 	reasonBootstrapping    = "Bootstrapping"
 	reasonBootstrapTimeout = "BootstrapTimeout"
+	// reasonFinalBackupBlocked is also the reason of the Warning event on
+	// the Namespace.
+	reasonFinalBackupBlocked = "FinalBackupBlocked"
 )
 
 const (
@@ -118,6 +121,12 @@ func TestClusterKubernetesSide(t *testing.T) {
 			// Every Degraded condition the operator wrote, in order: never
 			// Degraded before the timeout, whatever the seed pod's phase.
 			want := []string{"False " + reasonBootstrapping, "True " + reasonBootstrapTimeout}
+			// The GET above may see the status before the watch
+			// delivers it (CI run of 2026-12-06 under load).
+			waitFor(ctx, t, "the watch to deliver Degraded True "+reasonBootstrapTimeout, func(context.Context) (bool, string) {
+				seen := degraded.seen()
+				return len(seen) > 0 && seen[len(seen)-1] == want[len(want)-1], fmt.Sprint(seen)
+			})
 			if diff := cmp.Diff(want, degraded.seen()); diff != "" {
 				t.Errorf("Degraded conditions written (-want +got):\n%s", diff)
 			}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
@@ -15,18 +16,21 @@ import (
 
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/internal/testkit"
+	"github.com/opkit-dev/opkit/statusutil"
 )
 
 // TestNamespaceDeletionEnds: deleting the namespace of an EtcdCluster
-// whose final backup cannot be taken (no member answers here) ends: the
-// namespace controller deletes the pods, the operator lets the cluster go
-// without its final backup, and the namespace is gone. Before, the
-// finalizer tried to recreate the member every pass and the namespace
-// stayed Terminating.
+// whose final backup cannot be taken (no member answers here) waits for
+// it: the cluster says why (Reconciling, FinalBackupBlocked), a Warning
+// regarding the Namespace says so where kubectl describe namespace shows
+// it, and once spec.backup.skipFinalBackup is set the cluster goes and so
+// does the namespace. Before issue #80 the operator let the cluster go
+// without its final backup on the first such pass; before that, the
+// finalizer tried to recreate the member every pass and said nothing.
 func TestNamespaceDeletionEnds(t *testing.T) {
 	ns := envconf.RandomName("etcd-ns", 16)
 	f := features.New("namespace deletion").
-		Assess("the namespace of a cluster with a final backup due goes", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+		Assess("the namespace of a cluster with a final backup due waits, then goes without it", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			r := cfg.Client().Resources()
 			testkit.Must(t, r.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 			testkit.Must(t, os.MkdirAll(filepath.Join(backupRoot, ns, "backups"), 0o700))
@@ -44,6 +48,27 @@ func TestNamespaceDeletionEnds(t *testing.T) {
 				return len(c.Finalizers) > 0, "finalizers " + fmt.Sprint(c.Finalizers)
 			})
 			testkit.Must(t, r.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+			waitFor(ctx, t, "the cluster to say its final backup is blocked", func(ctx context.Context) (bool, string) {
+				if err := r.Get(ctx, clusterName, ns, c); err != nil {
+					return false, err.Error()
+				}
+				rc := statusutil.Get(c, statusutil.ReconcilingCondition)
+				return rc != nil && rc.Reason == reasonFinalBackupBlocked, fmt.Sprintf("%+v", rc)
+			})
+			waitFor(ctx, t, "a Warning FinalBackupBlocked regarding Namespace "+ns, func(ctx context.Context) (bool, string) {
+				var events eventsv1.EventList
+				if err := r.WithNamespace(metav1.NamespaceDefault).List(ctx, &events); err != nil {
+					return false, err.Error()
+				}
+				for _, e := range events.Items {
+					if e.Reason == reasonFinalBackupBlocked && e.Regarding.Kind == "Namespace" && e.Regarding.Name == ns {
+						return true, ""
+					}
+				}
+				return false, fmt.Sprintf("%d events in default", len(events.Items))
+			})
+			// The documented way out.
+			updateSpec(ctx, t, r, ns, func(s *v1alpha1.EtcdClusterSpec) { s.Backup.SkipFinalBackup = true })
 			waitFor(ctx, t, "namespace "+ns+" deleted", func(ctx context.Context) (bool, string) {
 				var n corev1.Namespace
 				err := r.Get(ctx, ns, "", &n)
