@@ -90,31 +90,32 @@ func (e *Env) StartControllerManager(t testing.TB, controllers ...string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("testenv: starting kube-controller-manager: %v", err)
 	}
-	exited := make(chan error, 1)
+	p := &process{exited: make(chan struct{})}
 	go func() {
-		exited <- cmd.Wait()
+		p.err = cmd.Wait()
 		_ = logFile.Close()
+		close(p.exited)
 	}()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-exited:
+		case <-p.exited:
 		case <-time.After(10 * time.Second):
 			_ = cmd.Process.Kill()
-			<-exited
+			<-p.exited
 		}
 		if t.Failed() {
 			t.Logf("kube-controller-manager log (end):\n%s", tail(logPath, 8000))
 		}
 	})
-	if err := e.waitCollected(t, exited); err != nil {
+	if err := e.waitCollected(t, p); err != nil {
 		t.Fatalf("testenv: kube-controller-manager did not start collecting garbage: %v\nlog (end):\n%s", err, tail(logPath, 4000))
 	}
 }
 
 // waitCollected returns once the garbage collector deleted a ConfigMap
 // whose owner was deleted: it has synced its informers and acts.
-func (e *Env) waitCollected(t testing.TB, exited <-chan error) error {
+func (e *Env) waitCollected(t testing.TB, p *process) error {
 	ctx := context.Background()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "testenv-kcm-"}}
 	if err := e.Client.Create(ctx, ns); err != nil {
@@ -135,13 +136,20 @@ func (e *Env) waitCollected(t testing.TB, exited <-chan error) error {
 	}
 	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		select {
-		case err := <-exited:
-			return false, fmt.Errorf("exited: %v", err)
+		case <-p.exited:
+			return false, fmt.Errorf("exited: %w", p.err)
 		default:
 		}
 		err := e.Client.Get(ctx, client.ObjectKeyFromObject(dep), &corev1.ConfigMap{})
 		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	})
+}
+
+// process is a started command: exited is closed once it has, err is
+// then what Wait returned.
+type process struct {
+	exited chan struct{}
+	err    error
 }
 
 // tail returns the last n bytes of the file at path.
