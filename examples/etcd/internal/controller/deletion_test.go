@@ -700,15 +700,7 @@ func s3StandIn(g *rig) controller.StoreResolver {
 // backups.
 func s3StandInStore(g *rig, bucket, cluster string) backup.Store {
 	g.t.Helper()
-	store, err := fsstore.New(filepath.Join(g.fsRoot, "s3", bucket))
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	sub, err := backup.Sub(store, g.ns+"/"+cluster)
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	return sub
+	return g.clusterPart(filepath.Join(g.fsRoot, "s3", bucket), cluster)
 }
 
 // s3StandInBackups lists the backups of cluster in bucket of s3StandIn.

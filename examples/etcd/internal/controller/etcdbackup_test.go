@@ -79,7 +79,14 @@ func (g *rig) getBackup(name string) *v1alpha1.EtcdBackup {
 // backups, as the operator opens it.
 func (g *rig) storeOf(cluster string) backup.Store {
 	g.t.Helper()
-	store, err := fsstore.New(g.pvcStoreDir("backups"))
+	return g.clusterPart(g.pvcStoreDir("backups"), cluster)
+}
+
+// clusterPart is the part of the filesystem store at dir holding
+// cluster's backups: its prefix is the namespace and the cluster's name.
+func (g *rig) clusterPart(dir, cluster string) backup.Store {
+	g.t.Helper()
+	store, err := fsstore.New(dir)
 	if err != nil {
 		g.t.Fatal(err)
 	}
