@@ -203,9 +203,8 @@ const blockedRequeue = 15 * time.Second
 // final backup can be taken: the guard holds the members and claims, so
 // the namespace stays Terminating. Skipping the backup instead would lose
 // the data for good on the first store or election hiccup. Reconciling
-// says why;
-// the Warning goes to the Namespace, where kubectl describe shows it,
-// since the namespace refuses new events.
+// says why; the Warning goes to the Namespace, where kubectl describe
+// shows it, since the namespace refuses new events.
 func (h *ClusterHooks) finalBackupBlocked(ctx context.Context, c *v1alpha1.EtcdCluster, why error) reconcile.Result {
 	msg := fmt.Sprintf("namespace %s is being deleted and waits for the final backup of EtcdCluster %s, whose members and claims the guard keeps: %v; "+
 		"set spec.backup.skipFinalBackup to delete without one", c.Namespace, c.Name, why)
