@@ -365,6 +365,14 @@ type NoSpaceStatus struct {
 	// until it has.
 	// +optional
 	CompactedRevision int64 `json:"compactedRevision,omitempty"`
+	// KeptRevisions is how many revisions below the current one that
+	// compaction kept, so that watchers a little behind resume without
+	// relisting. Only a recovery's first compaction keeps any.
+	// +optional
+	KeptRevisions int64 `json:"keptRevisions,omitempty"`
+	// Rounds is how many times this recovery compacted.
+	// +optional
+	Rounds int32 `json:"rounds,omitempty"`
 }
 
 // TLSStatus reports the certificates a TLS cluster runs with.

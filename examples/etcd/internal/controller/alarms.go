@@ -17,6 +17,7 @@ import (
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/defrag"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/membership"
 	"github.com/opkit-dev/opkit/reconcile"
 	"github.com/opkit-dev/opkit/statusutil"
 )
@@ -110,11 +111,20 @@ func podQuota(pod *corev1.Pod) int64 {
 	return DefaultQuotaBackendBytes.Value()
 }
 
-// recoverNoSpace takes the next step out of a NOSPACE alarm: compact at
-// the current revision, defragment every member (followers first), then
-// disarm once every database is well below the quota. nil when there is
-// no alarm, or when the data itself fills the quota (a person's to solve:
-// Degraded says how; the rest of the pass goes on).
+// noSpaceMargin is how many revisions a recovery's first compaction keeps
+// below the current one (etcd's revision-mode auto-compaction keeps as
+// many): watchers a little behind resume without relisting. Never more
+// than a tenth of the history, which the compaction is there to remove.
+const noSpaceMargin = 1000
+
+// recoverNoSpace takes the next step out of a NOSPACE alarm through the
+// members that answer: compact (the first time keeping noSpaceMargin
+// revisions, then at the current one), defragment each member (followers
+// first), disarm once every database is well below the quota. A member
+// that does not answer is left: writes wait on the round, and if its
+// database fills its quota it raises the alarm again when it is back. nil
+// when there is no alarm, no quorum answers, or the data itself fills the
+// quota (a person's to solve: Degraded says how; the pass goes on).
 func (h *ClusterHooks) recoverNoSpace(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation) *reconcile.Result {
 	if !slices.Contains(c.Status.Alarms, etcdclient.AlarmNoSpace) {
 		c.Status.NoSpace = nil
@@ -130,56 +140,88 @@ func (h *ClusterHooks) recoverNoSpace(ctx context.Context, c *v1alpha1.EtcdClust
 		st = &v1alpha1.NoSpaceStatus{Since: metav1.Time{Time: h.now().UTC()}}
 		c.Status.NoSpace = st
 	}
+	members := defragMembers(obs)
+	var answering, silent []string
+	voters, healthyVoters := 0, 0
+	for _, m := range members {
+		if !m.Learner {
+			voters++
+		}
+		if !m.Healthy {
+			silent = append(silent, m.Name)
+			continue
+		}
+		answering = append(answering, m.Name)
+		if !m.Learner {
+			healthyVoters++
+		}
+	}
+	if healthyVoters < membership.Quorum(voters) {
+		statusutil.MarkTrue(c, v1alpha1.ConditionDegraded, ReasonNoSpace, fmt.Sprintf(
+			"etcd raised NOSPACE and refuses writes: the recovery waits for a quorum (%d of %d voting members answer)", healthyVoters, voters))
+		return nil
+	}
 	statusutil.MarkTrue(c, v1alpha1.ConditionDegraded, ReasonNoSpace,
 		fmt.Sprintf("etcd raised NOSPACE and refuses writes: recovering since %s", st.Since.Format("15:04:05Z")))
 	if st.CompactedRevision == 0 {
-		var rev int64
+		var rev, kept int64
 		err := h.onAll(ctx, obs, func(ctx context.Context, ec etcdclient.Client) error {
 			var err error
 			if rev, err = ec.Revision(ctx); err != nil {
 				return err
 			}
-			return ec.Compact(ctx, rev)
+			if st.Rounds == 0 {
+				kept = min(noSpaceMargin, rev/10)
+			}
+			return ec.Compact(ctx, rev-kept)
 		})
 		if err != nil {
 			res := reconcile.Retry(fmt.Errorf("compacting after NOSPACE: %w", err))
 			return &res
 		}
-		st.CompactedRevision = rev
-		c.Status.Defragmentation.Pending = defrag.Order(defragMembers(obs))
-		msg := fmt.Sprintf("etcd raised NOSPACE (a database reached the quota of %d bytes) and refuses writes: compacted at revision %d, "+
-			"now defragmenting %s", quota, rev, strings.Join(c.Status.Defragmentation.Pending, ", "))
-		log.Info("NOSPACE: compacted", "etcdcluster", klog.KObj(c), "revision", rev, "quota", quota)
+		st.CompactedRevision, st.KeptRevisions = rev-kept, kept
+		st.Rounds++
+		c.Status.Defragmentation.Pending = defrag.Order(members)
+		msg := fmt.Sprintf("etcd raised NOSPACE (a database reached the quota of %d bytes) and refuses writes: compacted at revision %d "+
+			"(keeping the last %d), now defragmenting %s", quota, st.CompactedRevision, kept, strings.Join(c.Status.Defragmentation.Pending, ", "))
+		if st.Rounds > 1 {
+			msg = fmt.Sprintf("NOSPACE: the databases still fill the quota of %d bytes: compacted again, at the current revision %d, "+
+				"now defragmenting %s", quota, st.CompactedRevision, strings.Join(c.Status.Defragmentation.Pending, ", "))
+		}
+		log.Info("NOSPACE: compacted", "etcdcluster", klog.KObj(c), "revision", st.CompactedRevision, "kept", kept, "round", st.Rounds, "quota", quota)
 		emit(h.Recorder, c, warning, EventNoSpace, "Compact", msg)
 		res := reconcile.Waiting(ReasonNoSpace, msg, stepRequeue)
 		return &res
 	}
 	if len(c.Status.Defragmentation.Pending) > 0 {
-		if res := h.defragStep(ctx, c, obs, defrag.Policy{Round: "NOSPACE recovery"}); res != nil {
+		if res := h.defragStep(ctx, c, obs, defrag.Policy{Round: "NOSPACE recovery", SkipUnhealthy: true}); res != nil {
 			return res
 		}
-		if len(c.Status.Defragmentation.Pending) > 0 {
-			res := reconcile.Waiting(ReasonNoSpace, "NOSPACE: waiting for every member to be healthy to defragment "+
-				strings.Join(c.Status.Defragmentation.Pending, ", "), stepRequeue)
+		if left := slices.DeleteFunc(slices.Clone(c.Status.Defragmentation.Pending), func(n string) bool { return slices.Contains(silent, n) }); len(left) > 0 {
+			res := reconcile.Waiting(ReasonNoSpace, "NOSPACE: defragmenting "+strings.Join(left, ", "), stepRequeue)
 			return &res
 		}
 	}
 	var full []string
-	fillsSpec := false
-	for _, m := range defragMembers(obs) {
+	fillsSpec, inUseFills := false, false
+	for _, m := range members {
 		if !m.Healthy {
-			res := reconcile.Waiting(ReasonNoSpace, fmt.Sprintf("NOSPACE: waiting for %s to answer before disarming", m.Name), stepRequeue)
-			return &res
+			continue
 		}
 		q := min(quota, podQuota(obs.pods[m.Name]))
 		if m.DBSize*100 >= q*noSpaceHeadroom {
 			full = append(full, fmt.Sprintf("%s %d bytes (%d in use) of %d", m.Name, m.DBSize, m.DBSizeInUse, q))
 			fillsSpec = fillsSpec || m.DBSize*100 >= quota*noSpaceHeadroom
-			if m.DBSizeInUse*100 < q*noSpaceHeadroom {
-				// Keys deleted since: another round returns their space.
-				st.CompactedRevision = 0
-			}
+			inUseFills = inUseFills || m.DBSizeInUse*100 >= q*noSpaceHeadroom
 		}
+	}
+	if len(full) > 0 && (!inUseFills || st.KeptRevisions > 0) {
+		// Keys deleted since, or history inside the margin: another round
+		// returns their space.
+		st.CompactedRevision = 0
+		res := reconcile.Waiting(ReasonNoSpace, fmt.Sprintf("NOSPACE: the databases still fill %d%% or more of their quota (%s): compacting again",
+			noSpaceHeadroom, strings.Join(full, ", ")), stepRequeue)
+		return &res
 	}
 	if len(full) > 0 {
 		msg := fmt.Sprintf("NOSPACE stays raised: after compaction and defragmentation the databases still fill %d%% or more of their quota "+
@@ -214,11 +256,17 @@ func (h *ClusterHooks) recoverNoSpace(ctx context.Context, c *v1alpha1.EtcdClust
 		res := reconcile.Retry(fmt.Errorf("disarming NOSPACE: %w", err))
 		return &res
 	}
-	msg := fmt.Sprintf("disarmed %s after compacting at revision %d and defragmenting: every database is below %d%% of the quota of %d bytes; writes go through again",
-		strings.Join(disarmed, ", "), st.CompactedRevision, noSpaceHeadroom, quota)
-	log.Info("NOSPACE disarmed", "etcdcluster", klog.KObj(c), "alarms", disarmed)
+	msg := fmt.Sprintf("disarmed %s after compacting at revision %d and defragmenting %s: each database is below %d%% of the quota of %d bytes; writes go through again",
+		strings.Join(disarmed, ", "), st.CompactedRevision, strings.Join(answering, ", "), noSpaceHeadroom, quota)
+	if len(silent) > 0 {
+		msg += fmt.Sprintf(" (%s did not answer: left as it is)", strings.Join(silent, ", "))
+	}
+	log.Info("NOSPACE disarmed", "etcdcluster", klog.KObj(c), "alarms", disarmed, "notAnswering", silent)
 	emit(h.Recorder, c, normal, EventAlarmDisarmed, "Disarm", msg)
 	c.Status.NoSpace = nil
+	// The round is over: a member that did not answer is defragmented in
+	// the round its own alarm starts.
+	c.Status.Defragmentation.Pending = nil
 	c.Status.Alarms = slices.DeleteFunc(c.Status.Alarms, func(a string) bool { return a == etcdclient.AlarmNoSpace })
 	res := reconcile.RequeueAfter(stepRequeue)
 	return &res

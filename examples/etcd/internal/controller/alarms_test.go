@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
@@ -239,5 +240,110 @@ func TestPodQuota(t *testing.T) {
 		if got := controller.PodQuota(tt.pod); got != tt.want {
 			t.Errorf("%s: PodQuota = %d, want %d", tt.name, got, tt.want)
 		}
+	}
+}
+
+// TestNoSpaceRecoversThroughTheQuorum: with one member's pod Pending (its
+// node gone, no room elsewhere), NOSPACE is recovered through the two
+// members that answer: compacted, both defragmented, disarmed; the
+// Pending member is left alone. Before, every pass waited for it (the
+// membership step waited, and the recovery wanted every member healthy):
+// the whole cluster refused writes until that pod ran.
+func TestNoSpaceRecoversThroughTheQuorum(t *testing.T) {
+	g := newRig(t)
+	g.create(cluster("nq", 3))
+	g.converge("nq", 30)
+	g.putKeys(map[string]string{"k": "v"})
+	c := g.get("nq")
+	g.fragmentAll("nq", 64*mib, 8*mib)
+	g.fake.SetHealthy(controller.PeerURL(c, "nq-2"), false)
+	if err := g.c.Delete(t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: g.ns, Name: "nq-2"}}); err != nil {
+		t.Fatal(err)
+	}
+	g.fake.RaiseAlarm(controller.PeerURL(c, "nq-0"), etcdclient.AlarmNoSpace)
+	g.drain()
+	passes := 0
+	for passes < 20 && !slices.ContainsFunc(g.fake.Calls(), func(call string) bool { return strings.HasPrefix(call, "Disarm") }) {
+		_ = g.pass("nq") // no kubelet: nq-2's new pod stays Pending
+		passes++
+	}
+	c = g.get("nq")
+	if len(c.Status.Alarms) > 0 || c.Status.NoSpace != nil {
+		t.Errorf("after %d passes with nq-2 Pending: status.alarms %v, noSpace %+v; want disarmed", passes, c.Status.Alarms, c.Status.NoSpace)
+	}
+	if got, want := g.maintenanceCalls("nq"), []string{"Defragment nq-1", "MoveLeader nq-1", "Defragment nq-0"}; !slices.Equal(got, want) {
+		t.Errorf("maintenance calls %q, want %q", got, want)
+	}
+	var p corev1.Pod
+	if err := g.c.Get(t.Context(), types.NamespacedName{Namespace: g.ns, Name: "nq-2"}, &p); err != nil || p.Status.Phase == corev1.PodRunning {
+		t.Errorf("nq-2's pod: %v, phase %q; want it recreated and Pending throughout", err, p.Status.Phase)
+	}
+	if t.Failed() {
+		t.Logf("conditions %+v\nevents %v\netcd calls %v", c.Status.Conditions, g.drain(), lastN(g.fake.Calls(), 40))
+	}
+}
+
+// TestNoSpaceCompactionKeepsAMargin: the recovery's first compaction keeps
+// the last 1000 revisions, so that a watcher a little behind resumes
+// without relisting; when the databases still fill the quota after it,
+// the next round compacts at the current revision, and only then does the
+// operator say the data fills the quota. Before, it compacted at the
+// current revision at once: every watcher behind had to relist.
+func TestNoSpaceCompactionKeepsAMargin(t *testing.T) {
+	g := newRig(t)
+	c := cluster("nm", 3)
+	c.Spec.QuotaBackendBytes = ptr.To(resource.MustParse("64Mi"))
+	g.create(c)
+	g.converge("nm", 30)
+	keys := map[string]string{}
+	for i := range 12000 {
+		keys[fmt.Sprintf("k%05d", i)] = "v"
+	}
+	g.putKeys(keys)
+	rev := g.fake.Revision()
+	c = g.get("nm")
+	g.fragmentAll("nm", 64*mib, 8*mib)
+	g.fake.RaiseAlarm(controller.PeerURL(c, "nm-0"), etcdclient.AlarmNoSpace)
+	var compacted []string
+	for range 20 {
+		_ = g.pass("nm")
+		g.kubelet("nm")
+		if c := g.get("nm"); len(c.Status.Alarms) == 0 {
+			break
+		}
+	}
+	for _, call := range g.fake.Calls() {
+		if strings.HasPrefix(call, "Compact ") {
+			compacted = append(compacted, call)
+		}
+	}
+	if want := []string{fmt.Sprintf("Compact %d", rev-1000)}; !slices.Equal(compacted, want) {
+		t.Errorf("compactions %q, want %q", compacted, want)
+	}
+	if c := g.get("nm"); len(c.Status.Alarms) > 0 {
+		t.Errorf("status.alarms %v after the recovery", c.Status.Alarms)
+	}
+
+	// History inside the margin fills the quota: a second round without it.
+	g.fragmentAll("nm", 64*mib, 63*mib)
+	g.fake.RaiseAlarm(controller.PeerURL(c, "nm-0"), etcdclient.AlarmNoSpace)
+	calls := len(g.fake.Calls())
+	for range 30 {
+		_ = g.pass("nm")
+		g.kubelet("nm")
+	}
+	compacted = nil
+	for _, call := range g.fake.Calls()[calls:] {
+		if strings.HasPrefix(call, "Compact ") {
+			compacted = append(compacted, call)
+		}
+	}
+	rev = g.fake.Revision()
+	if want := []string{fmt.Sprintf("Compact %d", rev-1000), fmt.Sprintf("Compact %d", rev)}; !slices.Equal(compacted, want) {
+		t.Errorf("compactions %q, want %q: a margin round, then one at the current revision", compacted, want)
+	}
+	d := statusutil.Get(g.get("nm"), v1alpha1.ConditionDegraded)
+	if d == nil || d.Reason != controller.ReasonNoSpace || !strings.Contains(d.Message, "Raise spec.quotaBackendBytes") {
+		t.Errorf("Degraded = %+v, want NoSpace naming spec.quotaBackendBytes", d)
 	}
 }

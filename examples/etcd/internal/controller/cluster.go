@@ -357,9 +357,11 @@ func (h *ClusterHooks) reconcile(ctx context.Context, c *v1alpha1.EtcdCluster, g
 
 	log.V(1).Info("membership step", "action", step.Action, "member", step.Name, "reason", step.Reason)
 	setConditions(c, obs, step)
-	if step.Grows {
-		// A member added before the leader is defragmented may be sent
-		// its database file as it is, above the quota.
+	if step.Grows || step.Action == membership.ActionWait || step.Action == membership.ActionNone {
+		// Writes wait on the recovery, which goes through the members
+		// that answer. A member added before the leader is defragmented
+		// may be sent its database file as it is, above the quota; other
+		// membership steps go first.
 		if res := h.recoverNoSpace(ctx, c, obs); res != nil {
 			return *res
 		}
@@ -387,9 +389,6 @@ func (h *ClusterHooks) reconcile(ctx context.Context, c *v1alpha1.EtcdCluster, g
 		}
 		emit(h.Recorder, c, normal, step.Reason, string(step.Action), step.Message)
 		return reconcile.Waiting(step.Reason, step.Message, stepRequeue)
-	}
-	if res := h.recoverNoSpace(ctx, c, obs); res != nil {
-		return *res
 	}
 	if res := h.defragment(ctx, c, obs); res != nil {
 		return *res

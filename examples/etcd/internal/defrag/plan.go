@@ -33,6 +33,12 @@ type Policy struct {
 	// Round names, in messages, what the pending members are defragmented
 	// for; "its scheduled round" if empty.
 	Round string
+	// SkipUnhealthy defragments the members that answer while others do
+	// not or are learners; those stay pending. Only where waiting costs
+	// more than a paused member (NOSPACE: writes are refused until the
+	// round ends): with a member down, the one defragmented may have
+	// been needed for the quorum.
+	SkipUnhealthy bool
 }
 
 // over reports whether m is due under p.
@@ -103,6 +109,9 @@ func Order(members []Member) []string {
 // the leader, a move of leadership first (see the package doc).
 func Plan(p Policy, members []Member, pending []string) Step {
 	for _, m := range members {
+		if p.SkipUnhealthy {
+			break
+		}
 		if !m.Healthy {
 			return Step{Action: ActionNone, Reason: ReasonDegraded, Message: fmt.Sprintf("member %s is not healthy: no defragmentation until it is", m.Name)}
 		}
@@ -112,7 +121,9 @@ func Plan(p Policy, members []Member, pending []string) Step {
 	}
 	byName := map[string]Member{}
 	for _, m := range members {
-		byName[m.Name] = m
+		if m.Healthy && !m.Learner {
+			byName[m.Name] = m
+		}
 	}
 	target, reason := "", ""
 	for _, name := range pending {
@@ -123,7 +134,7 @@ func Plan(p Policy, members []Member, pending []string) Step {
 	}
 	if target == "" {
 		for _, name := range Order(members) {
-			if p.over(byName[name]) {
+			if m, ok := byName[name]; ok && p.over(m) {
 				target, reason = name, ReasonThreshold
 				break
 			}

@@ -54,6 +54,23 @@ func TestPlan(t *testing.T) {
 		}(), []string{"e-1"}, Step{Action: ActionNone, Reason: ReasonDegraded}},
 		{"nothing during a membership change", threshold, append(three(), Member{Name: "e-3", ID: 4, Healthy: true, Learner: true}), nil,
 			Step{Action: ActionNone, Reason: ReasonDegraded}},
+		{"SkipUnhealthy passes over a member that does not answer", Policy{SkipUnhealthy: true}, func() []Member {
+			ms := three()
+			ms[2].Healthy = false
+			return ms
+		}(), []string{"e-2", "e-1", "e-0"}, Step{Action: ActionDefragment, Member: "e-1", Reason: ReasonScheduled}},
+		{"SkipUnhealthy hands leadership to a member that answers", Policy{SkipUnhealthy: true}, func() []Member {
+			ms := three()
+			ms[1].Healthy = false
+			return ms
+		}(), []string{"e-1", "e-0"}, Step{Action: ActionMoveLeader, Member: "e-0", To: "e-2", ToID: 3, Reason: ReasonScheduled}},
+		{"SkipUnhealthy passes over learners", Policy{SkipUnhealthy: true}, append(three(), Member{Name: "e-3", ID: 4, Healthy: true, Learner: true}),
+			[]string{"e-3"}, Step{Action: ActionNone, Reason: ReasonNothingDue}},
+		{"SkipUnhealthy with only unhealthy members pending", Policy{SkipUnhealthy: true, ThresholdPercent: 50, MinReclaimable: mib}, func() []Member {
+			ms := three()
+			ms[0].Healthy, ms[1].Healthy = false, false
+			return ms
+		}(), []string{"e-0", "e-1"}, Step{Action: ActionNone, Reason: ReasonNothingDue}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
