@@ -136,19 +136,10 @@ func signedBy(leafPEM, bundlePEM []byte, now time.Time) error {
 // mountedCopies returns the copies c's member pods mount, by name; a copy
 // gone from the API server is left out.
 func (h *ClusterHooks) mountedCopies(ctx context.Context, c *v1alpha1.EtcdCluster) (map[string]*corev1.Secret, []string, error) {
-	var pods corev1.PodList
-	if err := h.Client.List(ctx, &pods, client.InNamespace(c.Namespace), client.MatchingLabels{LabelCluster: c.Name}); err != nil {
-		return nil, nil, fmt.Errorf("listing the pods of %s: %w", c.Name, err)
+	names, err := mountedNames(ctx, h.Client, c)
+	if err != nil {
+		return nil, nil, err
 	}
-	var names []string
-	for _, p := range pods.Items {
-		for _, v := range p.Spec.Volumes {
-			if v.Name == tlsVolume && v.Secret != nil && !slices.Contains(names, v.Secret.SecretName) {
-				names = append(names, v.Secret.SecretName)
-			}
-		}
-	}
-	slices.Sort(names)
 	copies := map[string]*corev1.Secret{}
 	for _, name := range names {
 		sec, err := getSecret(ctx, h.secrets(), c.Namespace, name)
@@ -160,6 +151,25 @@ func (h *ClusterHooks) mountedCopies(ctx context.Context, c *v1alpha1.EtcdCluste
 		}
 	}
 	return copies, names, nil
+}
+
+// mountedNames lists, sorted, the copies c's member pods mount as r
+// lists the pods.
+func mountedNames(ctx context.Context, r client.Reader, c *v1alpha1.EtcdCluster) ([]string, error) {
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(c.Namespace), client.MatchingLabels{LabelCluster: c.Name}); err != nil {
+		return nil, fmt.Errorf("listing the pods of %s: %w", c.Name, err)
+	}
+	var names []string
+	for _, p := range pods.Items {
+		for _, v := range p.Spec.Volumes {
+			if v.Name == tlsVolume && v.Secret != nil && !slices.Contains(names, v.Secret.SecretName) {
+				names = append(names, v.Secret.SecretName)
+			}
+		}
+	}
+	slices.Sort(names)
+	return names, nil
 }
 
 // accepted is the copy a pass runs the members with.
@@ -273,7 +283,9 @@ func (h *ClusterHooks) ensureCopy(ctx context.Context, c *v1alpha1.EtcdCluster, 
 }
 
 // retire deletes the earlier copies (status.tls) no pod mounts and
-// returns those left.
+// returns those left. mounted comes from the cache; a copy is deleted
+// only once the API server lists no pod mounting it either: a pod made a
+// moment ago may not be cached yet.
 func (h *ClusterHooks) retire(ctx context.Context, c *v1alpha1.EtcdCluster, current string, mounted []string) ([]string, error) {
 	st := c.Status.TLS
 	if st == nil {
@@ -283,8 +295,16 @@ func (h *ClusterHooks) retire(ctx context.Context, c *v1alpha1.EtcdCluster, curr
 	if st.SecretName != "" && st.SecretName != current && !slices.Contains(retired, st.SecretName) {
 		retired = append(retired, st.SecretName)
 	}
+	live := false
 	var keep []string
 	for _, name := range retired {
+		if name != current && !slices.Contains(mounted, name) && !live {
+			var err error
+			if mounted, err = mountedNames(ctx, h.apiReader(), c); err != nil {
+				return nil, err
+			}
+			live = true
+		}
 		if name == current || slices.Contains(mounted, name) {
 			if name != current {
 				keep = append(keep, name)

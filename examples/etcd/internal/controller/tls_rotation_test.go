@@ -2,7 +2,9 @@ package controller_test
 
 import (
 	"bytes"
+	"context"
 	"path"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/controller"
@@ -231,5 +234,54 @@ func TestUnusableSecretKeepsTheClusterHealing(t *testing.T) {
 				t.Errorf("u-1 mounts %+v, want the copy %s", got, copyName)
 			}
 		})
+	}
+}
+
+// TestTLSCopyKeptWhileAnUnseenPodMountsIt: an earlier copy of spec.tls is
+// deleted only once no pod mounts it, as the API server lists the pods,
+// not the cache. Here the pod the first pass made mounts the first copy,
+// the cache has not seen that pod yet, and the user renews the Secrets:
+// the first copy must stay. Before, it was deleted on the cache's word and
+// the pod waited for a Secret that was gone.
+func TestTLSCopyKeptWhileAnUnseenPodMountsIt(t *testing.T) {
+	g := newRig(t)
+	ca, err := pki.NewCA("ca", pki.DefaultCAValidity, g.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.userCerts("u", ca, ca)
+	g.cache = interceptor.NewClient(g.c.(client.WithWatch), interceptor.Funcs{
+		List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if _, ok := list.(*corev1.PodList); ok {
+				return nil // no pod seen yet
+			}
+			return cl.List(ctx, list, opts...)
+		},
+	})
+	g.startOperator()
+	g.create(tlsCluster("u", 1, &v1alpha1.TLSSpec{PeerSecretName: "peer", ServerSecretName: "server", ClientSecretName: "client"}))
+	if err := g.pass("u"); err != nil {
+		t.Fatal(err)
+	}
+	pods := g.pods("u")
+	if len(pods) != 1 {
+		t.Fatalf("%d pods after the first pass, want 1", len(pods))
+	}
+	mounted := ""
+	for _, v := range pods[0].Spec.Volumes {
+		if v.Secret != nil && v.Name == "tls" {
+			mounted = v.Secret.SecretName
+		}
+	}
+	g.clock.advance(time.Minute)
+	g.userCerts("u", ca, ca)
+	for range 3 {
+		_ = g.pass("u")
+		if err := g.c.Get(t.Context(), client.ObjectKey{Namespace: g.ns, Name: mounted}, &corev1.Secret{}); err != nil {
+			t.Fatalf("copy %s that pod u-0 mounts: %v", mounted, err)
+		}
+	}
+	if st := g.get("u").Status.TLS; st == nil || st.SecretName == mounted || !slices.Contains(st.Retired, mounted) {
+		t.Errorf("status.tls = %+v, want a new copy and %s kept among the retired", st, mounted)
 	}
 }
