@@ -41,6 +41,10 @@ const (
 	// client Service dropping the lost member. Losing quorum stops writes
 	// for minutes.
 	maxWriteGap = 15 * time.Second
+	// nodeLossGrace is the cluster's spec.recovery.nodeLossGracePeriod:
+	// how long the dead node stays tainted out-of-service before its
+	// member is replaced.
+	nodeLossGrace = 30 * time.Second
 )
 
 // TestDrainAndNodeLoss runs a 3-member cluster spread over both real
@@ -67,7 +71,8 @@ func TestDrainAndNodeLoss(t *testing.T) {
 			}
 			c := &v1alpha1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 				Spec: v1alpha1.EtcdClusterSpec{Size: 3, Version: "3.6.16",
-					Storage: v1alpha1.StorageSpec{Size: ptr.To(resource.MustParse("64Mi"))}}}
+					Storage:  v1alpha1.StorageSpec{Size: ptr.To(resource.MustParse("64Mi"))},
+					Recovery: &v1alpha1.RecoverySpec{NodeLossGracePeriod: &metav1.Duration{Duration: nodeLossGrace}}}}
 			if err := r.Create(ctx, c); err != nil {
 				t.Fatal(err)
 			}
@@ -176,6 +181,13 @@ func TestDrainAndNodeLoss(t *testing.T) {
 			}
 			if out, err := harness.Kubectl(ctx, cfg, "taint", "node", lostNode, "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute"); err != nil {
 				t.Fatalf("%v\n%s", err, out)
+			}
+			// The taint says the node is shut down: its member keeps its
+			// data for spec.recovery.nodeLossGracePeriod.
+			tainted := time.Now()
+			for time.Since(tainted) < nodeLossGrace/2 {
+				untouched(ctx)
+				time.Sleep(2 * time.Second)
 			}
 			// The replacement is a new member (a new ID, under the old name
 			// or a new one) on the surviving node; the other two keep theirs.

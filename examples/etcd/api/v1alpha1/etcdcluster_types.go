@@ -221,6 +221,14 @@ type RecoverySpec struct {
 	// +kubebuilder:default=Wait
 	// +optional
 	QuorumLoss string `json:"quorumLoss,omitempty"`
+	// NodeLossGracePeriod is how long a node must stay tainted
+	// node.kubernetes.io/out-of-service before the members whose data is
+	// on its local volumes are replaced (their claims deleted), from when
+	// the taint was added or the operator first saw it. The taint says
+	// the node is shut down, not that its disks are gone. Default 10m; a
+	// deleted Node counts at once.
+	// +optional
+	NodeLossGracePeriod *metav1.Duration `json:"nodeLossGracePeriod,omitempty"`
 }
 
 // RecoveryStatus reports a rebuild after a lost quorum: from a surviving

@@ -150,9 +150,10 @@ type ClusterConfig struct {
 type ClusterHooks struct {
 	ClusterConfig
 
-	leaders  leaders
-	retained retention
-	guard    *guard.Guard
+	leaders      leaders
+	retained     retention
+	outOfService taintClock
+	guard        *guard.Guard
 }
 
 // NewClusterHooks returns the hooks of the EtcdCluster Reconciler, once

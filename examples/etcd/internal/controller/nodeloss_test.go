@@ -1,15 +1,18 @@
 package controller_test
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/controller"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
 )
@@ -79,7 +82,9 @@ func TestMemberOnALostNodeIsReplaced(t *testing.T) {
 					t.Fatal(err)
 				}
 			} else {
-				node.Spec.Taints = []corev1.Taint{{Key: controller.TaintOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute}}
+				// Tainted longer ago than the grace (TestOutOfServiceTaintWaitsForItsGrace).
+				added := metav1.NewTime(g.clock.Now().Add(-controller.DefaultNodeLossGracePeriod - time.Minute))
+				node.Spec.Taints = []corev1.Taint{{Key: controller.TaintOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute, TimeAdded: &added}}
 				if err := g.c.Update(t.Context(), node); err != nil {
 					t.Fatal(err)
 				}
@@ -101,4 +106,100 @@ func TestMemberOnALostNodeIsReplaced(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestOutOfServiceTaintWaitsForItsGrace: the out-of-service taint says a
+// node is shut down, not that its disks are gone (a person removes it once
+// the node is back). A member whose data is on a local volume of that node
+// keeps its claim for spec.recovery.nodeLossGracePeriod (10 minutes by
+// default) from when the taint was added, or first seen without a time;
+// after that it is replaced. A taint removed within the grace starts it
+// anew. Before, the taint deleted the claim at once.
+func TestOutOfServiceTaintWaitsForItsGrace(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		grace *metav1.Duration
+		want  time.Duration
+	}{
+		{"default", nil, controller.DefaultNodeLossGracePeriod},
+		{"spec", &metav1.Duration{Duration: time.Minute}, time.Minute},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := newRig(t)
+			c := cluster("ng", 3)
+			if tt.grace != nil {
+				c.Spec.Recovery = &v1alpha1.RecoverySpec{NodeLossGracePeriod: tt.grace}
+			}
+			g.create(c)
+			g.converge("ng", 30)
+			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-" + g.ns}}
+			if err := g.c.Create(t.Context(), node); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = g.c.Delete(context.Background(), node) })
+			g.pinClaim("ng-1", node.Name)
+			claim := g.claim("ng-1-data")
+			taint := func(on bool) {
+				t.Helper()
+				if err := g.c.Get(t.Context(), client.ObjectKeyFromObject(node), node); err != nil {
+					t.Fatal(err)
+				}
+				node.Spec.Taints = nil
+				if on {
+					node.Spec.Taints = []corev1.Taint{{Key: controller.TaintOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute}}
+				}
+				if err := g.c.Update(t.Context(), node); err != nil {
+					t.Fatal(err)
+				}
+			}
+			kept := func(when string) {
+				t.Helper()
+				if events := strings.Join(g.drain(), "\n"); strings.Contains(events, controller.EventMemberNodeLost) {
+					t.Fatalf("%s: events %q, want no %s", when, events, controller.EventMemberNodeLost)
+				}
+				if got := g.claim("ng-1-data"); got.UID != claim.UID || got.DeletionTimestamp != nil {
+					t.Fatalf("%s: claim ng-1-data replaced or deleted", when)
+				}
+			}
+			passes := func() {
+				for range 3 {
+					_ = g.pass("ng") // no kubelet: ng-1's pod does not run
+				}
+			}
+
+			taint(true)
+			g.deletePodAndStop("ng", "ng-1")
+			g.drain()
+			passes()
+			kept("just tainted")
+			g.clock.advance(tt.want - time.Second)
+			passes()
+			kept("a second before the grace ends")
+
+			// Back within the grace: the next taint starts a new one.
+			taint(false)
+			passes()
+			taint(true)
+			g.clock.advance(2 * time.Second)
+			passes()
+			kept("tainted again")
+
+			g.clock.advance(tt.want)
+			passes()
+			events := strings.Join(g.drain(), "\n")
+			if !strings.Contains(events, controller.EventMemberNodeLost) || !strings.Contains(events, node.Name) {
+				t.Errorf("after the grace: events %q, want %s naming %s", events, controller.EventMemberNodeLost, node.Name)
+			}
+		})
+	}
+}
+
+// claim returns the claim name of the rig's namespace.
+func (g *rig) claim(name string) *corev1.PersistentVolumeClaim {
+	g.t.Helper()
+	var pvc corev1.PersistentVolumeClaim
+	if err := g.c.Get(g.t.Context(), client.ObjectKey{Namespace: g.ns, Name: name}, &pvc); err != nil {
+		g.t.Fatal(err)
+	}
+	return &pvc
 }
