@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -74,4 +75,18 @@ func ExamplePolicy() {
 	policy, binding := guard.Policy("my-operator-guard")
 	fmt.Println(policy.Kind, policy.Name, binding.Spec.ParamRef.Selector.MatchLabels)
 	// Output: ValidatingAdmissionPolicy my-operator-guard map[opkit.dev/guard:true]
+}
+
+// A StatefulSet's controller makes its pods and claims from templates:
+// HoldStatefulSet labels the templates, so that Policy holds them too.
+func ExampleHoldStatefulSet() {
+	g := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "db-guard", UID: "7c4a"}}
+	sts := guard.HoldStatefulSet(&appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "db"},
+		Spec: appsv1.StatefulSetSpec{
+			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"}}},
+		},
+	}, g)
+	fmt.Println(sts.Spec.Template.Labels[guard.LabelHeldBy], sts.Spec.VolumeClaimTemplates[0].Labels[guard.LabelHeldBy], len(sts.OwnerReferences))
+	// Output: 7c4a 7c4a 1
 }

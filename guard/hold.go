@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,13 +22,8 @@ func Hold[T client.Object](obj T, guard *corev1.ConfigMap) T {
 	if !slices.ContainsFunc(refs, func(r metav1.OwnerReference) bool { return r.UID == guard.UID }) {
 		obj.SetOwnerReferences(append(refs, metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: guard.Name, UID: guard.UID}))
 	}
-	labels := obj.GetLabels()
-	if labels[LabelHeldBy] != string(guard.UID) {
-		if labels == nil {
-			labels = map[string]string{}
-		}
-		labels[LabelHeldBy] = string(guard.UID)
-		obj.SetLabels(labels)
+	if obj.GetLabels()[LabelHeldBy] != string(guard.UID) {
+		obj.SetLabels(withHeldBy(obj.GetLabels(), guard))
 	}
 	return obj
 }
@@ -60,4 +56,34 @@ func HoldExisting(ctx context.Context, c client.Client, guard *corev1.ConfigMap,
 		}
 	}
 	return nil
+}
+
+// HoldStatefulSet holds sts (Hold) and what its controller creates from
+// it: LabelHeldBy goes into the pod template and each claim template, so
+// that Policy keeps the pods and claims through the namespace's deletion.
+// It returns sts.
+//
+// Footgun: call it before the StatefulSet is first created. Claim
+// templates cannot change afterwards (hold existing claims with
+// HoldExisting), and a changed pod template rolls every pod.
+func HoldStatefulSet(sts *appsv1.StatefulSet, guard *corev1.ConfigMap) *appsv1.StatefulSet {
+	if guard == nil {
+		return sts
+	}
+	Hold(sts, guard)
+	sts.Spec.Template.Labels = withHeldBy(sts.Spec.Template.Labels, guard)
+	for i := range sts.Spec.VolumeClaimTemplates {
+		t := &sts.Spec.VolumeClaimTemplates[i]
+		t.Labels = withHeldBy(t.Labels, guard)
+	}
+	return sts
+}
+
+// withHeldBy returns labels with LabelHeldBy set to guard's UID.
+func withHeldBy(labels map[string]string, guard *corev1.ConfigMap) map[string]string {
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[LabelHeldBy] = string(guard.UID)
+	return labels
 }
