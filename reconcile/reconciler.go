@@ -54,7 +54,8 @@ type Hooks[T Object] interface {
 // Finalizer is implemented by Hooks that must clean up before their object is
 // deleted. When the hooks implement it, the Reconciler adds its finalizer to
 // every live object and calls Finalize once the object is being deleted; the
-// finalizer is removed when Finalize returns Done (or RequeueAfter).
+// finalizer is removed when Finalize returns Done. Any other result keeps
+// it, RequeueAfter included: Finalize is called again after the delay.
 //
 // Finalize must be idempotent: after a failure, or a crash after it succeeded
 // but before the finalizer was removed, it runs again. Children that carry a
@@ -299,8 +300,10 @@ func (r *Reconciler[T]) finalize(ctx context.Context, before, obj T) (ctrl.Resul
 	if f, ok := r.hooks.(Finalizer[T]); ok {
 		res = f.Finalize(ctx, obj)
 	}
-	if !res.succeeded() {
-		// Say why deletion is held up, once, then retry or wait.
+	if res.kind != KindDone {
+		// Say why deletion is held up, once, then retry or wait. A
+		// RequeueAfter is work still under way (an operation's poll merged
+		// with RequeueBy): nothing would look again once the finalizer went.
 		r.setFinalizingConditions(obj, res)
 		return r.finish(ctx, before, obj, res)
 	}
@@ -350,10 +353,20 @@ func (r *Reconciler[T]) setFinalizingConditions(obj T, res Result) {
 	case KindWaiting:
 		statusutil.MarkReconciling(obj, res.reason, res.message)
 	default:
-		statusutil.MarkReconciling(obj, ReasonFinalizing, res.Message())
+		statusutil.MarkReconciling(obj, ReasonFinalizing, finalizingMessage(res))
 	}
 	statusutil.MarkFalse(obj, statusutil.ReadyCondition, ReasonFinalizing,
-		"deletion is waiting for cleanup: "+res.Message())
+		"deletion is waiting for cleanup: "+finalizingMessage(res))
+}
+
+// finalizingMessage says why res holds the deletion up. A RequeueAfter's
+// delay is left out: merged from a schedule it differs on every pass, and
+// the status would be written each time.
+func finalizingMessage(res Result) string {
+	if res.kind == KindRequeueAfter {
+		return "cleanup under way; Finalize looks again later"
+	}
+	return res.Message()
 }
 
 // finish writes the status, records events and metrics, and converts the

@@ -161,6 +161,34 @@ func TestFinalizeWaitingKeepsFinalizer(t *testing.T) {
 	}
 }
 
+// TestFinalizeRequeueAfterKeepsFinalizer: a Finalize that merges a running
+// operation's poll into Done (Done().RequeueBy(d), as Runner.Step's
+// callers do) is not finished: the finalizer stays and the object is
+// looked at again after d. Before, RequeueAfter counted as success in
+// Finalize and the finalizer went while the work ran.
+func TestFinalizeRequeueAfterKeepsFinalizer(t *testing.T) {
+	f := newFixture(t)
+	hooks := &finalizingHooks{
+		widgetHooks: widgetHooks{children: f.children()},
+		results:     []reconcile.Result{reconcile.Done().RequeueBy(5 * time.Second)},
+	}
+	r := newReconciler(t, f, hooks)
+	f.createWidget("w", testv1.WidgetSpec{})
+	f.mustPass(r, "w")
+	testkit.Must(t, env.Client.Delete(t.Context(), f.get("w")))
+	res, err := f.pass(r, "w")
+	if err != nil || res.RequeueAfter != 5*time.Second {
+		t.Errorf("pass = %+v, %v; want RequeueAfter 5s and no error", res, err)
+	}
+	if f.gone("w") || !controllerutil.ContainsFinalizer(f.get("w"), finalizer) {
+		t.Fatal("finalizer removed while Finalize asked to look again")
+	}
+	f.mustPass(r, "w")
+	if !f.gone("w") {
+		t.Error("widget still exists after Finalize returned Done")
+	}
+}
+
 func TestObjectVanishesMidPass(t *testing.T) {
 	for _, withFinalizer := range []bool{false, true} {
 		name := map[bool]string{false: "without-finalizer", true: "with-finalizer"}[withFinalizer]

@@ -64,7 +64,8 @@ type Result struct {
 func Done() Result { return Result{kind: KindDone} }
 
 // RequeueAfter reports a successful pass that wants to look again after d, for
-// example to poll an external system. A d <= 0 is the same as Done.
+// example to poll an external system. A d <= 0 is the same as Done. From
+// Finalize it means cleanup under way: the finalizer stays.
 func RequeueAfter(d time.Duration) Result {
 	if d <= 0 {
 		return Done()
@@ -73,7 +74,8 @@ func RequeueAfter(d time.Duration) Result {
 }
 
 // Waiting reports that the desired state is applied but not reached yet:
-// Reconciling=True with reason and message, Ready=Unknown, and a requeue after
+// Reconciling=True with reason and message, Ready=Unknown (False while a
+// condition named with WithConditions is False), and a requeue after
 // d (a d <= 0 uses DefaultWaitingRequeue). Changes to owned children also
 // trigger a pass, so d is a safety net, not a poll interval.
 //
@@ -90,7 +92,7 @@ func Waiting(reason, message string, d time.Duration) Result {
 const DefaultWaitingRequeue = 30 * time.Second
 
 // WaitingForChange is Waiting without the safety net: Reconciling=True with
-// reason and message, Ready=Unknown, and no requeue. The next pass comes
+// reason and message, Ready as for Waiting, and no requeue. The next pass comes
 // from a watch event: the object, one of its children (WithOwns) or another
 // watched object changes.
 //
@@ -219,6 +221,3 @@ func (r Result) Message() string {
 	}
 	return r.message
 }
-
-// succeeded reports whether the pass reached the desired state.
-func (r Result) succeeded() bool { return r.kind == KindDone || r.kind == KindRequeueAfter }
