@@ -52,8 +52,9 @@ type Option func(*Guard)
 func WithLabel(key string) Option { return func(g *Guard) { g.label = key } }
 
 // New returns a Guard for owners of owner's type, which c's scheme must
-// know. c should read ConfigMaps with the label of Label (see its
-// CacheOptions in the manager).
+// know. With a manager's client, select the cache's ConfigMaps by the key
+// of Label (cache.Options.ByObject): otherwise it caches every ConfigMap
+// of the cluster.
 func New(c client.Client, owner client.Object, opts ...Option) (*Guard, error) {
 	if c == nil {
 		return nil, errors.New("guard.New: the client is required")

@@ -227,3 +227,31 @@ func TestResultConstructors(t *testing.T) {
 		t.Errorf("unknown kind String = %q", s)
 	}
 }
+
+// TestWaitingReady keeps Waiting's doc true: Ready is Unknown while a pass
+// waits, and False while a condition named with WithConditions is False.
+func TestWaitingReady(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		available metav1.ConditionStatus
+		want      metav1.ConditionStatus
+	}{
+		{"no named condition False", metav1.ConditionTrue, metav1.ConditionUnknown},
+		{"a named condition False", metav1.ConditionFalse, metav1.ConditionFalse},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			r := newReconciler(t, f, &widgetHooks{onReconc: func(_ context.Context, w *testv1.Widget) (reconcile.Result, bool) {
+				statusutil.Set(w, metav1.Condition{Type: "Available", Status: tt.available, Reason: "Test"})
+				return reconcile.Waiting("PodsStarting", "2 of 3 pods started", time.Minute), true
+			}}, reconcile.WithConditions("Available"))
+			f.createWidget("w", testv1.WidgetSpec{})
+			if _, err := f.pass(r, "w"); err != nil {
+				t.Fatal(err)
+			}
+			if got := statusutil.Get(f.get("w"), statusutil.ReadyCondition); got == nil || got.Status != tt.want {
+				t.Errorf("Ready = %+v, want %s", got, tt.want)
+			}
+		})
+	}
+}
