@@ -13,7 +13,10 @@
 // An update that changes only metadata (labels, annotations, finalizers) or
 // that comes while the object is being deleted is not validated: an object
 // stored while invalid can still be paused, labelled, and have its
-// finalizer removed.
+// finalizer removed. Put MatchConditions on the configurations so that the
+// API server does not call the webhooks for them either: with
+// failurePolicy Fail and no replica serving, it refuses every update it
+// cannot send.
 //
 // The webhook configurations and Service are the installer's:
 // controller-gen's webhook generator writes the configurations from

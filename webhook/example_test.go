@@ -2,6 +2,7 @@ package webhook_test
 
 import (
 	"flag"
+	"fmt"
 	"os"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -84,4 +85,15 @@ func ExampleFlags() {
 		os.Exit(1)
 	}
 	_ = mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// The conditions an installer puts on each webhook, here as a kustomize
+// JSON patch would carry them.
+func ExampleMatchConditions() {
+	for _, c := range webhook.MatchConditions() {
+		fmt.Printf("%s: %s\n", c.Name, c.Expression)
+	}
+	// Output:
+	// not-being-deleted: !has(object.metadata.deletionTimestamp)
+	// spec-changed: request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec
 }

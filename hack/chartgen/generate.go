@@ -70,7 +70,9 @@ func Generate(example, shared, out string) error {
 		template func([]byte) ([]byte, error)
 	}{
 		{filepath.Join("guard", "policy.yaml"), guardTemplate},
-		{filepath.Join("webhook", "manifests.yaml"), webhookTemplate},
+		{filepath.Join("webhook", "manifests.yaml"), func(b []byte) ([]byte, error) {
+			return webhookTemplate(b, filepath.Join(example, "config", "webhook", "match_conditions.yaml"))
+		}},
 	} {
 		path := filepath.Join(example, "config", in.rel)
 		b, err := os.ReadFile(path)
@@ -242,6 +244,35 @@ func guardTemplate(b []byte) ([]byte, error) {
 	return append([]byte("# config/guard/policy.yaml, written by make chart.\n"), out...), nil
 }
 
+// matchConditions reads the JSON patch at path that the kustomization of
+// config/webhook applies to every webhook configuration, and returns the
+// matchConditions it adds, by webhook index.
+func matchConditions(path string) (map[int]any, error) {
+	b, err := os.ReadFile(path)
+	if path == "" || errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	var ops []struct {
+		Op    string `json:"op"`
+		Path  string `json:"path"`
+		Value any    `json:"value"`
+	}
+	if err := yaml.UnmarshalStrict(b, &ops); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	out := map[int]any{}
+	for _, op := range ops {
+		var i int
+		if _, err := fmt.Sscanf(op.Path, "/webhooks/%d/matchConditions", &i); err != nil || op.Op != "add" || op.Path != fmt.Sprintf("/webhooks/%d/matchConditions", i) {
+			return nil, fmt.Errorf("%s: %s %s: want only add /webhooks/<n>/matchConditions", path, op.Op, op.Path)
+		}
+		out[i] = op.Value
+	}
+	return out, nil
+}
+
 // Placeholders for the release's values while the webhook configurations
 // are YAML; none can occur in a configuration (names hold no "_").
 const (
@@ -254,9 +285,14 @@ const (
 
 // webhookTemplate returns controller-gen's webhook configurations (b)
 // behind chart.webhook, with the chart's labels, their names, their
-// Service's name and namespace made the release's, and failurePolicy
-// webhook.failurePolicy.
-func webhookTemplate(b []byte) ([]byte, error) {
+// Service's name and namespace made the release's, failurePolicy
+// webhook.failurePolicy, and the matchConditions the kustomize patch at
+// conditions adds (none when there is no such file).
+func webhookTemplate(b []byte, conditions string) ([]byte, error) {
+	matches, err := matchConditions(conditions)
+	if err != nil {
+		return nil, err
+	}
 	var docs [][]byte
 	for doc := range strings.SplitSeq(strings.TrimPrefix(string(b), "---\n"), "\n---\n") {
 		var obj map[string]any
@@ -271,8 +307,11 @@ func webhookTemplate(b []byte) ([]byte, error) {
 		meta["labels"] = labelsPart
 		meta["annotations"] = annotationsPart
 		hooks, _ := obj["webhooks"].([]any)
-		for _, h := range hooks {
+		for i, h := range hooks {
 			h, _ := h.(map[string]any)
+			if m, ok := matches[i]; ok {
+				h["matchConditions"] = m
+			}
 			cc, _ := h["clientConfig"].(map[string]any)
 			svc, ok := cc["service"].(map[string]any)
 			if !ok {

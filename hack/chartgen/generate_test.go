@@ -143,7 +143,7 @@ webhooks:
   failurePolicy: Fail
   name: vthing.example.com
 `
-	got, err := webhookTemplate([]byte(hooks))
+	got, err := webhookTemplate([]byte(hooks), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,11 +172,31 @@ webhooks:
 	if diff := cmp.Diff(want, string(got)); diff != "" {
 		t.Errorf("webhookTemplate (-want +got):\n%s", diff)
 	}
+	// The matchConditions config/webhook's kustomize patch adds.
+	patch := filepath.Join(t.TempDir(), "match_conditions.yaml")
+	if err := os.WriteFile(patch, []byte("- op: add\n  path: /webhooks/0/matchConditions\n  value:\n  - name: not-being-deleted\n    expression: \"!has(object.metadata.deletionTimestamp)\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err = webhookTemplate([]byte(hooks), patch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withConds := strings.Replace(want, "  failurePolicy: {{ .Values.webhook.failurePolicy }}\n",
+		"  failurePolicy: {{ .Values.webhook.failurePolicy }}\n  matchConditions:\n  - expression: '!has(object.metadata.deletionTimestamp)'\n    name: not-being-deleted\n", 1)
+	if diff := cmp.Diff(withConds, string(got)); diff != "" {
+		t.Errorf("webhookTemplate with match conditions (-want +got):\n%s", diff)
+	}
+	if err := os.WriteFile(patch, []byte("- op: replace\n  path: /webhooks/0/failurePolicy\n  value: Ignore\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := webhookTemplate([]byte(hooks), patch); err == nil || !strings.Contains(err.Error(), "want only add /webhooks/<n>/matchConditions") {
+		t.Errorf("webhookTemplate with another patch: %v, want it refused", err)
+	}
 	for _, tt := range []struct{ name, in, wantErr string }{
 		{"another kind", strings.Replace(hooks, "kind: ValidatingWebhookConfiguration", "kind: ConfigMap", 1), "kind ConfigMap"},
 		{"a URL, not a Service", strings.Replace(hooks, "    service:\n      name: webhook-service\n      namespace: system\n      path: /validate-example-com-v1-thing\n", "    url: https://example.com\n", 1), "no clientConfig.service"},
 	} {
-		if _, err := webhookTemplate([]byte(tt.in)); err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+		if _, err := webhookTemplate([]byte(tt.in), ""); err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 			t.Errorf("%s: webhookTemplate error %v, want one containing %q", tt.name, err, tt.wantErr)
 		}
 	}
