@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -26,6 +27,9 @@ type Env struct {
 	Client client.Client
 
 	env *envtest.Environment
+	// namespaces are those Namespace made, by the name of the test.
+	nsMu       sync.Mutex
+	namespaces map[string][]string
 }
 
 // Option configures Start.

@@ -8,34 +8,72 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 )
+
+// ManagerOption changes the options of the manager StartManager builds.
+type ManagerOption func(*ctrl.Options)
+
+// InNamespaces makes the manager's cache, and so its controllers, see
+// these namespaces instead of the test's (see StartManager).
+func InNamespaces(namespaces ...string) ManagerOption {
+	return func(o *ctrl.Options) {
+		o.Cache.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range namespaces {
+			o.Cache.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+}
+
+// AllNamespaces makes the manager's cache see every namespace: its
+// controllers then also act on other tests' objects.
+func AllNamespaces() ManagerOption {
+	return func(o *ctrl.Options) { o.Cache.DefaultNamespaces = nil }
+}
+
+// WithManagerOptions lets fn change any of the manager's options (cache
+// transforms and selectors, a sharded cache), after the others.
+func WithManagerOptions(fn func(*ctrl.Options)) ManagerOption {
+	return func(o *ctrl.Options) { fn(o) }
+}
 
 // StartManager builds a manager on e (no metrics or health endpoints,
 // controller names not checked, so that every test may register its
 // own), lets setup register controllers, and runs it until t ends. A
 // manager that fails fails t.
 //
+// Its cache sees the namespaces Env.Namespace made for t and the tests t
+// runs under, so that parallel tests' managers leave each other's objects
+// alone; call Namespace first. A test that made none gets every
+// namespace. opts change that (InNamespaces, AllNamespaces) and the rest.
+//
 // With WithWebhooks, the manager's webhook server is the one the
 // configurations call, and StartManager returns once it serves. Only one
 // manager at a time can serve them: tests that do must not run in
 // parallel.
-func (e *Env) StartManager(t testing.TB, setup func(ctrl.Manager) error) ctrl.Manager {
+func (e *Env) StartManager(t testing.TB, setup func(ctrl.Manager) error, opts ...ManagerOption) ctrl.Manager {
 	t.Helper()
-	opts := ctrl.Options{
+	o := ctrl.Options{
 		Scheme:                 e.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 	}
+	if ns := e.testNamespaces(t); len(ns) > 0 {
+		InNamespaces(ns...)(&o)
+	}
 	wh := e.env.WebhookInstallOptions
 	serving := len(wh.MutatingWebhooks)+len(wh.ValidatingWebhooks) > 0
 	if serving {
-		opts.WebhookServer = webhook.NewServer(e.WebhookOptions())
+		o.WebhookServer = webhook.NewServer(e.WebhookOptions())
 	}
-	mgr, err := ctrl.NewManager(e.Config, opts)
+	for _, opt := range opts {
+		opt(&o)
+	}
+	mgr, err := ctrl.NewManager(e.Config, o)
 	if err != nil {
 		t.Fatalf("building a manager: %v", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -152,4 +153,56 @@ func TestControllerManager(t *testing.T) {
 	for _, obj := range []client.Object{held, gone} {
 		testenv.WaitForDeletion(t, env.Client, obj, time.Minute)
 	}
+}
+
+// TestManagerSeesItsTestsNamespaces: by default a test's manager caches,
+// and so reconciles, only the namespaces Env.Namespace made for that test:
+// a widget in another test's namespace is not touched. InNamespaces names
+// others, and WithManagerOptions changes any option.
+func TestManagerSeesItsTestsNamespaces(t *testing.T) {
+	mine := env.Namespace(t)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "another-test-"}}
+	testkit.Must(t, env.Client.Create(t.Context(), ns))
+	theirs := ns.Name
+	var seen sync.Map
+	start := func(t *testing.T, opts ...testenv.ManagerOption) {
+		env.StartManager(t, func(mgr ctrl.Manager) error {
+			_, err := reconcile.SetupWithManager[*testv1.Widget](mgr, &countingHooks{seen: &seen})
+			return err
+		}, opts...)
+	}
+	t.Run("default", func(t *testing.T) {
+		seen.Clear()
+		start(t)
+		other := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: theirs}}
+		testkit.Must(t, env.Client.Create(t.Context(), other))
+		w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: mine}}
+		testkit.Must(t, env.Client.Create(t.Context(), w))
+		testenv.WaitForCondition(t, env.Client, w, statusutil.ReadyCondition, metav1.ConditionTrue)
+		time.Sleep(time.Second)
+		if _, ok := seen.Load(theirs + "/w"); ok {
+			t.Errorf("the manager of a test reconciled a widget in %s, another test's namespace", theirs)
+		}
+	})
+	t.Run("InNamespaces", func(t *testing.T) {
+		seen.Clear()
+		start(t, testenv.InNamespaces(theirs))
+		other := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: theirs}}
+		testenv.WaitFor(t, env.Client, other, func(*testv1.Widget) bool { _, ok := seen.Load(theirs + "/w"); return ok })
+	})
+	t.Run("WithManagerOptions", func(t *testing.T) {
+		var called bool
+		start(t, testenv.WithManagerOptions(func(o *ctrl.Options) { called = o.Cache.DefaultNamespaces != nil }))
+		if !called {
+			t.Error("WithManagerOptions was not given the options with the test's namespaces")
+		}
+	})
+}
+
+// countingHooks records each widget a pass saw.
+type countingHooks struct{ seen *sync.Map }
+
+func (h *countingHooks) Reconcile(_ context.Context, w *testv1.Widget) reconcile.Result {
+	h.seen.Store(w.Namespace+"/"+w.Name, true)
+	return reconcile.Done()
 }
