@@ -336,3 +336,42 @@ func TestStaleReadKeepsForeignStatusFields(t *testing.T) {
 		}
 	}
 }
+
+// TestFinalizerConflictLeavesForeignCondition: another controller writes
+// its condition between a pass's read and its finalizer patch, which
+// conflicts and is retried on a fresh read carrying that condition; then
+// it writes the condition again while the pass runs. The pass must not
+// count the condition as its own change: the other controller's newer
+// value stays, and the pass's field manager never owns it. Before, the
+// pass compared its status to the copy read before the re-read and
+// applied the condition with force, reverting the other controller.
+func TestFinalizerConflictLeavesForeignCondition(t *testing.T) {
+	f := newFixture(t)
+	f.createWidget("w", testv1.WidgetSpec{Replicas: 1})
+	var once sync.Once
+	c := interceptor.NewClient(withWatch(t, f), interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			if _, ok := obj.(*testv1.Widget); ok {
+				once.Do(func() { testkit.Must(t, setExternal(ctx, "w", f.ns, metav1.ConditionTrue, "first")) })
+			}
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+	})
+	hooks := &finalizingHooks{widgetHooks: widgetHooks{children: f.children(), onReconc: func(ctx context.Context, _ *testv1.Widget) (reconcile.Result, bool) {
+		testkit.Must(t, setExternal(ctx, "w", f.ns, metav1.ConditionFalse, "second"))
+		return reconcile.Result{}, false
+	}}}
+	r, err := reconcile.New[*testv1.Widget](c, env.Scheme, hooks)
+	testkit.Must(t, err)
+	f.mustPass(r, "w")
+
+	got := f.get("w")
+	if ext := statusutil.Get(got, "External"); ext == nil || ext.Status != metav1.ConditionFalse || ext.Message != "second" {
+		t.Errorf("External after the pass = %+v, want the other controller's False \"second\"", ext)
+	}
+	for _, m := range got.ManagedFields {
+		if m.Manager == r.FieldOwner() && m.FieldsV1 != nil && strings.Contains(m.FieldsV1.GetRawString(), `\"type\":\"External\"`) {
+			t.Errorf("our field manager %s owns the External condition: %s", m.Manager, m.FieldsV1.GetRawString())
+		}
+	}
+}
