@@ -19,8 +19,8 @@ import (
 // So Children remembers, per child, the digest it last applied and the
 // resourceVersions that predate that apply; while the cache serves one of
 // those versions and the desired child has the same digest, nothing is
-// sent. The record is dropped as soon as the cache shows any other version
-// (or the child is deleted through DeleteChild), and records not looked at
+// sent. The record is dropped as soon as the cache shows the applied
+// version or a later one (or the child is deleted through DeleteChild), and records not looked at
 // for appliedChildTTL are dropped too, so that children never visited again
 // are not remembered forever.
 //
@@ -62,7 +62,7 @@ func (a *appliedChildren) lookup(k childKey, current client.Object) (appliedChil
 	if !ok {
 		return appliedChild{}, false
 	}
-	if !predates(current, rec.uid, rec.staleRVs) {
+	if !predates(current, rec.uid, rec.staleRVs, rec.applied) {
 		drop(&a.m, k)
 		return appliedChild{}, false
 	}
@@ -138,7 +138,7 @@ func (a *appliedChildren) wasCreated(k childKey) bool {
 func (a *appliedChildren) seen(k childKey, current client.Object) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if rec, ok := a.m[k]; ok && !predates(current, rec.uid, rec.staleRVs) {
+	if rec, ok := a.m[k]; ok && !predates(current, rec.uid, rec.staleRVs, rec.applied) {
 		drop(&a.m, k)
 	}
 }

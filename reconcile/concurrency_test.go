@@ -375,3 +375,50 @@ func TestFinalizerConflictLeavesForeignCondition(t *testing.T) {
 		}
 	}
 }
+
+// TestStaleReadAfterAForeignWriteKeepsOwnStatus: another writer labels the
+// object while a pass runs, between the pass's read and its status write.
+// The cache then serves that labelled version, which predates the pass's
+// write although the pass never read it: the next pass must still see the
+// status the first one wrote (an operation's success, a once-set field).
+// Before, any version the record did not list dropped it, and the next
+// pass ran on the status from before the first pass's write.
+func TestStaleReadAfterAForeignWriteKeepsOwnStatus(t *testing.T) {
+	f := newFixture(t)
+	created := f.createWidget("w", testv1.WidgetSpec{Replicas: 1})
+	var labelled *testv1.Widget
+	c, serveStale := staleWidgetClient(t, env.Config, created)
+	pass := 0
+	var sawDone bool
+	hooks := &widgetHooks{children: f.children(), onReconc: func(ctx context.Context, w *testv1.Widget) (reconcile.Result, bool) {
+		pass++
+		if pass == 1 {
+			cur := f.get("w")
+			cur.Labels = map[string]string{"sharded": "yes"}
+			testkit.Must(t, env.Client.Update(ctx, cur))
+			labelled = cur.DeepCopy()
+			statusutil.MarkTrue(w, "Migrated", "Done", "the one-time migration ran")
+			return reconcile.Result{}, false
+		}
+		sawDone = statusutil.IsTrue(w, "Migrated")
+		return reconcile.Result{}, false
+	}}
+	r, err := reconcile.New[*testv1.Widget](c, env.Scheme, hooks)
+	testkit.Must(t, err)
+	req := crreconcile.Request{NamespacedName: client.ObjectKeyFromObject(created)}
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	// The cache has the foreign write, not yet the pass's own.
+	labelled.DeepCopyInto(created)
+	*serveStale = true
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	if !sawDone {
+		t.Error("the pass after a foreign write saw the status from before the previous pass's write: Migrated not True")
+	}
+	if m := statusutil.Get(f.get("w"), "Migrated"); m == nil || m.Status != metav1.ConditionTrue {
+		t.Errorf("Migrated on the server = %+v, want True", m)
+	}
+}

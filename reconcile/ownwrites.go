@@ -3,6 +3,7 @@ package reconcile
 import (
 	"reflect"
 	"slices"
+	"strconv"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -23,7 +24,9 @@ import (
 // write left. When a pass reads one of those versions, it overlays them
 // before running (managedFields decide which conditions the status apply
 // sends: see writeStatus). The
-// record is dropped as soon as the cache shows any other version.
+// record is dropped as soon as the cache shows the version the writes left,
+// or a later one. A version another writer made between the pass's read
+// and its write predates it too, although the pass never read it.
 type ownWrites struct {
 	mu sync.Mutex
 	m  map[types.NamespacedName]ownWrite
@@ -45,7 +48,7 @@ func (w *ownWrites) overlay(key types.NamespacedName, obj client.Object, finaliz
 	if !ok {
 		return nil
 	}
-	if !predates(obj, rec.uid, rec.staleRVs) {
+	if !predates(obj, rec.uid, rec.staleRVs, rec.written) {
 		drop(&w.m, key)
 		return nil
 	}
@@ -100,15 +103,30 @@ func (w *ownWrites) record(key types.NamespacedName, obj client.Object, readRV s
 func (w *ownWrites) seen(key types.NamespacedName, obj client.Object) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if rec, ok := w.m[key]; ok && !predates(obj, rec.uid, rec.staleRVs) {
+	if rec, ok := w.m[key]; ok && !predates(obj, rec.uid, rec.staleRVs, rec.written) {
 		drop(&w.m, key)
 	}
 }
 
 // predates says whether obj, read from the cache, is a version of the
-// object uid that a write record lists as stale.
-func predates(obj client.Object, uid types.UID, staleRVs []string) bool {
-	return obj.GetUID() == uid && slices.Contains(staleRVs, obj.GetResourceVersion())
+// object uid from before written, our write: one listed as stale, or an
+// older one (another writer's, between our read and our write).
+// resourceVersions are opaque, but the API server's are etcd revisions,
+// which only grow; where one does not parse as such, only the listed
+// versions count.
+func predates(obj client.Object, uid types.UID, staleRVs []string, written client.Object) bool {
+	if obj.GetUID() != uid {
+		return false
+	}
+	if slices.Contains(staleRVs, obj.GetResourceVersion()) {
+		return true
+	}
+	if written == nil || reflect.ValueOf(written).IsNil() {
+		return false
+	}
+	got, err := strconv.ParseUint(obj.GetResourceVersion(), 10, 64)
+	ours, err2 := strconv.ParseUint(written.GetResourceVersion(), 10, 64)
+	return err == nil && err2 == nil && got < ours
 }
 
 // has says whether key has a record.
