@@ -300,7 +300,7 @@ func WithRawSource(src source.Source) SetupOption {
 // The manager's cache must be ring.NewCache(identity, kinds...) with
 // the kind, every child kind and any other kind that follows them (a
 // Deployment's pods); run every replica without leader election. RBAC:
-// Leases in ring.Namespace (list, create, patch, delete), get and patch
+// Leases in ring.Namespace (get, list, watch, create, patch, delete), get and patch
 // on the kind, patch on its children.
 func WithShard(ring shard.Ring, children ...shard.Child) SetupOption {
 	return setupOnlyOption(func(o *setupOptions) {

@@ -71,7 +71,8 @@ func (c Certificates) check() error {
 // server from NewServer, which waits for the certificate the kubelet
 // mounts. Add the returned checker as a readiness check, on every replica:
 // it fails with ErrCertificatesNotReady until every caBundle trusts the
-// mounted certificate, and stays ready after.
+// mounted certificate (a named configuration or CRD that does not exist
+// fails it too, naming it), and stays ready after.
 //
 // Footgun: a CA rotation (every ten years) replaces the caBundle at once,
 // and requests fail until the kubelet mounts the new Secret.

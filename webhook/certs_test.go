@@ -398,3 +398,49 @@ func TestNewServerWaitsForItsCertificate(t *testing.T) {
 		t.Error("started without a certificate")
 	}
 }
+
+// TestRotateCertificatesMisnamedConfiguration: a configuration name that
+// no configuration has (a typo, another release's prefix) keeps the
+// replica not ready, naming it: the rotator injects its CA nowhere, and
+// the API server would call a webhook it does not trust. Before, an
+// absent configuration counted as trusted.
+func TestRotateCertificatesMisnamedConfiguration(t *testing.T) {
+	ctx := t.Context()
+	restoreCABundles(t)
+	ns := namespace(t)
+	secret := types.NamespacedName{Namespace: ns, Name: "webhook-server-cert"}
+	data := issue(t, "localhost")
+	if err := env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secret.Name}, Data: data}); err != nil {
+		t.Fatal(err)
+	}
+	injectCA(t, data["ca.crt"])
+	if err := env.Client.Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "leader"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: new("other"), LeaseDurationSeconds: new(int32(3600)),
+			AcquireTime: &metav1.MicroTime{Time: time.Now()}, RenewTime: &metav1.MicroTime{Time: time.Now()}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	certDir := t.TempDir()
+	mount(t, certDir, data)
+	mgr, _ := certManager(t, certDir, ctrl.Options{LeaderElection: true, LeaderElectionNamespace: ns, LeaderElectionID: "leader"})
+	ready, err := webhook.RotateCertificates(mgr, webhook.Certificates{
+		Secret: secret, CertDir: certDir, DNSName: "localhost",
+		Validating: []string{validating, "no-such-configuration"}, Mutating: []string{mutating},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.Run(t, mgr)
+	// Long enough for the server to start and a check to pass otherwise.
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if err := ready(nil); err == nil {
+			t.Fatal("ready while Certificates.Validating names a configuration that does not exist")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := ready(nil); !errors.Is(err, webhook.ErrCertificatesNotReady) || !strings.Contains(err.Error(), "no-such-configuration") {
+		t.Errorf("readiness error %v, want ErrCertificatesNotReady naming no-such-configuration", err)
+	}
+}

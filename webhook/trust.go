@@ -81,14 +81,15 @@ func (c *trusted) verify(ctx context.Context) error {
 	return nil
 }
 
-// caBundles are the decoded caBundles of t; none when t is absent, which
-// the rotator skips too, or a CRD that converts without a webhook.
+// caBundles are the decoded caBundles of t; none for a CRD that converts
+// without a webhook. An absent t is an error: the rotator skips it, so a
+// misnamed configuration would get no CA while this replica said ready.
 func (c *trusted) caBundles(ctx context.Context, t rotator.WebhookInfo) ([][]byte, error) {
 	obj := &unstructured.Unstructured{}
 	obj.SetGroupVersionKind(targetKinds[t.Type])
 	if err := c.reader.Get(ctx, client.ObjectKey{Name: t.Name}, obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, nil
+			return nil, fmt.Errorf("%w: name one the installer made in Certificates", err)
 		}
 		return nil, err
 	}
