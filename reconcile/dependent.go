@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/opkit-dev/opkit/ownership"
 )
 
 // Dependent declares one child of a P, once: how it is built, what it
@@ -18,7 +20,8 @@ type Dependent[P Object, C client.Object] struct {
 	Name string
 	// Build returns the desired child of parent: its name, namespace and
 	// the fields the operator sets, as for EnsureChild. It is called for an
-	// unwanted child too, to learn the name of the object to delete.
+	// unwanted child too, to learn the name of the object to delete, unless
+	// ObjectKey is set.
 	Build func(ctx context.Context, parent P) (C, error)
 	// Apply, instead of Build, returns the child as a client-go apply
 	// configuration: only the fields it sets are applied and owned (see
@@ -31,8 +34,13 @@ type Dependent[P Object, C client.Object] struct {
 	// means ready once applied.
 	Ready func(child C) (ready bool, message string)
 	// Wanted reports whether parent wants the child; nil means always. An
-	// unwanted child that exists and that parent controls is deleted.
+	// unwanted child that exists and that parent controls is deleted;
+	// another's object of its name is left alone.
 	Wanted func(parent P) bool
+	// ObjectKey, if set, names the child's object without building it:
+	// an unwanted child is found by it, so that Build need not work
+	// without the inputs only a wanted child has. nil calls Build.
+	ObjectKey func(parent P) client.ObjectKey
 	// CreateOnly creates the child once and never changes it
 	// (Children.EnsureCreated): for a Job or another one-shot object.
 	CreateOnly bool
@@ -46,7 +54,8 @@ type Dependent[P Object, C client.Object] struct {
 	// child.
 	Applied func(ctx context.Context, parent P, live, old C, op Operation)
 	// Condition, if set, is a condition type of the parent that tracks the
-	// child: True once ready, False while not (with Ready's message),
+	// child: True once ready, False while not (with Ready's message, or
+	// reason Failed and the error when building or applying it failed),
 	// Unknown while a dependency holds it back, True with reason NotWanted
 	// when unwanted. List it in WithConditions to make Ready follow it.
 	Condition string
@@ -123,16 +132,12 @@ type dependentState struct {
 
 func (d *Dependent[P, C]) reconcile(ctx context.Context, wp *workflowPass[P]) dependentState {
 	parent := wp.parent
+	if d.Wanted != nil && !d.Wanted(parent) {
+		return d.unwanted(ctx, wp)
+	}
 	desired, ac, err := d.desired(ctx, wp)
 	if err != nil {
-		return dependentState{wanted: true, err: fmt.Errorf("building %s: %w", d.Name, err)}
-	}
-	if d.Wanted != nil && !d.Wanted(parent) {
-		if _, err := wp.children.DeleteChild(ctx, parent, desired); err != nil {
-			return dependentState{err: fmt.Errorf("deleting %s: %w", d.Name, err)}
-		}
-		d.setCondition(parent, "True", ReasonNotWanted, "not wanted by the spec")
-		return dependentState{ready: true}
+		return d.failed(parent, fmt.Errorf("building %s: %w", d.Name, err))
 	}
 	if blocker, msg := wp.blocked(d.DependsOn); blocker != "" {
 		msg = fmt.Sprintf("waiting for %s: %s", blocker, msg)
@@ -164,7 +169,7 @@ func (d *Dependent[P, C]) reconcile(ctx context.Context, wp *workflowPass[P]) de
 		op, err = wp.children.EnsureChild(ctx, parent, desired, opts...)
 	}
 	if err != nil {
-		return dependentState{wanted: true, err: fmt.Errorf("applying %s: %w", d.Name, err)}
+		return d.failed(parent, fmt.Errorf("applying %s: %w", d.Name, err))
 	}
 	if d.Applied != nil {
 		d.Applied(ctx, parent, desired, old, op)
@@ -179,4 +184,40 @@ func (d *Dependent[P, C]) reconcile(ctx context.Context, wp *workflowPass[P]) de
 		d.setCondition(parent, "False", ReasonDependentNotReady, st.message)
 	}
 	return st
+}
+
+// failed reports err, the failure of a wanted child, in d's condition.
+func (d *Dependent[P, C]) failed(parent P, err error) dependentState {
+	d.setCondition(parent, "False", ReasonDependentFailed, err.Error())
+	return dependentState{wanted: true, err: err}
+}
+
+// unwanted deletes d's child if parent controls it. Another's object of
+// its name is not the child: left alone, it holds nothing back.
+func (d *Dependent[P, C]) unwanted(ctx context.Context, wp *workflowPass[P]) dependentState {
+	var obj client.Object
+	if d.ObjectKey != nil {
+		o, err := d.childType()
+		if err != nil {
+			return dependentState{err: err}
+		}
+		key := d.ObjectKey(wp.parent)
+		o.SetName(key.Name)
+		o.SetNamespace(key.Namespace)
+		obj = o
+	} else {
+		desired, _, err := d.desired(ctx, wp)
+		if err != nil {
+			return dependentState{err: fmt.Errorf("building unwanted %s to learn its name (set ObjectKey to name it without building): %w", d.Name, err)}
+		}
+		obj = desired
+	}
+	msg := "not wanted by the spec"
+	if _, err := wp.children.DeleteChild(ctx, wp.parent, obj); ownership.IsConflict(err) {
+		msg += "; an object of its name that is not the parent's is left alone"
+	} else if err != nil {
+		return dependentState{err: fmt.Errorf("deleting %s: %w", d.Name, err)}
+	}
+	d.setCondition(wp.parent, "True", ReasonNotWanted, msg)
+	return dependentState{ready: true}
 }

@@ -27,6 +27,9 @@ const (
 	ReasonDependentReady    = "Ready"
 	ReasonDependentNotReady = "NotReady"
 	ReasonNotWanted         = "NotWanted"
+	// ReasonDependentFailed: building or applying the child failed; the
+	// condition's message is the error.
+	ReasonDependentFailed = "Failed"
 )
 
 // ChildConflictRequeue is how often a Workflow blocked by an object that is

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -314,4 +315,85 @@ func (h *nsFilter) Reconcile(ctx context.Context, w *testv1.Widget) reconcile.Re
 		return reconcile.Done()
 	}
 	return h.inner.Reconcile(ctx, w)
+}
+
+// TestWorkflowUnwantedChildEdges: an unwanted dependent whose Build lacks
+// its inputs does not fail the pass when ObjectKey names its object; an
+// object of an unwanted child's name that is not the parent's is left
+// alone, not waited on; and a failed apply says so in the dependent's
+// condition. Before, Build ran first and its error failed every pass; the
+// foreign object held the Workflow in ChildConflict every 30 s for good;
+// and the condition kept its last value.
+func TestWorkflowUnwantedChildEdges(t *testing.T) {
+	t.Run("unwanted, Build fails", func(t *testing.T) {
+		f := newFixture(t)
+		dep := configMapDep("tls")
+		dep.Ready, dep.Condition = nil, "TLSReady"
+		dep.Wanted = func(w *testv1.Widget) bool { return w.Spec.Message != "" }
+		dep.Build = func(_ context.Context, w *testv1.Widget) (*corev1.ConfigMap, error) {
+			if w.Spec.Message == "" {
+				return nil, errors.New("no certificate named")
+			}
+			return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: w.Name + "-tls", Namespace: w.Namespace}}, nil
+		}
+		dep.ObjectKey = func(w *testv1.Widget) client.ObjectKey {
+			return client.ObjectKey{Namespace: w.Namespace, Name: w.Name + "-tls"}
+		}
+		r := newReconciler(t, f, &workflowHooks{wf: newWorkflow(t, f, dep)})
+		f.createWidget("w", testv1.WidgetSpec{Message: "cert"})
+		f.mustPass(r, "w")
+		if f.configMap("w-tls") == nil {
+			t.Fatal("wanted child not applied")
+		}
+		w := f.get("w")
+		w.Spec.Message = ""
+		testkit.Must(t, env.Client.Update(t.Context(), w))
+		if _, err := f.pass(r, "w"); err != nil {
+			t.Fatalf("pass with an unwanted child Build cannot build: %v", err)
+		}
+		if f.configMap("w-tls") != nil {
+			t.Error("unwanted child still exists")
+		}
+		if c := statusutil.Get(f.get("w"), "TLSReady"); c == nil || c.Reason != reconcile.ReasonNotWanted {
+			t.Errorf("TLSReady = %+v, want NotWanted", c)
+		}
+	})
+	t.Run("unwanted, not the parent's", func(t *testing.T) {
+		f := newFixture(t)
+		dep := configMapDep("budget")
+		dep.Ready, dep.Condition = nil, "BudgetReady"
+		dep.Wanted = func(*testv1.Widget) bool { return false }
+		foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "w-budget", Namespace: f.ns}}
+		testkit.Must(t, env.Client.Create(t.Context(), foreign))
+		r := newReconciler(t, f, &workflowHooks{wf: newWorkflow(t, f, dep)})
+		f.createWidget("w", testv1.WidgetSpec{})
+		res, err := f.pass(r, "w")
+		if err != nil || res.RequeueAfter != 0 {
+			t.Errorf("pass = %+v, %v; want Done: nothing of the parent's to delete", res, err)
+		}
+		if f.configMap("w-budget") == nil {
+			t.Error("another's object of the unwanted child's name was deleted")
+		}
+		if c := statusutil.Get(f.get("w"), "BudgetReady"); c == nil || c.Reason != reconcile.ReasonNotWanted {
+			t.Errorf("BudgetReady = %+v, want NotWanted", c)
+		}
+	})
+	t.Run("apply fails", func(t *testing.T) {
+		f := newFixture(t)
+		dep := configMapDep("config")
+		dep.Ready, dep.Condition = nil, "ConfigReady"
+		r := newReconciler(t, f, &workflowHooks{wf: newWorkflow(t, f, dep)})
+		f.createWidget("w", testv1.WidgetSpec{})
+		f.mustPass(r, "w")
+		dep.Build = func(_ context.Context, w *testv1.Widget) (*corev1.ConfigMap, error) {
+			return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: w.Name + "-config", Namespace: w.Namespace},
+				Data: map[string]string{"bad key!": "x"}}, nil
+		}
+		if _, err := f.pass(r, "w"); err == nil {
+			t.Fatal("pass applying an invalid ConfigMap succeeded")
+		}
+		if c := statusutil.Get(f.get("w"), "ConfigReady"); c == nil || c.Status != metav1.ConditionFalse || c.Reason != reconcile.ReasonDependentFailed {
+			t.Errorf("ConfigReady = %+v, want False with reason %s", c, reconcile.ReasonDependentFailed)
+		}
+	})
 }
