@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -83,7 +85,9 @@ func (g *Guard) Label() string { return g.label }
 func Name(owner client.Object) string { return owner.GetName() + "-guard" }
 
 // Ensure returns owner's guard, creating it if none exists. A guard made
-// before this package (no LabelGuard or Finalizer) gets them. A ConfigMap
+// before this package (no LabelGuard or Finalizer) gets them; a guard
+// carries its owner's shard slot labels (package shard), so that a
+// sharded cache shows it where it shows the owner. A ConfigMap
 // of the guard's name that guards nothing of owner is refused with
 // *ownership.NotControlledError; create no child of owner then.
 func (g *Guard) Ensure(ctx context.Context, owner client.Object) (*corev1.ConfigMap, error) {
@@ -96,9 +100,19 @@ func (g *Guard) Ensure(ctx context.Context, owner client.Object) (*corev1.Config
 			return nil, err
 		}
 	}
-	if cm.Labels[LabelGuard] != "true" || !hasFinalizer(cm) {
+	slots := slotLabels(owner)
+	if cm.Labels[LabelGuard] != "true" || !hasFinalizer(cm) || !sameSlots(cm, slots) {
 		patch := client.MergeFromWithOptions(cm.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		if cm.Labels == nil {
+			cm.Labels = map[string]string{}
+		}
 		cm.Labels[LabelGuard] = "true"
+		for k := range cm.Labels {
+			if strings.HasPrefix(k, slotLabelPrefix) {
+				delete(cm.Labels, k)
+			}
+		}
+		maps.Copy(cm.Labels, slots)
 		if !hasFinalizer(cm) && cm.DeletionTimestamp == nil {
 			cm.Finalizers = append(cm.Finalizers, Finalizer)
 		}
@@ -114,9 +128,11 @@ func (g *Guard) create(ctx context.Context, owner client.Object) (*corev1.Config
 	if len(name) > validation.DNS1123SubdomainMaxLength {
 		return nil, fmt.Errorf("%s %s: %w; shorten the name to at most %d characters", g.kind.Kind, owner.GetName(), ErrNameTooLong, validation.DNS1123SubdomainMaxLength-len("-guard"))
 	}
+	labels := map[string]string{g.label: string(owner.GetUID()), LabelGuard: "true"}
+	maps.Copy(labels, slotLabels(owner))
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: owner.GetNamespace(),
-			Labels:      map[string]string{g.label: string(owner.GetUID()), LabelGuard: "true"},
+			Labels:      labels,
 			Annotations: map[string]string{AnnotationOwnerKind: g.kind.String()},
 			Finalizers:  []string{Finalizer}},
 		Data: map[string]string{"README": fmt.Sprintf("This ConfigMap keeps the data of %s %s (its claims, pods and what else it holds) "+
@@ -192,3 +208,34 @@ func (g *Guard) release(ctx context.Context, cm *corev1.ConfigMap) error {
 }
 
 func hasFinalizer(cm *corev1.ConfigMap) bool { return slices.Contains(cm.Finalizers, Finalizer) }
+
+// slotLabelPrefix begins the label keys package shard puts on an object to
+// name its slot (Ring.SlotLabel). A guard carries its owner's, so that
+// under sharding the replica holding the owner caches its guard too; a
+// test keeps the prefix shard's.
+const slotLabelPrefix = "slot.shard.opkit.dev/"
+
+// slotLabels are owner's slot labels.
+func slotLabels(owner client.Object) map[string]string {
+	out := map[string]string{}
+	for k, v := range owner.GetLabels() {
+		if strings.HasPrefix(k, slotLabelPrefix) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// sameSlots reports whether cm carries exactly slots' slot labels.
+func sameSlots(cm *corev1.ConfigMap, slots map[string]string) bool {
+	n := 0
+	for k, v := range cm.Labels {
+		if strings.HasPrefix(k, slotLabelPrefix) {
+			if slots[k] != v {
+				return false
+			}
+			n++
+		}
+	}
+	return n == len(slots)
+}
