@@ -3,7 +3,7 @@
 // new API version the storage version and removing the old one, which the
 // API server refuses while storedVersions lists it.
 //
-//	res, err := storageversion.Migrate(ctx, c, "memcacheds.cache.opkit.dev")
+//	res, err := storageversion.Migrate(ctx, mgr.GetConfig(), "memcacheds.cache.opkit.dev")
 //
 // Each object gets an empty merge patch: the API server reads it, converts
 // it and writes it back at the storage version, or writes nothing when it

@@ -4,10 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/opkit-dev/opkit/storageversion"
 )
@@ -16,15 +13,7 @@ import (
 // moves the objects stored at v1alpha1 on its start; a later release can
 // then drop v1alpha1 from the CRD.
 func ExampleMigrate() {
-	scheme := runtime.NewScheme()
-	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
-		panic(err)
-	}
-	c, err := client.New(ctrl.GetConfigOrDie(), client.Options{Scheme: scheme})
-	if err != nil {
-		panic(err)
-	}
-	res, err := storageversion.Migrate(context.Background(), c, "memcacheds.cache.opkit.dev")
+	res, err := storageversion.Migrate(context.Background(), ctrl.GetConfigOrDie(), "memcacheds.cache.opkit.dev")
 	if err != nil {
 		panic(err)
 	}

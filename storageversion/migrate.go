@@ -9,8 +9,10 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -40,22 +42,29 @@ func WithPageSize(n int64) Option { return func(o *options) { o.pageSize = n } }
 
 // Migrate rewrites every object of the CRD named crd at its storage
 // version when status.storedVersions lists another, then sets
-// storedVersions to the storage version alone. c's scheme must know
-// apiextensions.k8s.io/v1; it needs get on the CRD, update on its status,
-// and list and patch on its objects.
+// storedVersions to the storage version alone. It reads and writes
+// through a client of its own on cfg, never a cache: a cache may see some
+// namespaces, slots or labels only, and an object it missed would stay at
+// a version no longer listed. It needs get on the CRD, update on its
+// status, and list and patch on its objects.
 //
 // Footgun: every API server must already store at the new version; during
 // a control-plane upgrade with skewed API servers, one may still write the
 // old version after Migrate trimmed it.
-func Migrate(ctx context.Context, c client.Client, crd string, opts ...Option) (Result, error) {
+func Migrate(ctx context.Context, cfg *rest.Config, crd string, opts ...Option) (Result, error) {
 	o := options{pageSize: 500}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	def := &apiextensionsv1.CustomResourceDefinition{}
-	if !c.Scheme().Recognizes(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition")) {
-		return Result{}, errors.New("storageversion: the client's scheme lacks apiextensions.k8s.io/v1: add apiextensionsv1.AddToScheme")
+	scheme := runtime.NewScheme()
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		return Result{}, fmt.Errorf("storageversion: %w", err)
 	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return Result{}, fmt.Errorf("storageversion: a client: %w", err)
+	}
+	def := &apiextensionsv1.CustomResourceDefinition{}
 	if err := c.Get(ctx, types.NamespacedName{Name: crd}, def); err != nil {
 		return Result{}, fmt.Errorf("storageversion: CRD %s: %w", crd, err)
 	}
@@ -93,7 +102,7 @@ func Migrate(ctx context.Context, c client.Client, crd string, opts ...Option) (
 			break
 		}
 	}
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := c.Get(ctx, types.NamespacedName{Name: crd}, def); err != nil {
 			return err
 		}

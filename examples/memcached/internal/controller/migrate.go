@@ -2,14 +2,12 @@ package controller
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/opkit-dev/opkit/storageversion"
@@ -27,17 +25,12 @@ const ReasonStorageMigrated = "StorageMigrated"
 // MigrateStorage adds to mgr a leader-only runnable that rewrites every
 // Memcached stored at an older version at the CRD's storage version and
 // trims status.storedVersions (storageversion.Migrate), retrying until it
-// succeeds. mgr's scheme must know apiextensions.k8s.io/v1.
+// succeeds.
 //
 // Footgun: run it only where the CRD converts through the webhook. Without
 // one the API server relabels old objects unconverted, and the rewrite
 // prunes their fields.
 func MigrateStorage(mgr ctrl.Manager) error {
-	// Uncached: a CRD informer for one read at start would be waste.
-	c, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
-	if err != nil {
-		return fmt.Errorf("storage migration client: %w", err)
-	}
 	rec := mgr.GetEventRecorder(Name)
 	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		log := ctrl.LoggerFrom(ctx).WithName("storage-migration")
@@ -45,7 +38,7 @@ func MigrateStorage(mgr ctrl.Manager) error {
 		// which serves once a replica is ready.
 		backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: time.Minute}
 		err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
-			res, err := storageversion.Migrate(ctx, c, CRDName)
+			res, err := storageversion.Migrate(ctx, mgr.GetConfig(), CRDName)
 			if err != nil {
 				log.Error(err, "migrating the stored Memcacheds; retrying")
 				return false, nil
