@@ -1,7 +1,8 @@
 // Package testenv runs an operator's tests against a real API server
 // (controller-runtime's envtest): a control plane with the module's CRDs,
 // a namespace per test, a manager per test (serving the webhooks of
-// WithWebhooks), waits on conditions, the
+// WithWebhooks), waits on conditions, updates that retry on a conflict
+// with the operator's own writes (Update), the
 // status a built-in controller would write where envtest runs none, the
 // real kube-controller-manager where deletion matters
 // (Env.StartControllerManager), and

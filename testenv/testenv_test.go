@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
 	"github.com/opkit-dev/opkit/internal/testkit"
@@ -205,4 +206,34 @@ type countingHooks struct{ seen *sync.Map }
 func (h *countingHooks) Reconcile(_ context.Context, w *testv1.Widget) reconcile.Result {
 	h.seen.Store(w.Namespace+"/"+w.Name, true)
 	return reconcile.Done()
+}
+
+// TestUpdateRetriesOnConflict: an update that loses the race to another
+// writer (the operator adding its finalizer) is made again on the latest
+// version, and keeps the other writer's change.
+func TestUpdateRetriesOnConflict(t *testing.T) {
+	ns := env.Namespace(t)
+	w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: ns}}
+	testkit.Must(t, env.Client.Create(t.Context(), w))
+	raced := false
+	base, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	testkit.Must(t, err)
+	c := interceptor.NewClient(base, interceptor.Funcs{
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			if !raced {
+				raced = true
+				other := &testv1.Widget{}
+				testkit.Must(t, c.Get(ctx, client.ObjectKeyFromObject(obj), other))
+				other.Finalizers = []string{"operator.example/cleanup"}
+				testkit.Must(t, c.Update(ctx, other))
+			}
+			return c.Update(ctx, obj, opts...)
+		},
+	})
+	testenv.Update(t, c, w, func(w *testv1.Widget) { w.Spec.Replicas = 3 })
+	got := &testv1.Widget{}
+	testkit.Must(t, env.Client.Get(t.Context(), client.ObjectKeyFromObject(w), got))
+	if got.Spec.Replicas != 3 || len(got.Finalizers) != 1 {
+		t.Errorf("after Update: replicas %d, finalizers %v; want 3 and the other writer's finalizer", got.Spec.Replicas, got.Finalizers)
+	}
 }
