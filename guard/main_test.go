@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -70,4 +71,30 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// installPolicy installs the guard's Policy as name for the test and
+// returns once admission enforces it: a namespace controller must not act
+// first.
+func installPolicy(t *testing.T, name string) {
+	t.Helper()
+	ctx := t.Context()
+	policy, binding := guard.Policy(name)
+	must(t, env.Client.Create(ctx, policy))
+	must(t, env.Client.Create(ctx, binding))
+	t.Cleanup(func() {
+		_ = env.Client.Delete(context.Background(), binding)
+		_ = env.Client.Delete(context.Background(), policy)
+	})
+	probeNS := newNamespace(t)
+	probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe-guard", Namespace: probeNS, Labels: map[string]string{guard.LabelGuard: "true"}}}
+	must(t, env.Client.Create(ctx, probe))
+	held := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "held", Namespace: probeNS, Labels: map[string]string{guard.LabelHeldBy: string(probe.UID)}}}
+	must(t, env.Client.Create(ctx, held))
+	must(t, env.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: probeNS}}))
+	eventually(t, "the guard's policy to be enforced", func(ctx context.Context) (bool, error) {
+		err := env.Client.Delete(ctx, held, client.DryRunAll)
+		return apierrors.IsForbidden(err), client.IgnoreNotFound(ignoreForbidden(err))
+	})
+	must(t, env.Client.Delete(ctx, probe))
 }

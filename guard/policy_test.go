@@ -19,13 +19,7 @@ import (
 // no namespace controller, so the test deletes as it would.
 func TestPolicyHoldsThroughNamespaceDeletion(t *testing.T) {
 	ctx := t.Context()
-	policy, binding := guard.Policy("guard-test")
-	must(t, env.Client.Create(ctx, policy))
-	must(t, env.Client.Create(ctx, binding))
-	t.Cleanup(func() {
-		_ = env.Client.Delete(context.Background(), binding)
-		_ = env.Client.Delete(context.Background(), policy)
-	})
+	installPolicy(t, "guard-test")
 
 	ns := newNamespace(t)
 	g := newGuard(t)

@@ -9,7 +9,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -27,7 +26,7 @@ import (
 // pods first, while the owner's final work may still need them.
 func TestHoldStatefulSetThroughNamespaceDeletion(t *testing.T) {
 	ctx := t.Context()
-	installPolicy(t)
+	installPolicy(t, "guard-sts-test")
 	env.StartControllerManager(t, append(slices.Clone(testenv.DefaultControllers), "statefulset-controller")...)
 
 	ns := newNamespace(t)
@@ -94,29 +93,4 @@ func TestHoldStatefulSetThroughNamespaceDeletion(t *testing.T) {
 	for _, obj := range made {
 		testenv.WaitForDeletion(t, env.Client, obj, time.Minute)
 	}
-}
-
-// installPolicy installs the guard's Policy for the test and returns once
-// admission enforces it: the namespace controller must not act first.
-func installPolicy(t *testing.T) {
-	t.Helper()
-	ctx := t.Context()
-	policy, binding := guard.Policy("guard-sts-test")
-	must(t, env.Client.Create(ctx, policy))
-	must(t, env.Client.Create(ctx, binding))
-	t.Cleanup(func() {
-		_ = env.Client.Delete(context.Background(), binding)
-		_ = env.Client.Delete(context.Background(), policy)
-	})
-	probeNS := newNamespace(t)
-	probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe-guard", Namespace: probeNS, Labels: map[string]string{guard.LabelGuard: "true"}}}
-	must(t, env.Client.Create(ctx, probe))
-	held := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "held", Namespace: probeNS, Labels: map[string]string{guard.LabelHeldBy: string(probe.UID)}}}
-	must(t, env.Client.Create(ctx, held))
-	must(t, env.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: probeNS}}))
-	eventually(t, "the guard's policy to be enforced", func(ctx context.Context) (bool, error) {
-		err := env.Client.Delete(ctx, held, client.DryRunAll)
-		return apierrors.IsForbidden(err), client.IgnoreNotFound(ignoreForbidden(err))
-	})
-	must(t, env.Client.Delete(ctx, probe))
 }

@@ -124,22 +124,7 @@ func TestRotateCertificates(t *testing.T) {
 // do not trust, and is ready within a second of the kubelet's copy.
 func TestRotateCertificatesReadiness(t *testing.T) {
 	ctx := t.Context()
-	restoreCABundles(t)
-	ns := namespace(t)
-	secret := types.NamespacedName{Namespace: ns, Name: "webhook-server-cert"}
-	// The leader's work: a filled Secret, its CA in every caBundle.
-	data := issue(t, "localhost")
-	if err := env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secret.Name}, Data: data}); err != nil {
-		t.Fatal(err)
-	}
-	configs := injectCA(t, data["ca.crt"])
-	if err := env.Client.Create(ctx, &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "leader"},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: new("other"), LeaseDurationSeconds: new(int32(3600)),
-			AcquireTime: &metav1.MicroTime{Time: time.Now()}, RenewTime: &metav1.MicroTime{Time: time.Now()}},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	ns, secret, data, configs := leaderDone(t)
 	certDir := t.TempDir()
 	mount(t, certDir, issue(t, "localhost"))
 
@@ -175,6 +160,32 @@ func TestRotateCertificatesReadiness(t *testing.T) {
 	if got := secretData(t, secret); !bytes.Equal(got["tls.crt"], data["tls.crt"]) {
 		t.Error("a replica without the lease rewrote the Secret")
 	}
+}
+
+// leaderDone is the leader's work as a follower replica finds it: in a
+// new namespace, a filled Secret, its CA in every caBundle, and the
+// leader election Lease "leader" held by another. It returns the
+// namespace, the Secret, its data and the configurations'
+// resourceVersions.
+func leaderDone(t *testing.T) (string, types.NamespacedName, map[string][]byte, map[string]string) {
+	t.Helper()
+	ctx := t.Context()
+	restoreCABundles(t)
+	ns := namespace(t)
+	secret := types.NamespacedName{Namespace: ns, Name: "webhook-server-cert"}
+	data := issue(t, "localhost")
+	if err := env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secret.Name}, Data: data}); err != nil {
+		t.Fatal(err)
+	}
+	configs := injectCA(t, data["ca.crt"])
+	if err := env.Client.Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "leader"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: new("other"), LeaseDurationSeconds: new(int32(3600)),
+			AcquireTime: &metav1.MicroTime{Time: time.Now()}, RenewTime: &metav1.MicroTime{Time: time.Now()}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return ns, secret, data, configs
 }
 
 // certManager is a manager on envtest serving the installed
@@ -405,22 +416,7 @@ func TestNewServerWaitsForItsCertificate(t *testing.T) {
 // the API server would call a webhook it does not trust. Before, an
 // absent configuration counted as trusted.
 func TestRotateCertificatesMisnamedConfiguration(t *testing.T) {
-	ctx := t.Context()
-	restoreCABundles(t)
-	ns := namespace(t)
-	secret := types.NamespacedName{Namespace: ns, Name: "webhook-server-cert"}
-	data := issue(t, "localhost")
-	if err := env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secret.Name}, Data: data}); err != nil {
-		t.Fatal(err)
-	}
-	injectCA(t, data["ca.crt"])
-	if err := env.Client.Create(ctx, &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "leader"},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: new("other"), LeaseDurationSeconds: new(int32(3600)),
-			AcquireTime: &metav1.MicroTime{Time: time.Now()}, RenewTime: &metav1.MicroTime{Time: time.Now()}},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	ns, secret, data, _ := leaderDone(t)
 	certDir := t.TempDir()
 	mount(t, certDir, data)
 	mgr, _ := certManager(t, certDir, ctrl.Options{LeaderElection: true, LeaderElectionNamespace: ns, LeaderElectionID: "leader"})
