@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -73,6 +74,7 @@ type DependentOf[P Object] interface {
 	validate() error
 	waitReason() string
 	reconcile(ctx context.Context, wp *workflowPass[P]) dependentState
+	teardown(ctx context.Context, wp *workflowPass[P]) (gone bool, err error)
 }
 
 func (d *Dependent[P, C]) name() string        { return d.Name }
@@ -195,11 +197,24 @@ func (d *Dependent[P, C]) failed(parent P, err error) dependentState {
 // unwanted deletes d's child if parent controls it. Another's object of
 // its name is not the child: left alone, it holds nothing back.
 func (d *Dependent[P, C]) unwanted(ctx context.Context, wp *workflowPass[P]) dependentState {
+	msg := "not wanted by the spec"
+	if _, foreign, err := d.remove(ctx, wp); err != nil {
+		return dependentState{err: err}
+	} else if foreign {
+		msg += "; an object of its name that is not the parent's is left alone"
+	}
+	d.setCondition(wp.parent, "True", ReasonNotWanted, msg)
+	return dependentState{ready: true}
+}
+
+// remove deletes d's child if the parent controls it, and reports whether
+// it is gone, or the object of its name is another's (foreign).
+func (d *Dependent[P, C]) remove(ctx context.Context, wp *workflowPass[P]) (gone, foreign bool, err error) {
 	var obj client.Object
 	if d.ObjectKey != nil {
 		o, err := d.childType()
 		if err != nil {
-			return dependentState{err: err}
+			return false, false, err
 		}
 		key := d.ObjectKey(wp.parent)
 		o.SetName(key.Name)
@@ -208,16 +223,28 @@ func (d *Dependent[P, C]) unwanted(ctx context.Context, wp *workflowPass[P]) dep
 	} else {
 		desired, _, err := d.desired(ctx, wp)
 		if err != nil {
-			return dependentState{err: fmt.Errorf("building unwanted %s to learn its name (set ObjectKey to name it without building): %w", d.Name, err)}
+			return false, false, fmt.Errorf("building %s to learn its name (set ObjectKey to name it without building): %w", d.Name, err)
 		}
 		obj = desired
 	}
-	msg := "not wanted by the spec"
 	if _, err := wp.children.DeleteChild(ctx, wp.parent, obj); ownership.IsConflict(err) {
-		msg += "; an object of its name that is not the parent's is left alone"
+		return true, true, nil
 	} else if err != nil {
-		return dependentState{err: fmt.Errorf("deleting %s: %w", d.Name, err)}
+		return false, false, fmt.Errorf("deleting %s: %w", d.Name, err)
 	}
-	d.setCondition(wp.parent, "True", ReasonNotWanted, msg)
-	return dependentState{ready: true}
+	// DeleteChild read the object into obj: gone unless it was there and
+	// is still going (a finalizer of its own).
+	if obj.GetUID() == "" {
+		return true, false, nil
+	}
+	err = wp.children.client.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+	if apierrors.IsNotFound(err) {
+		return true, false, nil
+	}
+	return false, false, err
+}
+
+func (d *Dependent[P, C]) teardown(ctx context.Context, wp *workflowPass[P]) (bool, error) {
+	gone, _, err := d.remove(ctx, wp)
+	return gone, err
 }

@@ -30,6 +30,9 @@ const (
 	// ReasonDependentFailed: building or applying the child failed; the
 	// condition's message is the error.
 	ReasonDependentFailed = "Failed"
+	// ReasonTearingDown: Teardown waits for a child to go before it
+	// deletes the ones it depends on.
+	ReasonTearingDown = "TearingDown"
 )
 
 // ChildConflictRequeue is how often a Workflow blocked by an object that is
@@ -171,6 +174,32 @@ func (w *Workflow[P]) Reconcile(ctx context.Context, parent P) Result {
 		return Retry(errors.Join(errs...))
 	case reason != "":
 		return WaitingForChange(reason, message)
+	}
+	return Done()
+}
+
+// Teardown deletes the parent's children in the reverse of the order
+// Reconcile applies them, each once the children after it are gone, so
+// that a child others depend on outlives them (a database after the
+// application using it). Call it from Finalize: it returns
+// WaitingForChange while a child is going (its deletion event brings the
+// next pass) and Done once none is left. Another's object of a child's
+// name is left alone.
+//
+// Footgun: under foreground deletion, and a namespace's, the garbage
+// collector and the namespace controller delete the children at once,
+// in no order; hold the ones that must wait with package guard.
+func (w *Workflow[P]) Teardown(ctx context.Context, parent P) Result {
+	wp := &workflowPass[P]{parent: parent, children: w.children, states: map[string]dependentState{}}
+	for i := len(w.deps) - 1; i >= 0; i-- {
+		d := w.deps[i]
+		gone, err := d.teardown(ctx, wp)
+		if err != nil {
+			return Retry(fmt.Errorf("tearing down %s: %w", d.name(), err))
+		}
+		if !gone {
+			return WaitingForChange(ReasonTearingDown, "waiting for "+d.name()+" to go")
+		}
 	}
 	return Done()
 }

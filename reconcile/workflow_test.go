@@ -397,3 +397,37 @@ func TestWorkflowUnwantedChildEdges(t *testing.T) {
 		}
 	})
 }
+
+// TestWorkflowTeardown: Teardown deletes the children in the reverse of
+// their dependency order, each once the ones after it are gone: with
+// "app" depending on "db", db is deleted only after app has gone (here
+// app stays a while: a finalizer of its own); Done once none is left.
+func TestWorkflowTeardown(t *testing.T) {
+	f := newFixture(t)
+	db, app := configMapDep("db"), configMapDep("app", "db")
+	db.Ready, app.Ready = nil, nil
+	wf := newWorkflow(t, f, app, db)
+	r := newReconciler(t, f, &workflowHooks{wf: wf})
+	f.createWidget("w", testv1.WidgetSpec{})
+	f.mustPass(r, "w")
+	cm := f.configMap("w-app")
+	cm.Finalizers = []string{"test.opkit.dev/slow"}
+	testkit.Must(t, env.Client.Update(t.Context(), cm))
+
+	res := wf.Teardown(t.Context(), f.get("w"))
+	if res.Kind() != reconcile.KindWaiting || !strings.Contains(res.Message(), "app") {
+		t.Errorf("Teardown with app going = %s %q, want Waiting naming app", res.Kind(), res.Message())
+	}
+	if f.configMap("w-db") == nil {
+		t.Fatal("db deleted while app, which depends on it, still exists")
+	}
+	cm = f.configMap("w-app")
+	cm.Finalizers = nil
+	testkit.Must(t, env.Client.Update(t.Context(), cm))
+	if res := wf.Teardown(t.Context(), f.get("w")); res.Kind() != reconcile.KindDone {
+		t.Errorf("Teardown once app went = %s %q, want Done", res.Kind(), res.Message())
+	}
+	if f.configMap("w-db") != nil || f.configMap("w-app") != nil {
+		t.Error("children left after Teardown")
+	}
+}
