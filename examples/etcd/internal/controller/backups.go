@@ -140,6 +140,16 @@ func (h *ClusterHooks) scheduledBackup(ctx context.Context, c *v1alpha1.EtcdClus
 			h.Runner.Cancel(c)
 			c.Status.BackupOperation = nil
 		}
+		// Once per generation, as the retention: only a spec change
+		// leaves a copy of a store's Secret unneeded.
+		if now := h.now(); h.retained.due(c.UID, c.Generation, now) {
+			if err := h.dropStoreCredentials(ctx, c); err != nil {
+				h.retained.failed(c.UID, c.Generation, now.Add(retentionRetry))
+				ctrl.LoggerFrom(ctx).Error(err, "the copy of the backup store's Secret is not deleted", "etcdcluster", klog.KObj(c), "retryIn", retentionRetry)
+			} else {
+				h.retained.record(c.UID, c.Generation)
+			}
+		}
 		return reconcile.RequeueAfter(healthRequeue)
 	}
 	if c.Status.BackupOperation != nil {

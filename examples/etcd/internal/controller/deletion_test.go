@@ -791,3 +791,49 @@ func TestFinalBackupSurvivesRestart(t *testing.T) {
 		})
 	}
 }
+
+// TestStoreCredentialsCopyGoesWithItsStore: the operator's copy of an S3
+// store's Secret exists only while the cluster's final backup may need
+// it: once spec.backup names another store, or none, it is deleted.
+// Before, it stayed, holding credentials nothing used any more.
+func TestStoreCredentialsCopyGoesWithItsStore(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		to   *v1alpha1.BackupSpec
+	}{
+		{"no backup", nil},
+		{"skipFinalBackup", &v1alpha1.BackupSpec{StoreRef: v1alpha1.StoreReference{S3SecretName: "s3"}, SkipFinalBackup: true}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := newRig(t)
+			g.stores = s3StandIn(g)
+			g.startOperator()
+			sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3", Namespace: g.ns}, StringData: map[string]string{"bucket": "b"}}
+			if err := g.c.Create(t.Context(), sec); err != nil {
+				t.Fatal(err)
+			}
+			c := cluster("k", 1)
+			c.Spec.Backup = &v1alpha1.BackupSpec{StoreRef: v1alpha1.StoreReference{S3SecretName: "s3"}}
+			g.create(c)
+			g.converge("k", 20)
+			key := client.ObjectKey{Namespace: g.ns, Name: controller.StoreCredentialsName("k")}
+			if err := g.c.Get(t.Context(), key, &corev1.Secret{}); err != nil {
+				t.Fatalf("the copy of the store's Secret: %v", err)
+			}
+			c = g.get("k")
+			c.Spec.Backup = tt.to
+			if err := g.c.Update(t.Context(), c); err != nil {
+				t.Fatal(err)
+			}
+			for range 3 {
+				_ = g.pass("k")
+			}
+			if err := g.c.Get(t.Context(), key, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+				t.Errorf("the copy after spec.backup changed: %v, want it deleted", err)
+			}
+			if err := g.c.Get(t.Context(), client.ObjectKeyFromObject(sec), &corev1.Secret{}); err != nil {
+				t.Errorf("the user's Secret: %v, want it kept", err)
+			}
+		})
+	}
+}

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/opkit-dev/opkit/backup"
@@ -26,11 +27,15 @@ import (
 func StoreCredentialsName(cluster string) string { return cluster + "-backup-store" }
 
 // keepStoreCredentials copies c's S3 store Secret into its copy
-// (StoreCredentialsName), held by guard, when the two differ. A missing
-// Secret is left to the backups to report.
+// (StoreCredentialsName), held by guard, when the two differ, and deletes
+// the copy once no final backup needs it (no S3 store, or none taken). A
+// missing Secret is left to the backups to report.
 func (h *ClusterHooks) keepStoreCredentials(ctx context.Context, c *v1alpha1.EtcdCluster, guard *corev1.ConfigMap) error {
 	b := c.Spec.Backup
-	if b == nil || b.StoreRef.S3SecretName == "" || b.SkipFinalBackup || guard == nil {
+	if b == nil || b.StoreRef.S3SecretName == "" || b.SkipFinalBackup {
+		return h.dropStoreCredentials(ctx, c)
+	}
+	if guard == nil {
 		return nil
 	}
 	src, err := getSecret(ctx, h.secrets(), c.Namespace, b.StoreRef.S3SecretName)
@@ -63,6 +68,21 @@ func (h *ClusterHooks) keepStoreCredentials(ctx context.Context, c *v1alpha1.Etc
 	if err := h.Client.Update(ctx, cp); err != nil {
 		return fmt.Errorf("updating the copy %s of the store's Secret %s: %w", name, src.Name, err)
 	}
+	return nil
+}
+
+// dropStoreCredentials deletes c's copy of its store's Secret, if there is
+// one: credentials nothing uses any more.
+func (h *ClusterHooks) dropStoreCredentials(ctx context.Context, c *v1alpha1.EtcdCluster) error {
+	cp, err := getSecret(ctx, h.secrets(), c.Namespace, StoreCredentialsName(c.Name))
+	if err != nil || cp == nil || !metav1.IsControlledBy(cp, c) || cp.DeletionTimestamp != nil {
+		return err
+	}
+	uid := cp.UID
+	if err := h.Client.Delete(ctx, cp, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting %s, the copy of a store's Secret no final backup needs: %w", cp.Name, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("deleted the copy of the backup store's Secret: no final backup needs it", "etcdcluster", klog.KObj(c), "secret", cp.Name)
 	return nil
 }
 
