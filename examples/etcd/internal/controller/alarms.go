@@ -17,7 +17,6 @@ import (
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/defrag"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
-	"github.com/opkit-dev/opkit/examples/etcd/internal/membership"
 	"github.com/opkit-dev/opkit/reconcile"
 	"github.com/opkit-dev/opkit/statusutil"
 )
@@ -140,26 +139,19 @@ func (h *ClusterHooks) recoverNoSpace(ctx context.Context, c *v1alpha1.EtcdClust
 		st = &v1alpha1.NoSpaceStatus{Since: metav1.Time{Time: h.now().UTC()}}
 		c.Status.NoSpace = st
 	}
+	if !hasQuorum(c, obs) {
+		statusutil.MarkTrue(c, v1alpha1.ConditionDegraded, ReasonNoSpace, fmt.Sprintf(
+			"etcd raised NOSPACE and refuses writes: the recovery waits for a quorum (%d of %d voting members answer)", c.Status.ReadyMembers, voters(obs)))
+		return nil
+	}
 	members := defragMembers(obs)
 	var answering, silent []string
-	voters, healthyVoters := 0, 0
 	for _, m := range members {
-		if !m.Learner {
-			voters++
-		}
-		if !m.Healthy {
+		if m.Healthy {
+			answering = append(answering, m.Name)
+		} else {
 			silent = append(silent, m.Name)
-			continue
 		}
-		answering = append(answering, m.Name)
-		if !m.Learner {
-			healthyVoters++
-		}
-	}
-	if healthyVoters < membership.Quorum(voters) {
-		statusutil.MarkTrue(c, v1alpha1.ConditionDegraded, ReasonNoSpace, fmt.Sprintf(
-			"etcd raised NOSPACE and refuses writes: the recovery waits for a quorum (%d of %d voting members answer)", healthyVoters, voters))
-		return nil
 	}
 	statusutil.MarkTrue(c, v1alpha1.ConditionDegraded, ReasonNoSpace,
 		fmt.Sprintf("etcd raised NOSPACE and refuses writes: recovering since %s", st.Since.Format("15:04:05Z")))

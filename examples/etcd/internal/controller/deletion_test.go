@@ -565,15 +565,7 @@ func TestFinalBackupOutlivesTheStoreSecret(t *testing.T) {
 	g := newRig(t)
 	withGuardPolicy(t)
 	g.withRealControllers()
-	g.stores = s3StandIn(g)
-	g.startOperator()
-	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3", Namespace: g.ns}, StringData: map[string]string{"bucket": "b"}}
-	if err := g.c.Create(t.Context(), sec); err != nil {
-		t.Fatal(err)
-	}
-	c := cluster("s", 3)
-	c.Spec.Backup = &v1alpha1.BackupSpec{StoreRef: v1alpha1.StoreReference{S3SecretName: "s3"}}
-	g.create(c)
+	c, sec := g.createS3Cluster("s", 3)
 	g.converge("s", 20)
 	want := g.writeKeys("/acked/", 5)
 	if err := g.pass("s"); err != nil {
@@ -626,15 +618,7 @@ func TestFinalBackupOutlivesTheStoreSecret(t *testing.T) {
 // under the race detector).
 func TestNamespaceDeletionAfterTheFinalBackup(t *testing.T) {
 	g := newRig(t)
-	g.stores = s3StandIn(g)
-	g.startOperator()
-	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3", Namespace: g.ns}, StringData: map[string]string{"bucket": "b"}}
-	if err := g.c.Create(t.Context(), sec); err != nil {
-		t.Fatal(err)
-	}
-	c := cluster("r", 1)
-	c.Spec.Backup = &v1alpha1.BackupSpec{StoreRef: v1alpha1.StoreReference{S3SecretName: "s3"}}
-	g.create(c)
+	c, _ := g.createS3Cluster("r", 1)
 	g.converge("r", 10)
 	if err := g.pass("r"); err != nil { // copies the Secret
 		t.Fatal(err)
@@ -694,6 +678,23 @@ func s3StandIn(g *rig) controller.StoreResolver {
 		}
 		return fsstore.New(dir)
 	}
+}
+
+// createS3Cluster restarts the operator with the S3 stand-in as its
+// store, creates the store's Secret "s3" (bucket "b") and the cluster
+// name of size members backed up to it, and returns both.
+func (g *rig) createS3Cluster(name string, size int32) (*v1alpha1.EtcdCluster, *corev1.Secret) {
+	g.t.Helper()
+	g.stores = s3StandIn(g)
+	g.startOperator()
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3", Namespace: g.ns}, StringData: map[string]string{"bucket": "b"}}
+	if err := g.c.Create(g.t.Context(), sec); err != nil {
+		g.t.Fatal(err)
+	}
+	c := cluster(name, size)
+	c.Spec.Backup = &v1alpha1.BackupSpec{StoreRef: v1alpha1.StoreReference{S3SecretName: "s3"}}
+	g.create(c)
+	return c, sec
 }
 
 // s3StandInStore is the part of bucket of s3StandIn holding cluster's
@@ -806,21 +807,13 @@ func TestStoreCredentialsCopyGoesWithItsStore(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			g := newRig(t)
-			g.stores = s3StandIn(g)
-			g.startOperator()
-			sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3", Namespace: g.ns}, StringData: map[string]string{"bucket": "b"}}
-			if err := g.c.Create(t.Context(), sec); err != nil {
-				t.Fatal(err)
-			}
-			c := cluster("k", 1)
-			c.Spec.Backup = &v1alpha1.BackupSpec{StoreRef: v1alpha1.StoreReference{S3SecretName: "s3"}}
-			g.create(c)
+			_, sec := g.createS3Cluster("k", 1)
 			g.converge("k", 20)
 			key := client.ObjectKey{Namespace: g.ns, Name: controller.StoreCredentialsName("k")}
 			if err := g.c.Get(t.Context(), key, &corev1.Secret{}); err != nil {
 				t.Fatalf("the copy of the store's Secret: %v", err)
 			}
-			c = g.get("k")
+			c := g.get("k")
 			c.Spec.Backup = tt.to
 			if err := g.c.Update(t.Context(), c); err != nil {
 				t.Fatal(err)

@@ -109,13 +109,11 @@ func Order(members []Member) []string {
 // the leader, a move of leadership first (see the package doc).
 func Plan(p Policy, members []Member, pending []string) Step {
 	for _, m := range members {
-		if p.SkipUnhealthy {
-			break
-		}
-		if !m.Healthy {
+		switch {
+		case p.SkipUnhealthy:
+		case !m.Healthy:
 			return Step{Action: ActionNone, Reason: ReasonDegraded, Message: fmt.Sprintf("member %s is not healthy: no defragmentation until it is", m.Name)}
-		}
-		if m.Learner {
+		case m.Learner:
 			return Step{Action: ActionNone, Reason: ReasonDegraded, Message: fmt.Sprintf("member %s is a learner: no defragmentation during a membership change", m.Name)}
 		}
 	}
