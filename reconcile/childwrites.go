@@ -20,9 +20,9 @@ import (
 // resourceVersions that predate that apply; while the cache serves one of
 // those versions and the desired child has the same digest, nothing is
 // sent. The record is dropped as soon as the cache shows the applied
-// version or a later one (or the child is deleted through DeleteChild), and records not looked at
-// for appliedChildTTL are dropped too, so that children never visited again
-// are not remembered forever.
+// version or a later one (or the child is deleted through DeleteChild),
+// and records not looked at for appliedChildTTL are dropped too, so that
+// children never visited again are not remembered forever.
 //
 // Children created by POST are remembered too (recordCreate): until the
 // cache shows them, EnsureChild takes the POST's response while no watch

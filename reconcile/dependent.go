@@ -74,7 +74,7 @@ type DependentOf[P Object] interface {
 	validate() error
 	waitReason() string
 	reconcile(ctx context.Context, wp *workflowPass[P]) dependentState
-	teardown(ctx context.Context, wp *workflowPass[P]) (gone bool, err error)
+	remove(ctx context.Context, wp *workflowPass[P]) (gone, foreign bool, err error)
 }
 
 func (d *Dependent[P, C]) name() string        { return d.Name }
@@ -242,9 +242,4 @@ func (d *Dependent[P, C]) remove(ctx context.Context, wp *workflowPass[P]) (gone
 		return true, false, nil
 	}
 	return false, false, err
-}
-
-func (d *Dependent[P, C]) teardown(ctx context.Context, wp *workflowPass[P]) (bool, error) {
-	gone, _, err := d.remove(ctx, wp)
-	return gone, err
 }

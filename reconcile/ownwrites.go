@@ -121,7 +121,7 @@ func predates(obj client.Object, uid types.UID, staleRVs []string, written clien
 	if slices.Contains(staleRVs, obj.GetResourceVersion()) {
 		return true
 	}
-	if written == nil || reflect.ValueOf(written).IsNil() {
+	if written == nil {
 		return false
 	}
 	got, err := strconv.ParseUint(obj.GetResourceVersion(), 10, 64)

@@ -193,7 +193,7 @@ func (w *Workflow[P]) Teardown(ctx context.Context, parent P) Result {
 	wp := &workflowPass[P]{parent: parent, children: w.children, states: map[string]dependentState{}}
 	for i := len(w.deps) - 1; i >= 0; i-- {
 		d := w.deps[i]
-		gone, err := d.teardown(ctx, wp)
+		gone, _, err := d.remove(ctx, wp)
 		if err != nil {
 			return Retry(fmt.Errorf("tearing down %s: %w", d.name(), err))
 		}

@@ -36,9 +36,7 @@ func AllNamespaces() ManagerOption {
 
 // WithManagerOptions lets fn change any of the manager's options (cache
 // transforms and selectors, a sharded cache), after the others.
-func WithManagerOptions(fn func(*ctrl.Options)) ManagerOption {
-	return func(o *ctrl.Options) { fn(o) }
-}
+func WithManagerOptions(fn func(*ctrl.Options)) ManagerOption { return fn }
 
 // StartManager builds a manager on e (no metrics or health endpoints,
 // controller names not checked, so that every test may register its
