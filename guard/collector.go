@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -40,31 +41,59 @@ func NewCollector(g *Guard, apiReader client.Reader) (*Collector, error) {
 }
 
 // Reconcile releases the guard named by req if its owner is gone (not
-// found, or found with another UID: a new owner of the same name).
+// found, or found with another UID: a new owner of the same name), and
+// deletes a cascade marker (AnnotationMarker) left by a gone owner once
+// its guard is released.
 func (c *Collector) Reconcile(ctx context.Context, req crreconcile.Request) (crreconcile.Result, error) {
 	var cm corev1.ConfigMap
 	if err := c.guard.client.Get(ctx, req.NamespacedName, &cm); err != nil {
 		return crreconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	uid, ok := cm.Labels[c.guard.label]
-	if !ok || !c.guard.ofKind(&cm) || !strings.HasSuffix(cm.Name, "-guard") {
+	isMarker := strings.HasSuffix(cm.Name, "-guard-cascade")
+	guardName := strings.TrimSuffix(cm.Name, "-cascade")
+	if !ok || !c.guard.ofKind(&cm) || !strings.HasSuffix(guardName, "-guard") {
 		return crreconcile.Result{}, nil
 	}
 	owner := &metav1.PartialObjectMetadata{}
 	owner.SetGroupVersionKind(c.guard.gvk)
-	err := c.apiReader.Get(ctx, types.NamespacedName{Namespace: cm.Namespace, Name: strings.TrimSuffix(cm.Name, "-guard")}, owner)
+	err := c.apiReader.Get(ctx, types.NamespacedName{Namespace: cm.Namespace, Name: strings.TrimSuffix(guardName, "-guard")}, owner)
 	switch {
 	case err == nil && string(owner.UID) == uid:
 		return crreconcile.Result{}, nil
 	case err != nil && !apierrors.IsNotFound(err):
-		return crreconcile.Result{}, fmt.Errorf("reading the owner of guard %s: %w", cm.Name, err)
+		return crreconcile.Result{}, fmt.Errorf("reading the owner of %s: %w", cm.Name, err)
 	}
-	if err := c.guard.release(ctx, &cm); err != nil {
+	if isMarker {
+		return c.dropMarker(ctx, &cm, guardName, uid)
+	}
+	orphan, marker, err := c.guard.orphaned(ctx, cm.Namespace, cm.Name, types.UID(uid), nil)
+	if err != nil {
 		return crreconcile.Result{}, err
 	}
-	ctrl.LoggerFrom(ctx).Info("released the guard of a deleted owner; its children go with it",
-		"guard", cm.Name, "kind", c.guard.kind.String(), "ownerUID", uid)
+	if err := c.guard.release(ctx, &cm, orphan); err != nil {
+		return crreconcile.Result{}, err
+	}
+	if err := c.guard.dropMarker(ctx, marker); err != nil {
+		return crreconcile.Result{}, err
+	}
+	ctrl.LoggerFrom(ctx).Info("released the guard of a deleted owner", "guard", cm.Name, "kind", c.guard.kind.String(),
+		"ownerUID", uid, "childrenOrphaned", orphan)
 	return crreconcile.Result{}, nil
+}
+
+// dropMarker deletes marker, whose owner of UID uid is gone, once the
+// guard named guardName of that owner is: the guard's release reads it.
+func (c *Collector) dropMarker(ctx context.Context, marker *corev1.ConfigMap, guardName, uid string) (crreconcile.Result, error) {
+	var cm corev1.ConfigMap
+	err := c.guard.client.Get(ctx, types.NamespacedName{Namespace: marker.Namespace, Name: guardName}, &cm)
+	if client.IgnoreNotFound(err) != nil {
+		return crreconcile.Result{}, fmt.Errorf("reading guard %s: %w", guardName, err)
+	}
+	if err == nil && cm.Labels[c.guard.label] == uid {
+		return crreconcile.Result{RequeueAfter: 10 * time.Second}, nil
+	}
+	return crreconcile.Result{}, c.guard.dropMarker(ctx, marker)
 }
 
 // SetupWithManager runs the collector in mgr: on every guard of g's label

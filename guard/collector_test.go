@@ -14,8 +14,9 @@ import (
 )
 
 // TestCollector: a guard is released once its owner is gone (not found, or
-// replaced by a new owner of the same name), also while being deleted; a
-// guard of a live owner or of another kind is left alone.
+// replaced by a new owner of the same name), also while being deleted, and
+// its cascade marker deleted after it; a guard or marker of a live owner,
+// or a guard of another kind, is left alone.
 func TestCollector(t *testing.T) {
 	ns := newNamespace(t)
 	g := newGuard(t)
@@ -25,6 +26,10 @@ func TestCollector(t *testing.T) {
 		cm, err := g.Ensure(t.Context(), w)
 		must(t, err)
 		return cm
+	}
+	// marker is w's cascade marker, which Ensure made.
+	marker := func(w *testv1.Widget) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: guard.Name(w) + "-cascade"}}
 	}
 	gone := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gone", UID: "uid-of-a-deleted-widget"}}
 	replaced := newWidget(t, ns, "replaced")
@@ -46,9 +51,12 @@ func TestCollector(t *testing.T) {
 		kept  bool
 	}{
 		{"owner gone", ensure(gone), false},
+		{"owner gone, marker", marker(gone), false},
 		{"owner replaced", replacedGuard, false},
+		{"owner replaced, marker", marker(replaced), false},
 		{"being deleted, owner gone", deletingGuard, false},
 		{"owner live", ensure(live), true},
+		{"owner live, marker", marker(live), true},
 		{"owner replaced, new guard", nil, true},
 		{"another kind", other, true},
 	} {

@@ -9,7 +9,8 @@
 // exists, and the parameter of a ValidatingAdmissionPolicy (Policy) that
 // refuses to delete them while their namespace is being deleted. Release,
 // called last by the owner's Finalize, deletes the guard; the children
-// then go with it.
+// then go with it, unless the owner was deleted with orphan propagation
+// (see AnnotationMarker).
 //
 // Typical use: Ensure before creating any child, Hold on each child that
 // holds data, Release at the end of Finalize, and a Collector for guards

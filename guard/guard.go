@@ -120,6 +120,9 @@ func (g *Guard) Ensure(ctx context.Context, owner client.Object) (*corev1.Config
 			return nil, fmt.Errorf("updating the guard of %s: %w", owner.GetName(), err)
 		}
 	}
+	if err := g.ensureMarker(ctx, owner, cm); err != nil {
+		return nil, err
+	}
 	return cm, nil
 }
 
@@ -179,28 +182,45 @@ func (g *Guard) ofKind(cm *corev1.ConfigMap) bool {
 }
 
 // Release deletes owner's guard, if it has one: the garbage collector then
-// deletes the held children whose other owners are gone or going. Call it
-// last in Finalize. A ConfigMap of the guard's name that is not owner's
-// guard is left alone.
+// deletes the held children whose other owners are gone or going, unless
+// the owner was deleted with orphan propagation (kubectl delete
+// --cascade=orphan): then they stay, without the guard. Call it last in
+// Finalize. A ConfigMap of the guard's name that is not owner's guard is
+// left alone.
 func (g *Guard) Release(ctx context.Context, owner client.Object) error {
 	cm, err := g.Get(ctx, owner)
 	if ownership.IsConflict(err) {
 		return nil
 	}
-	if err != nil || cm == nil {
+	if err != nil {
 		return err
 	}
-	return g.release(ctx, cm)
+	orphan, marker, err := g.orphaned(ctx, owner.GetNamespace(), Name(owner), owner.GetUID(), owner.GetFinalizers())
+	if err != nil {
+		return err
+	}
+	if cm != nil {
+		if err := g.release(ctx, cm, orphan); err != nil {
+			return err
+		}
+	}
+	return g.dropMarker(ctx, marker)
 }
 
-func (g *Guard) release(ctx context.Context, cm *corev1.ConfigMap) error {
+// release deletes guard cm, leaving its children to their other owners
+// if orphan.
+func (g *Guard) release(ctx context.Context, cm *corev1.ConfigMap, orphan bool) error {
 	// The finalizer first: a delete first would change the resourceVersion
 	// the finalizer patch is locked on.
 	if _, err := ownership.RemoveFinalizer(ctx, g.client, cm, Finalizer); err != nil {
 		return fmt.Errorf("releasing guard %s: %w", cm.Name, err)
 	}
 	uid := cm.UID
-	err := g.client.Delete(ctx, cm, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	policy := metav1.DeletePropagationBackground
+	if orphan {
+		policy = metav1.DeletePropagationOrphan
+	}
+	err := g.client.Delete(ctx, cm, client.Preconditions{UID: &uid}, client.PropagationPolicy(policy))
 	if client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("deleting guard %s: %w", cm.Name, err)
 	}

@@ -27,6 +27,11 @@ func TestEnsure(t *testing.T) {
 	if diff := cmp.Diff([]string{guard.Finalizer}, cm.Finalizers); diff != "" {
 		t.Errorf("finalizers (-want +got):\n%s", diff)
 	}
+	marker := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: guard.Name(w) + "-cascade"}}
+	must(t, get(t, marker))
+	if len(marker.OwnerReferences) != 1 || marker.OwnerReferences[0].UID != w.UID || cm.Annotations[guard.AnnotationMarker] != "true" {
+		t.Errorf("cascade marker owners %v, guard annotations %v; want owned by %s alone and recorded", marker.OwnerReferences, cm.Annotations, w.UID)
+	}
 	again, err := g.Ensure(t.Context(), w)
 	must(t, err)
 	if again.UID != cm.UID || again.ResourceVersion != cm.ResourceVersion {

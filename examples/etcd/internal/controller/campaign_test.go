@@ -978,6 +978,7 @@ func (s *schedule) deleteCluster() {
 		s.deletion = deletionModes[s.rd.IntN(len(deletionModes))]
 	}
 	s.logf("deleted: %s", s.deletion)
+	claims := g.claimsOf(s.name)
 	var err error
 	if s.deletion == "Namespace" {
 		err = g.c.Delete(g.t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: g.ns}})
@@ -1018,23 +1019,20 @@ func (s *schedule) deleteCluster() {
 		s.violate("the cluster was deleted (%s) without a final backup", s.deletion)
 	}
 	if s.real {
-		s.checkNothingLeft()
+		s.checkNothingLeft(claims)
 	}
 }
 
-// checkNothingLeft checks that the real controllers delete every object
-// of the deleted cluster and its guard within a minute, and its namespace
-// when that was deleted.
-func (s *schedule) checkNothingLeft() {
+// checkNothingLeft checks that the real controllers finish the deleted
+// cluster's deletion within a minute (rig.residue: every object and the
+// guard gone, or under Orphan the guard gone and the rest left ownerless),
+// and its namespace goes when that was deleted.
+func (s *schedule) checkNothingLeft(claims []string) {
 	g := s.g
 	var left []string
+	policy := metav1.DeletionPropagation(s.deletion)
 	err := wait.PollUntilContextTimeout(g.t.Context(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		left = nil
-		for _, obj := range g.objects() {
-			if obj.GetLabels()[controller.LabelCluster] == s.name || obj.GetName() == controller.GuardName(s.name) {
-				left = append(left, fmt.Sprintf("%s %s (finalizers %q, owners %d)", obj.GetKind(), obj.GetName(), obj.GetFinalizers(), len(obj.GetOwnerReferences())))
-			}
-		}
+		left = g.residue(s.name, policy, claims)
 		if s.deletion == "Namespace" {
 			if err := g.c.Get(ctx, client.ObjectKey{Name: g.ns}, &corev1.Namespace{}); !apierrors.IsNotFound(err) {
 				left = append(left, "Namespace "+g.ns)

@@ -49,6 +49,7 @@ func TestFinalBackupUnderEveryPropagationPolicy(t *testing.T) {
 			g.withRealControllers()
 			g.createBackedUp("del", 3, 0, 30)
 			want := g.writeKeys("/acked/", 5)
+			claims := g.claimsOf("del")
 			c := g.get("del")
 			if err := g.c.Delete(t.Context(), c, client.PropagationPolicy(policy)); err != nil {
 				t.Fatal(err)
@@ -61,7 +62,7 @@ func TestFinalBackupUnderEveryPropagationPolicy(t *testing.T) {
 			if diff := cmp.Diff(want, g.backupKeys("del", final[0])); diff != "" {
 				t.Errorf("final backup lacks acknowledged writes (-want +got):\n%s", diff)
 			}
-			g.waitNothingLeft("del")
+			g.waitNothingLeft("del", policy, claims)
 		})
 	}
 }
@@ -115,18 +116,62 @@ func (g *rig) stopGoneMembers(c *v1alpha1.EtcdCluster) {
 
 // waitNothingLeft waits until no object of dependentKinds labelled with
 // cluster, nor its guard, is left: the garbage collector deletes what no
-// existing owner holds.
-func (g *rig) waitNothingLeft(cluster string) {
+// existing owner holds. After an orphan deletion it waits instead until
+// the guard is gone and the objects it held, claims among them, are left
+// without owners, as kubectl delete --cascade=orphan asks.
+// claims are cluster's claims before its deletion.
+func (g *rig) waitNothingLeft(cluster string, policy metav1.DeletionPropagation, claims []string) {
 	g.t.Helper()
-	eventually(g.t, "the real controllers to delete every object of the cluster", func() (bool, string) {
-		var left []string
-		for _, obj := range g.objects() {
-			if obj.GetLabels()[controller.LabelCluster] == cluster || obj.GetName() == controller.GuardName(cluster) {
-				left = append(left, fmt.Sprintf("%s %s (finalizers %q, owners %d)", obj.GetKind(), obj.GetName(), obj.GetFinalizers(), len(obj.GetOwnerReferences())))
-			}
-		}
+	eventually(g.t, "the real controllers to finish the cluster's deletion", func() (bool, string) {
+		left := g.residue(cluster, policy, claims)
 		return len(left) == 0, fmt.Sprint(left)
 	})
+}
+
+// claimsOf names cluster's claims.
+func (g *rig) claimsOf(cluster string) []string {
+	g.t.Helper()
+	var claims corev1.PersistentVolumeClaimList
+	if err := g.c.List(g.t.Context(), &claims, client.InNamespace(g.ns), client.MatchingLabels{controller.LabelCluster: cluster}); err != nil {
+		g.t.Fatal(err)
+	}
+	var names []string
+	for _, c := range claims.Items {
+		names = append(names, c.Name)
+	}
+	if len(names) == 0 {
+		g.t.Fatalf("EtcdCluster %s has no claims", cluster)
+	}
+	return names
+}
+
+// residue is what of cluster's deletion under policy is not done yet: an
+// object of cluster, its guard or cascade marker left; under Orphan, the
+// guard or marker left, an object still owned, or one of claims gone.
+func (g *rig) residue(cluster string, policy metav1.DeletionPropagation, claims []string) []string {
+	g.t.Helper()
+	var left []string
+	kept := map[string]bool{}
+	for _, obj := range g.objects() {
+		guardMade := obj.GetName() == controller.GuardName(cluster) || obj.GetName() == controller.GuardName(cluster)+"-cascade"
+		if obj.GetLabels()[controller.LabelCluster] != cluster && !guardMade {
+			continue
+		}
+		if obj.GetKind() == "PersistentVolumeClaim" && obj.GetDeletionTimestamp() == nil {
+			kept[obj.GetName()] = true
+		}
+		if policy != metav1.DeletePropagationOrphan || guardMade || len(obj.GetOwnerReferences()) > 0 {
+			left = append(left, fmt.Sprintf("%s %s (finalizers %q, owners %d)", obj.GetKind(), obj.GetName(), obj.GetFinalizers(), len(obj.GetOwnerReferences())))
+		}
+	}
+	if policy == metav1.DeletePropagationOrphan {
+		for _, c := range claims {
+			if !kept[c] {
+				left = append(left, "orphaned claim "+c+" deleted")
+			}
+		}
+	}
+	return left
 }
 
 // dependentKinds are the kinds of the objects an EtcdCluster's deletion
