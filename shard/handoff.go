@@ -19,8 +19,9 @@ import (
 // object is dropped (one the member caches with a slot label not of its
 // name is labelled with its name's), and one for its own runs while the cache holds the
 // slot, which it releases only after the passes it admitted ended. A
-// pass's context ends when the member's Lease may have run out, so a
-// member that stalled stops before another takes its slots.
+// pass's context ends when the member's Lease may have run out (renewals
+// move that on), so a member that stalled stops before another takes its
+// slots.
 //
 // A request for an object missing from the cache reaches inner only if
 // the API server has none either: an object not labelled yet, or of a
@@ -45,11 +46,8 @@ func Handoff(cl cluster.Cluster, obj client.Object, inner reconcile.Reconciler) 
 			return reconcile.Result{}, relabel(ctx, c, r, req, obj, slot)
 		}
 		defer leave()
-		if d := sc.fence.Load(); d != nil {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithDeadline(ctx, *d)
-			defer cancel()
-		}
+		ctx, cancel := sc.untilFenced(ctx)
+		defer cancel()
 		ctx = WithSlot(ctx, r.SlotLabel(), strconv.Itoa(slot))
 		o := obj.DeepCopyObject().(client.Object)
 		err = c.Get(ctx, req.NamespacedName, o)

@@ -102,3 +102,41 @@ func TestHandoffTellsAMoveFromADeletion(t *testing.T) {
 	testkit.Must(t, env.Client.Delete(t.Context(), moved))
 	waitFor("the deletion reaching a", moved.Name, func(_, gone int) bool { return gone == 1 })
 }
+
+// TestLongPassOutlivesItsFirstFence: a pass of a member that keeps
+// renewing its Lease runs on past the lease duration; only a member whose
+// Lease may have run out stops its passes. Before, the pass's deadline was
+// the fence read when it began, which renewals never moved: every pass
+// longer than a lease duration was cancelled on a healthy member (issue
+// #81, item 4).
+func TestLongPassOutlivesItsFirstFence(t *testing.T) {
+	ns := env.Namespace(t)
+	r := shard.Ring{Name: "widgets", Namespace: ns, LeaseDuration: 2 * time.Second, Slots: 1}
+	w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: ns, Labels: map[string]string{r.SlotLabel(): "0"}}}
+	testkit.Must(t, env.Client.Create(t.Context(), w))
+	ended := make(chan error, 1)
+	var once sync.Once
+	long := 3 * r.LeaseDuration
+	inner := reconcile.Func(func(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+		once.Do(func() {
+			select {
+			case <-ctx.Done():
+				ended <- fmt.Errorf("pass cancelled after a lease duration's renewals: %w", context.Cause(ctx))
+			case <-time.After(long):
+				ended <- nil
+			}
+		})
+		return reconcile.Result{}, nil
+	})
+	mgr := manager(t, nil, r.NewCache("a", &testv1.Widget{}))
+	testkit.Must(t, ctrl.NewControllerManagedBy(mgr).For(&testv1.Widget{}).Complete(shard.Handoff(mgr, &testv1.Widget{}, inner)))
+	testkit.Start(t, "replica a", mgr)
+	select {
+	case err := <-ended:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(long + 15*time.Second):
+		t.Fatal("no pass within 15 s")
+	}
+}

@@ -199,6 +199,35 @@ func (c *slotCache) whenHeld(f func(slots []int)) {
 // fenceAt admits passes until t only.
 func (c *slotCache) fenceAt(t time.Time) { c.fence.Store(&t) }
 
+// untilFenced returns ctx ended, with cause errFenced, once the fence
+// passes: a renewal that moves the fence on moves the end too. No fence
+// set (slots held by hand) never ends it.
+func (c *slotCache) untilFenced(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		for {
+			d := c.fence.Load()
+			if d == nil {
+				<-ctx.Done()
+				return
+			}
+			wait := time.Until(*d)
+			if wait <= 0 {
+				cancel(errFenced)
+				return
+			}
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return ctx, func() { cancel(context.Canceled) }
+}
+
 // Release closes the gates of slots, waits for the passes they
 // admitted, and stops caching them: each handler sees every object of
 // those slots deleted. A segment that held other slots too is replaced
