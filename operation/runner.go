@@ -9,6 +9,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/opkit-dev/opkit/internal/workscope"
 )
 
 // ErrActive is returned by Start while the Record holds an operation that
@@ -34,7 +36,9 @@ type Operation struct {
 	Type string
 	// Run does the work of operation id, reporting progress as it goes.
 	// It runs in a goroutine of its own, with a context cancelled by
-	// Cancel or when the Runner stops. An interrupted Run may run again
+	// Cancel, when the Runner stops, or when the slot of the pass that
+	// launched it leaves the member (shard.Handoff), which waits for
+	// Run to return before another member holds it. An interrupted Run may run again
 	// (see MaxAttempts): make its effect atomic, or say in Done that it
 	// is complete.
 	Run func(ctx context.Context, id string, progress func(string)) error
@@ -192,8 +196,9 @@ func (rn *Runner) Step(ctx context.Context, owner metav1.Object, r *Record, op O
 			return 0
 		}
 		if a, ok := rn.armed[k]; ok && a == r.Attempts {
-			delete(rn.armed, k)
-			rn.launch(k, r, op)
+			if rn.launch(ctx, k, r, op) {
+				delete(rn.armed, k)
+			}
 			return poll(op)
 		}
 		return rn.interrupted(ctx, k, r, op)
@@ -220,17 +225,18 @@ func (rn *Runner) arm(k key, r *Record) time.Duration {
 	return time.Second
 }
 
-func (rn *Runner) launch(k key, r *Record, op Operation) {
-	ctx, cancel := context.WithCancel(rn.base)
+// launch starts r's attempt, in the scope of the pass (its shard slot)
+// if ctx names one: it reports false if that scope has ended.
+func (rn *Runner) launch(ctx context.Context, k key, r *Record, op Operation) bool {
+	runCtx, cancel := context.WithCancel(rn.base)
 	ru := &run{attempt: r.Attempts, cancel: cancel}
-	rn.runs[k] = ru
 	id := r.ID
-	rn.wg.Add(1)
-	rn.going++
-	go func() {
+	body := func(scope context.Context) {
 		defer rn.wg.Done()
 		defer cancel()
-		err := op.Run(ctx, id, func(p string) {
+		stop := context.AfterFunc(scope, cancel)
+		defer stop()
+		err := op.Run(runCtx, id, func(p string) {
 			rn.mu.Lock()
 			ru.progress = p
 			rn.mu.Unlock()
@@ -242,7 +248,20 @@ func (rn *Runner) launch(k key, r *Record, op Operation) {
 			rn.idle = nil
 		}
 		rn.mu.Unlock()
-	}()
+	}
+	rn.wg.Add(1)
+	if s := workscope.From(ctx); s != nil {
+		if !s.Go(body) {
+			rn.wg.Done()
+			cancel()
+			return false
+		}
+	} else {
+		go body(context.Background())
+	}
+	rn.runs[k] = ru
+	rn.going++
+	return true
 }
 
 // interrupted handles a Running record no run of this Runner answers for:

@@ -47,6 +47,7 @@ type slotCache struct {
 	// written under it, and read without it by holds.
 	gates  []sync.RWMutex
 	active []atomic.Bool
+	work   []slotWork
 	holder *holder // nil: Hold and Release by hand (tests)
 	// fence, once set, is when the member's Lease may run out: no pass
 	// is admitted after it.
@@ -145,6 +146,7 @@ func newSlotCache(r Ring, config *rest.Config, opts cache.Options, kinds ...clie
 	c := &slotCache{
 		Cache: base, ring: r, config: config, opts: opts, kinds: map[schema.GroupVersionKind]bool{},
 		started: make(chan struct{}), gates: make([]sync.RWMutex, r.slots()), active: make([]atomic.Bool, r.slots()),
+		work:      make([]slotWork, r.slots()),
 		informers: map[informerKey]*slotInformer{},
 	}
 	for _, k := range kinds {

@@ -12,6 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/opkit-dev/opkit/internal/workscope"
 )
 
 // Handoff wraps inner so that it reconciles only the objects of the
@@ -49,6 +51,7 @@ func Handoff(cl cluster.Cluster, obj client.Object, inner reconcile.Reconciler) 
 		ctx, cancel := sc.untilFenced(ctx)
 		defer cancel()
 		ctx = WithSlot(ctx, r.SlotLabel(), strconv.Itoa(slot))
+		ctx = workscope.With(ctx, slotScope{sc, slot})
 		o := obj.DeepCopyObject().(client.Object)
 		err = c.Get(ctx, req.NamespacedName, o)
 		switch {

@@ -151,6 +151,9 @@ func (c *slotCache) setGates(slots []int, open bool) {
 		if n >= 0 && n < c.ring.slots() {
 			c.gates[n].Lock()
 			c.active[n].Store(open)
+			if open {
+				c.openWork(n)
+			}
 			c.gates[n].Unlock()
 		}
 	}
@@ -229,13 +232,20 @@ func (c *slotCache) untilFenced(ctx context.Context) (context.Context, context.C
 }
 
 // Release closes the gates of slots, waits for the passes they
-// admitted, and stops caching them: each handler sees every object of
+// admitted and the work those started, and stops caching them: each handler sees every object of
 // those slots deleted. A segment that held other slots too is replaced
 // by one of those, whose handlers see their objects added again; if
 // that fails, those slots are given up too, and the error returned.
 func (c *slotCache) Release(ctx context.Context, slots ...int) error {
 	c.setGates(slots, false)
 	var failed error
+	for _, n := range slots {
+		if n >= 0 && n < c.ring.slots() {
+			// Given up: the fence ends what still runs before another
+			// member may hold the slot.
+			failed = errors.Join(failed, c.closeWork(ctx, n))
+		}
+	}
 	for _, old := range c.held() {
 		keep := minus(old.slots, slots)
 		if len(keep) == len(old.slots) {
