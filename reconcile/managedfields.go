@@ -30,12 +30,19 @@ import (
 // change in that pass (server-side apply removes the fields a manager
 // stops sending). Changing the field owner means changing both. The
 // cached status entry is not the API server's (no time, fewer fields):
-// read the object from the API server to see it whole.
+// read the object from the API server to see it whole. Updating a cached
+// copy sends its managedFields, which the API server takes as given:
+// patch instead.
 //
 // Objects other than metav1.Object (the informer's tombstones of deleted
 // objects) pass through unchanged.
 func KeepManagedFieldsOf(fieldOwner string) toolscache.TransformFunc {
 	var sets fieldSets
+	// What an object none of whose entries is fieldOwner's keeps: an
+	// entry owning nothing, since no entries at all reads as a cache that
+	// strips them (writeStatus then sends every status field).
+	none := []metav1.ManagedFieldsEntry{{Manager: fieldOwner, Operation: metav1.ManagedFieldsOperationApply,
+		Subresource: "status", FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1("{}")}}
 	return func(in any) (any, error) {
 		obj, ok := in.(metav1.Object)
 		if !ok {
@@ -56,6 +63,9 @@ func KeepManagedFieldsOf(fieldOwner string) toolscache.TransformFunc {
 				}
 			}
 			kept = append(kept, e)
+		}
+		if len(kept) == 0 && len(entries) > 0 {
+			kept = none
 		}
 		obj.SetManagedFields(kept)
 		return in, nil

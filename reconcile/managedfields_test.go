@@ -2,10 +2,12 @@ package reconcile_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -32,7 +34,10 @@ func TestKeepManagedFieldsOfKeepsOnlyTheOwner(t *testing.T) {
 		{"others dropped", []metav1.ManagedFieldsEntry{entry("kubectl", ""), entry("opkit-widget", "status"), entry("flux", ""), entry("opkit-widget", "")},
 			[]metav1.ManagedFieldsEntry{entry("opkit-widget", "status"), entry("opkit-widget", "")}},
 		{"only the owner's", []metav1.ManagedFieldsEntry{entry("opkit-widget", "status")}, []metav1.ManagedFieldsEntry{entry("opkit-widget", "status")}},
-		{"none of the owner's", []metav1.ManagedFieldsEntry{entry("kubectl", "")}, nil},
+		// An entry owning nothing: no entries at all would read as a
+		// cache that strips them.
+		{"none of the owner's", []metav1.ManagedFieldsEntry{entry("kubectl", "")}, []metav1.ManagedFieldsEntry{{Manager: "opkit-widget",
+			Operation: metav1.ManagedFieldsOperationApply, Subresource: "status", FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1("{}")}}},
 		{"none at all", nil, nil},
 	}
 	for _, tt := range tests {
@@ -113,16 +118,7 @@ func TestKeepManagedFieldsOfWithTheReconciler(t *testing.T) {
 			created := f.createWidget("w", testv1.WidgetSpec{Replicas: 1})
 			testkit.Must(t, setExternal(t.Context(), "w", f.ns, metav1.ConditionTrue, "another manager's"))
 
-			transform := reconcile.KeepManagedFieldsOf(tt.keep)
-			c := interceptor.NewClient(withWatch(t, f), interceptor.Funcs{
-				Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-					if err := c.Get(ctx, key, obj, opts...); err != nil {
-						return err
-					}
-					_, err := transform(obj)
-					return err
-				},
-			})
+			c := transformedClient(t, f, reconcile.KeepManagedFieldsOf(tt.keep))
 			ch, err := reconcile.NewChildren(c, env.Scheme, reconcile.WithChildrenFieldOwner("opkit-widget"))
 			testkit.Must(t, err)
 			pass := 0
@@ -151,6 +147,58 @@ func TestKeepManagedFieldsOfWithTheReconciler(t *testing.T) {
 				t.Errorf("Extra present = %v, want %v (conditions %v)", got["Extra"], tt.wantExtra, got)
 			}
 		})
+	}
+}
+
+// transformedClient is f's client whose reads go through transform, as a
+// cache's would.
+func transformedClient(t *testing.T, f *fixture, transform toolscache.TransformFunc) client.Client {
+	t.Helper()
+	return interceptor.NewClient(withWatch(t, f), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if err := c.Get(ctx, key, obj, opts...); err != nil {
+				return err
+			}
+			_, err := transform(obj)
+			return err
+		},
+	})
+}
+
+// TestKeepManagedFieldsOfBeforeTheFirstStatusWrite: a Reconciler reading
+// through the transform an object whose status only another manager has
+// written sends what its pass changed, and takes no other field over.
+// Before, the transform left no managedFields, which the Reconciler read
+// as a cache that strips them all, and it applied every top-level status
+// field with force: the other manager's replicas became its own (issue
+// #81, item 2).
+func TestKeepManagedFieldsOfBeforeTheFirstStatusWrite(t *testing.T) {
+	f := newFixture(t)
+	created := f.createWidget("w", testv1.WidgetSpec{Replicas: 1})
+	u := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"replicas": int64(7)}}}
+	u.SetGroupVersionKind(testv1.GroupVersion.WithKind("Widget"))
+	u.SetNamespace(f.ns)
+	u.SetName("w")
+	testkit.Must(t, env.Client.Status().Apply(t.Context(), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("other-controller")))
+
+	c := transformedClient(t, f, reconcile.KeepManagedFieldsOf("opkit-widget"))
+	hooks := &widgetHooks{children: f.children(), onReconc: func(_ context.Context, w *testv1.Widget) (reconcile.Result, bool) {
+		statusutil.MarkTrue(w, "Mine", "Set", "the pass's only change")
+		return reconcile.Done(), true
+	}}
+	r, err := reconcile.New[*testv1.Widget](c, env.Scheme, hooks)
+	testkit.Must(t, err)
+	if _, err := r.Reconcile(t.Context(), crreconcile.Request{NamespacedName: client.ObjectKeyFromObject(created)}); err != nil {
+		t.Fatal(err)
+	}
+	got := f.get("w")
+	if !conditionTypes(got)["Mine"] {
+		t.Fatalf("conditions %v, want Mine", conditionTypes(got))
+	}
+	for _, e := range got.ManagedFields {
+		if e.Manager == "opkit-widget" && e.Subresource == "status" && strings.Contains(string(e.FieldsV1.GetRawBytes()), `"f:replicas"`) {
+			t.Errorf("opkit-widget took status.replicas over: %s", e.FieldsV1.GetRawBytes())
+		}
 	}
 }
 
