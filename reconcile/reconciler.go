@@ -68,7 +68,7 @@ type Finalizer[T Object] interface {
 // Defaulter is implemented by Hooks that fill in defaults before Validate and
 // Reconcile. In a pass, defaults go to the in-memory copy only, never to the
 // stored spec; served by package webhook, the same method defaults objects
-// at admission, where they are stored. Its shape is controller-runtime's
+// at admission (creates and spec changes), where they are stored. Its shape is controller-runtime's
 // admission.Defaulter[T], so one type serves both. An error fails the pass
 // with Retry.
 type Defaulter[T Object] interface {

@@ -6,6 +6,7 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/opkit-dev/opkit/reconcile"
 )
@@ -14,7 +15,8 @@ import (
 // Default, Validate, ValidateAdmission and Warnings.
 var ErrNoAdmissionHooks = errors.New("webhook: the hooks have nothing to serve at admission")
 
-// SetupWithManager registers hooks' Default as T's mutating webhook and
+// SetupWithManager registers hooks' Default as T's mutating webhook (on
+// creates and spec changes of objects not being deleted, as Validate) and
 // Validate, ValidateAdmission and Warnings as its validating webhook with mgr's
 // webhook server, each only when hooks implement it. Hooks with a
 // mistyped optional method fail with reconcile.ErrHookSignature.
@@ -30,7 +32,7 @@ func SetupWithManager[T reconcile.Object](mgr ctrl.Manager, hooks reconcile.Hook
 	b := ctrl.NewWebhookManagedBy(mgr, obj)
 	served := false
 	if d, ok := hooks.(reconcile.Defaulter[T]); ok {
-		b = b.WithDefaulter(d)
+		b = b.WithDefaulter(&defaulter[T]{hooks: d, decoder: admission.NewDecoder(mgr.GetScheme())})
 		served = true
 	}
 	if v := newValidator(gvk.GroupKind(), hooks); v != nil {

@@ -283,3 +283,76 @@ func (reconcileOnly) Reconcile(context.Context, *testv1.Widget) reconcile.Result
 type voidDefaulter struct{ reconcileOnly }
 
 func (*voidDefaulter) Default(context.Context, *testv1.Widget) {}
+
+// TestDefaultLeavesMetadataOnlyUpdates: a Widget stored while the
+// mutating webhook was away is defaulted on its next spec change, not on
+// a write of its labels or finalizers, nor while it is being deleted, as
+// Validate is not run then either. Before, Default ran on every update:
+// a label or a finalizer removal changed the spec.
+func TestDefaultLeavesMetadataOnlyUpdates(t *testing.T) {
+	ctx := t.Context()
+	ns := namespace(t)
+	cfg := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: "mutating-webhook-configuration"}, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := serve(t)
+	w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stored"}}
+	if err := c.Create(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	cfg.ResourceVersion = ""
+	if err := env.Client.Create(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		probe := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"}}
+		if err := c.Create(ctx, probe, client.DryRunAll); err != nil {
+			t.Fatal(err)
+		}
+		if probe.Spec.Message == "defaulted" {
+			break
+		}
+		if i == 300 {
+			t.Fatal("the mutating webhook never came back")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	w.Labels = map[string]string{"team": "a"}
+	controllerutil.AddFinalizer(w, "test.opkit.dev/cleanup")
+	if err := c.Update(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	if w.Spec.Message != "" {
+		t.Errorf("spec.message after a metadata-only update: %q, want it left empty", w.Spec.Message)
+	}
+	probe := w.DeepCopy()
+	probe.Spec.Replicas++
+	if err := c.Update(ctx, probe, client.DryRunAll); err != nil {
+		t.Fatal(err)
+	}
+	if probe.Spec.Message != "defaulted" {
+		t.Errorf("spec.message after a spec change: %q, want defaulted", probe.Spec.Message)
+	}
+	if err := c.Delete(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(w), w); err != nil {
+		t.Fatal(err)
+	}
+	w.Spec.Replicas++
+	if err := c.Update(ctx, w, client.DryRunAll); err != nil {
+		t.Fatal(err)
+	}
+	if w.Spec.Message != "" {
+		t.Errorf("spec.message after an update of the deleting widget: %q, want it left empty", w.Spec.Message)
+	}
+	controllerutil.RemoveFinalizer(w, "test.opkit.dev/cleanup")
+	if err := c.Update(ctx, w); client.IgnoreNotFound(err) != nil {
+		t.Fatal(err)
+	}
+}
