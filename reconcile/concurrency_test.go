@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -420,5 +421,46 @@ func TestStaleReadAfterAForeignWriteKeepsOwnStatus(t *testing.T) {
 	}
 	if m := statusutil.Get(f.get("w"), "Migrated"); m == nil || m.Status != metav1.ConditionTrue {
 		t.Errorf("Migrated on the server = %+v, want True", m)
+	}
+}
+
+// TestFinalizerFoundOnReReadLeavesForeignCondition: a pass whose read
+// lags both its own finalizer and another controller's condition finds,
+// on the finalizer patch's conflict, a re-read that has both: that read is
+// where the pass starts, so the other's condition is not a change of its
+// own to apply. Before, only a re-read that added the finalizer replaced
+// the pass's starting point; here the pass applied the condition with
+// force, taking it over. Found by the library campaign (seed 1, schedule
+// 5).
+func TestFinalizerFoundOnReReadLeavesForeignCondition(t *testing.T) {
+	f := newFixture(t)
+	created := f.createWidget("w", testv1.WidgetSpec{Replicas: 1})
+	hooks := &finalizingHooks{widgetHooks: widgetHooks{children: f.children()}}
+	first := newReconciler(t, f, hooks)
+	f.mustPass(first, "w") // the finalizer, and our conditions
+	testkit.Must(t, setExternal(t.Context(), "w", f.ns, metav1.ConditionTrue, "live"))
+
+	c, stale := staleWidgetClient(t, env.Config, created)
+	*stale = true
+	var reads atomic.Int32
+	c = interceptor.NewClient(c, interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+		if _, ok := obj.(*testv1.Widget); ok && reads.Add(1) > 1 {
+			*stale = false // the re-read after the conflict is current
+		}
+		return c.Get(ctx, key, obj, opts...)
+	}})
+	r, err := reconcile.New[*testv1.Widget](c, env.Scheme, hooks)
+	testkit.Must(t, err)
+	if _, err := f.pass(r, "w"); err != nil {
+		t.Fatal(err)
+	}
+	got := f.get("w")
+	if ext := statusutil.Get(got, "External"); ext == nil || ext.Status != metav1.ConditionTrue || ext.Message != "live" {
+		t.Errorf("External after the pass = %+v, want the other controller's True \"live\"", ext)
+	}
+	for _, m := range got.ManagedFields {
+		if m.Manager == r.FieldOwner() && m.FieldsV1 != nil && strings.Contains(m.FieldsV1.GetRawString(), `\"type\":\"External\"`) {
+			t.Errorf("our field manager %s owns the External condition: %s", m.Manager, m.FieldsV1.GetRawString())
+		}
 	}
 }

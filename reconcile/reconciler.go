@@ -235,7 +235,8 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req crreconcile.Request) 
 	}
 
 	if _, ok := r.hooks.(Finalizer[T]); ok {
-		added, err := ownership.EnsureFinalizer(ctx, r.client, obj, r.opts.finalizer)
+		readVersion := obj.GetResourceVersion()
+		_, err := ownership.EnsureFinalizer(ctx, r.client, obj, r.opts.finalizer)
 		if err != nil {
 			switch {
 			case apierrors.IsNotFound(err):
@@ -247,10 +248,11 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req crreconcile.Request) 
 			}
 			return ctrl.Result{}, fmt.Errorf("adding finalizer %s: %w", r.opts.finalizer, err)
 		}
-		if added {
-			// obj is the server's copy now, re-read on a conflict: what
-			// others wrote meanwhile is where the pass starts, not a
-			// change of its own to apply.
+		if obj.GetResourceVersion() != readVersion {
+			// obj is the server's copy now, re-read on a conflict (with
+			// the finalizer there already or not): what others wrote
+			// meanwhile is where the pass starts, not a change of its own
+			// to apply.
 			before = obj.DeepCopyObject().(T)
 		}
 		stale = append(stale, obj.GetResourceVersion())
