@@ -251,22 +251,28 @@ test-e2e: cluster-tools node-tools images ## e2e-framework suites on throwaway l
 # defect; chaos runs SCHEDULES and
 # FAKE_SCHEDULES longer schedules from SEED (the same seed runs the same
 # schedules), then NODE_SCHEDULES on two real nodes (TestNodeCampaign),
-# and ends with their totals.
+# and ends with their totals. The library's campaign (TestLibraryCampaign
+# in reconcile: 16 schedules of 40 steps in make test) runs LIB_SCHEDULES
+# of LIB_STEPS from the same SEED.
 SEED ?= $(shell date +%s)
 SCHEDULES ?= 1000
 FAKE_SCHEDULES ?= 1000
 NODE_SCHEDULES ?= 10
 CHAOS_STEPS ?= 12
+LIB_SCHEDULES ?= 1000
+LIB_STEPS ?= 80
 
 .PHONY: chaos
-chaos: envtest-assets etcd cluster-tools node-tools images ## The etcd operator's fault campaign at size: SCHEDULES (etcd processes), FAKE_SCHEDULES (fake etcd) and NODE_SCHEDULES (real nodes) schedules from SEED; non-zero on any violation.
+chaos: envtest-assets etcd cluster-tools node-tools images ## The fault campaigns at size: the etcd operator's SCHEDULES (etcd processes), FAKE_SCHEDULES (fake etcd) and NODE_SCHEDULES (real nodes), the library's LIB_SCHEDULES, from SEED; non-zero on any violation.
 	@mkdir -p .local
 	@status=0; (cd examples/etcd && go test $(GO_TEST_FLAGS) -v -timeout 300m -run '^TestFaultCampaign(Fake)?$$' ./internal/controller \
 		-campaign.seed=$(SEED) -campaign.schedules=$(SCHEDULES) -campaign.fakeschedules=$(FAKE_SCHEDULES) -campaign.steps=$(CHAOS_STEPS) -campaign.pause -campaign.tls=3) > $(ROOT)/.local/chaos.log 2>&1 || status=$$?; \
+		go test $(GO_TEST_FLAGS) -v -timeout 120m -run '^TestLibraryCampaign$$' ./reconcile \
+		-libcampaign.seed=$(SEED) -libcampaign.schedules=$(LIB_SCHEDULES) -libcampaign.steps=$(LIB_STEPS) >> $(ROOT)/.local/chaos.log 2>&1 || status=$$?; \
 		(cd e2e && OPKIT_NODE_SCHEDULES=$(NODE_SCHEDULES) OPKIT_NODE_SEED=$(SEED) OPKIT_NODE_STEPS=$(CHAOS_STEPS) $(STATIC_BUILD_ENV) go test -count=1 -v -timeout 120m -run '^TestNodeCampaign$$' ./etcdnodes) >> $(ROOT)/.local/chaos.log 2>&1 || status=$$?; \
-		grep -v -E '^(=== (RUN|PAUSE|CONT|NAME)|[[:space:]]*--- PASS|fault campaign)' $(ROOT)/.local/chaos.log | tail -n 300; \
-		grep '^fault campaign' $(ROOT)/.local/chaos.log; \
-		grep '^fault campaign' $(ROOT)/.local/chaos.log | sed -E 's/.* ([0-9]+) schedules, .* ([0-9]+) violations in .*/\1 \2/' | \
+		grep -v -E '^(=== (RUN|PAUSE|CONT|NAME)|[[:space:]]*--- PASS|(fault|library) campaign)' $(ROOT)/.local/chaos.log | tail -n 300; \
+		grep -E '^(fault|library) campaign' $(ROOT)/.local/chaos.log; \
+		grep -E '^(fault|library) campaign' $(ROOT)/.local/chaos.log | sed -E 's/.* ([0-9]+) schedules, .* ([0-9]+) violations in .*/\1 \2/' | \
 		awk '{s+=$$1; v+=$$2} END {printf "%d schedules, %d violations\n", s, v}'; exit $$status
 
 .PHONY: cover

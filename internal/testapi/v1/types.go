@@ -4,6 +4,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/opkit-dev/opkit/operation"
 )
 
 // GroupVersion is the group and version of the test API.
@@ -45,6 +47,10 @@ type WidgetStatus struct {
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// Backup is the widget's last long operation (package operation).
+	// +optional
+	Backup *operation.Record `json:"backup,omitempty"`
 }
 
 // Widget is a namespaced test resource with a status subresource.

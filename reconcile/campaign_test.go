@@ -1,0 +1,569 @@
+package reconcile_test
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
+	"github.com/opkit-dev/opkit/operation"
+	"github.com/opkit-dev/opkit/reconcile"
+	"github.com/opkit-dev/opkit/statusutil"
+)
+
+var (
+	libSeed      = flag.Uint64("libcampaign.seed", 1, "the library campaign's seed")
+	libSchedules = flag.Int("libcampaign.schedules", 16, "the library campaign's schedules")
+	libSteps     = flag.Int("libcampaign.steps", 40, "steps per schedule of the library campaign")
+)
+
+// TestLibraryCampaign draws, per schedule, a Widget's life under a
+// Reconciler running an operation per generation, with what the world
+// does to it: foreign writers (another controller's condition, labels,
+// annotations), a user's spec edits, stale reads of a lagging cache,
+// conflicts, and operator crashes at any API call (the process and its
+// runs gone, a new one started). After every step it checks:
+//   - the other controller's condition and the user's labels are as they
+//     last wrote them;
+//   - an operation's effect ran at most once, and only for a recorded
+//     attempt;
+//   - a Widget gone had its Finalize succeed first.
+//
+// Then faults stop and the Widget must converge and delete.
+//
+// A failure names its schedule and prints its steps; -run
+// 'TestLibraryCampaign/<n>$' -libcampaign.seed=<seed> replays it (the
+// API server's and the runs' timing aside).
+func TestLibraryCampaign(t *testing.T) {
+	var steps, passes, effects, violations atomic.Int64
+	var mu sync.Mutex
+	faults := map[string]int{}
+	start := time.Now()
+	t.Cleanup(func() {
+		fmt.Printf("library campaign: seed %d, %d schedules, %d steps, %d passes, %d operation effects, faults %v, %d violations in %s\n",
+			*libSeed, *libSchedules, steps.Load(), passes.Load(), effects.Load(), faults, violations.Load(), time.Since(start).Round(time.Second))
+	})
+	for i := range *libSchedules {
+		t.Run(fmt.Sprintf("%03d", i), func(t *testing.T) {
+			t.Parallel()
+			s := newLibSchedule(t, *libSeed, i)
+			s.run(*libSteps)
+			steps.Add(int64(s.steps))
+			passes.Add(int64(s.passes))
+			effects.Add(int64(s.ledger.total()))
+			violations.Add(int64(len(s.violations)))
+			mu.Lock()
+			for k, n := range s.faults {
+				faults[k] += n
+			}
+			mu.Unlock()
+			if len(s.violations) > 0 {
+				t.Errorf("seed %d schedule %d: %d violations:\n  %s\nsteps:\n  %s", *libSeed, i, len(s.violations),
+					strings.Join(s.violations, "\n  "), strings.Join(s.log, "\n  "))
+			}
+		})
+	}
+}
+
+// ledger is what the world saw the operation and Finalize do.
+type ledger struct {
+	mu        sync.Mutex
+	effects   map[string]int // by operation ID
+	finalized map[types.UID]bool
+}
+
+func (l *ledger) effect(ctx context.Context, id string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if ctx.Err() != nil { // the effect commits atomically, or not at all
+		return ctx.Err()
+	}
+	l.effects[id]++
+	return nil
+}
+
+func (l *ledger) count(id string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.effects[id]
+}
+
+func (l *ledger) total() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, c := range l.effects {
+		n += c
+	}
+	return n
+}
+
+// campaignHooks mirror a Widget into a ConfigMap and take one "backup"
+// per generation, an operation whose effect lands in the ledger.
+type campaignHooks struct {
+	children *reconcile.Children
+	runner   *operation.Runner
+	ledger   *ledger
+	delay    time.Duration
+}
+
+func (h *campaignHooks) op() operation.Operation {
+	return operation.Operation{Type: "backup", Poll: 5 * time.Millisecond,
+		Run: func(ctx context.Context, id string, _ func(string)) error {
+			select {
+			case <-time.After(h.delay):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			return h.ledger.effect(ctx, id)
+		},
+		Done: func(_ context.Context, id string) (bool, error) { return h.ledger.count(id) > 0, nil },
+	}
+}
+
+func (h *campaignHooks) Reconcile(ctx context.Context, w *testv1.Widget) reconcile.Result {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: w.Name + "-child", Namespace: w.Namespace},
+		Data: map[string]string{"message": w.Spec.Message}}
+	if _, err := h.children.EnsureChild(ctx, w, cm); err != nil {
+		return reconcile.Retry(err)
+	}
+	w.Status.Replicas = w.Spec.Replicas
+	rec := &operation.Record{}
+	if w.Status.Backup != nil {
+		rec = w.Status.Backup.DeepCopy()
+	}
+	if id := fmt.Sprintf("gen-%d", w.Generation); !rec.Active() && rec.ID != id {
+		if err := operation.Start(rec, "backup", id, time.Now()); err != nil {
+			return reconcile.Retry(err)
+		}
+	}
+	next := h.runner.Step(ctx, w, rec, h.op())
+	w.Status.Backup = rec
+	statusutil.MarkTrue(w, "Available", "ChildCreated", "")
+	if next > 0 {
+		return reconcile.RequeueAfter(next)
+	}
+	return reconcile.Done()
+}
+
+func (h *campaignHooks) Finalize(_ context.Context, w *testv1.Widget) reconcile.Result {
+	h.ledger.mu.Lock()
+	defer h.ledger.mu.Unlock()
+	h.ledger.finalized[w.UID] = true
+	return reconcile.Done()
+}
+
+// errCrash is what every API call of a crashed operator process returns.
+var errCrash = errors.New("campaign: the operator crashed")
+
+// libProc is one operator process: a Reconciler, its Runner, and a
+// client whose calls may crash it, conflict, or read a stale Widget.
+type libProc struct {
+	s       *libSchedule
+	r       *reconcile.Reconciler[*testv1.Widget]
+	runner  *operation.Runner
+	stop    context.CancelFunc
+	stopped chan struct{}
+
+	mu       sync.Mutex
+	calls    int
+	crashAt  int // crash at this call (0: never)
+	crashed  bool
+	conflict float64 // chance a write conflicts
+	stale    float64 // chance a Widget read lags
+	served   int     // the history index last served: a cache never goes back
+}
+
+func (s *libSchedule) startProc() *libProc {
+	// A new process's cache starts from a list: the current version.
+	p := &libProc{s: s, stopped: make(chan struct{}), served: max(len(s.history)-1, 0)}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			if resp, err := p.fault(req); resp != nil || err != nil {
+				return resp, err
+			}
+			return rt.RoundTrip(req)
+		})
+	}
+	base, err := client.NewWithWatch(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	c := interceptor.NewClient(base, interceptor.Funcs{Get: p.get})
+	ch, err := reconcile.NewChildren(c, env.Scheme, reconcile.WithChildrenFieldOwner("opkit-widget"))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	p.runner = operation.NewRunner(nil)
+	hooks := &campaignHooks{children: ch, runner: p.runner, ledger: s.ledger, delay: time.Duration(s.rd.IntN(20)) * time.Millisecond}
+	if p.r, err = reconcile.New[*testv1.Widget](c, env.Scheme, hooks); err != nil {
+		s.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p.stop = cancel
+	go func() {
+		defer close(p.stopped)
+		_ = p.runner.Start(ctx)
+	}()
+	return p
+}
+
+// kill stops p's runs, as the process's death would.
+func (p *libProc) kill() {
+	p.stop()
+	<-p.stopped
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// fault crashes p at its crashAt call, and makes a write conflict at the
+// odds p.conflict.
+func (p *libProc) fault(req *http.Request) (*http.Response, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls++
+	if p.crashed || p.crashAt > 0 && p.calls >= p.crashAt {
+		p.crashed = true
+		return nil, errCrash
+	}
+	if req.Method != http.MethodGet && p.conflict > 0 && p.s.chance(p.conflict) {
+		body := `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Conflict","code":409,"message":"campaign: a conflict"}`
+		return &http.Response{StatusCode: http.StatusConflict, Header: http.Header{"Content-Type": {"application/json"}},
+			Body: io.NopCloser(strings.NewReader(body)), Request: req}, nil
+	}
+	return nil, nil
+}
+
+// get serves a Widget from the history at the odds p.stale: any version
+// from the last one p served on, as a lagging cache would.
+func (p *libProc) get(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	w, ok := obj.(*testv1.Widget)
+	p.mu.Lock()
+	stale := ok && p.stale > 0 && !p.crashed && p.s.chance(p.stale)
+	var old *testv1.Widget
+	if stale {
+		h := p.s.history
+		if i := p.served + p.s.intN(len(h)-p.served+1); i < len(h)-1 {
+			old, p.served = h[i], i
+		}
+	}
+	p.mu.Unlock()
+	if old != nil {
+		old.DeepCopyInto(w)
+		return nil
+	}
+	if ok {
+		p.mu.Lock()
+		p.served = max(len(p.s.history)-1, 0)
+		p.mu.Unlock()
+	}
+	return c.Get(ctx, key, obj, opts...)
+}
+
+// libSchedule is one schedule: a Widget, its operator, the world.
+type libSchedule struct {
+	t    *testing.T
+	ns   string
+	name string
+
+	rdMu sync.Mutex
+	rd   *rand.Rand
+
+	proc    *libProc
+	ledger  *ledger
+	history []*testv1.Widget // every version the campaign saw, oldest first
+	uid     types.UID
+
+	// What the foreign writers last wrote.
+	external *metav1.Condition
+	labels   map[string]string
+
+	steps, passes int
+	faults        map[string]int
+	log           []string
+	violations    []string
+}
+
+func newLibSchedule(t *testing.T, seed uint64, i int) *libSchedule {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "campaign-"}}
+	if err := env.Client.Create(t.Context(), ns); err != nil {
+		t.Fatal(err)
+	}
+	s := &libSchedule{t: t, ns: ns.Name, name: "w", rd: rand.New(rand.NewPCG(seed, uint64(i))),
+		ledger: &ledger{effects: map[string]int{}, finalized: map[types.UID]bool{}}, faults: map[string]int{}}
+	s.proc = s.startProc()
+	t.Cleanup(func() { s.proc.kill() })
+	return s
+}
+
+func (s *libSchedule) chance(p float64) bool {
+	s.rdMu.Lock()
+	defer s.rdMu.Unlock()
+	return s.rd.Float64() < p
+}
+
+func (s *libSchedule) intN(n int) int {
+	s.rdMu.Lock()
+	defer s.rdMu.Unlock()
+	return s.rd.IntN(n)
+}
+
+func (s *libSchedule) logf(format string, args ...any) {
+	s.log = append(s.log, fmt.Sprintf("%3d ", s.steps)+fmt.Sprintf(format, args...))
+}
+
+func (s *libSchedule) violate(format string, args ...any) {
+	s.violations = append(s.violations, fmt.Sprintf("step %d: ", s.steps)+fmt.Sprintf(format, args...))
+}
+
+func (s *libSchedule) key() client.ObjectKey { return client.ObjectKey{Namespace: s.ns, Name: s.name} }
+
+func (s *libSchedule) run(steps int) {
+	w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: s.name}, Spec: testv1.WidgetSpec{Replicas: 1, Message: "m0"}}
+	if err := env.Client.Create(s.t.Context(), w); err != nil {
+		s.t.Fatal(err)
+	}
+	s.uid = w.UID
+	s.observe()
+	for s.steps = 1; s.steps <= steps && len(s.violations) == 0; s.steps++ {
+		s.step()
+		s.observe()
+		s.check()
+	}
+	if len(s.violations) > 0 {
+		return
+	}
+	s.converge()
+	if len(s.violations) == 0 {
+		s.delete()
+	}
+}
+
+// step draws what happens next.
+func (s *libSchedule) step() {
+	ctx := s.t.Context()
+	switch n := s.intN(100); {
+	case n < 45:
+		s.pass()
+	case n < 55:
+		s.fault("spec")
+		w := &testv1.Widget{}
+		if err := env.Client.Get(ctx, s.key(), w); err != nil {
+			s.t.Fatal(err)
+		}
+		w.Spec.Message = fmt.Sprintf("m%d", s.steps)
+		w.Spec.Replicas = int32(s.intN(5))
+		s.logf("user: spec message %s replicas %d", w.Spec.Message, w.Spec.Replicas)
+		if err := env.Client.Update(ctx, w); err != nil && !apierrors.IsConflict(err) {
+			s.t.Fatal(err)
+		}
+	case n < 63:
+		s.fault("foreign condition")
+		status := []metav1.ConditionStatus{metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown}[s.intN(3)]
+		msg := fmt.Sprintf("written at step %d", s.steps)
+		s.logf("other controller: External %s %q", status, msg)
+		if err := setExternal(ctx, s.name, s.ns, status, msg); err != nil {
+			s.t.Fatal(err)
+		}
+		s.external = &metav1.Condition{Type: "External", Status: status, Message: msg}
+	case n < 70:
+		s.fault("foreign labels")
+		team := fmt.Sprintf("t%d", s.steps)
+		s.logf("user: label team=%s", team)
+		patch := fmt.Sprintf(`{"metadata":{"labels":{"team":%q},"annotations":{"note":%q}}}`, team, team)
+		if err := env.Client.Patch(ctx, &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: s.name}},
+			client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+			s.t.Fatal(err)
+		}
+		s.labels = map[string]string{"team": team}
+	case n < 78:
+		s.fault("crash")
+		s.proc.mu.Lock()
+		s.proc.crashAt = s.proc.calls + 1 + s.rd.IntN(8)
+		s.logf("operator: crashes at its API call %d (%d made)", s.proc.crashAt, s.proc.calls)
+		s.proc.mu.Unlock()
+	case n < 86:
+		s.fault("stale reads")
+		s.proc.mu.Lock()
+		s.proc.stale = []float64{0, 0.3, 0.7}[s.rd.IntN(3)]
+		s.logf("cache: lags at odds %.1f", s.proc.stale)
+		s.proc.mu.Unlock()
+	case n < 92:
+		s.fault("conflicts")
+		s.proc.mu.Lock()
+		s.proc.conflict = []float64{0, 0.2, 0.5}[s.rd.IntN(3)]
+		s.logf("API server: writes conflict at odds %.1f", s.proc.conflict)
+		s.proc.mu.Unlock()
+	default:
+		d := time.Duration(s.intN(30)) * time.Millisecond
+		s.logf("time: %s passes", d)
+		time.Sleep(d)
+	}
+}
+
+func (s *libSchedule) fault(kind string) { s.faults[kind]++ }
+
+// pass runs a pass, and restarts a crashed operator.
+func (s *libSchedule) pass() {
+	s.passes++
+	res, err := s.proc.r.Reconcile(s.t.Context(), crreconcile.Request{NamespacedName: s.key()})
+	s.proc.mu.Lock()
+	crashed := s.proc.crashed
+	s.proc.mu.Unlock()
+	switch {
+	case crashed:
+		s.logf("pass: crashed; operator restarted")
+		s.proc.kill()
+		s.proc = s.startProc()
+	case err != nil:
+		s.logf("pass: %v", err)
+	default:
+		s.logf("pass: %+v", res)
+	}
+}
+
+// observe adds the Widget's current version to the history.
+func (s *libSchedule) observe() *testv1.Widget {
+	w := &testv1.Widget{}
+	err := env.Client.Get(s.t.Context(), s.key(), w)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.proc.mu.Lock()
+	if n := len(s.history); n == 0 || s.history[n-1].ResourceVersion != w.ResourceVersion {
+		s.history = append(s.history, w.DeepCopy())
+	}
+	s.proc.mu.Unlock()
+	return w
+}
+
+// check checks the invariants against the API server's Widget.
+func (s *libSchedule) check() {
+	w := &testv1.Widget{}
+	err := env.Client.Get(s.t.Context(), s.key(), w)
+	if apierrors.IsNotFound(err) {
+		s.ledger.mu.Lock()
+		finalized := s.ledger.finalized[s.uid]
+		s.ledger.mu.Unlock()
+		if !finalized {
+			s.violate("the Widget is gone without its Finalize")
+		}
+		return
+	}
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if s.external != nil {
+		got := statusutil.Get(w, "External")
+		if got == nil || got.Status != s.external.Status || got.Message != s.external.Message {
+			s.violate("the other controller's condition is %+v, want %s %q as it last wrote", got, s.external.Status, s.external.Message)
+		}
+		for _, e := range w.ManagedFields {
+			if e.Manager != "other-controller" && e.FieldsV1 != nil && strings.Contains(string(e.FieldsV1.GetRawBytes()), `{\"type\":\"External\"}`) {
+				s.violate("%s owns the other controller's condition", e.Manager)
+			}
+		}
+	}
+	for k, v := range s.labels {
+		if w.Labels[k] != v {
+			s.violate("label %s is %q, want %q as the user last wrote", k, w.Labels[k], v)
+		}
+	}
+	s.ledger.mu.Lock()
+	defer s.ledger.mu.Unlock()
+	for id, n := range s.ledger.effects {
+		if n > 1 {
+			s.violate("operation %s took effect %d times", id, n)
+		}
+	}
+	if rec := w.Status.Backup; rec != nil && rec.ID != "" {
+		if n := s.ledger.effects[rec.ID]; n > int(rec.Attempts) {
+			s.violate("operation %s took effect %d times, %d attempts recorded", rec.ID, n, rec.Attempts)
+		}
+	}
+}
+
+// converge stops the faults and runs passes until the Widget is done at
+// its generation: Available, its child current, the generation's
+// operation succeeded.
+func (s *libSchedule) converge() {
+	s.proc.mu.Lock()
+	s.proc.crashAt, s.proc.stale, s.proc.conflict = 0, 0, 0
+	crashed := s.proc.crashed
+	s.proc.mu.Unlock()
+	if crashed {
+		s.proc.kill()
+		s.proc = s.startProc()
+	}
+	s.logf("faults stop")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		s.pass()
+		w := s.observe()
+		s.check()
+		if len(s.violations) > 0 {
+			return
+		}
+		if s.done(w) {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.violate("no convergence within 20 s of the faults' end: status %+v", w.Status)
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (s *libSchedule) done(w *testv1.Widget) bool {
+	cm := &corev1.ConfigMap{}
+	if err := env.Client.Get(s.t.Context(), client.ObjectKey{Namespace: s.ns, Name: s.name + "-child"}, cm); err != nil {
+		return false
+	}
+	rec := w.Status.Backup
+	return w.Status.ObservedGeneration == w.Generation && statusutil.IsTrue(w, "Available") &&
+		cm.Data["message"] == w.Spec.Message && rec != nil && rec.ID == fmt.Sprintf("gen-%d", w.Generation) &&
+		rec.Phase == operation.Succeeded
+}
+
+// delete deletes the Widget and runs passes until it is gone.
+func (s *libSchedule) delete() {
+	w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: s.name}}
+	if err := env.Client.Delete(s.t.Context(), w); err != nil {
+		s.t.Fatal(err)
+	}
+	s.logf("user: deleted")
+	deadline := time.Now().Add(20 * time.Second)
+	for s.observe() != nil {
+		if time.Now().After(deadline) {
+			s.violate("the Widget is not gone within 20 s of its deletion")
+			return
+		}
+		s.pass()
+	}
+	s.check()
+}
