@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/opkit-dev/opkit/guard"
 	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
 	"github.com/opkit-dev/opkit/operation"
 	"github.com/opkit-dev/opkit/reconcile"
@@ -53,6 +54,7 @@ var (
 // 'TestLibraryCampaign/<n>$' -libcampaign.seed=<seed> replays it (the
 // API server's and the runs' timing aside).
 func TestLibraryCampaign(t *testing.T) {
+	env.StartControllerManager(t)
 	var steps, passes, effects, violations atomic.Int64
 	var mu sync.Mutex
 	faults := map[string]int{}
@@ -120,6 +122,7 @@ func (l *ledger) total() int {
 // per generation, an operation whose effect lands in the ledger.
 type campaignHooks struct {
 	children *reconcile.Children
+	guard    *guard.Guard
 	runner   *operation.Runner
 	ledger   *ledger
 	delay    time.Duration
@@ -140,8 +143,12 @@ func (h *campaignHooks) op() operation.Operation {
 }
 
 func (h *campaignHooks) Reconcile(ctx context.Context, w *testv1.Widget) reconcile.Result {
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: w.Name + "-child", Namespace: w.Namespace},
-		Data: map[string]string{"message": w.Spec.Message}}
+	g, err := h.guard.Ensure(ctx, w)
+	if err != nil {
+		return reconcile.Retry(err)
+	}
+	cm := guard.Hold(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: w.Name + "-child", Namespace: w.Namespace},
+		Data: map[string]string{"message": w.Spec.Message}}, g)
 	if _, err := h.children.EnsureChild(ctx, w, cm); err != nil {
 		return reconcile.Retry(err)
 	}
@@ -164,10 +171,15 @@ func (h *campaignHooks) Reconcile(ctx context.Context, w *testv1.Widget) reconci
 	return reconcile.Done()
 }
 
-func (h *campaignHooks) Finalize(_ context.Context, w *testv1.Widget) reconcile.Result {
+// Finalize does the final work (the ledger records it), then releases the
+// guard: the child may go only after.
+func (h *campaignHooks) Finalize(ctx context.Context, w *testv1.Widget) reconcile.Result {
 	h.ledger.mu.Lock()
-	defer h.ledger.mu.Unlock()
 	h.ledger.finalized[w.UID] = true
+	h.ledger.mu.Unlock()
+	if err := h.guard.Release(ctx, w); err != nil {
+		return reconcile.Retry(err)
+	}
 	return reconcile.Done()
 }
 
@@ -213,8 +225,12 @@ func (s *libSchedule) startProc() *libProc {
 	if err != nil {
 		s.t.Fatal(err)
 	}
+	g, err := guard.New(c, &testv1.Widget{})
+	if err != nil {
+		s.t.Fatal(err)
+	}
 	p.runner = operation.NewRunner(nil)
-	hooks := &campaignHooks{children: ch, runner: p.runner, ledger: s.ledger, delay: time.Duration(s.rd.IntN(20)) * time.Millisecond}
+	hooks := &campaignHooks{children: ch, guard: g, runner: p.runner, ledger: s.ledger, delay: time.Duration(s.rd.IntN(20)) * time.Millisecond}
 	if p.r, err = reconcile.New[*testv1.Widget](c, env.Scheme, hooks); err != nil {
 		s.t.Fatal(err)
 	}
@@ -298,6 +314,10 @@ type libSchedule struct {
 	// What the foreign writers last wrote.
 	external *metav1.Condition
 	labels   map[string]string
+	// deleted is how the Widget was deleted ("": not yet); child the UID
+	// of its child once seen.
+	deleted metav1.DeletionPropagation
+	child   types.UID
 
 	steps, passes int
 	faults        map[string]int
@@ -348,16 +368,23 @@ func (s *libSchedule) run(steps int) {
 	s.observe()
 	for s.steps = 1; s.steps <= steps && len(s.violations) == 0; s.steps++ {
 		s.step()
-		s.observe()
+		gone := s.observe() == nil
 		s.check()
+		if gone {
+			break
+		}
 	}
 	if len(s.violations) > 0 {
 		return
 	}
-	s.converge()
-	if len(s.violations) == 0 {
+	if s.deleted == "" {
+		s.converge()
+		if len(s.violations) > 0 {
+			return
+		}
 		s.delete()
 	}
+	s.untilGone()
 }
 
 // step draws what happens next.
@@ -415,6 +442,8 @@ func (s *libSchedule) step() {
 		s.proc.conflict = []float64{0, 0.2, 0.5}[s.rd.IntN(3)]
 		s.logf("API server: writes conflict at odds %.1f", s.proc.conflict)
 		s.proc.mu.Unlock()
+	case n < 95 && s.deleted == "" && s.steps > 5:
+		s.delete()
 	default:
 		d := time.Duration(s.intN(30)) * time.Millisecond
 		s.logf("time: %s passes", d)
@@ -463,6 +492,7 @@ func (s *libSchedule) observe() *testv1.Widget {
 
 // check checks the invariants against the API server's Widget.
 func (s *libSchedule) check() {
+	s.checkChild()
 	w := &testv1.Widget{}
 	err := env.Client.Get(s.t.Context(), s.key(), w)
 	if apierrors.IsNotFound(err) {
@@ -507,19 +537,33 @@ func (s *libSchedule) check() {
 	}
 }
 
+// checkChild checks that the guarded child, once made, stays until the
+// Widget's Finalize did its work.
+func (s *libSchedule) checkChild() {
+	cm := &corev1.ConfigMap{}
+	err := env.Client.Get(s.t.Context(), client.ObjectKey{Namespace: s.ns, Name: s.name + "-child"}, cm)
+	if client.IgnoreNotFound(err) != nil {
+		s.t.Fatal(err)
+	}
+	s.ledger.mu.Lock()
+	finalized := s.ledger.finalized[s.uid]
+	s.ledger.mu.Unlock()
+	switch {
+	case err == nil && s.child == "":
+		s.child = cm.UID
+	case s.child == "" || finalized:
+	case err != nil || cm.UID != s.child:
+		s.violate("the guarded child is gone (%s deletion) before the Widget's Finalize", s.deleted)
+	case cm.DeletionTimestamp != nil:
+		s.violate("the guarded child is being deleted (%s deletion) before the Widget's Finalize", s.deleted)
+	}
+}
+
 // converge stops the faults and runs passes until the Widget is done at
 // its generation: Available, its child current, the generation's
 // operation succeeded.
 func (s *libSchedule) converge() {
-	s.proc.mu.Lock()
-	s.proc.crashAt, s.proc.stale, s.proc.conflict = 0, 0, 0
-	crashed := s.proc.crashed
-	s.proc.mu.Unlock()
-	if crashed {
-		s.proc.kill()
-		s.proc = s.startProc()
-	}
-	s.logf("faults stop")
+	s.stopFaults()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		s.pass()
@@ -550,20 +594,102 @@ func (s *libSchedule) done(w *testv1.Widget) bool {
 		rec.Phase == operation.Succeeded
 }
 
-// delete deletes the Widget and runs passes until it is gone.
+// delete deletes the Widget with a propagation policy it draws.
 func (s *libSchedule) delete() {
+	policies := []metav1.DeletionPropagation{metav1.DeletePropagationBackground, metav1.DeletePropagationForeground, metav1.DeletePropagationOrphan}
+	s.deleted = policies[s.intN(len(policies))]
+	s.fault("delete " + string(s.deleted))
 	w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: s.name}}
-	if err := env.Client.Delete(s.t.Context(), w); err != nil {
+	if err := env.Client.Delete(s.t.Context(), w, client.PropagationPolicy(s.deleted)); err != nil {
 		s.t.Fatal(err)
 	}
-	s.logf("user: deleted")
+	s.logf("user: deleted (%s)", s.deleted)
+}
+
+// untilGone stops the faults, runs passes until the Widget is gone, and
+// checks what its deletion left: nothing of it, or under Orphan its child
+// without owners.
+func (s *libSchedule) untilGone() {
+	s.stopFaults()
 	deadline := time.Now().Add(20 * time.Second)
 	for s.observe() != nil {
 		if time.Now().After(deadline) {
-			s.violate("the Widget is not gone within 20 s of its deletion")
+			s.violate("the Widget is not gone within 20 s of its deletion and the faults' end")
 			return
 		}
 		s.pass()
+		s.checkChild()
+		time.Sleep(5 * time.Millisecond)
 	}
 	s.check()
+	if len(s.violations) > 0 {
+		return
+	}
+	// What the Collector does for a guard a pass on a stale read made
+	// after the Widget went.
+	g, err := guard.New(env.Client, &testv1.Widget{})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	collector, err := guard.NewCollector(g, env.Client)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for _, name := range []string{guard.Name(&testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: s.name}}), s.name + "-guard-cascade"} {
+		if _, err := collector.Reconcile(s.t.Context(), crreconcile.Request{NamespacedName: client.ObjectKey{Namespace: s.ns, Name: name}}); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+	var left []string
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		left = s.left()
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(end) {
+			s.violate("the %s deletion is not settled after 30 s: %s", s.deleted, strings.Join(left, ", "))
+			return
+		}
+	}
+}
+
+// stopFaults ends crashes, stale reads and conflicts, restarting a
+// crashed operator.
+func (s *libSchedule) stopFaults() {
+	s.proc.mu.Lock()
+	s.proc.crashAt, s.proc.stale, s.proc.conflict = 0, 0, 0
+	crashed := s.proc.crashed
+	s.proc.mu.Unlock()
+	if crashed {
+		s.proc.kill()
+		s.proc = s.startProc()
+	}
+	s.logf("faults stop")
+}
+
+// left is what the Widget's deletion has yet to settle: its guard, its
+// marker, its child (under Orphan: the child gone or still owned).
+func (s *libSchedule) left() []string {
+	var cms corev1.ConfigMapList
+	if err := env.Client.List(s.t.Context(), &cms, client.InNamespace(s.ns)); err != nil {
+		s.t.Fatal(err)
+	}
+	var left []string
+	kept := false
+	for _, cm := range cms.Items {
+		if cm.Name == s.name+"-child" && s.deleted == metav1.DeletePropagationOrphan && cm.DeletionTimestamp == nil {
+			kept = true
+			if len(cm.OwnerReferences) > 0 {
+				left = append(left, fmt.Sprintf("the orphaned child owned by %v", cm.OwnerReferences))
+			}
+			continue
+		}
+		if strings.HasPrefix(cm.Name, s.name+"-") {
+			left = append(left, fmt.Sprintf("ConfigMap %s (finalizers %q, owners %d)", cm.Name, cm.Finalizers, len(cm.OwnerReferences)))
+		}
+	}
+	if s.deleted == metav1.DeletePropagationOrphan && !kept && s.child != "" {
+		left = append(left, "the orphaned child deleted")
+	}
+	return left
 }
