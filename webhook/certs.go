@@ -67,7 +67,10 @@ func (c Certificates) check() error {
 }
 
 // RotateCertificates provisions and rotates c with
-// open-policy-agent/cert-controller on the leader. Give the manager a
+// open-policy-agent/cert-controller on one replica at a time, elected with
+// the Lease "<Secret's name>-rotator" in the Secret's namespace (RBAC:
+// leases get, create, update there), whether or not the manager elects a
+// leader. Give the manager a
 // server from NewServer, which waits for the certificate the kubelet
 // mounts. Add the returned checker as a readiness check, on every replica:
 // it fails with ErrCertificatesNotReady until every caBundle trusts the
@@ -92,7 +95,7 @@ func RotateCertificates(mgr ctrl.Manager, c Certificates) (healthz.Checker, erro
 			hooks = append(hooks, rotator.WebhookInfo{Name: n, Type: w.typ})
 		}
 	}
-	err := rotator.AddRotator(mgr, &rotator.CertRotator{
+	cr := &rotator.CertRotator{
 		SecretKey: c.Secret,
 		// Controller names are unique per process: one per Secret.
 		ControllerName:         "cert-rotator-" + c.Secret.Namespace + "-" + c.Secret.Name,
@@ -105,10 +108,17 @@ func RotateCertificates(mgr ctrl.Manager, c Certificates) (healthz.Checker, erro
 		ServerCertDuration:     c.Validity,
 		LookaheadInterval:      c.RenewBefore,
 		RotationCheckFrequency: c.CheckEvery,
-		// One writer: replicas racing to fill the Secret and the
-		// caBundles conflicted, and the losers backed off for minutes.
-		RequireLeaderElection: true,
-	})
+	}
+	// One writer, elected apart from the manager's leader (which, with
+	// leader election off, is every replica): replicas racing to fill the
+	// Secret and the caBundles conflicted, and the losers backed off for
+	// minutes.
+	err := mgr.Add(&rotatorElection{mgr: mgr, lease: c.Secret.Name + "-rotator", c: c, setup: func(m ctrl.Manager) error {
+		if err := rotator.AddRotator(m, cr); err != nil {
+			return fmt.Errorf("webhook: adding the certificate rotator: %w", err)
+		}
+		return nil
+	}})
 	if err != nil {
 		return nil, fmt.Errorf("webhook: adding the certificate rotator: %w", err)
 	}

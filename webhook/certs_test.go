@@ -8,10 +8,12 @@ import (
 	"encoding/pem"
 	"errors"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -164,7 +167,7 @@ func TestRotateCertificatesReadiness(t *testing.T) {
 
 // leaderDone is the leader's work as a follower replica finds it: in a
 // new namespace, a filled Secret, its CA in every caBundle, and the
-// leader election Lease "leader" held by another. It returns the
+// leader election Lease "leader" and the rotator's held by another. It returns the
 // namespace, the Secret, its data and the configurations'
 // resourceVersions.
 func leaderDone(t *testing.T) (string, types.NamespacedName, map[string][]byte, map[string]string) {
@@ -178,12 +181,14 @@ func leaderDone(t *testing.T) (string, types.NamespacedName, map[string][]byte, 
 		t.Fatal(err)
 	}
 	configs := injectCA(t, data["ca.crt"])
-	if err := env.Client.Create(ctx, &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "leader"},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: new("other"), LeaseDurationSeconds: new(int32(3600)),
-			AcquireTime: &metav1.MicroTime{Time: time.Now()}, RenewTime: &metav1.MicroTime{Time: time.Now()}},
-	}); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"leader", secret.Name + "-rotator"} {
+		if err := env.Client.Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: new("other"), LeaseDurationSeconds: new(int32(3600)),
+				AcquireTime: &metav1.MicroTime{Time: time.Now()}, RenewTime: &metav1.MicroTime{Time: time.Now()}},
+		}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return ns, secret, data, configs
 }
@@ -192,14 +197,35 @@ func leaderDone(t *testing.T) (string, types.NamespacedName, map[string][]byte, 
 // configurations from certDir, with opts' leader election.
 func certManager(t *testing.T, certDir string, opts ctrl.Options) (ctrl.Manager, crwebhook.Options) {
 	t.Helper()
+	return certManagerWith(t, certDir, opts, nil)
+}
+
+// certManagerWith is certManager whose requests observe sees first; with
+// observe, its webhook server listens on a port of its own, not the one
+// the configurations call.
+func certManagerWith(t *testing.T, certDir string, opts ctrl.Options, observe func(*http.Request)) (ctrl.Manager, crwebhook.Options) {
+	t.Helper()
 	wo := env.WebhookOptions()
 	wo.CertDir = certDir
+	cfg := env.Config
+	if observe != nil {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wo.Port = l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+		cfg = rest.CopyConfig(env.Config)
+		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+			return observingTransport{rt, observe}
+		}
+	}
 	opts.Scheme = env.Scheme
 	opts.Metrics = metricsserver.Options{BindAddress: "0"}
 	opts.HealthProbeBindAddress = "0"
 	opts.Controller = config.Controller{SkipNameValidation: new(true)}
 	opts.WebhookServer = webhook.NewServer(wo)
-	mgr, err := ctrl.NewManager(env.Config, opts)
+	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -439,4 +465,67 @@ func TestRotateCertificatesMisnamedConfiguration(t *testing.T) {
 	if err := ready(nil); !errors.Is(err, webhook.ErrCertificatesNotReady) || !strings.Contains(err.Error(), "no-such-configuration") {
 		t.Errorf("readiness error %v, want ErrCertificatesNotReady naming no-such-configuration", err)
 	}
+}
+
+// TestOneRotatorWithoutLeaderElection: two replicas without leader
+// election (sharded, say), each rotating one Secret's 30-second
+// certificate: both get ready, and only one of them ever writes the
+// Secret. Before, the rotator ran on the manager's leader, which
+// without leader election is every replica: both renewed each
+// certificate, racing for the Secret and the caBundles.
+func TestOneRotatorWithoutLeaderElection(t *testing.T) {
+	ctx := t.Context()
+	restoreCABundles(t)
+	ns := namespace(t)
+	secret := types.NamespacedName{Namespace: ns, Name: "webhook-server-cert"}
+	if err := env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secret.Name}}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	writers := map[string]int{}
+	var readies []func() error
+	for _, replica := range []string{"a", "b"} {
+		certDir := t.TempDir()
+		go playKubelet(ctx, t, secret, certDir, time.Second)
+		mgr, _ := certManagerWith(t, certDir, ctrl.Options{}, func(req *http.Request) {
+			if req.Method != http.MethodGet && strings.Contains(req.URL.Path, "/secrets/") {
+				mu.Lock()
+				writers[replica]++
+				mu.Unlock()
+			}
+		})
+		ready, err := webhook.RotateCertificates(mgr, webhook.Certificates{
+			Secret: secret, CertDir: certDir, DNSName: "localhost",
+			Validating: []string{validating}, Mutating: []string{mutating},
+			Validity: 30 * time.Second, RenewBefore: 20 * time.Second, CheckEvery: time.Second,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		testkit.Run(t, mgr)
+		readies = append(readies, func() error { return ready(nil) })
+	}
+	for _, ready := range readies {
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			return ready() == nil, nil
+		}); err != nil {
+			t.Fatalf("not ready within a minute: %v", ready())
+		}
+	}
+	time.Sleep(25 * time.Second) // two renewals
+	mu.Lock()
+	defer mu.Unlock()
+	if len(writers) != 1 {
+		t.Errorf("Secret writes by replica: %v; want one writer", writers)
+	}
+}
+
+type observingTransport struct {
+	rt      http.RoundTripper
+	observe func(*http.Request)
+}
+
+func (o observingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	o.observe(req)
+	return o.rt.RoundTrip(req)
 }
