@@ -74,7 +74,8 @@ func (c Certificates) check() error {
 // server from NewServer, which waits for the certificate the kubelet
 // mounts. Add the returned checker as a readiness check, on every replica:
 // it fails with ErrCertificatesNotReady until every caBundle trusts the
-// mounted certificate (a named configuration or CRD that does not exist
+// mounted certificate (a replica writes the Secret's CA into one that
+// does not, when that CA signs the mounted certificate) (a named configuration or CRD that does not exist
 // fails it too, naming it), and stays ready after.
 //
 // Footgun: a CA rotation (every ten years) replaces the caBundle at once,
@@ -124,6 +125,8 @@ func RotateCertificates(mgr ctrl.Manager, c Certificates) (healthz.Checker, erro
 	}
 	t := &trusted{
 		reader:   mgr.GetAPIReader(),
+		writer:   mgr.GetClient(),
+		secret:   c.Secret,
 		certFile: filepath.Join(c.CertDir, "tls.crt"),
 		dnsName:  c.DNSName,
 		targets:  hooks,

@@ -529,3 +529,55 @@ func (o observingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	o.observe(req)
 	return o.rt.RoundTrip(req)
 }
+
+// TestReplicaTrustsItsOwnTargets: a replica that does not hold the
+// rotator's Lease, naming a configuration the rotator's holder does not
+// (a rolling upgrade that adds a webhook, as turning sharding on does),
+// writes the Secret's CA into that configuration's empty caBundle itself
+// and gets ready. Before, it waited for the holder, which never wrote it,
+// and the holder, an old pod, went only once the new ones were ready.
+func TestReplicaTrustsItsOwnTargets(t *testing.T) {
+	ctx := t.Context()
+	ns, secret, data, _ := leaderDone(t)
+	certDir := t.TempDir()
+	mount(t, certDir, data)
+	extra := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "extra-" + ns},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name:                    "extra.test.opkit.dev",
+			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: new("https://localhost:1/extra")},
+			Rules:                   []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create}, Rule: admissionregistrationv1.Rule{APIGroups: []string{"test.opkit.dev"}, APIVersions: []string{"v1"}, Resources: []string{"nothings"}}}},
+			SideEffects:             new(admissionregistrationv1.SideEffectClassNone),
+			AdmissionReviewVersions: []string{"v1"},
+			FailurePolicy:           new(admissionregistrationv1.Ignore),
+		}},
+	}
+	if err := env.Client.Create(ctx, extra); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), extra) })
+
+	mgr, _ := certManager(t, certDir, ctrl.Options{})
+	ready, err := webhook.RotateCertificates(mgr, webhook.Certificates{
+		Secret: secret, CertDir: certDir, DNSName: "localhost",
+		Validating: []string{validating, extra.Name}, Mutating: []string{mutating},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.Run(t, mgr)
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return ready(nil) == nil, nil
+	}); err != nil {
+		t.Fatalf("not ready within 30 s: %v", ready(nil))
+	}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(extra), extra); err != nil {
+		t.Fatal(err)
+	}
+	if b := extra.Webhooks[0].ClientConfig.CABundle; !bytes.Equal(b, data["ca.crt"]) {
+		t.Errorf("%s's caBundle is not the Secret's CA: %q", extra.Name, b)
+	}
+	if got := secretData(t, secret); !bytes.Equal(got["tls.crt"], data["tls.crt"]) {
+		t.Error("a replica without the rotator's Lease rewrote the Secret")
+	}
+}

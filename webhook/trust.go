@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 )
@@ -29,6 +30,8 @@ import (
 // take every replica out of the Service at once.
 type trusted struct {
 	reader   client.Reader // uncached: an informer per replica for a probe is waste
+	writer   client.Writer
+	secret   types.NamespacedName
 	certFile string
 	dnsName  string
 	targets  []rotator.WebhookInfo
@@ -45,7 +48,12 @@ func (c *trusted) check(req *http.Request) error {
 		ctx = req.Context()
 	}
 	if err := c.verify(ctx); err != nil {
-		return err
+		if ierr := c.inject(ctx); ierr != nil {
+			return fmt.Errorf("%w (%w)", err, ierr)
+		}
+		if err := c.verify(ctx); err != nil {
+			return err
+		}
 	}
 	if err := c.started(req); err != nil {
 		return err
@@ -54,14 +62,23 @@ func (c *trusted) check(req *http.Request) error {
 	return nil
 }
 
-func (c *trusted) verify(ctx context.Context) error {
+// leaf is the mounted serving certificate.
+func (c *trusted) leaf() (*x509.Certificate, error) {
 	data, err := os.ReadFile(c.certFile)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrCertificatesNotReady, err)
+		return nil, fmt.Errorf("%w: %w", ErrCertificatesNotReady, err)
 	}
 	leaf, err := parseLeaf(data)
 	if err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrCertificatesNotReady, c.certFile, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrCertificatesNotReady, c.certFile, err)
+	}
+	return leaf, nil
+}
+
+func (c *trusted) verify(ctx context.Context) error {
+	leaf, err := c.leaf()
+	if err != nil {
+		return err
 	}
 	for _, t := range c.targets {
 		bundles, err := c.caBundles(ctx, t)
