@@ -253,7 +253,8 @@ test-e2e: cluster-tools node-tools images ## e2e-framework suites on throwaway l
 # schedules), then NODE_SCHEDULES on two real nodes (TestNodeCampaign),
 # and ends with their totals. The library's campaign (TestLibraryCampaign
 # in reconcile: 16 schedules of 40 steps in make test) runs LIB_SCHEDULES
-# of LIB_STEPS from the same SEED.
+# of LIB_STEPS from the same SEED, and the shard campaign
+# (TestShardCampaign: 1 schedule in make test) SHARD_SCHEDULES.
 SEED ?= $(shell date +%s)
 SCHEDULES ?= 1000
 FAKE_SCHEDULES ?= 1000
@@ -261,6 +262,7 @@ NODE_SCHEDULES ?= 10
 CHAOS_STEPS ?= 12
 LIB_SCHEDULES ?= 1000
 LIB_STEPS ?= 80
+SHARD_SCHEDULES ?= 20
 
 .PHONY: chaos
 chaos: envtest-assets etcd cluster-tools node-tools images ## The fault campaigns at size: the etcd operator's SCHEDULES (etcd processes), FAKE_SCHEDULES (fake etcd) and NODE_SCHEDULES (real nodes), the library's LIB_SCHEDULES, from SEED; non-zero on any violation.
@@ -269,6 +271,8 @@ chaos: envtest-assets etcd cluster-tools node-tools images ## The fault campaign
 		-campaign.seed=$(SEED) -campaign.schedules=$(SCHEDULES) -campaign.fakeschedules=$(FAKE_SCHEDULES) -campaign.steps=$(CHAOS_STEPS) -campaign.pause -campaign.tls=3) > $(ROOT)/.local/chaos.log 2>&1 || status=$$?; \
 		go test $(GO_TEST_FLAGS) -v -timeout 120m -run '^TestLibraryCampaign$$' ./reconcile \
 		-libcampaign.seed=$(SEED) -libcampaign.schedules=$(LIB_SCHEDULES) -libcampaign.steps=$(LIB_STEPS) >> $(ROOT)/.local/chaos.log 2>&1 || status=$$?; \
+		go test $(GO_TEST_FLAGS) -v -timeout 120m -run '^TestShardCampaign$$' ./shard \
+		-shardcampaign.seed=$(SEED) -shardcampaign.schedules=$(SHARD_SCHEDULES) >> $(ROOT)/.local/chaos.log 2>&1 || status=$$?; \
 		(cd e2e && OPKIT_NODE_SCHEDULES=$(NODE_SCHEDULES) OPKIT_NODE_SEED=$(SEED) OPKIT_NODE_STEPS=$(CHAOS_STEPS) $(STATIC_BUILD_ENV) go test -count=1 -v -timeout 120m -run '^TestNodeCampaign$$' ./etcdnodes) >> $(ROOT)/.local/chaos.log 2>&1 || status=$$?; \
 		grep -v -E '^(=== (RUN|PAUSE|CONT|NAME)|[[:space:]]*--- PASS|(fault|library) campaign)' $(ROOT)/.local/chaos.log | tail -n 300; \
 		grep -E '^(fault|library) campaign' $(ROOT)/.local/chaos.log; \

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -111,11 +112,17 @@ func replicaOf(t *testing.T, r shard.Ring, identity string, inner func(ctrl.Mana
 // made by newCache, with no metrics or probes.
 func manager(t *testing.T, byObject map[client.Object]cache.ByObject, newCache cache.NewCacheFunc) ctrl.Manager {
 	t.Helper()
+	return managerWith(t, env.Config, byObject, newCache)
+}
+
+// managerWith is manager on cfg.
+func managerWith(t *testing.T, cfg *rest.Config, byObject map[client.Object]cache.ByObject, newCache cache.NewCacheFunc) ctrl.Manager {
+	t.Helper()
 	// The kinds alone: a manager's scheme need not know Leases.
 	scheme := runtime.NewScheme()
 	testkit.Must(t, testv1.AddToScheme(scheme))
 	testkit.Must(t, corev1.AddToScheme(scheme))
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
