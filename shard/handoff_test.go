@@ -3,7 +3,6 @@ package shard_test
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -26,18 +25,7 @@ import (
 func TestHandoffTellsAMoveFromADeletion(t *testing.T) {
 	ns := env.Namespace(t)
 	r := shard.Ring{Name: "widgets", Namespace: ns, LeaseDuration: 3 * time.Second, Slots: 2}
-	// One Widget per slot, labelled as the Sharder would.
-	var widgets []*testv1.Widget
-	for i := 0; len(widgets) < 2; i++ {
-		key := client.ObjectKey{Namespace: ns, Name: fmt.Sprintf("w-%d", i)}
-		if r.Slot(key) != len(widgets) {
-			continue
-		}
-		w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: ns,
-			Labels: map[string]string{r.SlotLabel(): strconv.Itoa(len(widgets))}}}
-		testkit.Must(t, env.Client.Create(t.Context(), w))
-		widgets = append(widgets, w)
-	}
+	widgets := widgetPerSlot(t, r)
 	mgr := manager(t, nil, r.NewCache("a", &testv1.Widget{}))
 	var mu sync.Mutex
 	found, gone := map[string]int{}, map[string]int{} // inner's passes that found a Widget, that found it gone

@@ -1,14 +1,18 @@
 package shard_test
 
 import (
+	"fmt"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
 	"github.com/opkit-dev/opkit/internal/testkit"
 	"github.com/opkit-dev/opkit/shard"
 )
@@ -51,3 +55,21 @@ func interceptedConfig(intercept func(*http.Request) *http.Response) *rest.Confi
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// widgetPerSlot creates one Widget per slot of r in r's namespace,
+// labelled as the Sharder would, in slot order.
+func widgetPerSlot(t *testing.T, r shard.Ring) []*testv1.Widget {
+	t.Helper()
+	var widgets []*testv1.Widget
+	for i := 0; len(widgets) < r.Slots; i++ {
+		key := client.ObjectKey{Namespace: r.Namespace, Name: fmt.Sprintf("w-%d", i)}
+		if r.Slot(key) != len(widgets) {
+			continue
+		}
+		w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: r.Namespace,
+			Labels: map[string]string{r.SlotLabel(): strconv.Itoa(len(widgets))}}}
+		testkit.Must(t, env.Client.Create(t.Context(), w))
+		widgets = append(widgets, w)
+	}
+	return widgets
+}

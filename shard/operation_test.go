@@ -3,7 +3,6 @@ package shard_test
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -11,10 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
 	"github.com/opkit-dev/opkit/internal/testkit"
 	"github.com/opkit-dev/opkit/operation"
 	"github.com/opkit-dev/opkit/shard"
@@ -83,17 +80,7 @@ func (rs *runs) startedBy(name string) []string {
 func TestOperationRunsOnceAcrossAHandover(t *testing.T) {
 	ns := env.Namespace(t)
 	r := shard.Ring{Name: "widgets", Namespace: ns, LeaseDuration: 3 * time.Second, Slots: 2}
-	var widgets []*testv1.Widget
-	for i := 0; len(widgets) < 2; i++ {
-		key := client.ObjectKey{Namespace: ns, Name: fmt.Sprintf("w-%d", i)}
-		if r.Slot(key) != len(widgets) {
-			continue
-		}
-		w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: ns,
-			Labels: map[string]string{r.SlotLabel(): strconv.Itoa(len(widgets))}}}
-		testkit.Must(t, env.Client.Create(t.Context(), w))
-		widgets = append(widgets, w)
-	}
+	widgets := widgetPerSlot(t, r)
 	rs := &runs{records: map[string]operation.Record{}, going: map[string]string{}, started: map[string][]string{}}
 	replicaWithRunner := func(id string) {
 		replicaOf(t, r, id, func(mgr ctrl.Manager) reconcile.Reconciler {

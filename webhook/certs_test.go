@@ -49,12 +49,7 @@ const validating, mutating = "validating-webhook-configuration", "mutating-webho
 // certificate renewed 20 seconds before expiry.
 func TestRotateCertificates(t *testing.T) {
 	ctx := t.Context()
-	restoreCABundles(t)
-	ns := namespace(t)
-	secret := types.NamespacedName{Namespace: ns, Name: "webhook-server-cert"}
-	if err := env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secret.Name}}); err != nil {
-		t.Fatal(err)
-	}
+	secret := emptySecret(t)
 	certDir := t.TempDir()
 	go playKubelet(ctx, t, secret, certDir, time.Second)
 
@@ -92,7 +87,7 @@ func TestRotateCertificates(t *testing.T) {
 	var refused []error
 	for i := 0; i < 300; i++ {
 		certs[string(secretData(t, secret)["tls.crt"])] = true
-		w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "w" + strconv.Itoa(i)}}
+		w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: secret.Namespace, Name: "w" + strconv.Itoa(i)}}
 		if i%10 == 0 {
 			w.Spec.Message = "invalid"
 		}
@@ -163,6 +158,19 @@ func TestRotateCertificatesReadiness(t *testing.T) {
 	if got := secretData(t, secret); !bytes.Equal(got["tls.crt"], data["tls.crt"]) {
 		t.Error("a replica without the lease rewrote the Secret")
 	}
+}
+
+// emptySecret is the Secret an installer creates empty, in a new
+// namespace, with envtest's caBundles put back when t ends.
+func emptySecret(t *testing.T) types.NamespacedName {
+	t.Helper()
+	restoreCABundles(t)
+	ns := namespace(t)
+	secret := types.NamespacedName{Namespace: ns, Name: "webhook-server-cert"}
+	if err := env.Client.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secret.Name}}); err != nil {
+		t.Fatal(err)
+	}
+	return secret
 }
 
 // leaderDone is the leader's work as a follower replica finds it: in a
@@ -475,12 +483,7 @@ func TestRotateCertificatesMisnamedConfiguration(t *testing.T) {
 // certificate, racing for the Secret and the caBundles.
 func TestOneRotatorWithoutLeaderElection(t *testing.T) {
 	ctx := t.Context()
-	restoreCABundles(t)
-	ns := namespace(t)
-	secret := types.NamespacedName{Namespace: ns, Name: "webhook-server-cert"}
-	if err := env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secret.Name}}); err != nil {
-		t.Fatal(err)
-	}
+	secret := emptySecret(t)
 	var mu sync.Mutex
 	writers := map[string]int{}
 	var readies []func() error
