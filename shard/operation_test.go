@@ -20,6 +20,7 @@ import (
 // runs records the operation runs of every replica: the records, as the
 // API server would keep them in status, and the runs going per object.
 type runs struct {
+	ns       string
 	mu       sync.Mutex
 	records  map[string]operation.Record
 	going    map[string]string // object: the replica whose run goes
@@ -48,6 +49,9 @@ func (rs *runs) reconciler(replica string, runner *operation.Runner) reconcile.R
 			return ctx.Err()
 		}}
 	return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+		if req.Namespace != rs.ns {
+			return reconcile.Result{}, nil // another test's Widget: the replicas watch every namespace
+		}
 		rs.mu.Lock()
 		rec := rs.records[req.Name]
 		rs.mu.Unlock()
@@ -81,7 +85,7 @@ func TestOperationRunsOnceAcrossAHandover(t *testing.T) {
 	ns := env.Namespace(t)
 	r := shard.Ring{Name: "widgets", Namespace: ns, LeaseDuration: 3 * time.Second, Slots: 2}
 	widgets := widgetPerSlot(t, r)
-	rs := &runs{records: map[string]operation.Record{}, going: map[string]string{}, started: map[string][]string{}}
+	rs := &runs{ns: ns, records: map[string]operation.Record{}, going: map[string]string{}, started: map[string][]string{}}
 	replicaWithRunner := func(id string) {
 		replicaOf(t, r, id, func(mgr ctrl.Manager) reconcile.Reconciler {
 			runner := operation.NewRunner(nil)
