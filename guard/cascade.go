@@ -17,10 +17,10 @@ import (
 // AnnotationMarker is the annotation on a guard recording that its
 // owner's marker was made: a ConfigMap "<guard>-cascade" owned by the
 // owner alone, through which the garbage collector shows how the owner
-// was deleted. An orphan
-// deletion takes the owner's reference off it and leaves it; foreground,
-// background and namespace deletion delete it or leave the reference.
-// The owner's own "orphan" finalizer shows it only for milliseconds.
+// was deleted. An orphan deletion takes the owner's reference off it and
+// leaves it; foreground, background and namespace deletion delete it or
+// leave the reference. The owner's own "orphan" finalizer shows it only
+// for milliseconds.
 const AnnotationMarker = "opkit.dev/guard-marker"
 
 // markerName is the name of the marker of the owner whose guard is guard.

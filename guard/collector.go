@@ -67,14 +67,8 @@ func (c *Collector) Reconcile(ctx context.Context, req crreconcile.Request) (crr
 	if isMarker {
 		return c.dropMarker(ctx, &cm, guardName, uid)
 	}
-	orphan, marker, err := c.guard.orphaned(ctx, cm.Namespace, cm.Name, types.UID(uid), nil)
+	orphan, err := c.guard.releaseAs(ctx, &cm, cm.Namespace, cm.Name, types.UID(uid), nil)
 	if err != nil {
-		return crreconcile.Result{}, err
-	}
-	if err := c.guard.release(ctx, &cm, orphan); err != nil {
-		return crreconcile.Result{}, err
-	}
-	if err := c.guard.dropMarker(ctx, marker); err != nil {
 		return crreconcile.Result{}, err
 	}
 	ctrl.LoggerFrom(ctx).Info("released the guard of a deleted owner", "guard", cm.Name, "kind", c.guard.kind.String(),

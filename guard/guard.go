@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -195,16 +196,25 @@ func (g *Guard) Release(ctx context.Context, owner client.Object) error {
 	if err != nil {
 		return err
 	}
-	orphan, marker, err := g.orphaned(ctx, owner.GetNamespace(), Name(owner), owner.GetUID(), owner.GetFinalizers())
+	_, err = g.releaseAs(ctx, cm, owner.GetNamespace(), Name(owner), owner.GetUID(), owner.GetFinalizers())
+	return err
+}
+
+// releaseAs releases guard cm (nil: gone already), named guard in ns, of
+// the owner of UID uid and finalizers, as the owner was deleted: with
+// orphan propagation after an orphan deletion, whose marker it then
+// deletes. It reports whether the children were orphaned.
+func (g *Guard) releaseAs(ctx context.Context, cm *corev1.ConfigMap, ns, guard string, uid types.UID, finalizers []string) (bool, error) {
+	orphan, marker, err := g.orphaned(ctx, ns, guard, uid, finalizers)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if cm != nil {
 		if err := g.release(ctx, cm, orphan); err != nil {
-			return err
+			return false, err
 		}
 	}
-	return g.dropMarker(ctx, marker)
+	return orphan, g.dropMarker(ctx, marker)
 }
 
 // release deletes guard cm, leaving its children to their other owners
