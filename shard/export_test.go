@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"testing"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -48,8 +49,15 @@ func Assign(n int, members ...string) map[string][]int { return assign(n, member
 // Minus and Union are the package's sorted set helpers.
 var Minus, Union = minus, union
 
-// FormatSlots is the SlotsAnnotation of slots.
-var FormatSlots = formatSlots
+// FormatSlots is the SlotsAnnotation of slots; ParseSlots its slots.
+var FormatSlots, ParseSlots = formatSlots, parseSlots
 
 // Webhook is the handler SetupWebhookWithManager serves.
 func (r Ring) Webhook() *admission.Webhook { return r.webhook() }
+
+// SetRenewHook runs hook in every renewal, before it writes the Lease,
+// until the test ends.
+func SetRenewHook(t *testing.T, hook func(namespace, identity string)) {
+	renewHook.Store(&hook)
+	t.Cleanup(func() { renewHook.Store(nil) })
+}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -23,6 +24,9 @@ import (
 // about to: no other member takes them until they are gone from it, or
 // the Lease ran out.
 const SlotsAnnotation = "shard.opkit.dev/slots"
+
+// renewHook, set by tests, runs in a renewal before it writes the Lease.
+var renewHook atomic.Pointer[func(namespace, identity string)]
 
 // holder keeps a slot cache holding its member's share of the slots.
 type holder struct {
@@ -77,10 +81,10 @@ func (h *holder) run(ctx context.Context) error {
 				return
 			case <-tick.C:
 			}
-			h.mu.Lock()
-			slots := h.published
-			h.mu.Unlock()
-			if err := h.publish(ctx, slots); err != nil && ctx.Err() == nil {
+			if hook := renewHook.Load(); hook != nil {
+				(*hook)(h.ring.Namespace, h.identity)
+			}
+			if err := h.renew(ctx); err != nil && ctx.Err() == nil {
 				renewed <- err
 				return
 			}
@@ -209,6 +213,18 @@ func (h *holder) claims(ctx context.Context, fresh bool) (others []int, members 
 func (h *holder) publish(ctx context.Context, slots []int) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	return h.publishLocked(ctx, slots)
+}
+
+// renew publishes the slots last published. It reads them under the
+// lock it writes under: a claim published in between stays listed.
+func (h *holder) renew(ctx context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.publishLocked(ctx, h.published)
+}
+
+func (h *holder) publishLocked(ctx context.Context, slots []int) error {
 	start := time.Now()
 	now := metav1.NewMicroTime(start)
 	seconds := int32((h.ring.leaseDuration() + time.Second - 1) / time.Second) // others may wait longer, never less

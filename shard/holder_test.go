@@ -1,7 +1,9 @@
 package shard_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -298,4 +300,81 @@ func waitSlots(t *testing.T, within time.Duration, m *slotMember, want []int) {
 		}
 	}
 	t.Fatalf("%s holds slots %v after %v; want %v", m.id, got, within, want)
+}
+
+// A renewal writes the slots the member lists when it writes, never
+// those it listed when the renewal began: a claim written in between
+// must not be un-listed while the member takes its slots.
+func TestRenewalKeepsAClaimMadeMeanwhile(t *testing.T) {
+	r := shard.Ring{Name: "widgets", Namespace: env.Namespace(t), LeaseDuration: 6 * time.Second, Slots: 4}
+	share := shard.Assign(r.Slots, "a", "ghost")
+	ghostLease(t, r, share["ghost"])
+	var mu sync.Mutex
+	var armed bool
+	var written []string // a's SlotsAnnotation, in order, once armed
+	claimed := make(chan struct{})
+	config := interceptedConfig(func(req *http.Request) *http.Response {
+		if req.Method != http.MethodPatch || !strings.HasSuffix(req.URL.Path, "/leases/"+r.Name+"-a") {
+			return nil
+		}
+		body, err := io.ReadAll(req.Body)
+		testkit.Must(t, err)
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		var l coordinationv1.Lease
+		testkit.Must(t, json.Unmarshal(body, &l))
+		mu.Lock()
+		defer mu.Unlock()
+		if armed {
+			written = append(written, l.Annotations[shard.SlotsAnnotation])
+			if slices.Equal(shard.ParseSlots(l.Annotations[shard.SlotsAnnotation]), shard.Union(share["a"], share["ghost"])) && len(written) == 1 {
+				close(claimed)
+			}
+		}
+		return nil
+	})
+	paused := make(chan struct{})
+	shard.SetRenewHook(t, func(ns, id string) {
+		mu.Lock()
+		on := armed && ns == r.Namespace && id == "a"
+		mu.Unlock()
+		if !on {
+			return
+		}
+		select {
+		case paused <- struct{}{}:
+		default:
+			return // only the first renewal once armed waits
+		}
+		select {
+		case <-claimed:
+		case <-time.After(r.LeaseDuration / 3):
+		}
+	})
+	a := startSlotMemberWith(t, r, "a", config)
+	waitSlots(t, 15*time.Second, a, share["a"])
+
+	mu.Lock()
+	armed = true
+	mu.Unlock()
+	select {
+	case <-paused:
+	case <-time.After(r.LeaseDuration):
+		t.Fatal("no renewal within a lease")
+	}
+	// The ghost leaves while a's renewal is under way: a claims its slots.
+	testkit.Must(t, env.Client.Delete(t.Context(), &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: r.Name + "-ghost"}}))
+	waitSlots(t, 15*time.Second, a, shard.Union(share["a"], share["ghost"]))
+	time.Sleep(r.LeaseDuration / 2) // the renewal that waited, and one more
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(written) == 0 || shard.FormatSlots(shard.ParseSlots(written[0])) != shard.FormatSlots(shard.Union(share["a"], share["ghost"])) {
+		t.Fatalf("a wrote %q once the renewal waited; want its claim of every slot first: the test proves nothing", written)
+	}
+	all := shard.FormatSlots(shard.Union(share["a"], share["ghost"]))
+	for i, w := range written {
+		if w != all {
+			t.Errorf("a's write %d after its claim lists slots %q; want %q: it un-lists slots it is taking (writes %q)", i, w, all, written)
+		}
+	}
 }
