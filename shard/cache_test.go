@@ -1,10 +1,15 @@
 package shard_test
 
 import (
+	"context"
 	"errors"
+	"io"
+	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -170,5 +175,60 @@ func TestSlotCacheHoldsOnlyItsSlots(t *testing.T) {
 	has("b", "d")
 	if diff := cmp.Diff([]int{1}, c.Slots()); diff != "" {
 		t.Errorf("slots held (-want +got):\n%s", diff)
+	}
+}
+
+// A Release that cannot restart the cache of the slots it keeps gives
+// them up too: their work ends with their gates, as if released.
+func TestFailedReleaseEndsTheWorkOfWhatItGaveUp(t *testing.T) {
+	ns := env.Namespace(t)
+	ring := shard.Ring{Name: "widgets", Slots: 4}
+	var failReads atomic.Bool // discovery too: a new cache cannot map ConfigMaps
+	config := interceptedConfig(func(req *http.Request) *http.Response {
+		if failReads.Load() && req.Method == http.MethodGet {
+			return &http.Response{StatusCode: http.StatusServiceUnavailable, Body: io.NopCloser(strings.NewReader("{}")), Header: http.Header{}, Request: req}
+		}
+		return nil
+	})
+	c, err := shard.NewSlotCache(ring, config, cache.Options{Scheme: env.Scheme, DefaultNamespaces: map[string]cache.Config{ns: {}}}, &corev1.ConfigMap{})
+	testkit.Must(t, err)
+	ctx := testkit.Run(t, c)
+	// A new segment's cache syncs its indexed informers before it is
+	// added: with reads failing, it cannot.
+	if err := c.IndexField(ctx, &corev1.ConfigMap{}, "colour", func(o client.Object) []string {
+		return []string{o.(*corev1.ConfigMap).Data["colour"]}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for err := c.Hold(ctx, 0, 1); err != nil; err = c.Hold(ctx, 0, 1) {
+		if !errors.Is(err, shard.ErrNotStarted) {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	ended := make(chan struct{})
+	if !c.Go(1, func(ctx context.Context) {
+		<-ctx.Done()
+		close(ended)
+	}) {
+		t.Fatal("slot 1 held, yet its work refused")
+	}
+
+	failReads.Store(true)
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := c.Release(rctx, 0); err == nil {
+		t.Fatal("Release(0) restarted slot 1's cache with every read failing")
+	}
+	if got := c.Slots(); len(got) > 0 {
+		t.Errorf("after the failed Release the cache holds %v; want nothing", got)
+	}
+	select {
+	case <-ended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("slot 1 was given up, yet its work still runs 5 s on")
+	}
+	if c.Go(1, func(context.Context) {}) {
+		t.Error("slot 1 was given up, yet it starts work")
 	}
 }

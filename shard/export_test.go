@@ -17,6 +17,7 @@ type SlotCache interface {
 	Release(ctx context.Context, slots ...int) error
 	Slots() []int
 	Enter(slot int) (leave func(), ok bool)
+	Go(slot int, f func(ctx context.Context)) bool
 }
 
 type slotCacheForTest struct{ *slotCache }
@@ -60,4 +61,9 @@ func (r Ring) Webhook() *admission.Webhook { return r.webhook() }
 func SetRenewHook(t *testing.T, hook func(namespace, identity string)) {
 	renewHook.Store(&hook)
 	t.Cleanup(func() { renewHook.Store(nil) })
+}
+
+// Go starts f as work of slot, as a pass's operation run would.
+func (c slotCacheForTest) Go(slot int, f func(ctx context.Context)) bool {
+	return slotScope{c: c.slotCache, slot: slot}.Go(f)
 }

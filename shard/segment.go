@@ -41,8 +41,7 @@ func (c *slotCache) Hold(ctx context.Context, slots ...int) error {
 	c.setGates(want, true)
 	seg, err := c.add(ctx, want)
 	if err != nil {
-		c.setGates(want, false)
-		return err
+		return errors.Join(err, c.giveUp(ctx, want))
 	}
 	c.mu.Lock()
 	onHold := c.onHold
@@ -159,6 +158,21 @@ func (c *slotCache) setGates(slots []int, open bool) {
 	}
 }
 
+// giveUp closes the gates of slots and ends their work: it waits for
+// the passes admitted, cancels the work they started and waits for it
+// too, or for ctx to end (the fence then ends what still runs before
+// another member may hold the slots).
+func (c *slotCache) giveUp(ctx context.Context, slots []int) error {
+	c.setGates(slots, false)
+	var failed error
+	for _, n := range slots {
+		if n >= 0 && n < c.ring.slots() {
+			failed = errors.Join(failed, c.closeWork(ctx, n))
+		}
+	}
+	return failed
+}
+
 // Why enter refused a pass.
 var (
 	errNotHeld = errors.New("shard: slot not held")
@@ -237,15 +251,7 @@ func (c *slotCache) untilFenced(ctx context.Context) (context.Context, context.C
 // by one of those, whose handlers see their objects added again; if
 // that fails, those slots are given up too, and the error returned.
 func (c *slotCache) Release(ctx context.Context, slots ...int) error {
-	c.setGates(slots, false)
-	var failed error
-	for _, n := range slots {
-		if n >= 0 && n < c.ring.slots() {
-			// Given up: the fence ends what still runs before another
-			// member may hold the slot.
-			failed = errors.Join(failed, c.closeWork(ctx, n))
-		}
-	}
+	failed := c.giveUp(ctx, slots)
 	for _, old := range c.held() {
 		keep := minus(old.slots, slots)
 		if len(keep) == len(old.slots) {
@@ -253,8 +259,8 @@ func (c *slotCache) Release(ctx context.Context, slots ...int) error {
 		}
 		if len(keep) > 0 {
 			if _, err := c.add(ctx, keep); err != nil {
-				c.setGates(keep, false)
-				keep, failed = nil, err
+				failed = errors.Join(failed, err, c.giveUp(ctx, keep))
+				keep = nil
 			}
 		}
 		c.mu.Lock()
