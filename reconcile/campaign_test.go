@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -38,12 +40,12 @@ var (
 
 // TestLibraryCampaign draws, per schedule, a Widget's life under a
 // Reconciler running an operation per generation, with what the world
-// does to it: foreign writers (another controller's condition, labels,
-// annotations), a user's spec edits, stale reads of a lagging cache,
+// does to it: foreign writers (another controller's condition and status
+// field, labels, annotations), a user's spec edits, stale reads of a lagging cache,
 // conflicts, and operator crashes at any API call (the process and its
 // runs gone, a new one started). After every step it checks:
-//   - the other controller's condition and the user's labels are as they
-//     last wrote them;
+//   - the other controller's condition and status field and the user's
+//     labels are as they last wrote them, owned by them alone;
 //   - an operation's effect ran at most once, and only for a recorded
 //     attempt;
 //   - a Widget gone had its Finalize succeed first.
@@ -311,8 +313,10 @@ type libSchedule struct {
 	history []*testv1.Widget // every version the campaign saw, oldest first
 	uid     types.UID
 
-	// What the foreign writers last wrote.
+	// What the foreign writers last wrote: another controller's
+	// condition and status.note ("" removed), the user's labels.
 	external *metav1.Condition
+	note     *string
 	labels   map[string]string
 	// deleted is how the Widget was deleted ("": not yet); child the UID
 	// of its child once seen.
@@ -410,10 +414,14 @@ func (s *libSchedule) step() {
 		status := []metav1.ConditionStatus{metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown}[s.intN(3)]
 		msg := fmt.Sprintf("written at step %d", s.steps)
 		s.logf("other controller: External %s %q", status, msg)
-		if err := setExternal(ctx, s.name, s.ns, status, msg); err != nil {
-			s.t.Fatal(err)
-		}
 		s.external = &metav1.Condition{Type: "External", Status: status, Message: msg}
+		s.applyForeign()
+	case n < 66:
+		s.fault("foreign status field")
+		note := []string{"", fmt.Sprintf("n%d", s.steps)}[s.intN(2)]
+		s.logf("other controller: status.note %q", note)
+		s.note = &note
+		s.applyForeign()
 	case n < 70:
 		s.fault("foreign labels")
 		team := fmt.Sprintf("t%d", s.steps)
@@ -452,6 +460,45 @@ func (s *libSchedule) step() {
 }
 
 func (s *libSchedule) fault(kind string) { s.faults[kind]++ }
+
+// ownsStatusField says whether e owns status.<field>.
+func ownsStatusField(e metav1.ManagedFieldsEntry, field string) bool {
+	if e.FieldsV1 == nil {
+		return false
+	}
+	var fields struct {
+		Status map[string]any `json:"f:status"`
+	}
+	if err := json.Unmarshal(e.FieldsV1.Raw, &fields); err != nil {
+		return false
+	}
+	_, ok := fields.Status["f:"+field]
+	return ok
+}
+
+// applyForeign applies what the other controller owns of the Widget's
+// status: its condition and status.note. A field it leaves out of its
+// apply is removed, as server-side apply removes what its sole owner
+// stops applying.
+func (s *libSchedule) applyForeign() {
+	status := map[string]any{}
+	if c := s.external; c != nil {
+		status["conditions"] = []any{map[string]any{
+			"type": c.Type, "status": string(c.Status), "reason": "OtherController", "message": c.Message,
+			"lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
+		}}
+	}
+	if s.note != nil && *s.note != "" {
+		status["note"] = *s.note
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"status": status}}
+	u.SetGroupVersionKind(testv1.GroupVersion.WithKind("Widget"))
+	u.SetNamespace(s.ns)
+	u.SetName(s.name)
+	if err := env.Client.Status().Apply(s.t.Context(), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("other-controller"), client.ForceOwnership); err != nil {
+		s.t.Fatal(err)
+	}
+}
 
 // pass runs a pass, and restarts a crashed operator.
 func (s *libSchedule) pass() {
@@ -515,6 +562,16 @@ func (s *libSchedule) check() {
 		for _, e := range w.ManagedFields {
 			if e.Manager != "other-controller" && e.FieldsV1 != nil && strings.Contains(string(e.FieldsV1.GetRawBytes()), `{\"type\":\"External\"}`) {
 				s.violate("%s owns the other controller's condition", e.Manager)
+			}
+		}
+	}
+	if s.note != nil {
+		if w.Status.Note != *s.note {
+			s.violate("status.note is %q, want %q as the other controller last wrote", w.Status.Note, *s.note)
+		}
+		for _, e := range w.ManagedFields {
+			if e.Manager != "other-controller" && ownsStatusField(e, "note") {
+				s.violate("%s owns the other controller's status.note", e.Manager)
 			}
 		}
 	}

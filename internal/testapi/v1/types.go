@@ -51,6 +51,11 @@ type WidgetStatus struct {
 	// Backup is the widget's last long operation (package operation).
 	// +optional
 	Backup *operation.Record `json:"backup,omitempty"`
+
+	// Note is written by another controller in the tests: a Reconciler
+	// must neither change nor co-own it.
+	// +optional
+	Note string `json:"note,omitempty"`
 }
 
 // Widget is a namespaced test resource with a status subresource.
