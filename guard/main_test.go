@@ -6,12 +6,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/opkit-dev/opkit/guard"
+	"github.com/opkit-dev/opkit/guard/guardtest"
 	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
 	"github.com/opkit-dev/opkit/internal/testenv"
 )
@@ -78,23 +78,6 @@ func must(t *testing.T, err error) {
 // first.
 func installPolicy(t *testing.T, name string) {
 	t.Helper()
-	ctx := t.Context()
 	policy, binding := guard.Policy(name)
-	must(t, env.Client.Create(ctx, policy))
-	must(t, env.Client.Create(ctx, binding))
-	t.Cleanup(func() {
-		_ = env.Client.Delete(context.Background(), binding)
-		_ = env.Client.Delete(context.Background(), policy)
-	})
-	probeNS := newNamespace(t)
-	probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe-guard", Namespace: probeNS, Labels: map[string]string{guard.LabelGuard: "true"}}}
-	must(t, env.Client.Create(ctx, probe))
-	held := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "held", Namespace: probeNS, Labels: map[string]string{guard.LabelHeldBy: string(probe.UID)}}}
-	must(t, env.Client.Create(ctx, held))
-	must(t, env.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: probeNS}}))
-	eventually(t, "the guard's policy to be enforced", func(ctx context.Context) (bool, error) {
-		err := env.Client.Delete(ctx, held, client.DryRunAll)
-		return apierrors.IsForbidden(err), client.IgnoreNotFound(ignoreForbidden(err))
-	})
-	must(t, env.Client.Delete(ctx, probe))
+	guardtest.Install(t, env.Client, policy, binding)
 }

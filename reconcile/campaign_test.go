@@ -26,6 +26,7 @@ import (
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/opkit-dev/opkit/guard"
+	"github.com/opkit-dev/opkit/guard/guardtest"
 	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
 	"github.com/opkit-dev/opkit/operation"
 	"github.com/opkit-dev/opkit/reconcile"
@@ -48,7 +49,10 @@ var (
 //     labels are as they last wrote them, owned by them alone;
 //   - an operation's effect ran at most once, and only for a recorded
 //     attempt;
-//   - a Widget gone had its Finalize succeed first.
+//   - a Widget gone had its Finalize succeed first, and its guarded child
+//     stayed until then, whatever deleted it (each propagation policy,
+//     or its namespace, with the real garbage collector and namespace
+//     controller).
 //
 // Then faults stop and the Widget must converge and delete.
 //
@@ -57,6 +61,8 @@ var (
 // API server's and the runs' timing aside).
 func TestLibraryCampaign(t *testing.T) {
 	env.StartControllerManager(t)
+	policy, binding := guard.Policy("library-campaign")
+	guardtest.Install(t, env.Client, policy, binding)
 	var steps, passes, effects, violations atomic.Int64
 	var mu sync.Mutex
 	faults := map[string]int{}
@@ -469,7 +475,7 @@ func ownsStatusField(e metav1.ManagedFieldsEntry, field string) bool {
 	var fields struct {
 		Status map[string]any `json:"f:status"`
 	}
-	if err := json.Unmarshal(e.FieldsV1.Raw, &fields); err != nil {
+	if err := json.Unmarshal(e.FieldsV1.GetRawBytes(), &fields); err != nil {
 		return false
 	}
 	_, ok := fields.Status["f:"+field]
@@ -651,13 +657,23 @@ func (s *libSchedule) done(w *testv1.Widget) bool {
 		rec.Phase == operation.Succeeded
 }
 
-// delete deletes the Widget with a propagation policy it draws.
+// deletedNamespace is the deletion of the Widget's namespace: the
+// namespace controller deletes every object in it directly.
+const deletedNamespace metav1.DeletionPropagation = "Namespace"
+
+// delete deletes the Widget with a propagation policy it draws, or its
+// namespace.
 func (s *libSchedule) delete() {
-	policies := []metav1.DeletionPropagation{metav1.DeletePropagationBackground, metav1.DeletePropagationForeground, metav1.DeletePropagationOrphan}
+	policies := []metav1.DeletionPropagation{metav1.DeletePropagationBackground, metav1.DeletePropagationForeground, metav1.DeletePropagationOrphan, deletedNamespace}
 	s.deleted = policies[s.intN(len(policies))]
 	s.fault("delete " + string(s.deleted))
-	w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: s.name}}
-	if err := env.Client.Delete(s.t.Context(), w, client.PropagationPolicy(s.deleted)); err != nil {
+	var err error
+	if s.deleted == deletedNamespace {
+		err = env.Client.Delete(s.t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.ns}})
+	} else {
+		err = env.Client.Delete(s.t.Context(), &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: s.name}}, client.PropagationPolicy(s.deleted))
+	}
+	if err != nil {
 		s.t.Fatal(err)
 	}
 	s.logf("user: deleted (%s)", s.deleted)
@@ -675,7 +691,9 @@ func (s *libSchedule) untilGone() {
 			return
 		}
 		s.pass()
-		s.checkChild()
+		if s.checkChild(); len(s.violations) > 0 {
+			return
+		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	s.check()
@@ -698,13 +716,18 @@ func (s *libSchedule) untilGone() {
 		}
 	}
 	var left []string
-	for end := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	// The namespace controller retries a namespace with a growing delay.
+	settle := 30 * time.Second
+	if s.deleted == deletedNamespace {
+		settle = 90 * time.Second
+	}
+	for end := time.Now().Add(settle); ; time.Sleep(100 * time.Millisecond) {
 		left = s.left()
 		if len(left) == 0 {
 			return
 		}
 		if time.Now().After(end) {
-			s.violate("the %s deletion is not settled after 30 s: %s", s.deleted, strings.Join(left, ", "))
+			s.violate("the %s deletion is not settled after %s: %s", s.deleted, settle, strings.Join(left, ", "))
 			return
 		}
 	}
@@ -725,8 +748,20 @@ func (s *libSchedule) stopFaults() {
 }
 
 // left is what the Widget's deletion has yet to settle: its guard, its
-// marker, its child (under Orphan: the child gone or still owned).
+// marker, its child (under Orphan: the child gone or still owned), and
+// under a namespace deletion the namespace.
 func (s *libSchedule) left() []string {
+	if s.deleted == deletedNamespace {
+		ns := &corev1.Namespace{}
+		err := env.Client.Get(s.t.Context(), client.ObjectKey{Name: s.ns}, ns)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		return []string{fmt.Sprintf("namespace %s %s: %v", s.ns, ns.Status.Phase, ns.Status.Conditions)}
+	}
 	var cms corev1.ConfigMapList
 	if err := env.Client.List(s.t.Context(), &cms, client.InNamespace(s.ns)); err != nil {
 		s.t.Fatal(err)

@@ -14,13 +14,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/opkit-dev/opkit/examples/etcd/internal/controller"
 	"github.com/opkit-dev/opkit/guard"
+	"github.com/opkit-dev/opkit/guard/guardtest"
 )
 
 // shippedGuardPolicy decodes config/guard/policy.yaml.
@@ -71,38 +71,12 @@ func withGuardPolicy(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		probeGuardPolicy(t)
+		if err := guardtest.WaitEnforced(context.Background(), env.Client); err != nil {
+			t.Fatal(err)
+		}
 	})
 }
 
-// probeGuardPolicy waits until the policy refuses to delete an object a
-// guard holds in a namespace being deleted, then lets the probe go.
-func probeGuardPolicy(t *testing.T) {
-	t.Helper()
-	ctx := context.Background()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "guard-probe-"}}
-	if err := env.Client.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe-guard", Namespace: ns.Name, Labels: map[string]string{guard.LabelGuard: "true"}}}
-	if err := env.Client.Create(ctx, probe); err != nil {
-		t.Fatal(err)
-	}
-	held := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "held", Namespace: ns.Name, Labels: map[string]string{guard.LabelHeldBy: string(probe.UID)}}}
-	if err := env.Client.Create(ctx, held); err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Client.Delete(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the guard's policy to be enforced", func() (bool, string) {
-		err := env.Client.Delete(ctx, held, client.DryRunAll)
-		return apierrors.IsForbidden(err), fmt.Sprint(err)
-	})
-	if err := env.Client.Delete(ctx, probe); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // deleteChildren deletes every pod, claim, Service and Secret of cluster,
 // as the namespace controller does, and returns the errors by object.
