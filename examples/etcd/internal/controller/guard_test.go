@@ -77,7 +77,6 @@ func withGuardPolicy(t *testing.T) {
 	})
 }
 
-
 // deleteChildren deletes every pod, claim, Service and Secret of cluster,
 // as the namespace controller does, and returns the errors by object.
 func (g *rig) deleteChildren(cluster string, opts ...client.DeleteOption) map[string]string {
