@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,6 +32,7 @@ import (
 	"github.com/opkit-dev/opkit/operation"
 	"github.com/opkit-dev/opkit/reconcile"
 	"github.com/opkit-dev/opkit/statusutil"
+	"github.com/opkit-dev/opkit/webhook"
 )
 
 var (
@@ -42,13 +44,15 @@ var (
 // TestLibraryCampaign draws, per schedule, a Widget's life under a
 // Reconciler running an operation per generation, with what the world
 // does to it: foreign writers (another controller's condition and status
-// field, labels, annotations), a user's spec edits, stale reads of a lagging cache,
+// field, labels, annotations), outages of its admission webhooks, a user's spec edits, stale reads of a lagging cache,
 // conflicts, and operator crashes at any API call (the process and its
 // runs gone, a new one started). After every step it checks:
 //   - the other controller's condition and status field and the user's
 //     labels are as they last wrote them, owned by them alone;
 //   - an operation's effect ran at most once, and only for a recorded
 //     attempt;
+//   - a webhook outage (failurePolicy Fail, nothing serving) never keeps
+//     the finalizer on a deleted Widget;
 //   - a Widget gone had its Finalize succeed first, and its guarded child
 //     stayed until then, whatever deleted it (each propagation policy,
 //     or its namespace, with the real garbage collector and namespace
@@ -324,6 +328,9 @@ type libSchedule struct {
 	external *metav1.Condition
 	note     *string
 	labels   map[string]string
+	// outage says the Widget's admission webhooks are configured and
+	// down.
+	outage bool
 	// deleted is how the Widget was deleted ("": not yet); child the UID
 	// of its child once seen.
 	deleted metav1.DeletionPropagation
@@ -401,19 +408,27 @@ func (s *libSchedule) run(steps int) {
 func (s *libSchedule) step() {
 	ctx := s.t.Context()
 	switch n := s.intN(100); {
-	case n < 45:
+	case n < 42:
 		s.pass()
+	case n < 45:
+		s.webhookOutage(!s.outage)
 	case n < 55:
 		s.fault("spec")
 		w := &testv1.Widget{}
 		if err := env.Client.Get(ctx, s.key(), w); err != nil {
-			s.t.Fatal(err)
+			s.wrote(err)
+			return
 		}
 		w.Spec.Message = fmt.Sprintf("m%d", s.steps)
 		w.Spec.Replicas = int32(s.intN(5))
 		s.logf("user: spec message %s replicas %d", w.Spec.Message, w.Spec.Replicas)
-		if err := env.Client.Update(ctx, w); err != nil && !apierrors.IsConflict(err) {
-			s.t.Fatal(err)
+		err := env.Client.Update(ctx, w)
+		switch {
+		case s.faults["webhook outage"] > 0 && apierrors.IsInternalError(err) && strings.Contains(err.Error(), "failed calling webhook"):
+			// The API server drops a deleted configuration a moment later.
+			s.logf("user: the spec edit refused: the webhooks are down")
+		case !apierrors.IsConflict(err):
+			s.wrote(err)
 		}
 	case n < 63:
 		s.fault("foreign condition")
@@ -433,10 +448,8 @@ func (s *libSchedule) step() {
 		team := fmt.Sprintf("t%d", s.steps)
 		s.logf("user: label team=%s", team)
 		patch := fmt.Sprintf(`{"metadata":{"labels":{"team":%q},"annotations":{"note":%q}}}`, team, team)
-		if err := env.Client.Patch(ctx, &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: s.name}},
-			client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
-			s.t.Fatal(err)
-		}
+		s.wrote(env.Client.Patch(ctx, &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: s.name}},
+			client.RawPatch(types.MergePatchType, []byte(patch))))
 		s.labels = map[string]string{"team": team}
 	case n < 78:
 		s.fault("crash")
@@ -501,7 +514,17 @@ func (s *libSchedule) applyForeign() {
 	u.SetGroupVersionKind(testv1.GroupVersion.WithKind("Widget"))
 	u.SetNamespace(s.ns)
 	u.SetName(s.name)
-	if err := env.Client.Status().Apply(s.t.Context(), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("other-controller"), client.ForceOwnership); err != nil {
+	s.wrote(env.Client.Status().Apply(s.t.Context(), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("other-controller"), client.ForceOwnership))
+}
+
+// wrote fails the test on a foreign writer's error, but for a Widget
+// deleted meanwhile: one the operator never passed goes at once.
+func (s *libSchedule) wrote(err error) {
+	switch {
+	case err == nil:
+	case s.deleted != "" && apierrors.IsNotFound(err):
+		s.logf("the Widget is gone")
+	default:
 		s.t.Fatal(err)
 	}
 }
@@ -543,6 +566,21 @@ func (s *libSchedule) observe() *testv1.Widget {
 	return w
 }
 
+// hadFinalizer says whether the campaign saw the operator's finalizer on
+// the Widget: one deleted before any pass goes at once, as it should.
+func (s *libSchedule) hadFinalizer() bool {
+	s.proc.mu.Lock()
+	defer s.proc.mu.Unlock()
+	for _, w := range s.history {
+		for _, f := range w.Finalizers {
+			if f != metav1.FinalizerOrphanDependents && f != metav1.FinalizerDeleteDependents {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // check checks the invariants against the API server's Widget.
 func (s *libSchedule) check() {
 	s.checkChild()
@@ -552,7 +590,7 @@ func (s *libSchedule) check() {
 		s.ledger.mu.Lock()
 		finalized := s.ledger.finalized[s.uid]
 		s.ledger.mu.Unlock()
-		if !finalized {
+		if !finalized && s.hadFinalizer() {
 			s.violate("the Widget is gone without its Finalize")
 		}
 		return
@@ -655,6 +693,53 @@ func (s *libSchedule) done(w *testv1.Widget) bool {
 	return w.Status.ObservedGeneration == w.Generation && statusutil.IsTrue(w, "Available") &&
 		cm.Data["message"] == w.Spec.Message && rec != nil && rec.ID == fmt.Sprintf("gen-%d", w.Generation) &&
 		rec.Phase == operation.Succeeded
+}
+
+// webhookOutage starts or ends an outage of the Widget's admission
+// webhooks: while one lasts, a mutating and a validating webhook with
+// failurePolicy Fail and webhook.MatchConditions call an address nobody
+// serves. The outage is configured for the schedule's namespace alone;
+// the faults' end leaves it as it is, so that a deletion meets it too.
+func (s *libSchedule) webhookOutage(on bool) {
+	s.fault("webhook outage")
+	s.outage = on
+	ctx := s.t.Context()
+	name := "campaign-" + s.ns
+	mutating := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	validating := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if !on {
+		s.logf("webhooks: serve again")
+		for _, o := range []client.Object{mutating, validating} {
+			if err := env.Client.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
+				s.t.Fatal(err)
+			}
+		}
+		return
+	}
+	s.logf("webhooks: down")
+	fail, none := admissionregistrationv1.Fail, admissionregistrationv1.SideEffectClassNone
+	url := "https://127.0.0.1:1/admit" // port 1: nothing serves it
+	rules := []admissionregistrationv1.RuleWithOperations{{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+		Rule:       admissionregistrationv1.Rule{APIGroups: []string{testv1.GroupVersion.Group}, APIVersions: []string{testv1.GroupVersion.Version}, Resources: []string{"widgets"}},
+	}}
+	scope := &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: s.ns}}
+	mutating.Webhooks = []admissionregistrationv1.MutatingWebhook{{
+		Name: "mwidget.campaign.opkit.dev", ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: &url}, Rules: rules,
+		FailurePolicy: &fail, SideEffects: &none, AdmissionReviewVersions: []string{"v1"}, NamespaceSelector: scope,
+		MatchConditions: webhook.MatchConditions(),
+	}}
+	validating.Webhooks = []admissionregistrationv1.ValidatingWebhook{{
+		Name: "vwidget.campaign.opkit.dev", ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: &url}, Rules: rules,
+		FailurePolicy: &fail, SideEffects: &none, AdmissionReviewVersions: []string{"v1"}, NamespaceSelector: scope,
+		MatchConditions: webhook.MatchConditions(),
+	}}
+	for _, o := range []client.Object{mutating, validating} {
+		if err := env.Client.Create(ctx, o); client.IgnoreAlreadyExists(err) != nil {
+			s.t.Fatal(err)
+		}
+		s.t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
+	}
 }
 
 // deletedNamespace is the deletion of the Widget's namespace: the
