@@ -8,5 +8,7 @@
 // Each object gets an empty merge patch: the API server reads it, converts
 // it and writes it back at the storage version, or writes nothing when it
 // is stored at that version already. An operator can run Migrate on each
-// start; once storedVersions is trimmed it reads only the CRD.
+// start; once storedVersions is trimmed it reads only the CRD. Replicas
+// may run it at once (sharded, with no leader election): each object is
+// written once between them (their Results may each count it).
 package storageversion

@@ -26,7 +26,8 @@ type Result struct {
 	// StorageVersion is the CRD's storage version.
 	StorageVersion string
 	// Listed is how many objects were patched, Rewritten how many of them
-	// the API server wrote (those stored at another version).
+	// came back at a new resourceVersion: stored at another version, or
+	// rewritten meanwhile by another replica's Migrate.
 	Listed, Rewritten int
 	// Trimmed are the versions removed from status.storedVersions.
 	Trimmed []string

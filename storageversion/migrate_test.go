@@ -222,3 +222,95 @@ func waitEstablished(t *testing.T, crd *apiextensionsv1.CustomResourceDefinition
 		t.Fatalf("%s not established: %v", crd.Name, err)
 	}
 }
+
+// TestConcurrentMigrations: replicas that all run Migrate at once (sharded,
+// with no leader election) write each object once between them (a patch
+// of an object another replica rewrote writes nothing; the watch sees
+// every write) and trim storedVersions without an error.
+func TestConcurrentMigrations(t *testing.T) {
+	ctx := t.Context()
+	crd := thingsCRD()
+	// TestMigrate's CRD of the same name may still be going.
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		err := env.Client.Create(ctx, crd)
+		return err == nil, client.IgnoreAlreadyExists(err)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.WithoutCancel(ctx), crd) })
+	waitEstablished(t, crd)
+	var keys []client.ObjectKey
+	for _, ns := range namespaces(t, 3) {
+		for j := range 10 {
+			u := thing("v1", ns, fmt.Sprintf("t%d", j))
+			if err := env.Client.Create(ctx, u); err != nil {
+				t.Fatal(err)
+			}
+			keys = append(keys, client.ObjectKeyFromObject(u))
+		}
+	}
+	setStorage(t, "v2", "v1", "v2")
+
+	wc, err := client.NewWithWatch(env.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetAPIVersion("migrate.opkit.dev/v2")
+	list.SetKind("ThingList")
+	if err := wc.List(ctx, list); err != nil {
+		t.Fatal(err)
+	}
+	watch, err := wc.Watch(ctx, list, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.GetResourceVersion()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Stop()
+
+	const replicas = 3
+	type run struct {
+		res storageversion.Result
+		err error
+	}
+	runs := make(chan run, replicas)
+	for range replicas {
+		go func() {
+			res, err := storageversion.Migrate(ctx, env.Config, crdName, storageversion.WithPageSize(7))
+			runs <- run{res, err}
+		}()
+	}
+	listed, rewritten := 0, 0
+	for range replicas {
+		r := <-runs
+		if r.err != nil {
+			t.Errorf("a replica's Migrate: %v", r.err)
+		}
+		listed, rewritten = listed+r.res.Listed, rewritten+r.res.Rewritten
+	}
+	// Rewritten may count one object on two replicas: the one that wrote
+	// it and one whose patch, sent before, found it rewritten.
+	t.Logf("%d replicas patched %d objects and report %d rewritten", replicas, listed, rewritten)
+	writes := map[string]int{}
+	for quiet := time.After(time.Second); ; {
+		select {
+		case ev := <-watch.ResultChan():
+			if o, ok := ev.Object.(client.Object); ok {
+				writes[client.ObjectKeyFromObject(o).String()]++
+			}
+			continue
+		case <-quiet:
+		}
+		break
+	}
+	want := map[string]int{}
+	for _, k := range keys {
+		want[k.String()] = 1
+	}
+	if diff := cmp.Diff(want, writes); diff != "" {
+		t.Errorf("writes per object by %d replicas migrating at once (-want +got):\n%s", replicas, diff)
+	}
+	if got := storedVersions(t); !slices.Equal(got, []string{"v2"}) {
+		t.Errorf("storedVersions = %v, want [v2]", got)
+	}
+}

@@ -25,7 +25,8 @@ const ReasonStorageMigrated = "StorageMigrated"
 // MigrateStorage adds to mgr a leader-only runnable that rewrites every
 // Memcached stored at an older version at the CRD's storage version and
 // trims status.storedVersions (storageversion.Migrate), retrying until it
-// succeeds.
+// succeeds. With leader election off (sharded replicas) every replica
+// runs it: each Memcached is still written once.
 //
 // Footgun: run it only where the CRD converts through the webhook. Without
 // one the API server relabels old objects unconverted, and the rewrite
