@@ -13,11 +13,14 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/opkit-dev/opkit/guard"
 	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
 	"github.com/opkit-dev/opkit/internal/testkit"
 	"github.com/opkit-dev/opkit/operation"
@@ -33,10 +36,11 @@ var (
 // TestShardCampaign draws, per schedule, replicas of a sharded operator
 // joining, leaving and dying (cut off from the API server, then stopped:
 // their Lease runs out) while each of eight Widgets runs one operation
-// after another. It checks that no Widget is passed, and no operation
-// runs, on two replicas at once, that an operation takes effect at most
-// once, and that every Widget's operations go on once the membership
-// settles.
+// after another, its guard ensured in every pass. It checks that no
+// Widget is passed, and no operation runs, on two replicas at once, that
+// an operation takes effect at most once, that every Widget's operations
+// go on once the membership settles, and then that every Widget's guard
+// carries its slot and a deleted Widget's guard is collected.
 func TestShardCampaign(t *testing.T) {
 	for i := range *shardSchedules {
 		t.Run(fmt.Sprintf("%03d", i), func(t *testing.T) {
@@ -146,6 +150,7 @@ func (c *shardCampaign) run(steps int) {
 			}
 		}
 		if len(stuck) == 0 {
+			c.checkGuards()
 			return
 		}
 		if time.Now().After(deadline) {
@@ -158,6 +163,49 @@ func (c *shardCampaign) run(steps int) {
 
 func (c *shardCampaign) logf(format string, args ...any) {
 	c.log = append(c.log, fmt.Sprintf(format, args...))
+}
+
+// checkGuards checks, once membership settled, that every Widget has a
+// guard carrying its slot label, then deletes two Widgets and wants
+// their guards collected by whichever replica holds their slots.
+func (c *shardCampaign) checkGuards() {
+	ctx := c.t.Context()
+	label := c.ring.SlotLabel()
+	for _, name := range c.widgets {
+		w, cm := &testv1.Widget{}, &corev1.ConfigMap{}
+		testkit.Must(c.t, env.Client.Get(ctx, client.ObjectKey{Namespace: c.ring.Namespace, Name: name}, w))
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: c.ring.Namespace, Name: guard.Name(w)}, cm); err != nil {
+			c.violate("%s has no guard: %v", name, err)
+			continue
+		}
+		if cm.Labels[label] == "" || cm.Labels[label] != w.Labels[label] {
+			c.violate("%s's guard has slot %q, the Widget %q", name, cm.Labels[label], w.Labels[label])
+		}
+	}
+	gone := []string{c.widgets[c.rd.IntN(4)], c.widgets[4+c.rd.IntN(4)]}
+	c.logf("the user deletes %v", gone)
+	for _, name := range gone {
+		testkit.Must(c.t, env.Client.Delete(ctx, &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: c.ring.Namespace, Name: name}}))
+	}
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		var left []string
+		for _, name := range gone {
+			err := env.Client.Get(ctx, client.ObjectKey{Namespace: c.ring.Namespace, Name: name + "-guard"}, &corev1.ConfigMap{})
+			if client.IgnoreNotFound(err) != nil {
+				c.t.Fatal(err)
+			}
+			if err == nil {
+				left = append(left, name)
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(end) {
+			c.violate("the guards of deleted %v not collected within 30 s", left)
+			return
+		}
+	}
 }
 
 // successes counts each Widget's succeeded operations.
@@ -189,13 +237,20 @@ func (c *shardCampaign) join() {
 		}
 		return nil
 	})
-	mgr := managerWith(c.t, cfg, nil, c.ring.NewCache(rep.id, &testv1.Widget{}))
+	// Guards are sharded with their owners: their slot labels are the
+	// owner's.
+	mgr := managerWith(c.t, cfg, nil, c.ring.NewCache(rep.id, &testv1.Widget{}, &corev1.ConfigMap{}))
 	runner := operation.NewRunner(nil)
 	testkit.Must(c.t, mgr.Add(runner))
+	g, err := guard.New(mgr.GetClient(), &testv1.Widget{})
+	testkit.Must(c.t, err)
+	collector, err := guard.NewCollector(g, mgr.GetAPIReader())
+	testkit.Must(c.t, err)
+	testkit.Must(c.t, collector.SetupWithManager(mgr))
 	s := &shard.Sharder{Ring: c.ring, GVK: testv1.GroupVersion.WithKind("Widget")}
 	testkit.Must(c.t, s.SetupWithManager(mgr))
 	testkit.Must(c.t, ctrl.NewControllerManagedBy(mgr).Named("widgets-"+rep.id).For(&testv1.Widget{}).
-		Complete(shard.Handoff(mgr, &testv1.Widget{}, c.reconciler(rep.id, runner))))
+		Complete(shard.Handoff(mgr, &testv1.Widget{}, c.reconciler(rep.id, mgr.GetClient(), g, runner))))
 	ctx, cancel := context.WithCancel(context.Background())
 	rep.stop = cancel
 	go func() {
@@ -224,9 +279,10 @@ func (c *shardCampaign) leave(kill bool) {
 	<-rep.done
 }
 
-// reconciler is replica's pass: it runs one operation after another on
-// each Widget, checking that no other replica passes it meanwhile.
-func (c *shardCampaign) reconciler(replica string, runner *operation.Runner) reconcile.Reconciler {
+// reconciler is replica's pass: it ensures the Widget's guard and runs
+// one operation after another on it, checking that no other replica
+// passes it meanwhile.
+func (c *shardCampaign) reconciler(replica string, cl client.Client, g *guard.Guard, runner *operation.Runner) reconcile.Reconciler {
 	return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 		if req.Namespace != c.ring.Namespace {
 			return reconcile.Result{}, nil // another test's Widget: the replicas watch every namespace
@@ -244,6 +300,13 @@ func (c *shardCampaign) reconciler(replica string, runner *operation.Runner) rec
 			delete(c.passing, req.Name)
 			c.mu.Unlock()
 		}()
+		w := &testv1.Widget{}
+		if err := cl.Get(ctx, req.NamespacedName, w); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+		if _, err := g.Ensure(ctx, w); err != nil {
+			return reconcile.Result{}, err
+		}
 		if !rec.Active() {
 			k := 0
 			if rec.ID != "" {
