@@ -44,7 +44,9 @@ var (
 // TestLibraryCampaign draws, per schedule, a Widget's life under a
 // Reconciler running an operation per generation, with what the world
 // does to it: foreign writers (another controller's condition and status
-// field, labels, annotations), outages of its admission webhooks, a user's spec edits, stale reads of a lagging cache,
+// field, labels, annotations), outages of its admission webhooks, a
+// user's spec edits, stale reads of lagging caches (the Widget's and the
+// ConfigMaps' apart, so that their events arrive in any order),
 // conflicts, and operator crashes at any API call (the process and its
 // runs gone, a new one started). After every step it checks:
 //   - the other controller's condition and status field and the user's
@@ -211,14 +213,15 @@ type libProc struct {
 	calls    int
 	crashAt  int // crash at this call (0: never)
 	crashed  bool
-	conflict float64 // chance a write conflicts
-	stale    float64 // chance a Widget read lags
-	served   int     // the history index last served: a cache never goes back
+	conflict float64                                // chance a write conflicts
+	stale    float64                                // chance a read lags
+	served   int                                    // the history index last served: a cache never goes back
+	cms      map[client.ObjectKey]*corev1.ConfigMap // the ConfigMaps' cache: nil once read gone
 }
 
 func (s *libSchedule) startProc() *libProc {
 	// A new process's cache starts from a list: the current version.
-	p := &libProc{s: s, stopped: make(chan struct{}), served: max(len(s.history)-1, 0)}
+	p := &libProc{s: s, stopped: make(chan struct{}), served: max(len(s.history)-1, 0), cms: map[client.ObjectKey]*corev1.ConfigMap{}}
 	cfg := rest.CopyConfig(env.Config)
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
@@ -286,6 +289,9 @@ func (p *libProc) fault(req *http.Request) (*http.Response, error) {
 // get serves a Widget from the history at the odds p.stale: any version
 // from the last one p served on, as a lagging cache would.
 func (p *libProc) get(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if cm, ok := obj.(*corev1.ConfigMap); ok {
+		return p.getConfigMap(ctx, c, key, cm, opts...)
+	}
 	w, ok := obj.(*testv1.Widget)
 	p.mu.Lock()
 	stale := ok && p.stale > 0 && !p.crashed && p.s.chance(p.stale)
@@ -307,6 +313,36 @@ func (p *libProc) get(ctx context.Context, c client.WithWatch, key client.Object
 		p.mu.Unlock()
 	}
 	return c.Get(ctx, key, obj, opts...)
+}
+
+// getConfigMap serves the child, the guard and its marker from a cache of
+// their own that lags at the odds p.stale, apart from the Widget's: the
+// events of two kinds arrive in any order. It serves the last version it
+// read, or NotFound if it has read none yet.
+func (p *libProc) getConfigMap(ctx context.Context, c client.WithWatch, key client.ObjectKey, cm *corev1.ConfigMap, opts ...client.GetOption) error {
+	p.mu.Lock()
+	stale := p.stale > 0 && !p.crashed && p.s.chance(p.stale)
+	old, seen := p.cms[key]
+	p.mu.Unlock()
+	if stale {
+		if !seen || old == nil {
+			return apierrors.NewNotFound(corev1.Resource("configmaps"), key.Name)
+		}
+		old.DeepCopyInto(cm)
+		return nil
+	}
+	err := c.Get(ctx, key, cm, opts...)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	p.mu.Lock()
+	if err == nil {
+		p.cms[key] = cm.DeepCopy()
+	} else {
+		p.cms[key] = nil
+	}
+	p.mu.Unlock()
+	return err
 }
 
 // libSchedule is one schedule: a Widget, its operator, the world.
@@ -461,7 +497,7 @@ func (s *libSchedule) step() {
 		s.fault("stale reads")
 		s.proc.mu.Lock()
 		s.proc.stale = []float64{0, 0.3, 0.7}[s.rd.IntN(3)]
-		s.logf("cache: lags at odds %.1f", s.proc.stale)
+		s.logf("caches (Widget, ConfigMaps apart): lag at odds %.1f", s.proc.stale)
 		s.proc.mu.Unlock()
 	case n < 92:
 		s.fault("conflicts")
