@@ -82,22 +82,42 @@ func (g *Guard) orphaned(ctx context.Context, ns, guard string, uid types.UID, f
 }
 
 // readMarker reads the marker of the guard named guard in ns of the owner
-// of UID uid from the API server, or nil if it has none. An empty patch is
+// of UID uid from the API server, or nil if it has none.
+func (g *Guard) readMarker(ctx context.Context, ns, guard string, uid types.UID) (*corev1.ConfigMap, error) {
+	marker, err := g.readUncached(ctx, ns, markerName(guard), uid)
+	if err != nil {
+		return nil, fmt.Errorf("reading the cascade marker %s: %w", markerName(guard), err)
+	}
+	return marker, nil
+}
+
+// readGuard reads the guard named guard in ns of the owner of UID uid
+// from the API server, or nil if it has none.
+func (g *Guard) readGuard(ctx context.Context, ns, guard string, uid types.UID) (*corev1.ConfigMap, error) {
+	cm, err := g.readUncached(ctx, ns, guard, uid)
+	if err != nil {
+		return nil, fmt.Errorf("reading guard %s: %w", guard, err)
+	}
+	return cm, nil
+}
+
+// readUncached reads ConfigMap name in ns, of g's kind and of the owner of
+// UID uid, from the API server, or nil if there is none. An empty patch is
 // the uncached read: it changes nothing and needs no reader beyond the
 // guard's client.
-func (g *Guard) readMarker(ctx context.Context, ns, guard string, uid types.UID) (*corev1.ConfigMap, error) {
-	marker := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: markerName(guard)}}
-	err := g.client.Patch(ctx, marker, client.RawPatch(types.MergePatchType, []byte("{}")))
+func (g *Guard) readUncached(ctx context.Context, ns, name string, uid types.UID) (*corev1.ConfigMap, error) {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	err := g.client.Patch(ctx, cm, client.RawPatch(types.MergePatchType, []byte("{}")))
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading the cascade marker %s: %w", marker.Name, err)
+		return nil, err
 	}
-	if marker.Labels[g.label] != string(uid) || !g.ofKind(marker) {
+	if cm.Labels[g.label] != string(uid) || !g.ofKind(cm) {
 		return nil, nil
 	}
-	return marker, nil
+	return cm, nil
 }
 
 // dropMarker deletes an orphaned marker: nothing else does.

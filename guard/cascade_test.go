@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/opkit-dev/opkit/guard"
 	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
@@ -127,4 +129,62 @@ func assertNoGuardLeft(t *testing.T, w *testv1.Widget) {
 	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: w.Namespace, Name: guard.Name(w)}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the guard after Release: %v, want NotFound", err)
 	}
+}
+
+// TestReleaseOnACacheWithoutTheGuard: an owner deleted with orphan
+// propagation whose Finalize reads through a cache that does not show
+// its guard yet still orphans the held children. Release must not take
+// the cache's word that the guard is gone: dropping the cascade marker
+// then left a guard that the Collector released as after any other
+// deletion, and the garbage collector deleted the data the user kept.
+func TestReleaseOnACacheWithoutTheGuard(t *testing.T) {
+	env.StartControllerManager(t)
+	ctx := t.Context()
+	ns := newNamespace(t)
+	w, child := newHeldChild(t, newGuard(t), ns)
+	must(t, env.Client.Delete(ctx, w, client.PropagationPolicy(metav1.DeletePropagationOrphan)))
+	eventually(t, "the garbage collector's part", func(ctx context.Context) (bool, error) {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(w), w); err != nil {
+			return false, err
+		}
+		return !slices.Contains(w.Finalizers, metav1.FinalizerOrphanDependents), nil
+	})
+	g, err := guard.New(laggingConfigMaps(t), &testv1.Widget{})
+	must(t, err)
+	must(t, g.Release(ctx, w))
+	testenv.Update(t, env.Client, w, func(w *testv1.Widget) { w.Finalizers = nil })
+	testenv.WaitForDeletion(t, env.Client, w, 30*time.Second)
+
+	// The Collector's turn at whatever guard is left.
+	collector, err := guard.NewCollector(newGuard(t), env.Client)
+	must(t, err)
+	for _, name := range []string{guard.Name(w), guard.Name(w) + "-cascade"} {
+		if _, err := collector.Reconcile(ctx, crreconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "no guard left", func(ctx context.Context) (bool, error) {
+		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: guard.Name(w)}, &corev1.ConfigMap{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+	time.Sleep(2 * time.Second) // a moment for a late deletion by the garbage collector
+	if err := get(t, child); err != nil || child.DeletionTimestamp != nil || len(child.OwnerReferences) > 0 {
+		t.Errorf("the orphaned child: %v, deleting %v, owners %v; want it kept without owners", err, child.DeletionTimestamp, child.OwnerReferences)
+	}
+}
+
+// laggingConfigMaps is a client whose cache has seen no ConfigMap yet:
+// it reads every other kind, and writes all.
+func laggingConfigMaps(t *testing.T) client.Client {
+	t.Helper()
+	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	must(t, err)
+	return interceptor.NewClient(wc, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*corev1.ConfigMap); ok {
+				return apierrors.NewNotFound(corev1.Resource("configmaps"), key.Name)
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
 }

@@ -196,6 +196,14 @@ func (g *Guard) Release(ctx context.Context, owner client.Object) error {
 	if err != nil {
 		return err
 	}
+	if cm == nil {
+		// The cache may not show the guard yet: dropping the marker of a
+		// guard that is there would have it released as after any
+		// deletion, its children with it.
+		if cm, err = g.readGuard(ctx, owner.GetNamespace(), Name(owner), owner.GetUID()); err != nil {
+			return err
+		}
+	}
 	_, err = g.releaseAs(ctx, cm, owner.GetNamespace(), Name(owner), owner.GetUID(), owner.GetFinalizers())
 	return err
 }
