@@ -51,8 +51,8 @@ var (
 // runs gone, a new one started). After every step it checks:
 //   - the other controller's condition and status field and the user's
 //     labels are as they last wrote them, owned by them alone;
-//   - an operation's effect ran at most once, and only for a recorded
-//     attempt;
+//   - an operation's effect ran at most once (once per recorded attempt
+//     where it has no Done), and a recorded success stays as recorded;
 //   - a webhook outage (failurePolicy Fail, nothing serving) never keeps
 //     the finalizer on a deleted Widget;
 //   - a Widget gone had its Finalize succeed first, and its guarded child
@@ -140,10 +140,13 @@ type campaignHooks struct {
 	runner   *operation.Runner
 	ledger   *ledger
 	delay    time.Duration
+	// noDone leaves the operation without Done: it cannot tell whether
+	// an interrupted attempt took effect.
+	noDone bool
 }
 
 func (h *campaignHooks) op() operation.Operation {
-	return operation.Operation{Type: "backup", Poll: 5 * time.Millisecond,
+	op := operation.Operation{Type: "backup", Poll: 5 * time.Millisecond,
 		Run: func(ctx context.Context, id string, _ func(string)) error {
 			select {
 			case <-time.After(h.delay):
@@ -154,6 +157,10 @@ func (h *campaignHooks) op() operation.Operation {
 		},
 		Done: func(_ context.Context, id string) (bool, error) { return h.ledger.count(id) > 0, nil },
 	}
+	if h.noDone {
+		op.Done = nil // an interrupted attempt runs again
+	}
+	return op
 }
 
 func (h *campaignHooks) Reconcile(ctx context.Context, w *testv1.Widget) reconcile.Result {
@@ -217,6 +224,9 @@ type libProc struct {
 	stale    float64                                // chance a read lags
 	served   int                                    // the history index last served: a cache never goes back
 	cms      map[client.ObjectKey]*corev1.ConfigMap // the ConfigMaps' cache: nil once read gone
+	// labelMidPass is the user's label to write just before the next
+	// status write of a pass ("": none).
+	labelMidPass string
 }
 
 func (s *libSchedule) startProc() *libProc {
@@ -245,7 +255,7 @@ func (s *libSchedule) startProc() *libProc {
 		s.t.Fatal(err)
 	}
 	p.runner = operation.NewRunner(nil)
-	hooks := &campaignHooks{children: ch, guard: g, runner: p.runner, ledger: s.ledger, delay: time.Duration(s.rd.IntN(20)) * time.Millisecond}
+	hooks := &campaignHooks{children: ch, guard: g, runner: p.runner, ledger: s.ledger, delay: time.Duration(s.rd.IntN(20)) * time.Millisecond, noDone: s.noDone}
 	if p.r, err = reconcile.New[*testv1.Widget](c, env.Scheme, hooks); err != nil {
 		s.t.Fatal(err)
 	}
@@ -277,6 +287,14 @@ func (p *libProc) fault(req *http.Request) (*http.Response, error) {
 	if p.crashed || p.crashAt > 0 && p.calls >= p.crashAt {
 		p.crashed = true
 		return nil, errCrash
+	}
+	if team := p.labelMidPass; team != "" && req.Method != http.MethodGet && strings.HasSuffix(req.URL.Path, "/widgets/"+p.s.name+"/status") {
+		// The user's write lands between the pass's read and its status
+		// write; a lagging cache may serve its version next.
+		p.labelMidPass = ""
+		if w := p.s.label(team); w != nil {
+			p.s.history = append(p.s.history, w.DeepCopy())
+		}
 	}
 	if req.Method != http.MethodGet && p.conflict > 0 && p.s.chance(p.conflict) {
 		body := `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Conflict","code":409,"message":"campaign: a conflict"}`
@@ -372,6 +390,11 @@ type libSchedule struct {
 	deleted metav1.DeletionPropagation
 	child   types.UID
 
+	// noDone is drawn per schedule: its operation has no Done.
+	noDone bool
+	// succeeded are the operations the API server recorded Succeeded.
+	succeeded map[string]operation.Record
+
 	steps, passes int
 	faults        map[string]int
 	log           []string
@@ -384,7 +407,9 @@ func newLibSchedule(t *testing.T, seed uint64, i int) *libSchedule {
 		t.Fatal(err)
 	}
 	s := &libSchedule{t: t, ns: ns.Name, name: "w", rd: rand.New(rand.NewPCG(seed, uint64(i))),
-		ledger: &ledger{effects: map[string]int{}, finalized: map[types.UID]bool{}}, faults: map[string]int{}}
+		ledger: &ledger{effects: map[string]int{}, finalized: map[types.UID]bool{}}, faults: map[string]int{},
+		succeeded: map[string]operation.Record{}}
+	s.noDone = s.rd.IntN(2) == 0
 	s.proc = s.startProc()
 	t.Cleanup(func() { s.proc.kill() })
 	return s
@@ -482,11 +507,16 @@ func (s *libSchedule) step() {
 	case n < 70:
 		s.fault("foreign labels")
 		team := fmt.Sprintf("t%d", s.steps)
-		s.logf("user: label team=%s", team)
-		patch := fmt.Sprintf(`{"metadata":{"labels":{"team":%q},"annotations":{"note":%q}}}`, team, team)
-		s.wrote(env.Client.Patch(ctx, &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: s.name}},
-			client.RawPatch(types.MergePatchType, []byte(patch))))
-		s.labels = map[string]string{"team": team}
+		if s.intN(2) == 0 {
+			s.logf("user: label team=%s", team)
+			s.label(team)
+			break
+		}
+		// Between the next pass's read and its status write.
+		s.logf("user: label team=%s during the next pass", team)
+		s.proc.mu.Lock()
+		s.proc.labelMidPass = team
+		s.proc.mu.Unlock()
 	case n < 78:
 		s.fault("crash")
 		s.proc.mu.Lock()
@@ -529,6 +559,20 @@ func ownsStatusField(e metav1.ManagedFieldsEntry, field string) bool {
 	}
 	_, ok := fields.Status["f:"+field]
 	return ok
+}
+
+// label writes the user's label team=team (and an annotation), and
+// returns the Widget it made, nil if it is gone.
+func (s *libSchedule) label(team string) *testv1.Widget {
+	w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: s.name}}
+	patch := fmt.Sprintf(`{"metadata":{"labels":{"team":%q},"annotations":{"note":%q}}}`, team, team)
+	err := env.Client.Patch(s.t.Context(), w, client.RawPatch(types.MergePatchType, []byte(patch)))
+	s.wrote(err)
+	s.labels = map[string]string{"team": team}
+	if err != nil {
+		return nil
+	}
+	return w
 }
 
 // applyForeign applies what the other controller owns of the Widget's
@@ -663,13 +707,21 @@ func (s *libSchedule) check() {
 	s.ledger.mu.Lock()
 	defer s.ledger.mu.Unlock()
 	for id, n := range s.ledger.effects {
-		if n > 1 {
+		// Without Done an attempt a crash interrupted runs again: its
+		// effect is once per attempt (checked below).
+		if n > 1 && !s.noDone {
 			s.violate("operation %s took effect %d times", id, n)
 		}
 	}
 	if rec := w.Status.Backup; rec != nil && rec.ID != "" {
 		if n := s.ledger.effects[rec.ID]; n > int(rec.Attempts) {
 			s.violate("operation %s took effect %d times, %d attempts recorded", rec.ID, n, rec.Attempts)
+		}
+		if won, ok := s.succeeded[rec.ID]; ok && (rec.Phase != operation.Succeeded || rec.Attempts != won.Attempts) {
+			s.violate("operation %s recorded Succeeded at attempt %d, now %s at attempt %d", rec.ID, won.Attempts, rec.Phase, rec.Attempts)
+		}
+		if _, ok := s.succeeded[rec.ID]; !ok && rec.Phase == operation.Succeeded {
+			s.succeeded[rec.ID] = *rec
 		}
 	}
 }
