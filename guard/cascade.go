@@ -66,19 +66,17 @@ func (g *Guard) ensureMarker(ctx context.Context, owner client.Object, cm *corev
 // orphaned reports whether the owner of the guard named guard in ns, of
 // UID uid and with finalizers, was deleted with orphan propagation: it
 // still carries the "orphan" finalizer (the collector has not acted yet),
-// or its marker exists without its reference. It returns the marker then,
-// if there is one. The marker is read from the API server: a cache may not
-// show the collector's change yet.
+// or its marker exists without its reference. It returns the marker, if
+// there is one, read from the API server: a cache may not show the
+// collector's change yet.
 func (g *Guard) orphaned(ctx context.Context, ns, guard string, uid types.UID, finalizers []string) (bool, *corev1.ConfigMap, error) {
 	marker, err := g.readMarker(ctx, ns, guard, uid)
 	if err != nil {
 		return false, nil, err
 	}
-	if marker != nil && (marker.DeletionTimestamp != nil ||
-		slices.ContainsFunc(marker.OwnerReferences, func(r metav1.OwnerReference) bool { return r.UID == uid })) {
-		marker = nil
-	}
-	return marker != nil || slices.Contains(finalizers, metav1.FinalizerOrphanDependents), marker, nil
+	orphan := marker != nil && marker.DeletionTimestamp == nil &&
+		!slices.ContainsFunc(marker.OwnerReferences, func(r metav1.OwnerReference) bool { return r.UID == uid })
+	return orphan || slices.Contains(finalizers, metav1.FinalizerOrphanDependents), marker, nil
 }
 
 // readMarker reads the marker of the guard named guard in ns of the owner
@@ -120,9 +118,12 @@ func (g *Guard) readUncached(ctx context.Context, ns, name string, uid types.UID
 	return cm, nil
 }
 
-// dropMarker deletes an orphaned marker: nothing else does.
+// dropMarker deletes a marker once its guard is released. Left to the
+// garbage collector, a marker still carrying the owner's reference when
+// the owner was released on its "orphan" finalizer would lose the
+// reference moments later and stay for good.
 func (g *Guard) dropMarker(ctx context.Context, marker *corev1.ConfigMap) error {
-	if marker == nil {
+	if marker == nil || marker.DeletionTimestamp != nil {
 		return nil
 	}
 	err := g.client.Delete(ctx, marker, client.Preconditions{UID: &marker.UID})

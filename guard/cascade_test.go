@@ -80,7 +80,9 @@ func TestReleaseFollowsThePropagationPolicy(t *testing.T) {
 // TestReleaseOrphansBeforeTheCollector: an owner deleted with orphan
 // propagation whose finalizer runs before the garbage collector has
 // orphaned its children (no collector here) releases its guard with orphan
-// propagation too, so the children stay whenever the collector comes.
+// propagation too, so the children stay whenever the collector comes. The
+// cascade marker goes with the guard: left, the collector would take the
+// owner's reference off it later and nothing would delete it.
 func TestReleaseOrphansBeforeTheCollector(t *testing.T) {
 	ctx := t.Context()
 	ns := newNamespace(t)
@@ -95,6 +97,11 @@ func TestReleaseOrphansBeforeTheCollector(t *testing.T) {
 	if err != nil || cm.DeletionTimestamp == nil || !slices.Equal(cm.Finalizers, []string{metav1.FinalizerOrphanDependents}) {
 		t.Errorf("the guard after Release: %v, deleting %v, finalizers %q; want deleting with only %q",
 			err, cm.DeletionTimestamp, cm.Finalizers, metav1.FinalizerOrphanDependents)
+	}
+	marker := &corev1.ConfigMap{}
+	err = env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: guard.Name(w) + "-cascade"}, marker)
+	if !apierrors.IsNotFound(err) && (err != nil || marker.DeletionTimestamp == nil) {
+		t.Errorf("the cascade marker after Release: %v, owners %v; want it deleted", err, marker.OwnerReferences)
 	}
 	// Let the guard and its owner go: no collector runs here.
 	testenv.Update(t, env.Client, cm, func(cm *corev1.ConfigMap) { cm.Finalizers = nil })

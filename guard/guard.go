@@ -209,9 +209,9 @@ func (g *Guard) Release(ctx context.Context, owner client.Object) error {
 }
 
 // releaseAs releases guard cm (nil: gone already), named guard in ns, of
-// the owner of UID uid and finalizers, as the owner was deleted: with
-// orphan propagation after an orphan deletion, whose marker it then
-// deletes. It reports whether the children were orphaned.
+// the owner of UID uid and finalizers, as the owner was deleted (with
+// orphan propagation after an orphan deletion), then deletes the owner's
+// marker. It reports whether the children were orphaned.
 func (g *Guard) releaseAs(ctx context.Context, cm *corev1.ConfigMap, ns, guard string, uid types.UID, finalizers []string) (bool, error) {
 	orphan, marker, err := g.orphaned(ctx, ns, guard, uid, finalizers)
 	if err != nil {
