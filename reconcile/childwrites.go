@@ -26,7 +26,7 @@ import (
 //
 // Children created by POST are remembered too (recordCreate): until the
 // cache shows them, EnsureChild takes the POST's response while no watch
-// event of them has arrived (unseencreates.go), or else reads them through
+// event of them has arrived (childunseen.go), or else reads them through
 // the uncached reader, instead of POSTing again (409 AlreadyExists).
 type appliedChildren struct {
 	mu        sync.Mutex

@@ -8,7 +8,8 @@
 // AnnotationPaused, keeps the finalizer, runs Default, Validate and Reconcile,
 // derives Ready, Reconciling and Stalled, and writes the status once, only if
 // it changed, as a server-side apply of the fields it owns. Children and
-// Workflow write children only when a field set differs.
+// Workflow write children only when a field set differs (the child*.go
+// files: EnsureChild reads, decides, then writes).
 //
 // docs/reconciler.md is the reference: the pass step by step, events, options,
 // the requirements on the kind, RBAC, and how it relates to newer

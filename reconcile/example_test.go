@@ -77,7 +77,7 @@ func ExampleWithShard() {
 		panic(err)
 	}
 	_, err = reconcile.SetupWithManager[*testv1.Widget](mgr, &mirrorHooks{children: children},
-		reconcile.WithOwns(&corev1.ConfigMap{}), reconcile.WithShard(ring))
+		reconcile.WithOwns(&corev1.ConfigMap{}), reconcile.WithShard(shard.For(ring)))
 	if err != nil {
 		panic(err)
 	}

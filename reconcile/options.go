@@ -6,18 +6,20 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	"github.com/opkit-dev/opkit/shard"
 	"github.com/opkit-dev/opkit/statusutil"
 )
 
@@ -80,12 +82,7 @@ type setupOptions struct {
 	skipNameCheck *bool
 	controller    controller.Options
 	rawSources    []source.Source
-	shard         *shardOption
-}
-
-type shardOption struct {
-	ring     shard.Ring
-	children []shard.Child
+	shard         Sharding
 }
 
 func defaultOptions(gvk schema.GroupVersionKind) options {
@@ -288,22 +285,20 @@ func WithRawSource(src source.Source) SetupOption {
 	return setupOnlyOption(func(o *setupOptions) { o.rawSources = append(o.rawSources, src) })
 }
 
-// WithShard spreads the kind's objects over the members of ring, each
-// reconciled by the member holding its slot: SetupWithManager adds a
-// shard.Sharder, which labels each object and child with its slot, and
-// wraps the Reconciler in shard.Handoff. The children of WithOwns and
-// WithDependents kinds that Children wrote (they carry
-// AppliedDigestLabel) take their owner's slot; children is any other
-// kind. A child written in a pass carries the slot label; one that makes
-// pods should copy it into its pod template (shard.SlotFrom).
-//
-// The manager's cache must be ring.NewCache(identity, kinds...) with
-// the kind, every child kind and any other kind that follows them (a
-// Deployment's pods); run every replica without leader election. RBAC:
-// Leases in ring.Namespace (get, list, watch, create, patch, delete), get and patch
-// on the kind, patch on its children.
-func WithShard(ring shard.Ring, children ...shard.Child) SetupOption {
-	return setupOnlyOption(func(o *setupOptions) {
-		o.shard = &shardOption{ring: ring, children: children}
-	})
+// Sharding spreads a Reconciler's objects over replicas; shard.For
+// returns one. Package reconcile knows sharding only by this interface.
+type Sharding interface {
+	// Setup adds to mgr what sharding obj's kind needs, with owned the
+	// kinds the Reconciler writes children of (those carrying sel), and
+	// returns r passing only the objects this replica holds.
+	Setup(mgr ctrl.Manager, obj client.Object, owned []client.Object, sel labels.Selector, r crreconcile.Reconciler) (crreconcile.Reconciler, error)
+}
+
+// WithShard spreads the kind's objects over replicas as s says
+// (shard.For). The children of WithOwns and WithDependents kinds that
+// Children wrote take their owner's slot, and a child written in a pass
+// carries the slot label. Run every replica without leader election;
+// docs/sharding.md has the cache and RBAC it needs.
+func WithShard(s Sharding) SetupOption {
+	return setupOnlyOption(func(o *setupOptions) { o.shard = s })
 }

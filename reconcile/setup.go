@@ -19,8 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
-
-	"github.com/opkit-dev/opkit/shard"
 )
 
 // SetupWithManager builds a Reconciler for T with New, using the manager's
@@ -116,25 +114,14 @@ func SetupWithManager[T Object](mgr ctrl.Manager, hooks Hooks[T], opts ...SetupO
 		b = b.WatchesRawSource(src)
 	}
 	var inner crreconcile.Reconciler = r
-	if sh := so.shard; sh != nil {
-		s := &shard.Sharder{Ring: sh.ring, GVK: r.gvk, Children: sh.children}
-		given := map[schema.GroupVersionKind]bool{}
-		for _, c := range sh.children {
-			gvk, err := apiutil.GVKForObject(c.Object, mgr.GetScheme())
-			if err != nil {
-				return nil, fmt.Errorf("reconcile.WithShard: %w", err)
-			}
-			given[gvk] = true
+	if so.shard != nil {
+		objs := make([]client.Object, len(owned))
+		for i, o := range owned {
+			objs[i] = o.obj
 		}
-		for _, o := range owned {
-			if !given[o.gvk] {
-				s.Children = append(s.Children, shard.Child{Object: o.obj, Selector: writtenByChildren})
-			}
-		}
-		if err := s.SetupWithManager(mgr); err != nil {
+		if inner, err = so.shard.Setup(mgr, newObj(), objs, writtenByChildren, r); err != nil {
 			return nil, fmt.Errorf("setting up controller %s: %w", r.opts.name, err)
 		}
-		inner = shard.Handoff(mgr, newObj(), r)
 	}
 	if err := b.Complete(inner); err != nil {
 		return nil, fmt.Errorf("setting up controller %s: %w", r.opts.name, err)

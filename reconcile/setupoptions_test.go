@@ -151,7 +151,7 @@ func TestWithShard(t *testing.T) {
 			return reconcile.Result{}, false
 		}
 		_, err = reconcile.SetupWithManager[*testv1.Widget](mgr, hooks, reconcile.WithName("sharded-"+identity),
-			reconcile.WithOwns(&corev1.ConfigMap{}), reconcile.WithShard(ring))
+			reconcile.WithOwns(&corev1.ConfigMap{}), reconcile.WithShard(shard.For(ring)))
 		testkit.Must(t, err)
 		return testkit.Start(t, "replica "+identity, mgr)
 	}

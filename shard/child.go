@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/opkit-dev/opkit/internal/slotctx"
 )
 
 // Child is a kind whose objects belong to one sharded object each and
@@ -44,19 +46,16 @@ func ControlledBy(gk schema.GroupKind) func(client.Object) (types.NamespacedName
 	}
 }
 
-type slotKey struct{}
-
 // WithSlot returns ctx telling the writers of children that the pass is
 // over an object of slot value, labelled key (Ring.SlotLabel): Handoff
 // gives it to the reconciler it wraps.
 func WithSlot(ctx context.Context, key, value string) context.Context {
-	return context.WithValue(ctx, slotKey{}, [2]string{key, value})
+	return slotctx.With(ctx, key, value)
 }
 
 // SlotFrom returns the label a child written in ctx's pass carries, so
 // that its member's cache sees it at once; a child that makes pods
 // gives their template the label too. ok is false outside Handoff.
 func SlotFrom(ctx context.Context) (key, value string, ok bool) {
-	kv, ok := ctx.Value(slotKey{}).([2]string)
-	return kv[0], kv[1], ok
+	return slotctx.From(ctx)
 }

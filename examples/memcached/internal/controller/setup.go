@@ -138,7 +138,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) (*reconcile.Reconciler[*v1bet
 		opts = append(opts, reconcile.WithSkipNameValidation())
 	}
 	if o.Shard != nil {
-		opts = append(opts, reconcile.WithShard(o.Shard.Ring))
+		opts = append(opts, reconcile.WithShard(shard.For(o.Shard.Ring)))
 	}
 	r, err := reconcile.SetupWithManager[*v1beta1.Memcached](mgr, hooks, opts...)
 	if err != nil {

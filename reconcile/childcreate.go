@@ -49,7 +49,7 @@ func (c *Children) EnsureCreated(ctx context.Context, owner, desired client.Obje
 		c.applied.seen(ck, current)
 	case !apierrors.IsNotFound(err):
 	case unseenCreatesFrom(ctx).unseen(ck):
-		return OperationNone, nil // ours, not in the cache yet (unseencreates.go)
+		return OperationNone, nil // ours, not in the cache yet (childunseen.go)
 	case c.applied.wasCreated(ck) && c.uncached != nil:
 		// Ours and not cached yet, or deleted since: a GET tells.
 		err = c.uncached.Get(ctx, key, current)

@@ -1,0 +1,50 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/opkit-dev/opkit/ownership"
+)
+
+// DeleteChild deletes obj (identified by its name and namespace) if it exists
+// and owner controls it. It reads through the cache first, so deleting a child
+// that is already gone sends no request. An object controlled by another
+// owner is left alone and reported with *ownership.AlreadyControlledError,
+// one without a controller with *ownership.NotControlledError
+// (ownership.IsConflict reports either).
+func (c *Children) DeleteChild(ctx context.Context, owner, obj client.Object) (Operation, error) {
+	if err := c.client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return OperationNone, nil
+		}
+		return OperationNone, fmt.Errorf("reading %s: %w", obj.GetName(), err)
+	}
+	if !obj.GetDeletionTimestamp().IsZero() {
+		return OperationNone, nil
+	}
+	if !ownership.IsControlledBy(obj, owner) {
+		if ctl := metav1.GetControllerOf(obj); ctl != nil {
+			return OperationNone, &ownership.AlreadyControlledError{Object: obj, Owner: *ctl}
+		}
+		return OperationNone, &ownership.NotControlledError{Object: obj}
+	}
+	if gvk, err := apiutil.GVKForObject(obj, c.scheme); err == nil {
+		c.applied.forget(childKey{gvk: gvk, key: client.ObjectKeyFromObject(obj)})
+	}
+	uid := obj.GetUID()
+	err := c.client.Delete(ctx, obj, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	if err != nil && !apierrors.IsNotFound(err) {
+		kind := obj.GetObjectKind().GroupVersionKind().Kind
+		if gvk, gerr := apiutil.GVKForObject(obj, c.scheme); gerr == nil {
+			kind = gvk.Kind
+		}
+		return OperationNone, &ChildWriteError{Operation: OperationDeleted, Kind: kind, Key: client.ObjectKeyFromObject(obj), Err: err}
+	}
+	return OperationDeleted, nil
+}
