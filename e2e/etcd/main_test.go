@@ -24,18 +24,15 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"sigs.k8s.io/e2e-framework/pkg/env"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
-	"sigs.k8s.io/e2e-framework/pkg/envfuncs"
 
 	"github.com/opkit-dev/opkit/e2e/harness"
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
-	"github.com/opkit-dev/opkit/internal/repo"
 )
 
 var testEnv env.Environment
@@ -71,31 +68,15 @@ var refuser net.Listener
 const bootstrapTimeout = 20 * time.Second
 
 func TestMain(m *testing.M) {
-	e, err := harness.New()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e harness:", err)
-		os.Exit(1)
-	}
-	testEnv = e
-	root, err := repo.Root()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	e.Setup(
-		envfuncs.SetupCRDs(filepath.Join(root, "examples/etcd/config/crd/bases"), "*.yaml"),
-		harness.WaitForAPI(v1alpha1.AddToScheme, &v1alpha1.EtcdClusterList{}, &v1alpha1.EtcdBackupList{}),
-		operator.Start(root),
-	)
-	// Registered after the harness's cluster deletion, so it runs after
-	// it; the operator is also killed with this process (Pdeathsig).
-	e.Finish(operator.Stop, func(ctx context.Context, _ *envconf.Config) (context.Context, error) {
-		if refuser != nil {
-			_ = refuser.Close()
-		}
-		return ctx, nil
-	})
-	os.Exit(e.Run(m))
+	harness.Main(m, &testEnv,
+		harness.WithCRDs("examples/etcd/config/crd/bases", v1alpha1.AddToScheme, &v1alpha1.EtcdClusterList{}, &v1alpha1.EtcdBackupList{}),
+		harness.WithOperators(operator),
+		harness.WithFinish(func(ctx context.Context, _ *envconf.Config) (context.Context, error) {
+			if refuser != nil {
+				_ = refuser.Close()
+			}
+			return ctx, nil
+		}))
 }
 
 // refuse accepts connections on l and closes them at once, until l is

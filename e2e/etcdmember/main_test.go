@@ -59,7 +59,6 @@ import (
 
 	"sigs.k8s.io/e2e-framework/pkg/env"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
-	"sigs.k8s.io/e2e-framework/pkg/envfuncs"
 
 	"github.com/opkit-dev/opkit/e2e/harness"
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
@@ -158,31 +157,21 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "etcdmember e2e:", err)
 		os.Exit(1)
 	}
-	e, err := harness.New(harness.WithKwokctlArgs("--enable-crds=PortForward"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e harness:", err)
-		os.Exit(1)
-	}
-	testEnv = e
-	root, err := repo.Root()
-	if err != nil {
+	if repoRoot, err = repo.Root(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	repoRoot = root
 	if claimRoot, err = os.MkdirTemp("", "etcdmember-claims-"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	e.Setup(
-		envfuncs.SetupCRDs(filepath.Join(root, "examples/etcd/config/crd/bases"), "*.yaml"),
-		harness.WaitForAPI(v1alpha1.AddToScheme, &v1alpha1.EtcdClusterList{}, &v1alpha1.EtcdBackupList{}),
-	)
 	// The operators are stopped by their tests, and killed with this
 	// process (Pdeathsig).
-	code := e.Run(m)
-	_ = os.RemoveAll(claimRoot)
-	os.Exit(code)
+	harness.Main(m, &testEnv, harness.WithKwokctlArgs("--enable-crds=PortForward"),
+		harness.WithCRDs("examples/etcd/config/crd/bases", v1alpha1.AddToScheme, &v1alpha1.EtcdClusterList{}, &v1alpha1.EtcdBackupList{}),
+		harness.WithFinish(func(ctx context.Context, _ *envconf.Config) (context.Context, error) {
+			return ctx, os.RemoveAll(claimRoot)
+		}))
 }
 
 // portHolder keeps a loopback TCP port for a member's client URL. While

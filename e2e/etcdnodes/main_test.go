@@ -18,18 +18,14 @@
 package etcdnodes
 
 import (
-	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"sigs.k8s.io/e2e-framework/pkg/env"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
-	"sigs.k8s.io/e2e-framework/pkg/envfuncs"
 
 	"github.com/opkit-dev/opkit/e2e/harness"
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
-	"github.com/opkit-dev/opkit/internal/repo"
 )
 
 var testEnv env.Environment
@@ -44,28 +40,13 @@ var operator = &harness.Operator{
 }
 
 func TestMain(m *testing.M) {
-	e, err := harness.New(harness.WithRealNodes(2), harness.WithoutFakeNodes(),
+	harness.Main(m, &testEnv, harness.WithRealNodes(2), harness.WithoutFakeNodes(),
 		// Kubernetes' node monitor timings instead of kwokctl's, four
 		// times longer, and pods evicted from an unreachable node after
 		// 20 s instead of 5 minutes.
 		harness.WithKwokctlArgs("--heartbeat-factor=0.25",
 			"--extra-args=kube-apiserver=default-unreachable-toleration-seconds=20",
-			"--extra-args=kube-apiserver=default-not-ready-toleration-seconds=20"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e harness:", err)
-		os.Exit(1)
-	}
-	testEnv = e
-	root, err := repo.Root()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	e.Setup(
-		envfuncs.SetupCRDs(filepath.Join(root, "examples/etcd/config/crd/bases"), "*.yaml"),
-		harness.WaitForAPI(v1alpha1.AddToScheme, &v1alpha1.EtcdClusterList{}),
-		operator.Start(root),
-	)
-	e.Finish(operator.Stop)
-	os.Exit(e.Run(m))
+			"--extra-args=kube-apiserver=default-not-ready-toleration-seconds=20"),
+		harness.WithCRDs("examples/etcd/config/crd/bases", v1alpha1.AddToScheme, &v1alpha1.EtcdClusterList{}),
+		harness.WithOperators(operator))
 }

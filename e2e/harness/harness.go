@@ -36,8 +36,9 @@
 //
 //	func TestMain(m *testing.M) { harness.Main(m, &testEnv) }
 //
-// A suite that needs more of its kwok cluster passes options to New, for
-// example WithKwokctlArgs("--enable-crds=PortForward").
+// A suite that needs more of its kwok cluster passes options, for example
+// WithKwokctlArgs("--enable-crds=PortForward"); one that runs an operator
+// as a process adds WithCRDs and WithOperators.
 package harness
 
 import (
@@ -47,11 +48,14 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/e2e-framework/klient/k8s"
 	"sigs.k8s.io/e2e-framework/pkg/env"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/envfuncs"
@@ -95,6 +99,34 @@ type options struct {
 	realNodes   int
 	noFakeNodes bool
 	parallel    int
+	crds        []crds
+	operators   []*Operator
+	finish      []env.Func
+}
+
+type crds struct {
+	dir         string
+	addToScheme func(*runtime.Scheme) error
+	lists       []k8s.ObjectList
+}
+
+// WithCRDs installs the CRDs in dir (relative to the repository's root)
+// once the cluster is up, and waits until the API server serves lists
+// of them (WaitForAPI).
+func WithCRDs(dir string, addToScheme func(*runtime.Scheme) error, lists ...k8s.ObjectList) Option {
+	return func(o *options) { o.crds = append(o.crds, crds{dir, addToScheme, lists}) }
+}
+
+// WithOperators starts ops, in order, after the CRDs, and stops them
+// after the cluster's deletion (each is also killed with this process).
+func WithOperators(ops ...*Operator) Option {
+	return func(o *options) { o.operators = append(o.operators, ops...) }
+}
+
+// WithFinish runs fns after the suite's tests, after the cluster's
+// deletion and the operators' stop.
+func WithFinish(fns ...env.Func) Option {
+	return func(o *options) { o.finish = append(o.finish, fns...) }
 }
 
 // WithKwokctlArgs passes args to `kwokctl create cluster` when the suite
@@ -131,12 +163,40 @@ func WithParallelTests(n int) Option {
 }
 
 // New returns an e2e-framework environment whose setup creates (or reuses) a
-// cluster as described in the package documentation.
+// cluster as described in the package documentation, then installs the
+// suite's CRDs and starts its operators.
 func New(opts ...Option) (env.Environment, error) {
 	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
+	e, err := newCluster(&o)
+	if err != nil {
+		return nil, err
+	}
+	if len(o.crds)+len(o.operators) > 0 {
+		root, err := repo.Root()
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range o.crds {
+			e.Setup(envfuncs.SetupCRDs(filepath.Join(root, c.dir), "*.yaml"), WaitForAPI(c.addToScheme, c.lists...))
+		}
+		for _, op := range o.operators {
+			e.Setup(op.Start(root))
+		}
+	}
+	// Registered after the cluster's deletion, so they run after it.
+	for _, op := range o.operators {
+		e.Finish(op.Stop)
+	}
+	e.Finish(o.finish...)
+	return e, nil
+}
+
+// newCluster returns the environment with the cluster's setup and
+// deletion.
+func newCluster(o *options) (env.Environment, error) {
 	cfg, err := envconf.NewFromFlags()
 	if err != nil {
 		return nil, fmt.Errorf("parsing e2e flags: %w", err)

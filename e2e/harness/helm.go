@@ -67,21 +67,13 @@ func renderChart(ctx context.Context, dir, release, namespace string, values map
 	if err != nil {
 		return nil, fmt.Errorf("rendering the chart %s: %w", dir, err)
 	}
-	r, ok := rel.(*releasev1.Release)
-	if !ok {
-		return nil, errors.New("helm returned a release of an unknown version")
-	}
-	return r, nil
+	return asRelease(rel)
 }
 
 // Install is `helm install` with values. Namespace must exist (helm records
 // the release there first). It returns the release's manifest.
 func (r HelmRelease) Install(ctx context.Context, values map[string]any) (string, error) {
-	ch, err := r.load()
-	if err != nil {
-		return "", err
-	}
-	cfg, err := r.configuration()
+	ch, cfg, err := r.load()
 	if err != nil {
 		return "", err
 	}
@@ -97,11 +89,7 @@ func (r HelmRelease) Install(ctx context.Context, values map[string]any) (string
 
 // Upgrade is `helm upgrade --reuse-values` with values on top.
 func (r HelmRelease) Upgrade(ctx context.Context, values map[string]any) (string, error) {
-	ch, err := r.load()
-	if err != nil {
-		return "", err
-	}
-	cfg, err := r.configuration()
+	ch, cfg, err := r.load()
 	if err != nil {
 		return "", err
 	}
@@ -132,13 +120,14 @@ func (r HelmRelease) Uninstall(_ context.Context) error {
 	return nil
 }
 
-// load reads the chart from disk.
-func (r HelmRelease) load() (chart.Charter, error) {
+// load reads the chart from disk and makes helm's client for it.
+func (r HelmRelease) load() (chart.Charter, *action.Configuration, error) {
 	ch, err := loader.Load(r.Chart)
 	if err != nil {
-		return nil, fmt.Errorf("loading the chart %s: %w", r.Chart, err)
+		return nil, nil, fmt.Errorf("loading the chart %s: %w", r.Chart, err)
 	}
-	return ch, nil
+	cfg, err := r.configuration()
+	return ch, cfg, err
 }
 
 // configuration is helm's client for the release's cluster and namespace,
@@ -162,11 +151,20 @@ func (r HelmRelease) timeout() time.Duration {
 
 // manifest is the rendered manifest of a release helm returned.
 func manifest(rel any) (string, error) {
-	r, ok := rel.(*releasev1.Release)
-	if !ok {
-		return "", errors.New("helm returned a release of an unknown version")
+	r, err := asRelease(rel)
+	if err != nil {
+		return "", err
 	}
 	return r.Manifest, nil
+}
+
+// asRelease is the release helm returned, of the one version it writes.
+func asRelease(rel any) (*releasev1.Release, error) {
+	r, ok := rel.(*releasev1.Release)
+	if !ok {
+		return nil, errors.New("helm returned a release of an unknown version")
+	}
+	return r, nil
 }
 
 // quietLogger drops helm's own log lines; errors come back as errors.

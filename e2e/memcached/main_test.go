@@ -5,18 +5,13 @@
 package memcached
 
 import (
-	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"sigs.k8s.io/e2e-framework/pkg/env"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
-	"sigs.k8s.io/e2e-framework/pkg/envfuncs"
 
 	"github.com/opkit-dev/opkit/e2e/harness"
 	"github.com/opkit-dev/opkit/examples/memcached/api/v1beta1"
-	"github.com/opkit-dev/opkit/internal/repo"
 )
 
 var testEnv env.Environment
@@ -31,24 +26,7 @@ var operator = &harness.Operator{
 }
 
 func TestMain(m *testing.M) {
-	e, err := harness.New()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e harness:", err)
-		os.Exit(1)
-	}
-	testEnv = e
-	root, err := repo.Root()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	e.Setup(
-		envfuncs.SetupCRDs(filepath.Join(root, "examples/memcached/config/crd/bases"), "*.yaml"),
-		harness.WaitForAPI(v1beta1.AddToScheme, &v1beta1.MemcachedList{}),
-		operator.Start(root),
-	)
-	// Registered after the harness's cluster deletion, so it runs after
-	// it; the operator is also killed with this process (Pdeathsig).
-	e.Finish(operator.Stop)
-	os.Exit(e.Run(m))
+	harness.Main(m, &testEnv,
+		harness.WithCRDs("examples/memcached/config/crd/bases", v1beta1.AddToScheme, &v1beta1.MemcachedList{}),
+		harness.WithOperators(operator))
 }

@@ -5,17 +5,13 @@ package shard
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"sigs.k8s.io/e2e-framework/pkg/env"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
-	"sigs.k8s.io/e2e-framework/pkg/envfuncs"
 
 	"github.com/opkit-dev/opkit/e2e/harness"
 	"github.com/opkit-dev/opkit/examples/memcached/api/v1beta1"
-	"github.com/opkit-dev/opkit/internal/repo"
 )
 
 var testEnv env.Environment
@@ -42,27 +38,9 @@ var shards = func() []*harness.Operator {
 }()
 
 func TestMain(m *testing.M) {
-	e, err := harness.New()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e harness:", err)
-		os.Exit(1)
-	}
-	testEnv = e
-	root, err := repo.Root()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	e.Setup(
-		envfuncs.SetupCRDs(filepath.Join(root, "examples/memcached/config/crd/bases"), "*.yaml"),
-		harness.WaitForAPI(v1beta1.AddToScheme, &v1beta1.MemcachedList{}),
-	)
-	for i, s := range shards {
-		if i < 3 {
-			e.Setup(s.Start(root))
-		}
-		// After the cluster's deletion; also killed with this process.
-		e.Finish(s.Stop)
-	}
-	os.Exit(e.Run(m))
+	harness.Main(m, &testEnv,
+		harness.WithCRDs("examples/memcached/config/crd/bases", v1beta1.AddToScheme, &v1beta1.MemcachedList{}),
+		harness.WithOperators(shards[:3]...),
+		// The fourth, started by the test, stops with the others.
+		harness.WithFinish(shards[3].Stop))
 }
