@@ -19,9 +19,11 @@ import (
 // a growing delay, so a namespace held for a minute takes about another to
 // go.
 //
-// Footgun: with ordered namespace deletion (Kubernetes 1.34+) the owner may
-// be deleted only after its held pods, so Finalize would never run: do its
-// work in Reconcile when NamespaceDeleting reports true.
+// Footgun: with ordered namespace deletion (Kubernetes 1.34+) the owner is
+// deleted only after the namespace's pods it may delete are gone, so
+// Finalize runs without them: give reconcile.WithNamespaceDeletion to
+// SetupWithManager, or do Finalize's work in Reconcile when
+// NamespaceDeleting reports true.
 func Policy(name string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
 	p := &admissionregistrationv1.ValidatingAdmissionPolicy{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicy"},

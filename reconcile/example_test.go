@@ -84,6 +84,26 @@ func ExampleWithShard() {
 	_ = mgr.Start(ctrl.SetupSignalHandler())
 }
 
+// Finalize as soon as the Widget's namespace starts going, while the
+// pods it may need are still there; the operator may list and watch
+// namespaces.
+func ExampleWithNamespaceDeletion() {
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{})
+	if err != nil {
+		panic(err)
+	}
+	children, err := reconcile.NewChildren(mgr.GetClient(), mgr.GetScheme())
+	if err != nil {
+		panic(err)
+	}
+	_, err = reconcile.SetupWithManager[*testv1.Widget](mgr, &mirrorHooks{children: children},
+		reconcile.WithOwns(&corev1.ConfigMap{}), reconcile.WithNamespaceDeletion())
+	if err != nil {
+		panic(err)
+	}
+	_ = mgr.Start(ctrl.SetupSignalHandler())
+}
+
 // One pass of a Reconciler against a real API server: the child is created
 // and the status is written once, with Ready derived from Available.
 func ExampleReconciler_Reconcile() {

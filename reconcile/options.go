@@ -83,6 +83,8 @@ type setupOptions struct {
 	controller    controller.Options
 	rawSources    []source.Source
 	shard         Sharding
+	// namespaceDeletion is WithNamespaceDeletion.
+	namespaceDeletion bool
 }
 
 func defaultOptions(gvk schema.GroupVersionKind) options {

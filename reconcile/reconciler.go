@@ -120,9 +120,11 @@ type Reconciler[T Object] struct {
 	newObj   func() T
 	opts     options
 	recorder events.EventRecorder
-	metrics  *metrics
-	writes   ownWrites
-	progress progressDeferrals
+	// namespaces reads namespaces (WithNamespaceDeletion), or is nil.
+	namespaces client.Reader
+	metrics    *metrics
+	writes     ownWrites
+	progress   progressDeferrals
 	// cache, set by SetupWithManager, shows whether the informer already
 	// holds a write when the pass records it (see recordWrites).
 	cache client.Reader
@@ -225,7 +227,12 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req crreconcile.Request) 
 	stale := append(r.writes.overlay(req.NamespacedName, obj, r.opts.finalizer), readRV)
 	before := obj.DeepCopyObject().(T)
 
-	if !obj.GetDeletionTimestamp().IsZero() {
+	going, err := r.namespaceGoing(ctx, obj)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if going || !obj.GetDeletionTimestamp().IsZero() {
+		ctx = context.WithValue(ctx, namespaceGoingKey{}, going)
 		res, err := r.finalize(ctx, before, obj)
 		r.recordWrites(ctx, req.NamespacedName, obj, readRV, stale)
 		return res, err

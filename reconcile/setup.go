@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -112,6 +113,14 @@ func SetupWithManager[T Object](mgr ctrl.Manager, hooks Hooks[T], opts ...SetupO
 	}
 	for _, src := range so.rawSources {
 		b = b.WatchesRawSource(src)
+	}
+	if so.namespaceDeletion {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err := r.watchNamespaces(ctx, mgr, b)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("setting up controller %s: %w", r.opts.name, err)
+		}
 	}
 	var inner crreconcile.Reconciler = r
 	if so.shard != nil {

@@ -1,0 +1,46 @@
+// Package nsgoing reads whether a namespace is being deleted, for
+// package guard's NamespaceDeleting and package reconcile's
+// WithNamespaceDeletion.
+package nsgoing
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Deleting reports whether namespace ns is being deleted (or gone),
+// reading only its metadata through r. A reader that may not get
+// namespaces gets false.
+func Deleting(ctx context.Context, r client.Reader, ns string) (bool, error) {
+	n := New()
+	if err := r.Get(ctx, client.ObjectKey{Name: ns}, n); err != nil {
+		switch {
+		case apierrors.IsNotFound(err):
+			return true, nil
+		case apierrors.IsForbidden(err):
+			return false, nil
+		}
+		return false, fmt.Errorf("reading namespace %s: %w", ns, err)
+	}
+	return n.DeletionTimestamp != nil, nil
+}
+
+// New returns an empty Namespace's metadata, for a metadata-only read
+// or watch.
+func New() *metav1.PartialObjectMetadata {
+	n := &metav1.PartialObjectMetadata{}
+	n.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	return n
+}
+
+// NewList returns an empty list of Namespaces' metadata.
+func NewList() *metav1.PartialObjectMetadataList {
+	l := &metav1.PartialObjectMetadataList{}
+	l.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NamespaceList"))
+	return l
+}

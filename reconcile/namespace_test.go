@@ -1,0 +1,124 @@
+package reconcile_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
+	"github.com/opkit-dev/opkit/internal/testkit"
+	"github.com/opkit-dev/opkit/ownership"
+	"github.com/opkit-dev/opkit/reconcile"
+)
+
+// podHooks keep a pod per Widget that stays, once deleted, until its
+// Widget's Finalize lets it go: a stand-in for a pod Finalize needs (a
+// final backup taken from it) that a node takes a while to stop.
+type podHooks struct {
+	children *reconcile.Children
+	client   client.Client
+	// finalized is 1 once a Finalize found its pod and NamespaceGoing,
+	// -1 once one did not.
+	finalized atomic.Int32
+}
+
+const podKeep = "test.opkit.dev/keep"
+
+func (h *podHooks) Reconcile(ctx context.Context, w *testv1.Widget) reconcile.Result {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: w.Name, Namespace: w.Namespace, Finalizers: []string{podKeep}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "example.com/c"}}}}
+	if _, err := h.children.EnsureChild(ctx, w, pod); err != nil {
+		return reconcile.Retry(err)
+	}
+	return reconcile.Done()
+}
+
+func (h *podHooks) Finalize(ctx context.Context, w *testv1.Widget) reconcile.Result {
+	pod := &corev1.Pod{}
+	err := h.client.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: w.Name}, pod)
+	if client.IgnoreNotFound(err) != nil {
+		return reconcile.Retry(err)
+	}
+	if err == nil && reconcile.NamespaceGoing(ctx) {
+		h.finalized.Store(1)
+	} else {
+		h.finalized.CompareAndSwap(0, -1)
+	}
+	if err == nil {
+		if _, err := ownership.RemoveFinalizer(ctx, h.client, pod, podKeep); client.IgnoreNotFound(err) != nil {
+			return reconcile.Retry(err)
+		}
+	}
+	return reconcile.Done()
+}
+
+// TestNamespaceDeletionRunsFinalize: with ordered namespace deletion the
+// namespace controller deletes a Widget only once the namespace's pods
+// are gone, so a Finalize that needs them (a final backup) finds them
+// gone, or, as here, keeps the namespace for good. WithNamespaceDeletion
+// runs Finalize when the namespace's deletion starts, with the pod there
+// and NamespaceGoing true, and the namespace goes.
+func TestNamespaceDeletionRunsFinalize(t *testing.T) {
+	env.StartControllerManager(t)
+	f := newFixture(t)
+	mgr := f.manager()
+	ch, err := reconcile.NewChildren(mgr.GetClient(), mgr.GetScheme())
+	testkit.Must(t, err)
+	hooks := &podHooks{children: ch, client: mgr.GetClient()}
+	_, err = reconcile.SetupWithManager[*testv1.Widget](mgr, hooks, reconcile.WithName("ns-deletion"),
+		reconcile.WithOwns(&corev1.Pod{}), reconcile.WithNamespaceDeletion())
+	testkit.Must(t, err)
+	testkit.Start(t, "manager", mgr)
+
+	f.createWidget("w", testv1.WidgetSpec{})
+	poll(t, 30*time.Second, "the Widget's pod", func(ctx context.Context) (bool, error) {
+		err := env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "w"}, &corev1.Pod{})
+		return err == nil, client.IgnoreNotFound(err)
+	})
+	testkit.Must(t, env.Client.Delete(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}}))
+	// The namespace controller retries with a growing delay.
+	poll(t, 90*time.Second, "the namespace gone", func(ctx context.Context) (bool, error) {
+		err := env.Client.Get(ctx, client.ObjectKey{Name: f.ns}, &corev1.Namespace{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+	if got := hooks.finalized.Load(); got != 1 {
+		t.Errorf("Finalize found its pod and NamespaceGoing: %v; want both", got == 1)
+	}
+}
+
+// TestNamespaceDeletionNeedsNamespaceAccess: without list on namespaces
+// SetupWithManager fails naming the RBAC, rather than passes waiting on
+// an informer that never syncs.
+func TestNamespaceDeletionNeedsNamespaceAccess(t *testing.T) {
+	f := newFixture(t)
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "no-namespaces", Groups: []string{"system:authenticated"}}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0", Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{f.ns: {}}}})
+	testkit.Must(t, err)
+	_, err = reconcile.SetupWithManager[*testv1.Widget](mgr, &widgetHooks{children: f.children()},
+		reconcile.WithName("ns-deletion-rbac"), reconcile.WithNamespaceDeletion())
+	if err == nil || !strings.Contains(err.Error(), "list and watch on namespaces") || !apierrors.IsForbidden(err) {
+		t.Errorf("SetupWithManager without access to namespaces: %v; want a Forbidden naming the RBAC", err)
+	}
+}
+
+// poll waits up to d for cond, failing t with what it waited for.
+func poll(t *testing.T, d time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, d, true, cond); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
