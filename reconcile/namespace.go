@@ -29,10 +29,12 @@ import (
 // about objects of going namespaces are dropped (the API server refuses
 // them).
 //
-// Namespaces are read from one metadata informer of the manager's cache:
-// RBAC get, list and watch on namespaces, which SetupWithManager checks.
-func WithNamespaceDeletion() SetupOption {
-	return setupOnlyOption(func(o *setupOptions) { o.namespaceDeletion = true })
+// SetupWithManager reads namespaces from one metadata informer of the
+// manager's cache (RBAC: get, list and watch on namespaces, which it
+// checks) and queues a namespace's objects when its deletion starts; New
+// reads them through its client.
+func WithNamespaceDeletion() Option {
+	return reconcilerOption(func(o *options) { o.namespaceDeletion = true })
 }
 
 // NamespaceGoing reports whether the pass of ctx runs because the
@@ -100,7 +102,6 @@ func (r *Reconciler[T]) watchNamespaces(ctx context.Context, mgr ctrl.Manager, b
 	}
 	cache := mgr.GetCache()
 	r.namespaces = cache
-	r.recorder = DropEventsInGoingNamespaces(r.recorder, cache)
 	objectsIn := func(ctx context.Context, ns client.Object) []crreconcile.Request {
 		l := objs.DeepCopyObject().(client.ObjectList)
 		if err := cache.List(ctx, l, client.InNamespace(ns.GetName())); err != nil {

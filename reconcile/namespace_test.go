@@ -7,11 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -120,5 +122,26 @@ func poll(t *testing.T, d time.Duration, what string, cond func(ctx context.Cont
 	t.Helper()
 	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, d, true, cond); err != nil {
 		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// TestDropEventsInGoingNamespaces: events about objects of a namespace
+// being deleted, which the API server refuses (client-go logs each
+// refusal as an error), are dropped; others pass.
+func TestDropEventsInGoingNamespaces(t *testing.T) {
+	f := newFixture(t)
+	inner := events.NewFakeRecorder(10)
+	rec := reconcile.DropEventsInGoingNamespaces(inner, env.Client)
+	obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: f.ns}}
+	rec.Eventf(obj, nil, corev1.EventTypeNormal, "Step", "Act", "while the namespace lives")
+	testkit.Must(t, env.Client.Delete(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}}))
+	rec.Eventf(obj, nil, corev1.EventTypeNormal, "Step", "Act", "while it is being deleted")
+	close(inner.Events)
+	var got []string
+	for e := range inner.Events {
+		got = append(got, e)
+	}
+	if diff := cmp.Diff([]string{"Normal Step while the namespace lives"}, got); diff != "" {
+		t.Errorf("events passed on (-want +got):\n%s", diff)
 	}
 }

@@ -67,6 +67,8 @@ type options struct {
 	// progressDelay defers the first Waiting status of a generation.
 	progressDelay time.Duration
 	readyEvents   ReadyEvents
+	// namespaceDeletion is WithNamespaceDeletion.
+	namespaceDeletion bool
 }
 
 // setupOptions are the settings of SetupWithManager: the Reconciler's, and
@@ -83,8 +85,6 @@ type setupOptions struct {
 	controller    controller.Options
 	rawSources    []source.Source
 	shard         Sharding
-	// namespaceDeletion is WithNamespaceDeletion.
-	namespaceDeletion bool
 }
 
 func defaultOptions(gvk schema.GroupVersionKind) options {

@@ -181,7 +181,12 @@ func build[T Object](c client.Client, scheme *runtime.Scheme, hooks Hooks[T], de
 	case defaultRecorder != nil:
 		rec = defaultRecorder(o.name)
 	}
-	return &Reconciler[T]{client: c, hooks: hooks, gvk: gvk, newObj: newObj, opts: o, recorder: rec, metrics: m, pass: &pass{fieldOwner: o.fieldOwner}}, nil
+	r := &Reconciler[T]{client: c, hooks: hooks, gvk: gvk, newObj: newObj, opts: o, recorder: rec, metrics: m, pass: &pass{fieldOwner: o.fieldOwner}}
+	if o.namespaceDeletion {
+		r.namespaces = c
+		r.recorder = DropEventsInGoingNamespaces(rec, c)
+	}
+	return r, nil
 }
 
 // constructor returns a func allocating a new T, which must be a pointer to a

@@ -258,14 +258,6 @@ func targetVersion(c *v1alpha1.EtcdCluster) string {
 // of spec.tls the members' copy stands in for, it ends Stalled but is
 // looked at again as a healthy pass would be.
 func (h *ClusterHooks) Reconcile(ctx context.Context, c *v1alpha1.EtcdCluster) reconcile.Result {
-	// With ordered namespace deletion (Kubernetes 1.34+) the namespace
-	// controller deletes c only once the pods are gone, and the guard
-	// keeps them: the final work starts with the namespace's deletion.
-	if going, err := h.namespaceGoing(ctx, c.Namespace); err != nil {
-		return reconcile.Retry(err)
-	} else if going {
-		return h.namespaceDeleted(ctx, c)
-	}
 	invalid := invalidFields(c)
 	if c.Status.ClusterToken == "" {
 		c.Status.ClusterToken = string(c.UID)

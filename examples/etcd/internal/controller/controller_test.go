@@ -266,7 +266,7 @@ func (g *rig) startOperator() {
 		t.Fatal(err)
 	}
 	r, err := reconcile.New[*v1alpha1.EtcdCluster](cl, g.scheme, hooks,
-		reconcile.WithFieldOwner(controller.FieldOwner),
+		reconcile.WithFieldOwner(controller.FieldOwner), reconcile.WithNamespaceDeletion(),
 		reconcile.WithConditions(v1alpha1.ConditionAvailable),
 		reconcile.WithNegativePolarityConditions(v1alpha1.ConditionDegraded))
 	if err != nil {

@@ -16,7 +16,6 @@ import (
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/membership"
-	"github.com/opkit-dev/opkit/guard"
 	"github.com/opkit-dev/opkit/operation"
 	"github.com/opkit-dev/opkit/ownership"
 	"github.com/opkit-dev/opkit/reconcile"
@@ -52,10 +51,10 @@ func (h *ClusterHooks) finalBackup(ctx context.Context, c *v1alpha1.EtcdCluster)
 	if b == nil || b.SkipFinalBackup {
 		return reconcile.Done()
 	}
-	going, err := h.namespaceGoing(ctx, c.Namespace)
-	if err != nil {
-		return reconcile.Retry(fmt.Errorf("final backup: %w", err))
-	}
+	// With ordered namespace deletion (Kubernetes 1.34+) the namespace
+	// controller deletes c only once the pods are gone: the Reconciler
+	// (WithNamespaceDeletion) runs Finalize when the namespace goes.
+	going := reconcile.NamespaceGoing(ctx)
 	if going {
 		// Released by an earlier pass once the final backup was taken
 		// (or given up): nothing is held, and the namespace controller
@@ -164,36 +163,6 @@ func (h *ClusterHooks) finalBackupTaken(ctx context.Context, c *v1alpha1.EtcdClu
 	if !going {
 		emit(h.Recorder, c, normal, EventFinalBackupTaken, "Backup", fmt.Sprintf("final backup %s taken at revision %s (%d bytes); the members are deleted next", m.ID, m.Snapshot.ConsistencyPoint, m.Size))
 	}
-}
-
-// namespaceDeleted does Finalize's work for c, whose namespace is being
-// deleted, before c itself is: the final backup, then the guard's release.
-// Ready does not move while the backup is under way, so that no change of
-// it sends an event the namespace would refuse: that wait is a requeue, and
-// once the guard is gone a pass changes nothing. A blocked backup
-// (ReasonFinalBackupBlocked) does change the conditions, to say why.
-func (h *ClusterHooks) namespaceDeleted(ctx context.Context, c *v1alpha1.EtcdCluster) reconcile.Result {
-	if g, err := h.getGuard(ctx, c); err == nil && g == nil {
-		return reconcile.Done()
-	}
-	switch res := h.Finalize(ctx, c); res.Kind() {
-	case reconcile.KindDone, reconcile.KindRequeueAfter:
-		return reconcile.Done()
-	case reconcile.KindWaiting:
-		if res.Reason() == ReasonFinalBackupBlocked {
-			return res
-		}
-		ctrl.LoggerFrom(ctx).Info("namespace being deleted: "+res.Message(), "etcdcluster", klog.KObj(c))
-		return reconcile.RequeueAfter(res.After())
-	default:
-		return res
-	}
-}
-
-// namespaceGoing reports whether namespace ns is being deleted: its pods
-// and claims go with it, and no pod can be created in it again.
-func (h *ClusterHooks) namespaceGoing(ctx context.Context, ns string) (bool, error) {
-	return guard.NamespaceDeleting(ctx, h.apiReader(), ns)
 }
 
 // blockedRequeue is how often a blocked final backup is tried again.

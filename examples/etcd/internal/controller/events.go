@@ -1,16 +1,9 @@
 package controller
 
 import (
-	"context"
-	"time"
-
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/opkit-dev/opkit/guard"
 )
 
 // Event reasons, besides those of membership steps: every membership step
@@ -80,33 +73,3 @@ const (
 	normal  = corev1.EventTypeNormal
 	warning = corev1.EventTypeWarning
 )
-
-// eventTimeout bounds the namespace read of a recorder from
-// DropEventsOfGoingNamespaces.
-const eventTimeout = 5 * time.Second
-
-// DropEventsOfGoingNamespaces returns rec without the events of objects
-// whose namespace is being deleted: the API server refuses them, and
-// client-go logs each refusal as an error. The Reconciler's own event
-// (Ready False, Finalizing) comes while a final backup is taken in such a
-// namespace. It reads the namespace through reader, once per event.
-func DropEventsOfGoingNamespaces(rec events.EventRecorder, reader client.Reader) events.EventRecorder {
-	return goingNamespaces{EventRecorder: rec, reader: reader}
-}
-
-type goingNamespaces struct {
-	events.EventRecorder
-	reader client.Reader
-}
-
-func (r goingNamespaces) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
-	if o, ok := regarding.(metav1.Object); ok && o.GetNamespace() != "" {
-		ctx, cancel := context.WithTimeout(context.Background(), eventTimeout)
-		going, err := guard.NamespaceDeleting(ctx, r.reader, o.GetNamespace())
-		cancel()
-		if err == nil && going {
-			return
-		}
-	}
-	r.EventRecorder.Eventf(regarding, related, eventtype, reason, action, note, args...)
-}

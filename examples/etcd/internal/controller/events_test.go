@@ -5,12 +5,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/events"
 
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
-	"github.com/opkit-dev/opkit/examples/etcd/internal/controller"
 )
 
 // drain returns the events recorded so far.
@@ -82,28 +79,4 @@ func reasons(evs []string) []string {
 		out = append(out, typ+" "+reason)
 	}
 	return out
-}
-
-// TestNoEventsIntoANamespaceBeingDeleted: the operator's recorder drops
-// the events of objects in a namespace being deleted, which the API
-// server refuses (client-go logs each refusal as an error). The final
-// backup taken there sends the Reconciler's Finalizing event.
-func TestNoEventsIntoANamespaceBeingDeleted(t *testing.T) {
-	g := newRig(t)
-	inner := events.NewFakeRecorder(10)
-	rec := controller.DropEventsOfGoingNamespaces(inner, g.c)
-	obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: g.ns}}
-	rec.Eventf(obj, nil, corev1.EventTypeNormal, "Step", "Act", "while the namespace lives")
-	if err := g.c.Delete(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: g.ns}}); err != nil {
-		t.Fatal(err)
-	}
-	rec.Eventf(obj, nil, corev1.EventTypeNormal, "Step", "Act", "while it is being deleted")
-	close(inner.Events)
-	var got []string
-	for e := range inner.Events {
-		got = append(got, e)
-	}
-	if diff := cmp.Diff([]string{"Normal Step while the namespace lives"}, got); diff != "" {
-		t.Errorf("events passed on (-want +got):\n%s", diff)
-	}
 }

@@ -20,8 +20,9 @@ package controller
 // are the clusters' guards (see LabelGuardOf): created, read from the
 // cache, patched (the guard's finalizer) and deleted. A member's PersistentVolume and its node are read
 // (get) only while the member's pod does not run, to tell a node declared
-// gone (see EventMemberNodeLost). A deleted cluster's namespace is read
-// (get) to tell a namespace being deleted (see EventFinalBackupBlocked).
+// gone (see EventMemberNodeLost). Namespaces' metadata is cached (list,
+// watch): the final backup starts when a cluster's namespace starts going
+// (reconcile.WithNamespaceDeletion; see EventFinalBackupBlocked).
 // With --webhook-cert-secret the operator writes its CA into its
 // ValidatingWebhookConfiguration (config/webhook has the Role for the
 // certificate's Secret).
@@ -31,7 +32,8 @@ package controller
 // +kubebuilder:rbac:groups=etcd.opkit.dev,resources=etcdclusters/finalizers;etcdbackups/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=pods;persistentvolumeclaims;services,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;update;delete
-// +kubebuilder:rbac:groups="",resources=namespaces;nodes;persistentvolumes,verbs=get
+// +kubebuilder:rbac:groups="",resources=nodes;persistentvolumes,verbs=get
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch

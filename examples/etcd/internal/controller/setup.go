@@ -112,7 +112,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	if concurrency == 0 {
 		concurrency = 4
 	}
-	rec := DropEventsOfGoingNamespaces(mgr.GetEventRecorder(EventSource), mgr.GetAPIReader())
+	rec := reconcile.DropEventsInGoingNamespaces(mgr.GetEventRecorder(EventSource), mgr.GetClient())
 	// One Runner for both controllers: it keys runs by owner and type.
 	runner := operation.NewRunner(nil)
 	if err := mgr.Add(runner); err != nil {
@@ -132,6 +132,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		reconcile.WithConditions(v1alpha1.ConditionAvailable),
 		reconcile.WithNegativePolarityConditions(v1alpha1.ConditionDegraded),
 		reconcile.WithMaxConcurrentReconciles(concurrency),
+		reconcile.WithNamespaceDeletion(),
 		reconcile.WithEventRecorder(rec))
 	if err != nil {
 		return fmt.Errorf("setting up the EtcdCluster controller: %w", err)

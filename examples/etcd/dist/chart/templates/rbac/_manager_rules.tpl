@@ -18,6 +18,13 @@
   - ""
   resources:
   - namespaces
+  verbs:
+  - get
+  - list
+  - watch
+- apiGroups:
+  - ""
+  resources:
   - nodes
   - persistentvolumes
   verbs:
