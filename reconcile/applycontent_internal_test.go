@@ -31,7 +31,7 @@ func TestApplyContent(t *testing.T) {
 		{"typed",
 			func() client.Object {
 				return &appsv1.Deployment{
-					ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", Labels: map[string]string{"app": "web", AppliedDigestLabel: "0123-abcd"},
+					ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", Labels: map[string]string{"app": "web", LabelAppliedDigest: "0123-abcd"},
 						UID: types.UID("u1"), ResourceVersion: "7", Generation: 2},
 					Spec:   appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
 					Status: appsv1.DeploymentStatus{Replicas: 1},
@@ -46,7 +46,7 @@ func TestApplyContent(t *testing.T) {
 			func() client.Object {
 				u := deployment(map[string]any{
 					"uid": "u1", "resourceVersion": "7", "generation": int64(2), "creationTimestamp": nil,
-					"labels": map[string]any{"app": "web", AppliedDigestLabel: "0123-abcd"},
+					"labels": map[string]any{"app": "web", LabelAppliedDigest: "0123-abcd"},
 				}, selector())
 				u.Object["status"] = map[string]any{"replicas": int64(1)}
 				return u
@@ -61,7 +61,7 @@ func TestApplyContent(t *testing.T) {
 			deployment(map[string]any{}, map[string]any{"replicas": 2, "args": []string{"-a"}}).Object},
 		{"only the digest label: no labels",
 			func() client.Object {
-				return deployment(map[string]any{"labels": map[string]any{AppliedDigestLabel: "0123"}}, selector())
+				return deployment(map[string]any{"labels": map[string]any{LabelAppliedDigest: "0123"}}, selector())
 			},
 			deployment(map[string]any{}, selector()).Object},
 		// As the shape of a POST recorded it before applyContent dropped

@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// AppliedDigestLabel is the label in which EnsureChild records a digest of
+// LabelAppliedDigest is the label in which EnsureChild records a digest of
 // the configuration it applied to a child. A desired object whose digest
 // differs is applied even when the live object carries all its fields: that
 // is how a field the caller stopped setting gets removed.
@@ -26,7 +26,7 @@ import (
 // followed by a dash and a digest of which fields the POST set, until an
 // update sets other fields, and a mark that those fields have been moved
 // after it; read it as opaque.
-const AppliedDigestLabel = "opkit.dev/applied-digest"
+const LabelAppliedDigest = "opkit.dev/applied-digest"
 
 // Operation tells what EnsureChild or DeleteChild did.
 type Operation string
@@ -47,7 +47,7 @@ const (
 // Footguns: a non-pointer number or bool in desired is always compared,
 // even when zero, so set those the server defaults (a Service port's
 // targetPort) or the child is applied on every pass; do not strip or copy
-// AppliedDigestLabel; write children as the field owner only through
+// LabelAppliedDigest; write children as the field owner only through
 // EnsureChild, and serve their kind from the cache (WithOwns).
 type Children struct {
 	client     client.Client

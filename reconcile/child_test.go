@@ -95,8 +95,8 @@ func TestEnsureChild(t *testing.T) {
 	// The digest is a label: the Deployment controller copies a
 	// Deployment's annotations to its ReplicaSets, and a digest annotation
 	// would cost a ReplicaSet write on every change.
-	if live.Labels[reconcile.AppliedDigestLabel] == "" {
-		t.Errorf("labels %v have no %s", live.Labels, reconcile.AppliedDigestLabel)
+	if live.Labels[reconcile.LabelAppliedDigest] == "" {
+		t.Errorf("labels %v have no %s", live.Labels, reconcile.LabelAppliedDigest)
 	}
 	if len(live.Annotations) != 0 {
 		t.Errorf("annotations = %v, want none: EnsureChild adds none of its own", live.Annotations)
@@ -107,7 +107,7 @@ func TestEnsureChild(t *testing.T) {
 	// annotation of the same name, is applied once more; that removes the
 	// annotation (our field manager owned it).
 	old := desiredDeployment(f.ns, "web:2")
-	old.Annotations = map[string]string{reconcile.AppliedDigestLabel: "0123456789abcdef01234567"}
+	old.Annotations = map[string]string{reconcile.LabelAppliedDigest: "0123456789abcdef01234567"}
 	testkit.Must(t, ownership.SetControllerReference(owner, old, env.Scheme))
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(old)
 	testkit.Must(t, err)
@@ -118,12 +118,12 @@ func TestEnsureChild(t *testing.T) {
 	unstructured.RemoveNestedField(oldApply.Object, "status")
 	testkit.Must(t, env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(oldApply), client.FieldOwner("opkit-widget"), client.ForceOwnership))
 	testkit.Must(t, env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "web"}, live))
-	if _, ok := live.Labels[reconcile.AppliedDigestLabel]; ok {
+	if _, ok := live.Labels[reconcile.LabelAppliedDigest]; ok {
 		t.Fatalf("the old-style apply left the digest label: %v", live.Labels)
 	}
 	ensure(desiredDeployment(f.ns, "web:2"), reconcile.OperationUpdated, 1)
 	testkit.Must(t, env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "web"}, live))
-	if _, ok := live.Annotations[reconcile.AppliedDigestLabel]; ok || live.Labels[reconcile.AppliedDigestLabel] == "" {
+	if _, ok := live.Annotations[reconcile.LabelAppliedDigest]; ok || live.Labels[reconcile.LabelAppliedDigest] == "" {
 		t.Errorf("after re-apply: annotations %v, labels %v; want the digest in the labels only", live.Annotations, live.Labels)
 	}
 	ensure(desiredDeployment(f.ns, "web:2"), reconcile.OperationNone, 0)
@@ -172,7 +172,7 @@ func TestEnsureChildRestoresOwnerReferences(t *testing.T) {
 // TestEnsureChildAdoptsOnlyWhenAsked: an existing object with the child's
 // name and no controller may be someone else's (or hold an old owner's
 // data): EnsureChild refuses it, without a write, unless the call says
-// AdoptOrphan.
+// WithOrphanAdoption.
 func TestEnsureChildAdoptsOnlyWhenAsked(t *testing.T) {
 	f := newFixture(t)
 	ch := f.children()
@@ -191,7 +191,7 @@ func TestEnsureChildAdoptsOnlyWhenAsked(t *testing.T) {
 	f.wantWrites(0)
 
 	// Asked to, it adopts the orphan.
-	op, err := ch.EnsureChild(ctx, owner, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "orphan", Namespace: f.ns}, Data: map[string]string{"k": "v"}}, reconcile.AdoptOrphan())
+	op, err := ch.EnsureChild(ctx, owner, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "orphan", Namespace: f.ns}, Data: map[string]string{"k": "v"}}, reconcile.WithOrphanAdoption())
 	if err != nil || op != reconcile.OperationUpdated {
 		t.Fatalf("adopting an orphan: %s, %v", op, err)
 	}
@@ -211,9 +211,9 @@ func TestEnsureChildAdoptsOnlyWhenAsked(t *testing.T) {
 		t.Fatalf("EnsureChild on another's child: err = %v, want *ownership.AlreadyControlledError", err)
 	}
 	f.wantWrites(0)
-	_, err = ch.EnsureChild(ctx, owner, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "theirs", Namespace: f.ns}}, reconcile.AdoptOrphan())
+	_, err = ch.EnsureChild(ctx, owner, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "theirs", Namespace: f.ns}}, reconcile.WithOrphanAdoption())
 	if !errors.As(err, &ace) {
-		t.Fatalf("AdoptOrphan took another's child: err = %v", err)
+		t.Fatalf("WithOrphanAdoption took another's child: err = %v", err)
 	}
 
 	// Bad input names the problem.
@@ -374,7 +374,7 @@ func TestEnsureChildCreatesWithOnePost(t *testing.T) {
 	if d.UID == "" || d.UID != live.UID || d.ResourceVersion != live.ResourceVersion {
 		t.Errorf("desired after the create: uid %q rv %q, want the live object's %q %q", d.UID, d.ResourceVersion, live.UID, live.ResourceVersion)
 	}
-	if !metav1.IsControlledBy(live, owner) || live.Labels[reconcile.AppliedDigestLabel] == "" {
+	if !metav1.IsControlledBy(live, owner) || live.Labels[reconcile.LabelAppliedDigest] == "" {
 		t.Errorf("created child: owners %v, labels %v; want controlled by the owner, with the digest label", live.OwnerReferences, live.Labels)
 	}
 }

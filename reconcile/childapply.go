@@ -19,7 +19,7 @@ import (
 //
 // ac must carry apiVersion, kind, name and, if namespaced, the owner's
 // namespace, as the generated constructors set them.
-func (c *Children) EnsureApplied(ctx context.Context, owner client.Object, ac runtime.ApplyConfiguration, opts ...ChildOption) (client.Object, Operation, error) {
+func (c *Children) EnsureApplied(ctx context.Context, owner client.Object, ac runtime.ApplyConfiguration, opts ...EnsureOption) (client.Object, Operation, error) {
 	u, typed, err := c.fromApplyConfiguration(ac)
 	if err != nil {
 		return nil, OperationNone, err

@@ -117,8 +117,8 @@ func applyContent(desired client.Object, apiVersion, kind string) (*unstructured
 			delete(meta, k)
 		}
 		if labels, ok := meta["labels"].(map[string]any); ok {
-			if _, tagged := labels[AppliedDigestLabel]; tagged {
-				delete(labels, AppliedDigestLabel)
+			if _, tagged := labels[LabelAppliedDigest]; tagged {
+				delete(labels, LabelAppliedDigest)
 				if len(labels) == 0 {
 					delete(meta, "labels")
 				}
@@ -137,9 +137,9 @@ func applyContent(desired client.Object, apiVersion, kind string) (*unstructured
 // digits, a valid label value.
 func appliedDigest(desired client.Object) (string, error) {
 	if labels := desired.GetLabels(); labels != nil {
-		if old, ok := labels[AppliedDigestLabel]; ok {
-			delete(labels, AppliedDigestLabel)
-			defer func() { labels[AppliedDigestLabel] = old }()
+		if old, ok := labels[LabelAppliedDigest]; ok {
+			delete(labels, LabelAppliedDigest)
+			defer func() { labels[LabelAppliedDigest] = old }()
 		}
 	}
 	b, err := json.Marshal(desired)

@@ -16,8 +16,8 @@ import (
 	"github.com/opkit-dev/opkit/ownership"
 )
 
-// ChildOption configures one EnsureChild call.
-type ChildOption func(*childOptions)
+// EnsureOption configures one EnsureChild call.
+type EnsureOption func(*childOptions)
 
 type childOptions struct {
 	adopt bool
@@ -26,12 +26,12 @@ type childOptions struct {
 	readAs client.Object
 }
 
-// AdoptOrphan lets EnsureChild take over an existing object with the
+// WithOrphanAdoption lets EnsureChild take over an existing object with the
 // child's name that has no controller (it becomes the owner's child).
 // Without it such an object is refused with *ownership.NotControlledError.
 // Adopt only what cannot hold someone else's data: a recreated owner
 // adopting the orphaned claim of an earlier one would serve that data.
-func AdoptOrphan() ChildOption {
+func WithOrphanAdoption() EnsureOption {
 	return func(o *childOptions) { o.adopt = true }
 }
 
@@ -44,9 +44,9 @@ func AdoptOrphan() ChildOption {
 // It refuses, with *ownership.AlreadyControlledError, a child another
 // controller controls, and, with *ownership.NotControlledError, an
 // existing object of that name without a controller unless the call
-// passes AdoptOrphan. Either refusal writes nothing: report it (a
+// passes WithOrphanAdoption. Either refusal writes nothing: report it (a
 // condition naming the object) rather than retrying quickly.
-func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object, opts ...ChildOption) (Operation, error) {
+func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object, opts ...EnsureOption) (Operation, error) {
 	w, err := c.newChildWrite(ctx, owner, desired, opts)
 	if err != nil {
 		return OperationNone, err
@@ -88,7 +88,7 @@ type childWrite struct {
 	fieldOwner string
 }
 
-func (c *Children) newChildWrite(ctx context.Context, owner, desired client.Object, opts []ChildOption) (*childWrite, error) {
+func (c *Children) newChildWrite(ctx context.Context, owner, desired client.Object, opts []EnsureOption) (*childWrite, error) {
 	w := &childWrite{c: c, owner: owner, desired: desired}
 	for _, opt := range opts {
 		opt(&w.opts)
@@ -182,7 +182,7 @@ func (w *childWrite) decide(ctx context.Context, current client.Object, cached b
 	case ctl == nil && !w.opts.adopt:
 		return childPlan{}, &ownership.NotControlledError{Object: current}
 	}
-	liveDigest, postShape := parseDigestLabel(current.GetLabels()[AppliedDigestLabel])
+	liveDigest, postShape := parseDigestLabel(current.GetLabels()[LabelAppliedDigest])
 	if ownership.IsControlledBy(current, w.owner) && liveDigest == w.digest && matches(w.desired, current) && ofSlot(ctx, current) {
 		if cached {
 			w.c.applied.seen(w.ck, current)
@@ -230,7 +230,7 @@ func (w *childWrite) apply(ctx context.Context, p childPlan) (Operation, error) 
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	labels[AppliedDigestLabel] = digestLabel(w.digest, p.postShape)
+	labels[LabelAppliedDigest] = digestLabel(w.digest, p.postShape)
 	stampSlot(ctx, labels)
 	u.SetLabels(labels)
 	if err := w.c.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),

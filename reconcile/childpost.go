@@ -33,7 +33,7 @@ func (c *Children) create(ctx context.Context, desired client.Object, ck childKe
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	labels[AppliedDigestLabel] = digestLabel(digest, shape)
+	labels[LabelAppliedDigest] = digestLabel(digest, shape)
 	stampSlot(ctx, labels)
 	obj.SetLabels(labels)
 	unseen := unseenCreatesFrom(ctx)

@@ -165,7 +165,7 @@ func TestConcurrentWriters(t *testing.T) {
 	if got.Status.ObservedGeneration != got.Generation || got.Status.Replicas != got.Spec.Replicas {
 		t.Errorf("status %+v does not reflect generation %d / replicas %d", got.Status, got.Generation, got.Spec.Replicas)
 	}
-	if !statusutil.IsTrue(got, statusutil.ReadyCondition) {
+	if !statusutil.IsTrue(got, statusutil.ConditionReady) {
 		t.Errorf("Ready not True at the end: %+v", conditionsOf(got))
 	}
 }

@@ -46,7 +46,7 @@ type Dependent[P Object, C client.Object] struct {
 	// (Children.EnsureCreated): for a Job or another one-shot object.
 	CreateOnly bool
 	// Adopt lets the Workflow take over an existing object of the child's
-	// name that has no controller (AdoptOrphan); without it such an
+	// name that has no controller (WithOrphanAdoption); without it such an
 	// object is refused.
 	Adopt bool
 	// Applied, if set, is called after each apply with the live child, the
@@ -154,9 +154,9 @@ func (d *Dependent[P, C]) reconcile(ctx context.Context, wp *workflowPass[P]) de
 			}
 		}
 	}
-	var opts []ChildOption
+	var opts []EnsureOption
 	if d.Adopt {
-		opts = append(opts, AdoptOrphan())
+		opts = append(opts, WithOrphanAdoption())
 	}
 	var op Operation
 	switch {

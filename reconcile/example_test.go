@@ -155,7 +155,7 @@ func ExampleResult() {
 		// Fixed outside the object, which no watch reports: look again.
 		reconcile.Terminal("SecretInvalid", fmt.Errorf("secret %q has no tls.key", "peer")).RecheckAfter(time.Minute),
 	} {
-		fmt.Printf("%s after=%v message=%q\n", r.Kind(), r.After(), r.Message())
+		fmt.Printf("%s after=%v message=%q\n", r.Outcome(), r.After(), r.Message())
 	}
 	// Output:
 	// done after=0s message=""

@@ -57,7 +57,7 @@ func TestLazyKeepsAScaffoldedTestWorking(t *testing.T) {
 		}
 	}
 	w := f.get("w")
-	if !statusutil.IsTrue(w, statusutil.ReadyCondition) || w.Status.ObservedGeneration != w.Generation {
+	if !statusutil.IsTrue(w, statusutil.ConditionReady) || w.Status.ObservedGeneration != w.Generation {
 		t.Errorf("status = %+v, want Ready and observedGeneration %d", w.Status, w.Generation)
 	}
 	first, err := r.opkit.Get(func() (*reconcile.Reconciler[*testv1.Widget], error) {
@@ -108,7 +108,7 @@ func ExampleLazy() {
 	fmt.Println("error:", err)
 
 	_ = env.Client.Get(ctx, client.ObjectKeyFromObject(w), w)
-	fmt.Println("Ready:", statusutil.IsTrue(w, statusutil.ReadyCondition))
+	fmt.Println("Ready:", statusutil.IsTrue(w, statusutil.ConditionReady))
 	// Output:
 	// error: <nil>
 	// Ready: true

@@ -69,7 +69,7 @@ func TestWithManager(t *testing.T) {
 
 	f.createWidget("w", testv1.WidgetSpec{Replicas: 1, Message: "m"})
 	waitFor(t, f, "w", func(w *testv1.Widget) bool {
-		return w.Status.ObservedGeneration == 1 && statusutil.IsTrue(w, statusutil.ReadyCondition)
+		return w.Status.ObservedGeneration == 1 && statusutil.IsTrue(w, statusutil.ConditionReady)
 	})
 
 	// Steady state: let every watch event settle, then nothing may be
@@ -160,7 +160,7 @@ func TestResyncCostsNoPass(t *testing.T) {
 	for _, name := range []string{"a", "b"} {
 		f.createWidget(name, testv1.WidgetSpec{Replicas: 1, Message: "m"})
 		waitFor(t, f, name, func(w *testv1.Widget) bool {
-			return w.Status.ObservedGeneration == 1 && statusutil.IsTrue(w, statusutil.ReadyCondition)
+			return w.Status.ObservedGeneration == 1 && statusutil.IsTrue(w, statusutil.ConditionReady)
 		})
 	}
 	time.Sleep(time.Second) // the last writes' watch events
@@ -309,7 +309,7 @@ func TestOwnWritesForgottenOnceCached(t *testing.T) {
 
 	f.createWidget("w", testv1.WidgetSpec{Replicas: 1})
 	waitFor(t, f, "w", func(w *testv1.Widget) bool {
-		return w.Status.ObservedGeneration == 1 && statusutil.IsTrue(w, statusutil.ReadyCondition)
+		return w.Status.ObservedGeneration == 1 && statusutil.IsTrue(w, statusutil.ConditionReady)
 	})
 	time.Sleep(time.Second) // the passes of the child's events
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "poke", Namespace: f.ns}}
@@ -339,7 +339,7 @@ func TestCreatesForgottenOnceSeen(t *testing.T) {
 
 	f.createWidget("w", testv1.WidgetSpec{Replicas: 1})
 	waitFor(t, f, "w", func(w *testv1.Widget) bool {
-		return w.Status.ObservedGeneration == 1 && statusutil.IsTrue(w, statusutil.ReadyCondition)
+		return w.Status.ObservedGeneration == 1 && statusutil.IsTrue(w, statusutil.ConditionReady)
 	})
 	err = wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
 		return reconcile.UnseenCreatesHeld(r) == 0, nil

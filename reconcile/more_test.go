@@ -69,13 +69,13 @@ func TestNegativePolarityCondition(t *testing.T) {
 	r := newReconciler(t, f, hooks, reconcile.WithNegativePolarityConditions("Degraded"))
 	f.createWidget("w", testv1.WidgetSpec{})
 	f.mustPass(r, "w")
-	ready := statusutil.Get(f.get("w"), statusutil.ReadyCondition)
+	ready := statusutil.Get(f.get("w"), statusutil.ConditionReady)
 	if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != "ReplicaLost" {
 		t.Errorf("Ready with Degraded=True: %+v, want False/ReplicaLost", ready)
 	}
 	degraded = false
 	f.mustPass(r, "w")
-	if !statusutil.IsTrue(f.get("w"), statusutil.ReadyCondition) {
+	if !statusutil.IsTrue(f.get("w"), statusutil.ConditionReady) {
 		t.Errorf("Ready with Degraded=False: %+v, want True", conditionsOf(f.get("w")))
 	}
 }
@@ -95,7 +95,7 @@ func TestTerminalFinalizeKeepsFinalizerWithoutRetry(t *testing.T) {
 		t.Fatalf("terminal Finalize: %+v, %v; want a terminal error and no requeue", res, err)
 	}
 	w := f.get("w")
-	if !controllerutil.ContainsFinalizer(w, finalizer) || !statusutil.IsTrue(w, statusutil.StalledCondition) {
+	if !controllerutil.ContainsFinalizer(w, finalizer) || !statusutil.IsTrue(w, statusutil.ConditionStalled) {
 		t.Errorf("want the finalizer kept and Stalled=True, got finalizers %v conditions %+v", w.Finalizers, conditionsOf(w))
 	}
 	// Clean up: the next (successful) Finalize releases it.
@@ -161,23 +161,23 @@ func TestRequeueBy(t *testing.T) {
 		name  string
 		r     reconcile.Result
 		d     time.Duration
-		kind  reconcile.Kind
+		kind  reconcile.Outcome
 		after time.Duration
 	}{
-		{"done takes the schedule", reconcile.Done(), time.Hour, reconcile.KindRequeueAfter, time.Hour},
-		{"a sooner requeue stays", reconcile.RequeueAfter(time.Minute), time.Hour, reconcile.KindRequeueAfter, time.Minute},
-		{"a later requeue comes sooner", reconcile.RequeueAfter(2 * time.Hour), time.Hour, reconcile.KindRequeueAfter, time.Hour},
-		{"a wait keeps the sooner", reconcile.Waiting("R", "m", time.Minute), time.Hour, reconcile.KindWaiting, time.Minute},
-		{"a wait for a change gets a deadline", reconcile.WaitingForChange("R", "m"), time.Hour, reconcile.KindWaiting, time.Hour},
-		{"terminal is rechecked at the schedule", reconcile.Terminal("R", nil), time.Hour, reconcile.KindTerminal, time.Hour},
-		{"a retry is left to its backoff", reconcile.Retry(nil), time.Hour, reconcile.KindRetry, 0},
-		{"a due schedule waits a second", reconcile.Done(), -time.Minute, reconcile.KindRequeueAfter, time.Second},
+		{"done takes the schedule", reconcile.Done(), time.Hour, reconcile.OutcomeRequeueAfter, time.Hour},
+		{"a sooner requeue stays", reconcile.RequeueAfter(time.Minute), time.Hour, reconcile.OutcomeRequeueAfter, time.Minute},
+		{"a later requeue comes sooner", reconcile.RequeueAfter(2 * time.Hour), time.Hour, reconcile.OutcomeRequeueAfter, time.Hour},
+		{"a wait keeps the sooner", reconcile.Waiting("R", "m", time.Minute), time.Hour, reconcile.OutcomeWaiting, time.Minute},
+		{"a wait for a change gets a deadline", reconcile.WaitingForChange("R", "m"), time.Hour, reconcile.OutcomeWaiting, time.Hour},
+		{"terminal is rechecked at the schedule", reconcile.Terminal("R", nil), time.Hour, reconcile.OutcomeTerminal, time.Hour},
+		{"a retry is left to its backoff", reconcile.Retry(nil), time.Hour, reconcile.OutcomeRetry, 0},
+		{"a due schedule waits a second", reconcile.Done(), -time.Minute, reconcile.OutcomeRequeueAfter, time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := tt.r.RequeueBy(tt.d)
-			if got.Kind() != tt.kind || got.After() != tt.after || got.Reason() != tt.r.Reason() || got.Message() != tt.r.Message() {
-				t.Errorf("RequeueBy(%v) = %s after %v (%q, %q), want %s after %v", tt.d, got.Kind(), got.After(), got.Reason(), got.Message(), tt.kind, tt.after)
+			if got.Outcome() != tt.kind || got.After() != tt.after || got.Reason() != tt.r.Reason() || got.Message() != tt.r.Message() {
+				t.Errorf("RequeueBy(%v) = %s after %v (%q, %q), want %s after %v", tt.d, got.Outcome(), got.After(), got.Reason(), got.Message(), tt.kind, tt.after)
 			}
 		})
 	}
@@ -187,44 +187,44 @@ func TestResultConstructors(t *testing.T) {
 	tests := []struct {
 		name        string
 		r           reconcile.Result
-		kind        reconcile.Kind
+		kind        reconcile.Outcome
 		after       time.Duration
 		reason, msg string
 		wantErr     bool
 	}{
-		{"zero value is done", reconcile.Result{}, reconcile.KindDone, 0, "", "", false},
-		{"requeue after 0 is done", reconcile.RequeueAfter(0), reconcile.KindDone, 0, "", "", false},
-		{"requeue after", reconcile.RequeueAfter(time.Minute), reconcile.KindRequeueAfter, time.Minute, "", "", false},
-		{"waiting default delay", reconcile.Waiting("R", "m", -1), reconcile.KindWaiting, reconcile.DefaultWaitingRequeue, "R", "m", false},
-		{"waiting for a change has no delay", reconcile.WaitingForChange("R", "m"), reconcile.KindWaiting, 0, "R", "m", false},
-		{"retry nil is still an error", reconcile.Retry(nil), reconcile.KindRetry, 0, "", "retry requested", true},
-		{"terminal nil is still an error", reconcile.Terminal("R", nil), reconcile.KindTerminal, 0, "R", "terminal failure", true},
-		{"terminal rechecked", reconcile.Terminal("R", nil).RecheckAfter(time.Minute), reconcile.KindTerminal, time.Minute, "R", "terminal failure", true},
-		{"recheck after 0 stays terminal", reconcile.Terminal("R", nil).RecheckAfter(0), reconcile.KindTerminal, 0, "R", "terminal failure", true},
+		{"zero value is done", reconcile.Result{}, reconcile.OutcomeDone, 0, "", "", false},
+		{"requeue after 0 is done", reconcile.RequeueAfter(0), reconcile.OutcomeDone, 0, "", "", false},
+		{"requeue after", reconcile.RequeueAfter(time.Minute), reconcile.OutcomeRequeueAfter, time.Minute, "", "", false},
+		{"waiting default delay", reconcile.Waiting("R", "m", -1), reconcile.OutcomeWaiting, reconcile.DefaultWaitingRequeue, "R", "m", false},
+		{"waiting for a change has no delay", reconcile.WaitingForChange("R", "m"), reconcile.OutcomeWaiting, 0, "R", "m", false},
+		{"retry nil is still an error", reconcile.Retry(nil), reconcile.OutcomeRetry, 0, "", "retry requested", true},
+		{"terminal nil is still an error", reconcile.Terminal("R", nil), reconcile.OutcomeTerminal, 0, "R", "terminal failure", true},
+		{"terminal rechecked", reconcile.Terminal("R", nil).RecheckAfter(time.Minute), reconcile.OutcomeTerminal, time.Minute, "R", "terminal failure", true},
+		{"recheck after 0 stays terminal", reconcile.Terminal("R", nil).RecheckAfter(0), reconcile.OutcomeTerminal, 0, "R", "terminal failure", true},
 		// Rechecking anything but a Terminal result is a mistake: a retry
 		// whose error says so, never a silent no-op.
-		{"recheck of a wait for a change", reconcile.WaitingForChange("R", "m").RecheckAfter(time.Minute), reconcile.KindRetry, 0, "",
+		{"recheck of a wait for a change", reconcile.WaitingForChange("R", "m").RecheckAfter(time.Minute), reconcile.OutcomeRetry, 0, "",
 			"reconcile: RecheckAfter on a result that is not Terminal: RecheckAfter(1m0s) on waiting (R: m); Waiting and RequeueAfter take their delay as an argument", true},
-		{"recheck of a wait", reconcile.Waiting("R", "m", time.Second).RecheckAfter(time.Minute), reconcile.KindRetry, 0, "",
+		{"recheck of a wait", reconcile.Waiting("R", "m", time.Second).RecheckAfter(time.Minute), reconcile.OutcomeRetry, 0, "",
 			"reconcile: RecheckAfter on a result that is not Terminal: RecheckAfter(1m0s) on waiting (R: m); Waiting and RequeueAfter take their delay as an argument", true},
-		{"recheck of a retry", reconcile.Retry(nil).RecheckAfter(time.Minute), reconcile.KindRetry, 0, "",
+		{"recheck of a retry", reconcile.Retry(nil).RecheckAfter(time.Minute), reconcile.OutcomeRetry, 0, "",
 			"reconcile: RecheckAfter on a result that is not Terminal: RecheckAfter(1m0s) on retry (retry requested); a Retry's backoff belongs to the controller", true},
-		{"recheck of done", reconcile.Done().RecheckAfter(0), reconcile.KindRetry, 0, "",
+		{"recheck of done", reconcile.Done().RecheckAfter(0), reconcile.OutcomeRetry, 0, "",
 			"reconcile: RecheckAfter on a result that is not Terminal: RecheckAfter(0s) on done; Waiting and RequeueAfter take their delay as an argument", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := tt.r
-			if r.Kind() != tt.kind || r.After() != tt.after || r.Reason() != tt.reason || r.Message() != tt.msg || (r.Err() != nil) != tt.wantErr {
-				t.Errorf("got kind %s after %v reason %q message %q err %v", r.Kind(), r.After(), r.Reason(), r.Message(), r.Err())
+			if r.Outcome() != tt.kind || r.After() != tt.after || r.Reason() != tt.reason || r.Message() != tt.msg || (r.Err() != nil) != tt.wantErr {
+				t.Errorf("got kind %s after %v reason %q message %q err %v", r.Outcome(), r.After(), r.Reason(), r.Message(), r.Err())
 			}
 			if misuse := strings.Contains(tt.msg, "not Terminal"); errors.Is(r.Err(), reconcile.ErrRecheckNotTerminal) != misuse {
 				t.Errorf("errors.Is(%v, ErrRecheckNotTerminal) = %v, want %v", r.Err(), !misuse, misuse)
 			}
 		})
 	}
-	if s := reconcile.Kind(42).String(); s != "Kind(42)" {
-		t.Errorf("unknown kind String = %q", s)
+	if s := reconcile.Outcome(42).String(); s != "Outcome(42)" {
+		t.Errorf("unknown outcome String = %q", s)
 	}
 }
 
@@ -249,7 +249,7 @@ func TestWaitingReady(t *testing.T) {
 			if _, err := f.pass(r, "w"); err != nil {
 				t.Fatal(err)
 			}
-			if got := statusutil.Get(f.get("w"), statusutil.ReadyCondition); got == nil || got.Status != tt.want {
+			if got := statusutil.Get(f.get("w"), statusutil.ConditionReady); got == nil || got.Status != tt.want {
 				t.Errorf("Ready = %+v, want %s", got, tt.want)
 			}
 		})

@@ -71,8 +71,8 @@ func TestPause(t *testing.T) {
 	wantConditions(t, w, []condition{
 		{"Available", "True", "ChildCreated", "", 1},
 		{reconcile.ConditionPaused, "True", reconcile.ReasonPaused, pausedMessage, 2},
-		{statusutil.ReadyCondition, "Unknown", reconcile.ReasonPaused, pausedMessage, 2},
-		{statusutil.ReconcilingCondition, "True", reconcile.ReasonPaused, pausedMessage, 2},
+		{statusutil.ConditionReady, "Unknown", reconcile.ReasonPaused, pausedMessage, 2},
+		{statusutil.ConditionReconciling, "True", reconcile.ReasonPaused, pausedMessage, 2},
 	})
 	if w.Status.ObservedGeneration != 1 {
 		t.Errorf("observedGeneration = %d while paused, want 1 (the spec change is not acted on)", w.Status.ObservedGeneration)
@@ -96,7 +96,7 @@ func TestPause(t *testing.T) {
 	}
 	wantConditions(t, w, []condition{
 		{"Available", "True", "ChildCreated", "", 2},
-		{statusutil.ReadyCondition, "True", statusutil.ReasonSucceeded, "", 2},
+		{statusutil.ConditionReady, "True", statusutil.ReasonSucceeded, "", 2},
 	})
 	if diff := cmp.Diff([]string{"Normal Resumed", "Normal Ready"}, drainEvents(rec)); diff != "" {
 		t.Errorf("events on resume (-want +got):\n%s", diff)

@@ -60,7 +60,7 @@ func (r *Reconciler[T]) deferProgress(key types.NamespacedName, before, after T,
 	}
 	gen := after.GetGeneration()
 	// A resumed object must lose Paused at once.
-	if res.kind != KindWaiting || before.GetObservedGeneration() >= gen || wasPaused(before) {
+	if res.kind != OutcomeWaiting || before.GetObservedGeneration() >= gen || wasPaused(before) {
 		r.progress.forget(key)
 		return 0, false
 	}

@@ -57,7 +57,7 @@ func TestProgressDelay(t *testing.T) {
 				}
 			}
 			w := f.get("w")
-			if got := statusutil.Get(w, statusutil.ReadyCondition); got == nil || string(got.Status) != tt.ready {
+			if got := statusutil.Get(w, statusutil.ConditionReady); got == nil || string(got.Status) != tt.ready {
 				t.Errorf("Ready = %v, want %s", got, tt.ready)
 			}
 		})
@@ -97,7 +97,7 @@ func TestWaitingForChange(t *testing.T) {
 			if tt.writes == 0 {
 				return
 			}
-			if c := statusutil.Get(f.get("w"), statusutil.ReconcilingCondition); c == nil || c.Reason != "PodsStarting" {
+			if c := statusutil.Get(f.get("w"), statusutil.ConditionReconciling); c == nil || c.Reason != "PodsStarting" {
 				t.Errorf("Reconciling = %+v, want True with reason PodsStarting", c)
 			}
 		})
@@ -121,7 +121,7 @@ func TestProgressDelayAfterSpecChange(t *testing.T) {
 	next = reconcile.Waiting("Scaling", "1 of 2", 0)
 	_, _ = f.pass(r, "w")
 	f.wantWrites(0)
-	if w := f.get("w"); w.Status.ObservedGeneration != 1 || !statusutil.IsTrue(w, statusutil.ReadyCondition) {
+	if w := f.get("w"); w.Status.ObservedGeneration != 1 || !statusutil.IsTrue(w, statusutil.ConditionReady) {
 		t.Errorf("deferred pass changed the status: observedGeneration %d, conditions %v", w.Status.ObservedGeneration, conditionsOf(w))
 	}
 	next = reconcile.Done()
@@ -132,7 +132,7 @@ func TestProgressDelayAfterSpecChange(t *testing.T) {
 	next = reconcile.Waiting("PodLost", "1 of 2", 0)
 	_, _ = f.pass(r, "w")
 	f.wantWrites(1)
-	if w := f.get("w"); !statusutil.IsTrue(w, statusutil.ReconcilingCondition) {
+	if w := f.get("w"); !statusutil.IsTrue(w, statusutil.ConditionReconciling) {
 		t.Errorf("conditions %v, want Reconciling=True", conditionsOf(w))
 	}
 }
@@ -176,7 +176,7 @@ func TestProgressDelayWithStaleReads(t *testing.T) {
 	if got := counter.WritesTo("/status"); got != 1 {
 		t.Errorf("stale pass after the delay: %d status writes, want 1 (%s)", got, counter)
 	}
-	if c := statusutil.Get(f.get("w"), statusutil.ReconcilingCondition); c == nil || c.Reason != "PodsStarting" {
+	if c := statusutil.Get(f.get("w"), statusutil.ConditionReconciling); c == nil || c.Reason != "PodsStarting" {
 		t.Errorf("Reconciling = %+v, want the deferred PodsStarting status written", c)
 	}
 }

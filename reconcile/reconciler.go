@@ -301,7 +301,7 @@ func (r *Reconciler[T]) run(ctx context.Context, obj T) Result {
 	}
 	if v, ok := r.hooks.(Validator[T]); ok {
 		if errs := v.Validate(ctx, obj); len(errs) > 0 {
-			return Result{kind: KindTerminal, reason: ReasonInvalidSpec, err: errs.ToAggregate(), invalid: true}
+			return Result{kind: OutcomeTerminal, reason: ReasonInvalidSpec, err: errs.ToAggregate(), invalid: true}
 		}
 	}
 	return r.hooks.Reconcile(ctx, obj)
@@ -321,7 +321,7 @@ func (r *Reconciler[T]) finalize(ctx context.Context, before, obj T) (ctrl.Resul
 	if f, ok := r.hooks.(Finalizer[T]); ok {
 		res = f.Finalize(ctx, obj)
 	}
-	if res.kind != KindDone {
+	if res.kind != OutcomeDone {
 		// Say why deletion is held up, once, then retry or wait. A
 		// RequeueAfter is work still under way (an operation's poll merged
 		// with RequeueBy): nothing would look again once the finalizer went.
@@ -344,21 +344,21 @@ func (r *Reconciler[T]) finalize(ctx context.Context, before, obj T) (ctrl.Resul
 // generation.
 func (r *Reconciler[T]) setConditions(obj T, res Result) {
 	switch res.kind {
-	case KindDone, KindRequeueAfter:
+	case OutcomeDone, OutcomeRequeueAfter:
 		statusutil.ClearReconciling(obj)
 		statusutil.ClearStalled(obj)
-	case KindWaiting:
+	case OutcomeWaiting:
 		statusutil.MarkReconciling(obj, res.reason, res.message)
-	case KindRetry:
+	case OutcomeRetry:
 		statusutil.MarkReconciling(obj, ReasonRetrying, res.Message())
-	case KindTerminal:
+	case OutcomeTerminal:
 		statusutil.MarkStalled(obj, res.reason, res.Message())
 	}
-	if res.kind == KindRetry {
+	if res.kind == OutcomeRetry {
 		// The error is the most useful thing Ready can say. Set directly,
 		// not over the summary: Ready passing through Unknown would move
 		// its lastTransitionTime, and so write the status, on every retry.
-		statusutil.MarkFalse(obj, statusutil.ReadyCondition, ReasonReconcileFailed, res.Message())
+		statusutil.MarkFalse(obj, statusutil.ConditionReady, ReasonReconcileFailed, res.Message())
 	} else {
 		statusutil.SetSummary(obj, r.opts.summary...)
 		// The pass acted on this generation; a retry has not, yet.
@@ -369,14 +369,14 @@ func (r *Reconciler[T]) setConditions(obj T, res Result) {
 // setFinalizingConditions reports why deletion is held up.
 func (r *Reconciler[T]) setFinalizingConditions(obj T, res Result) {
 	switch res.kind {
-	case KindTerminal:
+	case OutcomeTerminal:
 		statusutil.MarkStalled(obj, res.reason, res.Message())
-	case KindWaiting:
+	case OutcomeWaiting:
 		statusutil.MarkReconciling(obj, res.reason, res.message)
 	default:
 		statusutil.MarkReconciling(obj, ReasonFinalizing, finalizingMessage(res))
 	}
-	statusutil.MarkFalse(obj, statusutil.ReadyCondition, ReasonFinalizing,
+	statusutil.MarkFalse(obj, statusutil.ConditionReady, ReasonFinalizing,
 		"deletion is waiting for cleanup: "+finalizingMessage(res))
 }
 
@@ -384,7 +384,7 @@ func (r *Reconciler[T]) setFinalizingConditions(obj T, res Result) {
 // delay is left out: merged from a schedule it differs on every pass, and
 // the status would be written each time.
 func finalizingMessage(res Result) string {
-	if res.kind == KindRequeueAfter {
+	if res.kind == OutcomeRequeueAfter {
 		return "cleanup under way; Finalize looks again later"
 	}
 	return res.Message()
@@ -404,11 +404,11 @@ func (r *Reconciler[T]) finish(ctx context.Context, before, obj T, res Result) (
 	r.metrics.outcome(outcome)
 
 	switch res.kind {
-	case KindRequeueAfter, KindWaiting:
+	case OutcomeRequeueAfter, OutcomeWaiting:
 		return ctrl.Result{RequeueAfter: res.after}, nil
-	case KindRetry:
+	case OutcomeRetry:
 		return ctrl.Result{}, res.err
-	case KindTerminal:
+	case OutcomeTerminal:
 		if res.after > 0 {
 			// Stalled, but looked at again (RecheckAfter): controller-
 			// runtime drops a requeue returned with an error, and the
@@ -448,12 +448,12 @@ func (r *Reconciler[T]) writeStatusCounted(ctx context.Context, before, obj T) e
 // WithReadyEvents(ReadyEventsOnRecovery) keeps it for recoveries only.
 func (r *Reconciler[T]) recordEvents(before, after T, res Result) {
 	const action = "Reconcile"
-	oldReady, newReady := statusutil.Get(before, statusutil.ReadyCondition), statusutil.Get(after, statusutil.ReadyCondition)
-	oldStalled := statusutil.IsTrue(before, statusutil.StalledCondition)
+	oldReady, newReady := statusutil.Get(before, statusutil.ConditionReady), statusutil.Get(after, statusutil.ConditionReady)
+	oldStalled := statusutil.IsTrue(before, statusutil.ConditionStalled)
 	switch {
-	case res.kind == KindTerminal && (!oldStalled || conditionMessage(oldReady) != res.Message()):
+	case res.kind == OutcomeTerminal && (!oldStalled || conditionMessage(oldReady) != res.Message()):
 		r.recorder.Eventf(after, nil, "Warning", res.reason, action, "%s", res.Message())
-	case res.kind == KindRetry && conditionMessage(oldReady) != res.Message():
+	case res.kind == OutcomeRetry && conditionMessage(oldReady) != res.Message():
 		r.recorder.Eventf(after, nil, "Warning", ReasonReconcileFailed, action, "%s", res.Message())
 	case newReady != nil && newReady.Status == metav1.ConditionTrue && (oldReady == nil || oldReady.Status != metav1.ConditionTrue):
 		recovered := oldReady != nil && oldReady.Status == metav1.ConditionFalse

@@ -121,7 +121,7 @@ func TestFinalizeFailsThenSucceeds(t *testing.T) {
 	if !controllerutil.ContainsFinalizer(w, finalizer) {
 		t.Fatalf("finalizer removed although Finalize failed")
 	}
-	ready := statusutil.Get(w, statusutil.ReadyCondition)
+	ready := statusutil.Get(w, statusutil.ConditionReady)
 	if ready == nil || ready.Reason != reconcile.ReasonFinalizing || !strings.Contains(ready.Message, boom.Error()) {
 		t.Errorf("Ready = %+v, want reason %s naming the error", ready, reconcile.ReasonFinalizing)
 	}
@@ -152,7 +152,7 @@ func TestFinalizeWaitingKeepsFinalizer(t *testing.T) {
 		t.Fatalf("pass = %+v, %v; want RequeueAfter 1s and no error", res, err)
 	}
 	w := f.get("w")
-	if c := statusutil.Get(w, statusutil.ReconcilingCondition); c == nil || c.Reason != "BackupRunning" {
+	if c := statusutil.Get(w, statusutil.ConditionReconciling); c == nil || c.Reason != "BackupRunning" {
 		t.Errorf("Reconciling = %+v, want reason BackupRunning", c)
 	}
 	f.mustPass(r, "w")
@@ -334,7 +334,7 @@ func TestValidationStallsWithoutRetry(t *testing.T) {
 		t.Errorf("Reconcile called %d times for an invalid spec, want 0", n)
 	}
 	w := f.get("w")
-	stalled := statusutil.Get(w, statusutil.StalledCondition)
+	stalled := statusutil.Get(w, statusutil.ConditionStalled)
 	if stalled == nil || stalled.Status != metav1.ConditionTrue || stalled.Reason != reconcile.ReasonInvalidSpec ||
 		!strings.Contains(stalled.Message, "spec.message") {
 		t.Fatalf("Stalled = %+v, want True/%s naming spec.message", stalled, reconcile.ReasonInvalidSpec)
@@ -346,7 +346,7 @@ func TestValidationStallsWithoutRetry(t *testing.T) {
 	testkit.Must(t, env.Client.Update(t.Context(), w))
 	f.mustPass(r, "w")
 	w = f.get("w")
-	if statusutil.Get(w, statusutil.StalledCondition) != nil || !statusutil.IsTrue(w, statusutil.ReadyCondition) {
+	if statusutil.Get(w, statusutil.ConditionStalled) != nil || !statusutil.IsTrue(w, statusutil.ConditionReady) {
 		t.Errorf("conditions after fix = %+v, want Ready=True and no Stalled", conditionsOf(w))
 	}
 	if w.Spec.Message != "" {
@@ -374,7 +374,7 @@ func TestDefaultErrorRetries(t *testing.T) {
 		t.Errorf("Reconcile called %d times after Default failed, want 0", n)
 	}
 	w := f.get("w")
-	if c := statusutil.Get(w, statusutil.ReconcilingCondition); c == nil || c.Reason != reconcile.ReasonRetrying {
+	if c := statusutil.Get(w, statusutil.ConditionReconciling); c == nil || c.Reason != reconcile.ReasonRetrying {
 		t.Errorf("Reconciling = %+v, want reason %s", c, reconcile.ReasonRetrying)
 	}
 }
@@ -487,7 +487,7 @@ func TestRetryKeepsReadyTransitionTime(t *testing.T) {
 		t.Fatalf("second pass error = %v, want %v", err, boom)
 	}
 	f.wantWrites(0)
-	ready := statusutil.Get(f.get("w"), statusutil.ReadyCondition)
+	ready := statusutil.Get(f.get("w"), statusutil.ConditionReady)
 	if ready == nil || !ready.LastTransitionTime.Equal(&since) {
 		t.Errorf("Ready = %+v, want lastTransitionTime %v (it has been False since)", ready, since)
 	}

@@ -6,41 +6,41 @@ import (
 	"time"
 )
 
-// Kind tells what a Result asks the Reconciler to do next.
-type Kind int
+// Outcome tells what a Result asks the Reconciler to do next.
+type Outcome int
 
-// The kinds of Result, from the constructors of the same names.
+// The outcomes of a Result, from the constructors of the same names.
 const (
-	// KindDone: the pass succeeded; wait for the next change.
-	KindDone Kind = iota
-	// KindRequeueAfter: the pass succeeded; look again after a delay.
-	KindRequeueAfter
-	// KindWaiting: progress depends on something that takes time (pods
+	// OutcomeDone: the pass succeeded; wait for the next change.
+	OutcomeDone Outcome = iota
+	// OutcomeRequeueAfter: the pass succeeded; look again after a delay.
+	OutcomeRequeueAfter
+	// OutcomeWaiting: progress depends on something that takes time (pods
 	// starting, a rollout); Reconciling=True with the reason, requeued.
-	KindWaiting
-	// KindRetry: a transient failure; retried with the controller's
+	OutcomeWaiting
+	// OutcomeRetry: a transient failure; retried with the controller's
 	// rate-limited backoff.
-	KindRetry
-	// KindTerminal: a failure that retrying cannot fix; Stalled=True, not
+	OutcomeRetry
+	// OutcomeTerminal: a failure that retrying cannot fix; Stalled=True, not
 	// retried until the object changes.
-	KindTerminal
+	OutcomeTerminal
 )
 
-// String returns the kind's name as used in metrics and logs.
-func (k Kind) String() string {
+// String returns the outcome's name as used in metrics and logs.
+func (k Outcome) String() string {
 	switch k {
-	case KindDone:
+	case OutcomeDone:
 		return "done"
-	case KindRequeueAfter:
+	case OutcomeRequeueAfter:
 		return "requeue_after"
-	case KindWaiting:
+	case OutcomeWaiting:
 		return "waiting"
-	case KindRetry:
+	case OutcomeRetry:
 		return "retry"
-	case KindTerminal:
+	case OutcomeTerminal:
 		return "terminal"
 	default:
-		return fmt.Sprintf("Kind(%d)", int(k))
+		return fmt.Sprintf("Outcome(%d)", int(k))
 	}
 }
 
@@ -51,7 +51,7 @@ func (k Kind) String() string {
 // Build one with Done, RequeueAfter, Waiting, WaitingForChange, Retry or
 // Terminal. The zero Result is Done.
 type Result struct {
-	kind    Kind
+	kind    Outcome
 	after   time.Duration
 	reason  string
 	message string
@@ -61,7 +61,7 @@ type Result struct {
 
 // Done reports a successful pass: nothing to do until the object or one of its
 // children changes.
-func Done() Result { return Result{kind: KindDone} }
+func Done() Result { return Result{kind: OutcomeDone} }
 
 // RequeueAfter reports a successful pass that wants to look again after d, for
 // example to poll an external system. A d <= 0 is the same as Done. From
@@ -70,7 +70,7 @@ func RequeueAfter(d time.Duration) Result {
 	if d <= 0 {
 		return Done()
 	}
-	return Result{kind: KindRequeueAfter, after: d}
+	return Result{kind: OutcomeRequeueAfter, after: d}
 }
 
 // Waiting reports that the desired state is applied but not reached yet:
@@ -85,7 +85,7 @@ func Waiting(reason, message string, d time.Duration) Result {
 	if d <= 0 {
 		d = DefaultWaitingRequeue
 	}
-	return Result{kind: KindWaiting, after: d, reason: reason, message: message}
+	return Result{kind: OutcomeWaiting, after: d, reason: reason, message: message}
 }
 
 // DefaultWaitingRequeue is the requeue delay of Waiting results given d <= 0.
@@ -117,7 +117,7 @@ const DefaultWaitingRequeue = 30 * time.Second
 // requeued when the delay runs out, so the deferred status is written even
 // if no event comes.
 func WaitingForChange(reason, message string) Result {
-	return Result{kind: KindWaiting, reason: reason, message: message}
+	return Result{kind: OutcomeWaiting, reason: reason, message: message}
 }
 
 // Retry reports a transient failure. The pass is retried with the
@@ -127,7 +127,7 @@ func Retry(err error) Result {
 	if err == nil {
 		err = errors.New("retry requested")
 	}
-	return Result{kind: KindRetry, err: err}
+	return Result{kind: OutcomeRetry, err: err}
 }
 
 // Terminal reports a failure that retrying cannot fix without a change to the
@@ -139,7 +139,7 @@ func Terminal(reason string, err error) Result {
 	if err == nil {
 		err = errors.New("terminal failure")
 	}
-	return Result{kind: KindTerminal, reason: reason, err: err}
+	return Result{kind: OutcomeTerminal, reason: reason, err: err}
 }
 
 // RecheckAfter returns a Terminal result that is looked at again after d:
@@ -154,7 +154,7 @@ func Terminal(reason string, err error) Result {
 // returns a Retry whose error wraps ErrRecheckNotTerminal, so that the
 // mistake shows in Ready, an event and the log instead of being dropped.
 func (r Result) RecheckAfter(d time.Duration) Result {
-	if r.kind != KindTerminal {
+	if r.kind != OutcomeTerminal {
 		what := r.kind.String()
 		if m := r.Message(); m != "" {
 			if r.reason != "" {
@@ -163,7 +163,7 @@ func (r Result) RecheckAfter(d time.Duration) Result {
 			what += " (" + m + ")"
 		}
 		fix := "Waiting and RequeueAfter take their delay as an argument"
-		if r.kind == KindRetry {
+		if r.kind == OutcomeRetry {
 			fix = "a Retry's backoff belongs to the controller"
 		}
 		return Retry(fmt.Errorf("%w: RecheckAfter(%v) on %s; %s", ErrRecheckNotTerminal, d, what, fix))
@@ -185,9 +185,9 @@ func (r Result) RecheckAfter(d time.Duration) Result {
 func (r Result) RequeueBy(d time.Duration) Result {
 	d = max(d, time.Second)
 	switch r.kind {
-	case KindRetry:
+	case OutcomeRetry:
 		return r
-	case KindDone:
+	case OutcomeDone:
 		return RequeueAfter(d)
 	}
 	if r.after <= 0 || d < r.after {
@@ -200,8 +200,8 @@ func (r Result) RequeueBy(d time.Duration) Result {
 // when called on a Result that is not Terminal.
 var ErrRecheckNotTerminal = errors.New("reconcile: RecheckAfter on a result that is not Terminal")
 
-// Kind returns what the result asks for.
-func (r Result) Kind() Kind { return r.kind }
+// Outcome returns what the result asks for.
+func (r Result) Outcome() Outcome { return r.kind }
 
 // Err returns the error of a Retry or Terminal result, otherwise nil.
 func (r Result) Err() error { return r.err }

@@ -172,7 +172,7 @@ func DefaultPredicate() predicate.Predicate {
 
 // writtenByChildren selects the objects Children wrote.
 var writtenByChildren = func() labels.Selector {
-	r, err := labels.NewRequirement(AppliedDigestLabel, selection.Exists, nil)
+	r, err := labels.NewRequirement(LabelAppliedDigest, selection.Exists, nil)
 	if err != nil {
 		panic(err) // a constant key
 	}

@@ -24,12 +24,12 @@ const (
 	// it. The Workflow looks again after ChildConflictRequeue, since the
 	// cache may not see such an object go.
 	ReasonChildConflict     = "ChildConflict"
-	ReasonDependentReady    = "Ready"
-	ReasonDependentNotReady = "NotReady"
+	ReasonDependentReady    = "DependentReady"
+	ReasonDependentNotReady = "DependentNotReady"
 	ReasonNotWanted         = "NotWanted"
 	// ReasonDependentFailed: building or applying the child failed; the
 	// condition's message is the error.
-	ReasonDependentFailed = "Failed"
+	ReasonDependentFailed = "DependentFailed"
 	// ReasonTearingDown: Teardown waits for a child to go before it
 	// deletes the ones it depends on.
 	ReasonTearingDown = "TearingDown"

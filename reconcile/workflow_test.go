@@ -89,7 +89,7 @@ func (f *fixture) markReady(name string) {
 // name.
 func (f *fixture) reconciling(name string) string {
 	f.t.Helper()
-	c := statusutil.Get(f.get(name), statusutil.ReconcilingCondition)
+	c := statusutil.Get(f.get(name), statusutil.ConditionReconciling)
 	if c == nil {
 		return ""
 	}
@@ -121,8 +121,8 @@ func TestWorkflowWaitsForADependency(t *testing.T) {
 	}
 	wantConditions(t, f.get("w"), []condition{
 		{"AppReady", "Unknown", reconcile.ReasonWaitingForDependent, "waiting for config: no ready label", 1},
-		{statusutil.ReadyCondition, "Unknown", reconcile.ReasonWaitingForDependent, "config: no ready label", 1},
-		{statusutil.ReconcilingCondition, "True", reconcile.ReasonWaitingForDependent, "config: no ready label", 1},
+		{statusutil.ConditionReady, "Unknown", reconcile.ReasonWaitingForDependent, "config: no ready label", 1},
+		{statusutil.ConditionReconciling, "True", reconcile.ReasonWaitingForDependent, "config: no ready label", 1},
 	})
 
 	f.markReady("w-config")
@@ -133,7 +133,7 @@ func TestWorkflowWaitsForADependency(t *testing.T) {
 	}
 	wantConditions(t, f.get("w"), []condition{
 		{"AppReady", "True", reconcile.ReasonDependentReady, "", 1},
-		{statusutil.ReadyCondition, "True", statusutil.ReasonSucceeded, "", 1},
+		{statusutil.ConditionReady, "True", statusutil.ReasonSucceeded, "", 1},
 	})
 	f.mustPass(r, "w")
 	f.wantWrites(0)
@@ -415,8 +415,8 @@ func TestWorkflowTeardown(t *testing.T) {
 	testkit.Must(t, env.Client.Update(t.Context(), cm))
 
 	res := wf.Teardown(t.Context(), f.get("w"))
-	if res.Kind() != reconcile.KindWaiting || !strings.Contains(res.Message(), "app") {
-		t.Errorf("Teardown with app going = %s %q, want Waiting naming app", res.Kind(), res.Message())
+	if res.Outcome() != reconcile.OutcomeWaiting || !strings.Contains(res.Message(), "app") {
+		t.Errorf("Teardown with app going = %s %q, want Waiting naming app", res.Outcome(), res.Message())
 	}
 	if f.configMap("w-db") == nil {
 		t.Fatal("db deleted while app, which depends on it, still exists")
@@ -424,8 +424,8 @@ func TestWorkflowTeardown(t *testing.T) {
 	cm = f.configMap("w-app")
 	cm.Finalizers = nil
 	testkit.Must(t, env.Client.Update(t.Context(), cm))
-	if res := wf.Teardown(t.Context(), f.get("w")); res.Kind() != reconcile.KindDone {
-		t.Errorf("Teardown once app went = %s %q, want Done", res.Kind(), res.Message())
+	if res := wf.Teardown(t.Context(), f.get("w")); res.Outcome() != reconcile.OutcomeDone {
+		t.Errorf("Teardown once app went = %s %q, want Done", res.Outcome(), res.Message())
 	}
 	if f.configMap("w-db") != nil || f.configMap("w-app") != nil {
 		t.Error("children left after Teardown")

@@ -19,18 +19,18 @@ import (
 // summary ("True" is good); Reconciling and Stalled are abnormal-true
 // conditions that are present only while they are True.
 const (
-	// ReadyCondition summarises the object: True when the last pass for the
+	// ConditionReady summarises the object: True when the last pass for the
 	// current generation succeeded and every owned condition is good. See
 	// SetSummary.
-	ReadyCondition = "Ready"
-	// ReconcilingCondition is True while the controller is working towards the
+	ConditionReady = "Ready"
+	// ConditionReconciling is True while the controller is working towards the
 	// desired state (for example, after a spec change or while waiting on a
 	// child). It is removed, not set to False, when the work is done.
-	ReconcilingCondition = "Reconciling"
-	// StalledCondition is True when the controller cannot make progress without
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled is True when the controller cannot make progress without
 	// outside help (for example, invalid spec or a missing Secret). It is
 	// removed, not set to False, when the problem goes away.
-	StalledCondition = "Stalled"
+	ConditionStalled = "Stalled"
 )
 
 // Reasons that statusutil writes itself.
@@ -116,7 +116,7 @@ type Setter interface {
 // When Set writes, it builds a new slice (it never modifies the backing array
 // returned by GetConditions), keeps at most one condition per type (the first
 // one, if the slice held duplicates; duplicates count as a change), and sorts
-// it: ReadyCondition first, then the other types in byte-wise ascending
+// it: ConditionReady first, then the other types in byte-wise ascending
 // order. The order is therefore the same whatever order conditions were set
 // in. Set does not reorder a slice when nothing else changes, so two writers
 // that sort differently do not undo each other forever.
@@ -364,9 +364,9 @@ func sortConditions(conds []metav1.Condition) {
 		switch {
 		case a.Type == b.Type:
 			return 0
-		case a.Type == ReadyCondition:
+		case a.Type == ConditionReady:
 			return -1
-		case b.Type == ReadyCondition:
+		case b.Type == ConditionReady:
 			return 1
 		default:
 			return strings.Compare(a.Type, b.Type)

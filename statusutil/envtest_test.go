@@ -195,7 +195,7 @@ func TestOtherWritersConditionSurvives(t *testing.T) {
 func TestSpecChangeMakesConditionsStale(t *testing.T) {
 	w := newWidget(t)
 	key := client.ObjectKeyFromObject(w)
-	statusutil.MarkTrue(w, statusutil.ReadyCondition, "Up", "")
+	statusutil.MarkTrue(w, statusutil.ConditionReady, "Up", "")
 	statusutil.SetObservedGeneration(w)
 	if err := env.Client.Status().Update(t.Context(), w); err != nil {
 		t.Fatalf("status update: %v", err)
@@ -206,13 +206,13 @@ func TestSpecChangeMakesConditionsStale(t *testing.T) {
 		t.Fatalf("spec update: %v", err)
 	}
 	got = fetch(t, key)
-	if statusutil.IsObservedGenerationCurrent(got) || statusutil.IsCurrent(got, statusutil.ReadyCondition) {
+	if statusutil.IsObservedGenerationCurrent(got) || statusutil.IsCurrent(got, statusutil.ConditionReady) {
 		t.Errorf("after a spec change (generation %d): observedGeneration current = %v, Ready current = %v; want both false",
-			got.Generation, statusutil.IsObservedGenerationCurrent(got), statusutil.IsCurrent(got, statusutil.ReadyCondition))
+			got.Generation, statusutil.IsObservedGenerationCurrent(got), statusutil.IsCurrent(got, statusutil.ConditionReady))
 	}
-	statusutil.MarkTrue(got, statusutil.ReadyCondition, "Up", "")
+	statusutil.MarkTrue(got, statusutil.ConditionReady, "Up", "")
 	statusutil.SetObservedGeneration(got)
-	if !statusutil.IsObservedGenerationCurrent(got) || !statusutil.IsCurrent(got, statusutil.ReadyCondition) {
+	if !statusutil.IsObservedGenerationCurrent(got) || !statusutil.IsCurrent(got, statusutil.ConditionReady) {
 		t.Error("after re-setting: want observedGeneration and Ready current")
 	}
 }

@@ -72,7 +72,7 @@ func ExampleSetSummary() {
 	}
 	ready := func() {
 		statusutil.SetSummary(w, opts...)
-		c := statusutil.Get(w, statusutil.ReadyCondition)
+		c := statusutil.Get(w, statusutil.ConditionReady)
 		fmt.Println(c.Status, c.Reason)
 	}
 

@@ -158,7 +158,7 @@ func checkInvariants(t *testing.T, w *testv1.Widget) {
 			continue
 		}
 		prev := conds[i-1]
-		if c.Type == statusutil.ReadyCondition || (prev.Type != statusutil.ReadyCondition && prev.Type >= c.Type) {
+		if c.Type == statusutil.ConditionReady || (prev.Type != statusutil.ConditionReady && prev.Type >= c.Type) {
 			t.Fatalf("conditions not sorted (Ready first, then by type, unique): %s before %s", prev.Type, c.Type)
 		}
 	}

@@ -14,8 +14,8 @@ import (
 // earlier generation would hide the new attempt, so marking one clears the
 // other.
 func MarkReconciling(obj Setter, reason, message string) bool {
-	removed := Remove(obj, StalledCondition)
-	return MarkTrue(obj, ReconcilingCondition, reason, message) || removed
+	removed := Remove(obj, ConditionStalled)
+	return MarkTrue(obj, ConditionReconciling, reason, message) || removed
 }
 
 // MarkStalled sets Stalled=True with the given reason and message and removes
@@ -24,18 +24,18 @@ func MarkReconciling(obj Setter, reason, message string) bool {
 // invalid spec, a missing referenced object); for errors that a retry may
 // fix, return the error and let the work queue back off instead.
 func MarkStalled(obj Setter, reason, message string) bool {
-	removed := Remove(obj, ReconcilingCondition)
-	return MarkTrue(obj, StalledCondition, reason, message) || removed
+	removed := Remove(obj, ConditionReconciling)
+	return MarkTrue(obj, ConditionStalled, reason, message) || removed
 }
 
 // ClearReconciling removes the Reconciling condition and reports whether it
 // was present. kstatus conditions are abnormal-true: when the work is done,
 // the condition goes away rather than turning False.
-func ClearReconciling(obj Setter) bool { return Remove(obj, ReconcilingCondition) }
+func ClearReconciling(obj Setter) bool { return Remove(obj, ConditionReconciling) }
 
 // ClearStalled removes the Stalled condition and reports whether it was
 // present.
-func ClearStalled(obj Setter) bool { return Remove(obj, StalledCondition) }
+func ClearStalled(obj Setter) bool { return Remove(obj, ConditionStalled) }
 
 // SummaryOption configures SetSummary.
 type SummaryOption func(*summaryOptions)
@@ -76,7 +76,7 @@ func WithReadyReason(reason, message string) SummaryOption {
 func (o *summaryOptions) add(negative bool, types []string) {
 	for _, t := range types {
 		switch t {
-		case ReadyCondition, ReconcilingCondition, StalledCondition:
+		case ConditionReady, ConditionReconciling, ConditionStalled:
 			continue // Evaluated by SetSummary itself.
 		}
 		if !containsType(o.owned, t) {
@@ -132,7 +132,7 @@ func SetSummary(obj Setter, opts ...SummaryOption) (changed bool) {
 
 func summarize(obj Getter, o *summaryOptions) metav1.Condition {
 	from := func(status metav1.ConditionStatus, c *metav1.Condition) metav1.Condition {
-		return metav1.Condition{Type: ReadyCondition, Status: status, Reason: c.Reason, Message: c.Message}
+		return metav1.Condition{Type: ConditionReady, Status: status, Reason: c.Reason, Message: c.Message}
 	}
 	// fromOwned names the owned condition in the message, so that Ready
 	// says where its reason comes from: a domain condition's reason (say
@@ -145,7 +145,7 @@ func summarize(obj Getter, o *summaryOptions) metav1.Condition {
 		}
 		return r
 	}
-	if c := Get(obj, StalledCondition); c != nil && c.Status == metav1.ConditionTrue {
+	if c := Get(obj, ConditionStalled); c != nil && c.Status == metav1.ConditionTrue {
 		return from(metav1.ConditionFalse, c)
 	}
 	for _, oc := range o.owned {
@@ -157,7 +157,7 @@ func summarize(obj Getter, o *summaryOptions) metav1.Condition {
 			return fromOwned(metav1.ConditionFalse, c)
 		}
 	}
-	if c := Get(obj, ReconcilingCondition); c != nil && c.Status == metav1.ConditionTrue {
+	if c := Get(obj, ConditionReconciling); c != nil && c.Status == metav1.ConditionTrue {
 		return from(metav1.ConditionUnknown, c)
 	}
 	for _, oc := range o.owned {
@@ -165,7 +165,7 @@ func summarize(obj Getter, o *summaryOptions) metav1.Condition {
 		switch {
 		case c == nil && !oc.negative:
 			return metav1.Condition{
-				Type: ReadyCondition, Status: metav1.ConditionUnknown, Reason: ReasonConditionMissing,
+				Type: ConditionReady, Status: metav1.ConditionUnknown, Reason: ReasonConditionMissing,
 				Message: fmt.Sprintf("condition %s has not been reported yet", oc.condType),
 			}
 		case c == nil:
@@ -174,5 +174,5 @@ func summarize(obj Getter, o *summaryOptions) metav1.Condition {
 			return fromOwned(metav1.ConditionUnknown, c)
 		}
 	}
-	return metav1.Condition{Type: ReadyCondition, Status: metav1.ConditionTrue, Reason: o.readyReason, Message: o.readyMsg}
+	return metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: o.readyReason, Message: o.readyMsg}
 }

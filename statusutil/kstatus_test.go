@@ -21,7 +21,7 @@ func TestMarkReconcilingAndStalled(t *testing.T) {
 	if !statusutil.MarkStalled(w, "InvalidSpec", "bad") {
 		t.Error("MarkStalled: changed = false")
 	}
-	if statusutil.Get(w, statusutil.ReconcilingCondition) != nil || !statusutil.IsTrue(w, statusutil.StalledCondition) {
+	if statusutil.Get(w, statusutil.ConditionReconciling) != nil || !statusutil.IsTrue(w, statusutil.ConditionStalled) {
 		t.Errorf("after MarkStalled: conditions = %v, want Stalled only", w.Status.Conditions)
 	}
 	if statusutil.MarkStalled(w, "InvalidSpec", "bad") {
@@ -30,7 +30,7 @@ func TestMarkReconcilingAndStalled(t *testing.T) {
 	if !statusutil.MarkReconciling(w, "Progressing", "retrying") {
 		t.Error("MarkReconciling after Stalled: changed = false")
 	}
-	if statusutil.Get(w, statusutil.StalledCondition) != nil || !statusutil.IsTrue(w, statusutil.ReconcilingCondition) {
+	if statusutil.Get(w, statusutil.ConditionStalled) != nil || !statusutil.IsTrue(w, statusutil.ConditionReconciling) {
 		t.Errorf("after MarkReconciling: conditions = %v, want Reconciling only", w.Status.Conditions)
 	}
 	if !statusutil.ClearReconciling(w) || statusutil.ClearReconciling(w) {
@@ -159,7 +159,7 @@ func TestSetSummary(t *testing.T) {
 			if statusutil.SetSummary(w, tt.opts...) {
 				t.Error("second SetSummary: changed = true")
 			}
-			got := statusutil.Get(w, statusutil.ReadyCondition)
+			got := statusutil.Get(w, statusutil.ConditionReady)
 			if got == nil {
 				t.Fatal("no Ready condition")
 			}

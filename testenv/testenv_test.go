@@ -91,7 +91,7 @@ func TestManagerAndWaits(t *testing.T) {
 	})
 	w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: ns}}
 	testkit.Must(t, env.Client.Create(t.Context(), w))
-	testenv.WaitForCondition(t, env.Client, w, statusutil.ReadyCondition, metav1.ConditionTrue)
+	testenv.WaitForCondition(t, env.Client, w, statusutil.ConditionReady, metav1.ConditionTrue)
 	testenv.WaitFor(t, env.Client, w, func(w *testv1.Widget) bool { return w.Status.ObservedGeneration == w.Generation })
 }
 
@@ -104,7 +104,7 @@ func TestWaitsFailWithTheState(t *testing.T) {
 	w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: ns}}
 	testkit.Must(t, env.Client.Create(t.Context(), w))
 	rec := testkit.RunTB(t, func(tb testing.TB) {
-		testenv.WaitForCondition(tb, env.Client, w, statusutil.ReadyCondition, metav1.ConditionTrue)
+		testenv.WaitForCondition(tb, env.Client, w, statusutil.ConditionReady, metav1.ConditionTrue)
 	})
 	if !strings.Contains(rec.Failures(), "Ready is not True") {
 		t.Errorf("failure = %q, want it to name the condition", rec.Failures())
@@ -179,7 +179,7 @@ func TestManagerSeesItsTestsNamespaces(t *testing.T) {
 		testkit.Must(t, env.Client.Create(t.Context(), other))
 		w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: mine}}
 		testkit.Must(t, env.Client.Create(t.Context(), w))
-		testenv.WaitForCondition(t, env.Client, w, statusutil.ReadyCondition, metav1.ConditionTrue)
+		testenv.WaitForCondition(t, env.Client, w, statusutil.ConditionReady, metav1.ConditionTrue)
 		time.Sleep(time.Second)
 		if _, ok := seen.Load(theirs + "/w"); ok {
 			t.Errorf("the manager of a test reconciled a widget in %s, another test's namespace", theirs)

@@ -151,7 +151,7 @@ func TestClusterKubernetesSide(t *testing.T) {
 				if err := r.Get(ctx, c.Name, ns, c); err != nil {
 					return false, err.Error()
 				}
-				got := statusutil.Get(c, statusutil.ReconcilingCondition)
+				got := statusutil.Get(c, statusutil.ConditionReconciling)
 				return c.DeletionTimestamp != nil && got != nil && got.Status == metav1.ConditionTrue &&
 					got.Reason == reasonFinalBackup, fmt.Sprintf("%+v", got)
 			})
@@ -228,7 +228,7 @@ func waitBootstrapTimeout(ctx context.Context, t *testing.T, r *resources.Resour
 		v1alpha1.ConditionDegraded:    {metav1.ConditionTrue, reasonBootstrapTimeout},
 		v1alpha1.ConditionProgressing: {metav1.ConditionTrue, reasonBootstrapTimeout},
 		v1alpha1.ConditionAvailable:   {metav1.ConditionFalse, "NoQuorum"},
-		statusutil.ReadyCondition:     {metav1.ConditionFalse, ""},
+		statusutil.ConditionReady:     {metav1.ConditionFalse, ""},
 	}
 	waitFor(ctx, t, "conditions of a seed member past the bootstrap timeout", func(ctx context.Context) (bool, string) {
 		if err := r.Get(ctx, c.Name, c.Namespace, c); err != nil {

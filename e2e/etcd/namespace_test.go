@@ -52,7 +52,7 @@ func TestNamespaceDeletionEnds(t *testing.T) {
 				if err := r.Get(ctx, clusterName, ns, c); err != nil {
 					return false, err.Error()
 				}
-				rc := statusutil.Get(c, statusutil.ReconcilingCondition)
+				rc := statusutil.Get(c, statusutil.ConditionReconciling)
 				return rc != nil && rc.Reason == reasonFinalBackupBlocked, fmt.Sprintf("%+v", rc)
 			})
 			waitFor(ctx, t, "a Warning FinalBackupBlocked regarding Namespace "+ns, func(ctx context.Context) (bool, string) {

@@ -230,7 +230,7 @@ func TestRealSeedMember(t *testing.T) {
 				if err := r.Get(ctx, persistentName, ns, c); err != nil {
 					return false, err.Error()
 				}
-				return !statusutil.IsTrue(c, statusutil.ReadyCondition), fmt.Sprintf("Ready %+v", statusutil.Get(c, statusutil.ReadyCondition))
+				return !statusutil.IsTrue(c, statusutil.ConditionReady), fmt.Sprintf("Ready %+v", statusutil.Get(c, statusutil.ConditionReady))
 			})
 			second := runPod(ctx, t, suite, r, ns, seed, clientPort)
 			if second.claim != claim || second.dataDir != first.dataDir {
@@ -347,7 +347,7 @@ func assertSeedIdentity(t *testing.T, c *v1alpha1.EtcdCluster, m *member) {
 // read.
 func assertReadyWithMember(ctx context.Context, t *testing.T, r *resources.Resources, c *v1alpha1.EtcdCluster, m *member, ec *clientv3.Client) {
 	t.Helper()
-	e2estatus.WaitForCondition(t, r, c, statusutil.ReadyCondition, metav1.ConditionTrue,
+	e2estatus.WaitForCondition(t, r, c, statusutil.ConditionReady, metav1.ConditionTrue,
 		wait.WithContext(ctx), wait.WithTimeout(timeout), wait.WithInterval(pollEvery))
 
 	list, err := ec.MemberList(etcdCtx(t))

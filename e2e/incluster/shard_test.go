@@ -210,7 +210,7 @@ func (o operator) shardsConverge(ctx context.Context, t *testing.T, cfg *envconf
 			if got := m.Labels[shardRing.SlotLabel()]; got != slot {
 				return false, fmt.Sprintf("%s labelled with slot %q, want %s", m.Name, got, slot)
 			}
-			c := meta.FindStatusCondition(m.Status.Conditions, statusutil.ReadyCondition)
+			c := meta.FindStatusCondition(m.Status.Conditions, statusutil.ConditionReady)
 			if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != m.Generation || len(m.Status.Nodes) != size {
 				return false, fmt.Sprintf("%s not Ready with %d pods at generation %d: %+v, nodes %v", m.Name, size, m.Generation, c, m.Status.Nodes)
 			}

@@ -140,7 +140,7 @@ func TestWalkthrough(t *testing.T) {
 // waitReady waits for Ready=True at m's current generation.
 func waitReady(ctx context.Context, t *testing.T, r *resources.Resources, m *v1beta1.Memcached) {
 	t.Helper()
-	e2estatus.WaitForCondition(t, r, m, statusutil.ReadyCondition, metav1.ConditionTrue,
+	e2estatus.WaitForCondition(t, r, m, statusutil.ConditionReady, metav1.ConditionTrue,
 		wait.WithContext(ctx), wait.WithTimeout(timeout), wait.WithInterval(pollEvery))
 }
 

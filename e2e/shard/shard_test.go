@@ -170,7 +170,7 @@ func waitAll(ctx context.Context, t *testing.T, cfg *envconf.Config, within time
 			if !ready {
 				continue
 			}
-			c := meta.FindStatusCondition(m.Status.Conditions, statusutil.ReadyCondition)
+			c := meta.FindStatusCondition(m.Status.Conditions, statusutil.ConditionReady)
 			if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != m.Generation {
 				return false, fmt.Sprintf("%s not Ready at generation %d: %+v", m.Name, m.Generation, c)
 			}

@@ -38,7 +38,7 @@ func shapeOf(d *appsv1.Deployment) deploymentShape {
 	spec.Selector = nil
 	spec.Template.Labels, spec.Template.Annotations = nil, nil
 	keys := func(m map[string]string) []string {
-		return slices.DeleteFunc(slices.Sorted(maps.Keys(m)), func(k string) bool { return k == reconcile.AppliedDigestLabel })
+		return slices.DeleteFunc(slices.Sorted(maps.Keys(m)), func(k string) bool { return k == reconcile.LabelAppliedDigest })
 	}
 	var selector []string
 	if d.Spec.Selector != nil {

@@ -49,7 +49,7 @@ func TestSameChildren(t *testing.T) {
 			d.Spec.Template.Labels["app.kubernetes.io/name"] = "other"
 			d.Spec.Selector.MatchLabels["app.kubernetes.io/name"] = "other"
 		}},
-		{name: "no digest label", change: func(d *appsv1.Deployment) { delete(d.Labels, reconcile.AppliedDigestLabel) }},
+		{name: "no digest label", change: func(d *appsv1.Deployment) { delete(d.Labels, reconcile.LabelAppliedDigest) }},
 		{name: "no security context", change: func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].SecurityContext = nil }, want: "SecurityContext"},
 		{name: "a label fewer on the pods", change: func(d *appsv1.Deployment) {
 			delete(d.Spec.Template.Labels, "app.kubernetes.io/managed-by")

@@ -53,10 +53,10 @@ func HasCondition(r *resources.Resources, obj statusutil.Getter, condType string
 }
 
 // IsReady returns a wait condition met when obj has Ready=True for its
-// current generation. It is HasCondition(r, obj, statusutil.ReadyCondition,
+// current generation. It is HasCondition(r, obj, statusutil.ConditionReady,
 // metav1.ConditionTrue).
 func IsReady(r *resources.Resources, obj statusutil.Getter) apimachinerywait.ConditionWithContextFunc {
-	return HasCondition(r, obj, statusutil.ReadyCondition, metav1.ConditionTrue)
+	return HasCondition(r, obj, statusutil.ConditionReady, metav1.ConditionTrue)
 }
 
 // WaitForCondition waits with wait.For and HasCondition, and on failure stops

@@ -41,7 +41,7 @@ func ExampleHasCondition() {
 		fmt.Println(err)
 		return
 	}
-	statusutil.MarkTrue(w, statusutil.ReadyCondition, "Succeeded", "")
+	statusutil.MarkTrue(w, statusutil.ConditionReady, "Succeeded", "")
 	statusutil.SetObservedGeneration(w)
 	if err := r.UpdateStatus(ctx, w); err != nil {
 		fmt.Println(err)

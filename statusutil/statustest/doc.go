@@ -5,7 +5,7 @@
 // ignore LastTransitionTime, which no test can predict:
 //
 //	statustest.AssertCondition(t, widget, metav1.Condition{
-//		Type: statusutil.ReadyCondition, Status: metav1.ConditionTrue, Reason: "Succeeded",
+//		Type: statusutil.ConditionReady, Status: metav1.ConditionTrue, Reason: "Succeeded",
 //	})
 //
 // Waits for end-to-end tests built on sigs.k8s.io/e2e-framework are in

@@ -748,7 +748,7 @@ func (s *schedule) converged() bool { return s.ready(s.name) }
 func (s *schedule) ready(name string) bool {
 	c := s.g.get(name)
 	return statusutil.IsFalse(c, v1alpha1.ConditionProgressing) && c.Status.ObservedGeneration == c.Generation &&
-		statusutil.IsTrue(c, v1alpha1.ConditionAvailable) && statusutil.IsTrue(c, statusutil.ReadyCondition)
+		statusutil.IsTrue(c, v1alpha1.ConditionAvailable) && statusutil.IsTrue(c, statusutil.ConditionReady)
 }
 
 // killPod deletes pod name, of the schedule's cluster or the one being

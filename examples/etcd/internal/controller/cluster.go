@@ -272,7 +272,7 @@ func (h *ClusterHooks) Reconcile(ctx context.Context, c *v1alpha1.EtcdCluster) r
 		return *stop
 	}
 	res := h.reconcile(ctx, c, guard, tlsConfig)
-	if (len(invalid) == 0 && aside == nil) || res.Kind() == reconcile.KindRetry || res.Kind() == reconcile.KindTerminal {
+	if (len(invalid) == 0 && aside == nil) || res.Outcome() == reconcile.OutcomeRetry || res.Outcome() == reconcile.OutcomeTerminal {
 		return res
 	}
 	after := res.After()

@@ -885,7 +885,7 @@ func TestOrphanedClaimIsNotAdopted(t *testing.T) {
 	if len(pods.Items) != 0 {
 		t.Errorf("%d pods created on an orphaned claim", len(pods.Items))
 	}
-	rc := statusutil.Get(g.get("o"), statusutil.ReconcilingCondition)
+	rc := statusutil.Get(g.get("o"), statusutil.ConditionReconciling)
 	if rc == nil || rc.Reason != controller.ReasonChildConflict || !strings.Contains(rc.Message, "o-0-data") {
 		t.Errorf("Reconciling = %+v, want reason %s naming the claim", rc, controller.ReasonChildConflict)
 	}

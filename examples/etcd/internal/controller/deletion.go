@@ -34,7 +34,7 @@ func (h *ClusterHooks) Finalize(ctx context.Context, c *v1alpha1.EtcdCluster) re
 		c.Status.BackupOperation = nil
 	}
 	res := h.finalBackup(ctx, c)
-	if k := res.Kind(); k != reconcile.KindDone && k != reconcile.KindRequeueAfter {
+	if k := res.Outcome(); k != reconcile.OutcomeDone && k != reconcile.OutcomeRequeueAfter {
 		return res
 	}
 	// The children go only now: see LabelGuardOf.

@@ -288,7 +288,7 @@ func TestForeignGuardIsRefused(t *testing.T) {
 	if err := g.pass("f"); err != nil {
 		t.Fatal(err)
 	}
-	rc := statusutil.Get(g.get("f"), statusutil.ReconcilingCondition)
+	rc := statusutil.Get(g.get("f"), statusutil.ConditionReconciling)
 	if rc == nil || rc.Reason != controller.ReasonChildConflict || !strings.Contains(rc.Message, foreign.Name) {
 		t.Errorf("Reconciling = %+v, want reason %s naming %s", rc, controller.ReasonChildConflict, foreign.Name)
 	}
@@ -449,7 +449,7 @@ func TestNamespaceDeletionKeepsMembersForTheFinalBackup(t *testing.T) {
 					if err := g.pass("ns"); err != nil {
 						t.Logf("pass: %v", err)
 					}
-					got := statusutil.Get(g.get("ns"), statusutil.ReadyCondition)
+					got := statusutil.Get(g.get("ns"), statusutil.ConditionReady)
 					if i == 0 && (got.Status != metav1.ConditionFalse || got.Reason != reconcile.ReasonFinalizing || !strings.Contains(got.Message, "final backup")) {
 						t.Errorf("Ready %s (%s: %s) while the namespace is being deleted, want False, %s, naming the final backup",
 							got.Status, got.Reason, got.Message, reconcile.ReasonFinalizing)
@@ -569,7 +569,7 @@ func TestNamespaceDeletionWaitsForTheFinalBackup(t *testing.T) {
 			if !g.exists(c) {
 				t.Fatalf("the cluster went while its final backup could not be taken; events %q", g.drain())
 			}
-			got := statusutil.Get(g.get("ns"), statusutil.ReconcilingCondition)
+			got := statusutil.Get(g.get("ns"), statusutil.ConditionReconciling)
 			if got.Reason != controller.ReasonFinalBackupBlocked || !strings.Contains(got.Message, tc.why) || !strings.Contains(got.Message, "skipFinalBackup") {
 				t.Errorf("Reconciling %s %s: %q, want reason %s naming %q and skipFinalBackup", got.Status, got.Reason, got.Message, controller.ReasonFinalBackupBlocked, tc.why)
 			}

@@ -128,9 +128,9 @@ type backupState struct {
 }
 
 func stateOf(eb *v1alpha1.EtcdBackup) backupState {
-	conds := conditionsOf(eb, controller.ConditionComplete, statusutil.ReconcilingCondition, statusutil.StalledCondition)
+	conds := conditionsOf(eb, controller.ConditionComplete, statusutil.ConditionReconciling, statusutil.ConditionStalled)
 	return backupState{Phase: eb.Status.Phase, Complete: conds[controller.ConditionComplete],
-		Reconciling: conds[statusutil.ReconcilingCondition], Stalled: conds[statusutil.StalledCondition]}
+		Reconciling: conds[statusutil.ConditionReconciling], Stalled: conds[statusutil.ConditionStalled]}
 }
 
 // TestBackupFailures: an EtcdBackup whose cluster or store is missing waits

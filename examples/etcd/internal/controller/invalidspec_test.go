@@ -64,7 +64,7 @@ func TestInvalidFieldKeepsTheClusterHealing(t *testing.T) {
 			_ = g.operationPass("h") // Stalled: the pass's error is the invalid field
 
 			c = g.get("h")
-			stalled := statusutil.Get(c, statusutil.StalledCondition)
+			stalled := statusutil.Get(c, statusutil.ConditionStalled)
 			if stalled == nil || stalled.Status != metav1.ConditionTrue || stalled.Reason != reconcile.ReasonInvalidSpec || !strings.Contains(stalled.Message, tt.field) {
 				t.Errorf("Stalled = %+v, want True, %s, naming %s", stalled, reconcile.ReasonInvalidSpec, tt.field)
 			}

@@ -250,7 +250,7 @@ func TestRecreateRefusesAClaimNotItsOwn(t *testing.T) {
 	if err := g.c.Get(t.Context(), client.ObjectKey{Namespace: g.ns, Name: "f-1"}, &pod); err == nil {
 		t.Errorf("pod f-1 created on claim f-1-data, which the cluster does not control")
 	}
-	rc := statusutil.Get(g.get("f"), statusutil.ReconcilingCondition)
+	rc := statusutil.Get(g.get("f"), statusutil.ConditionReconciling)
 	if rc == nil || rc.Reason != controller.ReasonChildConflict || !strings.Contains(rc.Message, "f-1-data") {
 		t.Errorf("Reconciling = %+v, want reason %s naming the claim", rc, controller.ReasonChildConflict)
 	}

@@ -211,7 +211,7 @@ func (h *ClusterHooks) restoreStep(ctx context.Context, c *v1alpha1.EtcdCluster,
 		if physical {
 			restore = h.checkPhysicalRestore
 		}
-		if res := restore(ctx, c, obs); res.Kind() != reconcile.KindDone {
+		if res := restore(ctx, c, obs); res.Outcome() != reconcile.OutcomeDone {
 			return nil, &res
 		}
 		// The pass ends here: status.restored is written at its end, and

@@ -252,7 +252,7 @@ func TestPhysicalRestoreFailures(t *testing.T) {
 				_ = g.pass("dst") // a stalled pass may report its error
 			}
 			c := g.get("dst")
-			stalled := statusutil.Get(c, statusutil.StalledCondition)
+			stalled := statusutil.Get(c, statusutil.ConditionStalled)
 			if stalled == nil || stalled.Status != metav1.ConditionTrue || stalled.Reason != controller.ReasonRestoreFailed ||
 				!strings.Contains(stalled.Message, tt.wantMessage) {
 				t.Errorf("Stalled = %+v, want True, %s, mentioning %q", stalled, controller.ReasonRestoreFailed, tt.wantMessage)

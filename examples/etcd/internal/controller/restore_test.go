@@ -176,7 +176,7 @@ func TestClusterRestore(t *testing.T) {
 				g.kubelet("dst")
 			}
 			c := g.get("dst")
-			stalled := statusutil.Get(c, statusutil.StalledCondition)
+			stalled := statusutil.Get(c, statusutil.ConditionStalled)
 			if stalled == nil || stalled.Status != metav1.ConditionTrue || stalled.Reason != controller.ReasonRestoreFailed ||
 				!strings.Contains(stalled.Message, tt.wantMessage) {
 				t.Errorf("Stalled = %+v, want True, %s, mentioning %q", stalled, controller.ReasonRestoreFailed, tt.wantMessage)
@@ -326,7 +326,7 @@ func TestNoBackupOfAPartlyRestoredCluster(t *testing.T) {
 	if eb.Status.Phase == v1alpha1.BackupSucceeded {
 		t.Fatalf("EtcdBackup b2 of a partly restored cluster succeeded (%d of %d keys in the cluster)", len(g.fake.Data()), len(want))
 	}
-	if got := statusutil.Get(eb, statusutil.ReconcilingCondition); got == nil || got.Reason != controller.ReasonRestoreInProgress {
+	if got := statusutil.Get(eb, statusutil.ConditionReconciling); got == nil || got.Reason != controller.ReasonRestoreInProgress {
 		t.Errorf("Reconciling %+v, want reason %s", got, controller.ReasonRestoreInProgress)
 	}
 	// Once restored, the backup is taken, with every key.

@@ -33,7 +33,7 @@ func TestClusterBootstrap(t *testing.T) {
 			[]string{"a-0", "5m0s", "Running", "http://a-0.a.", ":2379", "no leader"}},
 	}
 	types := []string{v1alpha1.ConditionDegraded, v1alpha1.ConditionProgressing, v1alpha1.ConditionAvailable,
-		statusutil.ReconcilingCondition}
+		statusutil.ConditionReconciling}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := newRig(t)
@@ -51,7 +51,7 @@ func TestClusterBootstrap(t *testing.T) {
 				v1alpha1.ConditionDegraded:      {metav1.ConditionFalse, controller.ReasonBootstrapping},
 				v1alpha1.ConditionProgressing:   {metav1.ConditionTrue, controller.ReasonBootstrapping},
 				v1alpha1.ConditionAvailable:     {metav1.ConditionFalse, "NoQuorum"},
-				statusutil.ReconcilingCondition: {metav1.ConditionTrue, controller.ReasonBootstrapping},
+				statusutil.ConditionReconciling: {metav1.ConditionTrue, controller.ReasonBootstrapping},
 			}
 			if diff := cmp.Diff(want, conditionsOf(c, types...)); diff != "" {
 				t.Errorf("conditions while bootstrapping (-want +got):\n%s", diff)
@@ -69,7 +69,7 @@ func TestClusterBootstrap(t *testing.T) {
 				v1alpha1.ConditionDegraded:      {metav1.ConditionTrue, controller.ReasonBootstrapTimeout},
 				v1alpha1.ConditionProgressing:   {metav1.ConditionTrue, controller.ReasonBootstrapTimeout},
 				v1alpha1.ConditionAvailable:     {metav1.ConditionFalse, "NoQuorum"},
-				statusutil.ReconcilingCondition: {metav1.ConditionTrue, controller.ReasonBootstrapTimeout},
+				statusutil.ConditionReconciling: {metav1.ConditionTrue, controller.ReasonBootstrapTimeout},
 			}
 			if diff := cmp.Diff(want, conditionsOf(c, types...)); diff != "" {
 				t.Errorf("conditions after the bootstrap timeout (-want +got):\n%s", diff)

@@ -133,7 +133,7 @@ func TestCARotation(t *testing.T) {
 	g.fake.SetHealthy(controller.PeerURL(g.get("r"), "r-1"), false)
 	g.converge("r", 10)
 	c := g.get("r")
-	stalled := statusutil.Get(c, statusutil.StalledCondition)
+	stalled := statusutil.Get(c, statusutil.ConditionStalled)
 	if stalled == nil || stalled.Status != metav1.ConditionTrue || stalled.Reason != controller.ReasonTLSChangeRefused ||
 		!strings.Contains(stalled.Message, "spec.tls.peerSecretName") || !strings.Contains(stalled.Message, "both CAs") {
 		t.Errorf("Stalled = %+v, want True, %s, naming spec.tls.peerSecretName and the fix", stalled, controller.ReasonTLSChangeRefused)
@@ -152,7 +152,7 @@ func TestCARotation(t *testing.T) {
 		g.userCerts("r", step.leaf, step.bundle...)
 		g.converge("r", 30)
 		c := g.get("r")
-		if cond := statusutil.Get(c, statusutil.StalledCondition); cond != nil && cond.Status == metav1.ConditionTrue {
+		if cond := statusutil.Get(c, statusutil.ConditionStalled); cond != nil && cond.Status == metav1.ConditionTrue {
 			t.Fatalf("step %d: Stalled %s: %s", i, cond.Reason, cond.Message)
 		}
 		trusts(step.bundle...)
@@ -198,8 +198,8 @@ func TestUnusableSecretKeepsTheClusterHealing(t *testing.T) {
 			if err := g.c.Delete(g.t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "server", Namespace: g.ns}}); err != nil {
 				g.t.Fatal(err)
 			}
-		}, statusutil.ReconcilingCondition, controller.ReasonTLSSecretMissing},
-		{"expired", func(g *rig) { g.clock.advance(91 * 24 * time.Hour) }, statusutil.StalledCondition, controller.ReasonTLSSecretInvalid},
+		}, statusutil.ConditionReconciling, controller.ReasonTLSSecretMissing},
+		{"expired", func(g *rig) { g.clock.advance(91 * 24 * time.Hour) }, statusutil.ConditionStalled, controller.ReasonTLSSecretInvalid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

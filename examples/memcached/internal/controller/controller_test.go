@@ -182,7 +182,7 @@ func TestStatusFollowsPodsAndDeployment(t *testing.T) {
 	}
 	m := &v1beta1.Memcached{}
 	f.get("mc", m)
-	statustest.AssertCondition(t, m, metav1.Condition{Type: statusutil.ReconcilingCondition, Status: metav1.ConditionTrue, Reason: ReasonRollingOut})
+	statustest.AssertCondition(t, m, metav1.Condition{Type: statusutil.ConditionReconciling, Status: metav1.ConditionTrue, Reason: ReasonRollingOut})
 	statustest.AssertCondition(t, m, metav1.Condition{Type: v1beta1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: ReasonRollingOut})
 
 	for _, p := range []string{"mc-c", "mc-a", "mc-b"} {
@@ -215,7 +215,7 @@ func TestStatusFollowsPodsAndDeployment(t *testing.T) {
 		t.Errorf("status.selector = %q, want %q", m.Status.Selector, want)
 	}
 	for _, c := range []metav1.Condition{
-		{Type: statusutil.ReadyCondition, Status: metav1.ConditionTrue},
+		{Type: statusutil.ConditionReady, Status: metav1.ConditionTrue},
 		{Type: v1beta1.ConditionAvailable, Status: metav1.ConditionTrue, Reason: ReasonAllAvailable},
 		{Type: v1beta1.ConditionProgressing, Status: metav1.ConditionFalse, Reason: ReasonRolloutComplete},
 		{Type: v1beta1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: ReasonAsExpected},
@@ -225,7 +225,7 @@ func TestStatusFollowsPodsAndDeployment(t *testing.T) {
 		}
 		statustest.AssertCondition(t, m, c)
 	}
-	statustest.AssertNoCondition(t, m, statusutil.ReconcilingCondition)
+	statustest.AssertNoCondition(t, m, statusutil.ConditionReconciling)
 	statustest.AssertConditionsValid(t, m)
 
 	// A stuck rollout is Degraded, and so not Ready.
@@ -239,8 +239,8 @@ func TestStatusFollowsPodsAndDeployment(t *testing.T) {
 	f.pass("mc")
 	f.get("mc", m)
 	statustest.AssertCondition(t, m, metav1.Condition{Type: v1beta1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: ReasonDeadlineExceeded})
-	if !statusutil.IsFalse(m, statusutil.ReadyCondition) {
-		t.Errorf("Ready of a degraded Memcached = %+v, want False", statusutil.Get(m, statusutil.ReadyCondition))
+	if !statusutil.IsFalse(m, statusutil.ConditionReady) {
+		t.Errorf("Ready of a degraded Memcached = %+v, want False", statusutil.Get(m, statusutil.ConditionReady))
 	}
 }
 
@@ -429,8 +429,8 @@ func TestSemanticErrorsStall(t *testing.T) {
 			f.create(m)
 			f.pass("mc")
 			f.get("mc", m)
-			statustest.AssertCondition(t, m, metav1.Condition{Type: statusutil.StalledCondition, Status: metav1.ConditionTrue, Reason: "InvalidSpec"})
-			if msg := statusutil.Get(m, statusutil.StalledCondition).Message; !strings.Contains(msg, tt.wantField) {
+			statustest.AssertCondition(t, m, metav1.Condition{Type: statusutil.ConditionStalled, Status: metav1.ConditionTrue, Reason: "InvalidSpec"})
+			if msg := statusutil.Get(m, statusutil.ConditionStalled).Message; !strings.Contains(msg, tt.wantField) {
 				t.Errorf("Stalled message %q does not name %s", msg, tt.wantField)
 			}
 			if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(m), &appsv1.Deployment{}); !apierrors.IsNotFound(err) {

@@ -55,7 +55,7 @@ func TestManagerWritesUntilReadyAndNoneInSteadyState(t *testing.T) {
 	m := &v1beta1.Memcached{}
 	waitFor(t, "Ready=True", func() bool {
 		f.get("mc", m)
-		return statusutil.IsTrue(m, statusutil.ReadyCondition) && len(m.Status.Nodes) == 1 && m.Status.ObservedGeneration == m.Generation
+		return statusutil.IsTrue(m, statusutil.ConditionReady) && len(m.Status.Nodes) == 1 && m.Status.ObservedGeneration == m.Generation
 	})
 	if diff := cmp.Diff([]string{"mc-pod"}, m.Status.Nodes); diff != "" {
 		t.Errorf("status.nodes (-want +got):\n%s", diff)
@@ -151,10 +151,10 @@ func TestSomeoneElsesObjectIsNotTakenOver(t *testing.T) {
 	m := &v1beta1.Memcached{}
 	waitFor(t, "a condition naming the conflict", func() bool {
 		f.get("mc", m)
-		c := statusutil.Get(m, statusutil.ReconcilingCondition)
+		c := statusutil.Get(m, statusutil.ConditionReconciling)
 		return c != nil && c.Reason == ReasonChildConflict && strings.Contains(c.Message, "mc")
 	})
-	t.Logf("Reconciling: %s", statusutil.Get(m, statusutil.ReconcilingCondition).Message)
+	t.Logf("Reconciling: %s", statusutil.Get(m, statusutil.ConditionReconciling).Message)
 	after := &appsv1.Deployment{}
 	testkit.Must(t, env.Client.Get(ctx, client.ObjectKeyFromObject(theirs), after))
 	if len(after.OwnerReferences) != 0 || after.Spec.Template.Spec.Containers[0].Image != "registry.example/theirs:1" || after.Labels[LabelInstance] != "" {

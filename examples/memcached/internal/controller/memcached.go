@@ -178,7 +178,7 @@ func (h *Hooks) Warnings(_ context.Context, _, m *v1beta1.Memcached) []string {
 func (h *Hooks) Reconcile(ctx context.Context, m *v1beta1.Memcached) reconcile.Result {
 	m.Status.Selector = labels.SelectorFromSet(selectorLabels(m)).String()
 	res := h.children.Reconcile(ctx, m)
-	if k := res.Kind(); k == reconcile.KindRetry || res.Reason() == ReasonChildConflict {
+	if k := res.Outcome(); k == reconcile.OutcomeRetry || res.Reason() == ReasonChildConflict {
 		return res
 	}
 	nodes, err := h.podNames(ctx, m)
