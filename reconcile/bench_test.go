@@ -239,7 +239,7 @@ func BenchmarkCreateChildAPIServer(b *testing.B) {
 				i++
 				d := desiredDeployment(owner.Namespace, "web:1")
 				d.Name = fmt.Sprintf("web-%d", i)
-				if op, err := ch.EnsureChild(b.Context(), owner, d); err != nil || op != reconcile.OperationCreated {
+				if op, err := ch.EnsureChild(b.Context(), owner, d); err != nil || op != reconcile.ChildCreated {
 					b.Fatalf("EnsureChild = %s, %v", op, err)
 				}
 			}

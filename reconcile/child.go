@@ -28,15 +28,15 @@ import (
 // after it; read it as opaque.
 const LabelAppliedDigest = "opkit.dev/applied-digest"
 
-// Operation tells what EnsureChild or DeleteChild did.
-type Operation string
+// ChildWrite tells what EnsureChild or DeleteChild did.
+type ChildWrite string
 
 // The operations of EnsureChild and DeleteChild.
 const (
-	OperationNone    Operation = "unchanged"
-	OperationCreated Operation = "created"
-	OperationUpdated Operation = "updated"
-	OperationDeleted Operation = "deleted"
+	ChildUnchanged ChildWrite = "unchanged"
+	ChildCreated   ChildWrite = "created"
+	ChildUpdated   ChildWrite = "updated"
+	ChildDeleted   ChildWrite = "deleted"
 )
 
 // Children writes the children of a reconciled object: the objects it
@@ -136,13 +136,13 @@ var ErrNoFieldOwner = errors.New("no field owner: call EnsureChild from a Reconc
 var ErrFieldOwnerMismatch = errors.New("two field owners for one child")
 
 // ChildWriteError is the error of a write EnsureChild or DeleteChild sent
-// and the API server refused: Operation names the write that failed
-// (OperationCreated for a create, OperationUpdated for an update,
-// OperationDeleted for a delete). Reach it with errors.As; apierrors'
+// and the API server refused: Write names the write that failed
+// (ChildCreated for a create, ChildUpdated for an update,
+// ChildDeleted for a delete). Reach it with errors.As; apierrors'
 // predicates (IsConflict, IsForbidden, IsInvalid, ...) see through it.
 type ChildWriteError struct {
-	// Operation is the write that failed.
-	Operation Operation
+	// Write is the write that failed.
+	Write ChildWrite
 	// Kind is the child's kind.
 	Kind string
 	// Key is the child's namespace and name.
@@ -153,7 +153,7 @@ type ChildWriteError struct {
 
 // Error implements error.
 func (e *ChildWriteError) Error() string {
-	verb := map[Operation]string{OperationCreated: "creating", OperationUpdated: "updating", OperationDeleted: "deleting"}[e.Operation]
+	verb := map[ChildWrite]string{ChildCreated: "creating", ChildUpdated: "updating", ChildDeleted: "deleting"}[e.Write]
 	if verb == "" {
 		verb = "writing"
 	}

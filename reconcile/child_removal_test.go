@@ -95,9 +95,9 @@ func removeFromChild(t *testing.T, children func(*fixture) *reconcile.Children, 
 		t.Fatal(err)
 	}
 	for _, step := range []struct {
-		want       reconcile.Operation
+		want       reconcile.ChildWrite
 		wantWrites int
-	}{{reconcile.OperationUpdated, firstWrites}, {reconcile.OperationNone, 0}} {
+	}{{reconcile.ChildUpdated, firstWrites}, {reconcile.ChildUnchanged, 0}} {
 		d := desiredDeployment(f.ns, "web:1")
 		full(d)
 		remove(d)
@@ -139,7 +139,7 @@ func TestEnsureChildUpdatesAPostedChildWithOneApply(t *testing.T) {
 		d.Spec.Template.Spec.Containers[0].Args = args
 		return d
 	}
-	if op, err := ch.EnsureChild(ctx, owner, desired(1, "-a", "-b")); err != nil || op != reconcile.OperationCreated {
+	if op, err := ch.EnsureChild(ctx, owner, desired(1, "-a", "-b")); err != nil || op != reconcile.ChildCreated {
 		t.Fatalf("creating the child: %s, %v", op, err)
 	}
 
@@ -155,8 +155,8 @@ func TestEnsureChildUpdatesAPostedChildWithOneApply(t *testing.T) {
 		{"-a removed once moved: the same", desired(4), map[string]int{"GET": 1, "PATCH": 1}},
 	} {
 		f.counter.Reset()
-		if op, err := ch.EnsureChild(ctx, owner, step.desired); err != nil || op != reconcile.OperationUpdated {
-			t.Fatalf("%s: EnsureChild = %s, %v; want %s", step.name, op, err, reconcile.OperationUpdated)
+		if op, err := ch.EnsureChild(ctx, owner, step.desired); err != nil || op != reconcile.ChildUpdated {
+			t.Fatalf("%s: EnsureChild = %s, %v; want %s", step.name, op, err, reconcile.ChildUpdated)
 		}
 		if diff := cmp.Diff(step.requests, f.counter.Counts()); diff != "" {
 			t.Errorf("%s: requests (-want +got):\n%s", step.name, diff)
@@ -185,11 +185,11 @@ func TestEnsureChildChangesAPostedDeploymentsStrategy(t *testing.T) {
 		d.Spec.Strategy = appsv1.DeploymentStrategy{Type: strategy}
 		return d
 	}
-	if op, err := ch.EnsureChild(t.Context(), owner, desired(appsv1.RollingUpdateDeploymentStrategyType)); err != nil || op != reconcile.OperationCreated {
+	if op, err := ch.EnsureChild(t.Context(), owner, desired(appsv1.RollingUpdateDeploymentStrategyType)); err != nil || op != reconcile.ChildCreated {
 		t.Fatalf("creating the child: %s, %v", op, err)
 	}
-	if op, err := ch.EnsureChild(t.Context(), owner, desired(appsv1.RecreateDeploymentStrategyType)); err != nil || op != reconcile.OperationUpdated {
-		t.Fatalf("EnsureChild with Recreate = %s, %v; want %s", op, err, reconcile.OperationUpdated)
+	if op, err := ch.EnsureChild(t.Context(), owner, desired(appsv1.RecreateDeploymentStrategyType)); err != nil || op != reconcile.ChildUpdated {
+		t.Fatalf("EnsureChild with Recreate = %s, %v; want %s", op, err, reconcile.ChildUpdated)
 	}
 	live := &appsv1.Deployment{}
 	testkit.Must(t, env.Client.Get(t.Context(), client.ObjectKey{Namespace: f.ns, Name: "web"}, live))

@@ -51,7 +51,7 @@ func TestEnsureChild(t *testing.T) {
 	owner := f.createWidget("owner", testv1.WidgetSpec{})
 	ctx := t.Context()
 
-	ensure := func(d client.Object, want reconcile.Operation, wantWrites int) {
+	ensure := func(d client.Object, want reconcile.ChildWrite, wantWrites int) {
 		t.Helper()
 		f.counter.Reset()
 		op, err := ch.EnsureChild(ctx, owner, d)
@@ -64,7 +64,7 @@ func TestEnsureChild(t *testing.T) {
 		f.wantWrites(wantWrites)
 	}
 
-	ensure(desiredDeployment(f.ns, "web:1", corev1.EnvVar{Name: "A", Value: "1"}), reconcile.OperationCreated, 1)
+	ensure(desiredDeployment(f.ns, "web:1", corev1.EnvVar{Name: "A", Value: "1"}), reconcile.ChildCreated, 1)
 
 	// The API server defaulted strategy, revisionHistoryLimit,
 	// imagePullPolicy, protocol, terminationMessagePath, ...: none of that is
@@ -74,16 +74,16 @@ func TestEnsureChild(t *testing.T) {
 	if live.Spec.RevisionHistoryLimit == nil || live.Spec.Template.Spec.Containers[0].ImagePullPolicy == "" {
 		t.Fatalf("expected server defaults on the live Deployment, got %+v", live.Spec)
 	}
-	ensure(desiredDeployment(f.ns, "web:1", corev1.EnvVar{Name: "A", Value: "1"}), reconcile.OperationNone, 0)
+	ensure(desiredDeployment(f.ns, "web:1", corev1.EnvVar{Name: "A", Value: "1"}), reconcile.ChildUnchanged, 0)
 
 	// Someone else labels it; that is not ours to undo, and no write.
 	live.Labels["team"] = "payments"
 	testkit.Must(t, env.Client.Update(ctx, live))
-	ensure(desiredDeployment(f.ns, "web:1", corev1.EnvVar{Name: "A", Value: "1"}), reconcile.OperationNone, 0)
+	ensure(desiredDeployment(f.ns, "web:1", corev1.EnvVar{Name: "A", Value: "1"}), reconcile.ChildUnchanged, 0)
 
 	// A real change is applied; others' fields and server defaults stay;
 	// a field we stop setting (the env var) is removed.
-	ensure(desiredDeployment(f.ns, "web:2"), reconcile.OperationUpdated, 1)
+	ensure(desiredDeployment(f.ns, "web:2"), reconcile.ChildUpdated, 1)
 	testkit.Must(t, env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "web"}, live))
 	c := live.Spec.Template.Spec.Containers[0]
 	if c.Image != "web:2" || len(c.Env) != 0 || live.Labels["team"] != "payments" || live.Spec.RevisionHistoryLimit == nil {
@@ -101,7 +101,7 @@ func TestEnsureChild(t *testing.T) {
 	if len(live.Annotations) != 0 {
 		t.Errorf("annotations = %v, want none: EnsureChild adds none of its own", live.Annotations)
 	}
-	ensure(desiredDeployment(f.ns, "web:2"), reconcile.OperationNone, 0)
+	ensure(desiredDeployment(f.ns, "web:2"), reconcile.ChildUnchanged, 0)
 
 	// A child written by an older opkit, which recorded the digest in an
 	// annotation of the same name, is applied once more; that removes the
@@ -121,12 +121,12 @@ func TestEnsureChild(t *testing.T) {
 	if _, ok := live.Labels[reconcile.LabelAppliedDigest]; ok {
 		t.Fatalf("the old-style apply left the digest label: %v", live.Labels)
 	}
-	ensure(desiredDeployment(f.ns, "web:2"), reconcile.OperationUpdated, 1)
+	ensure(desiredDeployment(f.ns, "web:2"), reconcile.ChildUpdated, 1)
 	testkit.Must(t, env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "web"}, live))
 	if _, ok := live.Annotations[reconcile.LabelAppliedDigest]; ok || live.Labels[reconcile.LabelAppliedDigest] == "" {
 		t.Errorf("after re-apply: annotations %v, labels %v; want the digest in the labels only", live.Annotations, live.Labels)
 	}
-	ensure(desiredDeployment(f.ns, "web:2"), reconcile.OperationNone, 0)
+	ensure(desiredDeployment(f.ns, "web:2"), reconcile.ChildUnchanged, 0)
 }
 
 // TestEnsureChildRestoresOwnerReferences: an owner reference the desired
@@ -155,8 +155,8 @@ func TestEnsureChildRestoresOwnerReferences(t *testing.T) {
 
 	f.counter.Reset()
 	op, err := ch.EnsureChild(ctx, owner, desired())
-	if err != nil || op != reconcile.OperationUpdated {
-		t.Errorf("EnsureChild after the holder's reference was removed = %s, %v; want %s", op, err, reconcile.OperationUpdated)
+	if err != nil || op != reconcile.ChildUpdated {
+		t.Errorf("EnsureChild after the holder's reference was removed = %s, %v; want %s", op, err, reconcile.ChildUpdated)
 	}
 	f.wantWrites(1)
 	testkit.Must(t, env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "web"}, live))
@@ -192,7 +192,7 @@ func TestEnsureChildAdoptsOnlyWhenAsked(t *testing.T) {
 
 	// Asked to, it adopts the orphan.
 	op, err := ch.EnsureChild(ctx, owner, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "orphan", Namespace: f.ns}, Data: map[string]string{"k": "v"}}, reconcile.WithOrphanAdoption())
-	if err != nil || op != reconcile.OperationUpdated {
+	if err != nil || op != reconcile.ChildUpdated {
 		t.Fatalf("adopting an orphan: %s, %v", op, err)
 	}
 	testkit.Must(t, env.Client.Get(ctx, client.ObjectKeyFromObject(orphan), orphan))
@@ -243,14 +243,14 @@ func TestDeleteChild(t *testing.T) {
 	tests := []struct {
 		name       string
 		obj        string
-		wantOp     reconcile.Operation
+		wantOp     reconcile.ChildWrite
 		wantErr    bool
 		wantWrites int
 	}{
-		{"controlled child is deleted", "mine", reconcile.OperationDeleted, false, 1},
-		{"absent child costs no request", "mine", reconcile.OperationNone, false, 0},
-		{"another's child is refused", "theirs", reconcile.OperationNone, true, 0},
-		{"an uncontrolled object is refused", "unowned", reconcile.OperationNone, true, 0},
+		{"controlled child is deleted", "mine", reconcile.ChildDeleted, false, 1},
+		{"absent child costs no request", "mine", reconcile.ChildUnchanged, false, 0},
+		{"another's child is refused", "theirs", reconcile.ChildUnchanged, true, 0},
+		{"an uncontrolled object is refused", "unowned", reconcile.ChildUnchanged, true, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -329,7 +329,7 @@ func TestEnsureChildConfirmsAbsenceUncached(t *testing.T) {
 	}
 
 	// A child that really does not exist is created.
-	if op, err := ch.EnsureChild(ctx, owner, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "new", Namespace: f.ns}}); err != nil || op != reconcile.OperationCreated {
+	if op, err := ch.EnsureChild(ctx, owner, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "new", Namespace: f.ns}}); err != nil || op != reconcile.ChildCreated {
 		t.Errorf("creating a new child: %s, %v", op, err)
 	}
 }
@@ -363,8 +363,8 @@ func TestEnsureChildCreatesWithOnePost(t *testing.T) {
 	f.counter.Reset()
 	d := desiredDeployment(f.ns, "web:1")
 	op, err := ch.EnsureChild(t.Context(), owner, d)
-	if err != nil || op != reconcile.OperationCreated {
-		t.Fatalf("EnsureChild = %s, %v; want %s", op, err, reconcile.OperationCreated)
+	if err != nil || op != reconcile.ChildCreated {
+		t.Fatalf("EnsureChild = %s, %v; want %s", op, err, reconcile.ChildCreated)
 	}
 	if diff := cmp.Diff(map[string]int{"POST": 1}, f.counter.Counts()); diff != "" {
 		t.Errorf("requests to create a child (-want +got):\n%s", diff)
@@ -389,14 +389,14 @@ func TestEnsureChildAfterItsCreateOnAStaleCache(t *testing.T) {
 	ctx := t.Context()
 	ch, err := reconcile.NewChildren(blindReader{f.c}, env.Scheme, reconcile.WithChildrenFieldOwner("opkit-widget"), reconcile.WithUncachedReader(f.c))
 	testkit.Must(t, err)
-	if op, err := ch.EnsureChild(ctx, owner, desiredDeployment(f.ns, "web:1")); err != nil || op != reconcile.OperationCreated {
-		t.Fatalf("EnsureChild = %s, %v; want %s", op, err, reconcile.OperationCreated)
+	if op, err := ch.EnsureChild(ctx, owner, desiredDeployment(f.ns, "web:1")); err != nil || op != reconcile.ChildCreated {
+		t.Fatalf("EnsureChild = %s, %v; want %s", op, err, reconcile.ChildCreated)
 	}
 
 	f.counter.Reset()
 	d := desiredDeployment(f.ns, "web:1")
-	if op, err := ch.EnsureChild(ctx, owner, d); err != nil || op != reconcile.OperationNone {
-		t.Errorf("EnsureChild again before the cache saw the create = %s, %v; want %s", op, err, reconcile.OperationNone)
+	if op, err := ch.EnsureChild(ctx, owner, d); err != nil || op != reconcile.ChildUnchanged {
+		t.Errorf("EnsureChild again before the cache saw the create = %s, %v; want %s", op, err, reconcile.ChildUnchanged)
 	}
 	if got := f.counter.Writes(); got != 0 {
 		t.Errorf("write requests = %d, want 0 (%s)", got, f.counter)
@@ -407,8 +407,8 @@ func TestEnsureChildAfterItsCreateOnAStaleCache(t *testing.T) {
 
 	testkit.Must(t, env.Client.Delete(ctx, d))
 	f.counter.Reset()
-	if op, err := ch.EnsureChild(ctx, owner, desiredDeployment(f.ns, "web:1")); err != nil || op != reconcile.OperationCreated {
-		t.Errorf("EnsureChild after the child was deleted = %s, %v; want %s", op, err, reconcile.OperationCreated)
+	if op, err := ch.EnsureChild(ctx, owner, desiredDeployment(f.ns, "web:1")); err != nil || op != reconcile.ChildCreated {
+		t.Errorf("EnsureChild after the child was deleted = %s, %v; want %s", op, err, reconcile.ChildCreated)
 	}
 	if got := f.counter.Counts()[http.MethodPost]; got != 1 || f.counter.Writes() != 1 {
 		t.Errorf("write requests: %s; want one POST", f.counter)
@@ -430,21 +430,21 @@ func TestEnsureChildTrustsItsCreateUntilItsEvent(t *testing.T) {
 		watched bool
 		between func(*testing.T, *appsv1.Deployment, func(schema.GroupVersionKind, types.NamespacedName))
 		image   string
-		wantOp  reconcile.Operation
+		wantOp  reconcile.ChildWrite
 		want    map[string]int
 	}{
-		{name: "no event yet", watched: true, image: "web:1", wantOp: reconcile.OperationNone, want: map[string]int{}},
-		{name: "kind not watched", image: "web:1", wantOp: reconcile.OperationNone, want: map[string]int{http.MethodGet: 1}},
-		{name: "deleted, its event arrived", watched: true, between: deleted, image: "web:1", wantOp: reconcile.OperationCreated, want: map[string]int{http.MethodGet: 1, http.MethodPost: 1}},
-		{name: "desired changed", watched: true, image: "web:2", wantOp: reconcile.OperationUpdated},
+		{name: "no event yet", watched: true, image: "web:1", wantOp: reconcile.ChildUnchanged, want: map[string]int{}},
+		{name: "kind not watched", image: "web:1", wantOp: reconcile.ChildUnchanged, want: map[string]int{http.MethodGet: 1}},
+		{name: "deleted, its event arrived", watched: true, between: deleted, image: "web:1", wantOp: reconcile.ChildCreated, want: map[string]int{http.MethodGet: 1, http.MethodPost: 1}},
+		{name: "desired changed", watched: true, image: "web:2", wantOp: reconcile.ChildUpdated},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
 			owner := f.createWidget("owner", testv1.WidgetSpec{})
 			ctx, observe, ch := f.blindPass(tc.watched, deployments)
 			d := desiredDeployment(f.ns, "web:1")
-			if op, err := ch.EnsureChild(ctx, owner, d); err != nil || op != reconcile.OperationCreated {
-				t.Fatalf("EnsureChild = %s, %v; want %s", op, err, reconcile.OperationCreated)
+			if op, err := ch.EnsureChild(ctx, owner, d); err != nil || op != reconcile.ChildCreated {
+				t.Fatalf("EnsureChild = %s, %v; want %s", op, err, reconcile.ChildCreated)
 			}
 			if tc.between != nil {
 				tc.between(t, d, observe)
@@ -510,8 +510,8 @@ func TestEnsureChildOnAStaleCache(t *testing.T) {
 	counter.Reset()
 	for range 3 {
 		op, err := ch.EnsureChild(ctx, owner, desiredDeployment(f.ns, "web:2"))
-		if err != nil || op != reconcile.OperationNone {
-			t.Errorf("EnsureChild(web:2) on the stale cache = %s, %v; want %s", op, err, reconcile.OperationNone)
+		if err != nil || op != reconcile.ChildUnchanged {
+			t.Errorf("EnsureChild(web:2) on the stale cache = %s, %v; want %s", op, err, reconcile.ChildUnchanged)
 		}
 	}
 	if got := counter.Writes(); got != 0 {
@@ -519,8 +519,8 @@ func TestEnsureChildOnAStaleCache(t *testing.T) {
 	}
 
 	counter.Reset()
-	if op, err := ch.EnsureChild(ctx, owner, desiredDeployment(f.ns, "web:3")); err != nil || op != reconcile.OperationUpdated {
-		t.Errorf("EnsureChild(web:3) on the stale cache = %s, %v; want %s", op, err, reconcile.OperationUpdated)
+	if op, err := ch.EnsureChild(ctx, owner, desiredDeployment(f.ns, "web:3")); err != nil || op != reconcile.ChildUpdated {
+		t.Errorf("EnsureChild(web:3) on the stale cache = %s, %v; want %s", op, err, reconcile.ChildUpdated)
 	}
 	if got := counter.Writes(); got != 1 {
 		t.Errorf("write requests for web:3 = %d, want 1 (%s)", got, counter)

@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// EnsureApplied is EnsureChild for a client-go apply configuration, such
+// EnsureChildApplied is EnsureChild for a client-go apply configuration, such
 // as appsv1ac.Deployment(name, namespace).WithSpec(...): only the fields
 // ac sets are applied and owned, where a typed struct also sends (and
 // owns) its zero-valued fields without omitempty. The child is read from
@@ -19,10 +19,10 @@ import (
 //
 // ac must carry apiVersion, kind, name and, if namespaced, the owner's
 // namespace, as the generated constructors set them.
-func (c *Children) EnsureApplied(ctx context.Context, owner client.Object, ac runtime.ApplyConfiguration, opts ...EnsureOption) (client.Object, Operation, error) {
+func (c *Children) EnsureChildApplied(ctx context.Context, owner client.Object, ac runtime.ApplyConfiguration, opts ...EnsureOption) (client.Object, ChildWrite, error) {
 	u, typed, err := c.fromApplyConfiguration(ac)
 	if err != nil {
-		return nil, OperationNone, err
+		return nil, ChildUnchanged, err
 	}
 	op, err := c.EnsureChild(ctx, owner, u, append(opts, func(o *childOptions) { o.readAs = typed })...)
 	if err != nil {
@@ -38,26 +38,26 @@ func (c *Children) EnsureApplied(ctx context.Context, owner client.Object, ac ru
 // typed object of its kind.
 func (c *Children) fromApplyConfiguration(ac runtime.ApplyConfiguration) (*unstructured.Unstructured, client.Object, error) {
 	if ac == nil {
-		return nil, nil, fmt.Errorf("EnsureApplied: apply configuration is nil")
+		return nil, nil, fmt.Errorf("EnsureChildApplied: apply configuration is nil")
 	}
 	b, err := json.Marshal(ac)
 	if err != nil {
-		return nil, nil, fmt.Errorf("EnsureApplied: encoding %T: %w", ac, err)
+		return nil, nil, fmt.Errorf("EnsureChildApplied: encoding %T: %w", ac, err)
 	}
 	// UnmarshalJSON, not json.Unmarshal: integers must be int64, as
 	// in the cached object converted for the comparison.
 	u := &unstructured.Unstructured{}
 	if err := u.UnmarshalJSON(b); err != nil {
-		return nil, nil, fmt.Errorf("EnsureApplied: %T needs apiVersion and kind (build it with its generated constructor): %w", ac, err)
+		return nil, nil, fmt.Errorf("EnsureChildApplied: %T needs apiVersion and kind (build it with its generated constructor): %w", ac, err)
 	}
 	gvk := u.GroupVersionKind()
 	obj, err := c.scheme.New(gvk)
 	if err != nil {
-		return nil, nil, fmt.Errorf("EnsureApplied: %w", err)
+		return nil, nil, fmt.Errorf("EnsureChildApplied: %w", err)
 	}
 	typed, ok := obj.(client.Object)
 	if !ok {
-		return nil, nil, fmt.Errorf("EnsureApplied: %v is not a client.Object", gvk)
+		return nil, nil, fmt.Errorf("EnsureChildApplied: %v is not a client.Object", gvk)
 	}
 	return u, typed, nil
 }

@@ -27,25 +27,25 @@ func ownedBy(obj client.Object, manager string) string {
 	return ""
 }
 
-// TestEnsureApplied: an apply configuration is applied with only the
+// TestEnsureChildApplied: an apply configuration is applied with only the
 // fields it sets, owned by the field owner; another writer's fields stay;
 // a second call with the same configuration sends nothing and returns the
 // live typed child.
-func TestEnsureApplied(t *testing.T) {
+func TestEnsureChildApplied(t *testing.T) {
 	f := newFixture(t)
 	w := f.createWidget("w", testv1.WidgetSpec{})
 	ch := f.children()
 	ac := corev1ac.ConfigMap("w-config", f.ns).WithLabels(map[string]string{"app": "w"}).WithData(map[string]string{"a": "1"})
 
 	f.counter.Reset()
-	live, op, err := ch.EnsureApplied(t.Context(), w, ac)
+	live, op, err := ch.EnsureChildApplied(t.Context(), w, ac)
 	testkit.Must(t, err)
-	if op != reconcile.OperationCreated {
-		t.Errorf("first EnsureApplied: %s, want created", op)
+	if op != reconcile.ChildCreated {
+		t.Errorf("first EnsureChildApplied: %s, want created", op)
 	}
 	f.wantWrites(1)
 	if _, ok := live.(*corev1.ConfigMap); !ok {
-		t.Fatalf("EnsureApplied returned %T, want *corev1.ConfigMap", live)
+		t.Fatalf("EnsureChildApplied returned %T, want *corev1.ConfigMap", live)
 	}
 	cm := f.configMap("w-config")
 	if got := ownedBy(cm, "opkit-widget"); strings.Contains(got, "f:binaryData") || strings.Contains(got, "f:immutable") || !strings.Contains(got, `"f:a"`) {
@@ -55,10 +55,10 @@ func TestEnsureApplied(t *testing.T) {
 	cm.Data["b"] = "2"
 	testkit.Must(t, env.Client.Update(t.Context(), cm, client.FieldOwner("other")))
 	f.counter.Reset()
-	live, op, err = ch.EnsureApplied(t.Context(), w, ac)
+	live, op, err = ch.EnsureChildApplied(t.Context(), w, ac)
 	testkit.Must(t, err)
-	if op != reconcile.OperationNone {
-		t.Errorf("EnsureApplied of an unchanged configuration: %s, want none", op)
+	if op != reconcile.ChildUnchanged {
+		t.Errorf("EnsureChildApplied of an unchanged configuration: %s, want none", op)
 	}
 	f.wantWrites(0)
 	if diff := cmp.Diff(map[string]string{"a": "1", "b": "2"}, live.(*corev1.ConfigMap).Data); diff != "" {
@@ -66,14 +66,14 @@ func TestEnsureApplied(t *testing.T) {
 	}
 
 	ac.WithData(map[string]string{"a": "3"})
-	_, op, err = ch.EnsureApplied(t.Context(), w, ac)
+	_, op, err = ch.EnsureChildApplied(t.Context(), w, ac)
 	testkit.Must(t, err)
-	if diff := cmp.Diff(map[string]string{"a": "3", "b": "2"}, f.configMap("w-config").Data); op != reconcile.OperationUpdated || diff != "" {
+	if diff := cmp.Diff(map[string]string{"a": "3", "b": "2"}, f.configMap("w-config").Data); op != reconcile.ChildUpdated || diff != "" {
 		t.Errorf("changed configuration: %s, data (-want +got):\n%s", op, diff)
 	}
 }
 
-func TestEnsureAppliedRefusesAConfigurationWithoutKind(t *testing.T) {
+func TestEnsureChildAppliedRefusesAConfigurationWithoutKind(t *testing.T) {
 	f := newFixture(t)
 	w := f.createWidget("w", testv1.WidgetSpec{})
 	tests := []struct {
@@ -86,9 +86,9 @@ func TestEnsureAppliedRefusesAConfigurationWithoutKind(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, _, err := f.children().EnsureApplied(t.Context(), w, tt.ac)
+			_, _, err := f.children().EnsureChildApplied(t.Context(), w, tt.ac)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("EnsureApplied = %v, want an error containing %q", err, tt.want)
+				t.Errorf("EnsureChildApplied = %v, want an error containing %q", err, tt.want)
 			}
 		})
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/opkit-dev/opkit/ownership"
 )
 
-// EnsureCreated makes the child described by desired exist and be
+// EnsureChildCreated makes the child described by desired exist and be
 // controlled by owner, creating it once and never changing it afterwards:
 // for a Job, or any object whose spec is immutable or whose re-application
 // would redo work. On return desired holds the live object when the cache
@@ -22,24 +22,24 @@ import (
 // Footgun: a child deleted later (a Job's ttlSecondsAfterFinished) is
 // created again by the next call. To run something once, record that it
 // finished in the owner's status and stop calling (Dependent.Wanted).
-func (c *Children) EnsureCreated(ctx context.Context, owner, desired client.Object) (Operation, error) {
+func (c *Children) EnsureChildCreated(ctx context.Context, owner, desired client.Object) (ChildWrite, error) {
 	if desired.GetName() == "" {
-		return OperationNone, fmt.Errorf("EnsureCreated: desired %T has no metadata.name", desired)
+		return ChildUnchanged, fmt.Errorf("EnsureChildCreated: desired %T has no metadata.name", desired)
 	}
 	if err := ownership.SetControllerReference(owner, desired, c.scheme); err != nil {
-		return OperationNone, fmt.Errorf("EnsureCreated %s: %w", desired.GetName(), err)
+		return ChildUnchanged, fmt.Errorf("EnsureChildCreated %s: %w", desired.GetName(), err)
 	}
 	gvk, err := apiutil.GVKForObject(desired, c.scheme)
 	if err != nil {
-		return OperationNone, fmt.Errorf("EnsureCreated %s: %w", desired.GetName(), err)
+		return ChildUnchanged, fmt.Errorf("EnsureChildCreated %s: %w", desired.GetName(), err)
 	}
 	fieldOwner, err := c.fieldOwnerFor(ctx)
 	if err != nil {
-		return OperationNone, fmt.Errorf("EnsureCreated %s %s: %w", gvk.Kind, desired.GetName(), err)
+		return ChildUnchanged, fmt.Errorf("EnsureChildCreated %s %s: %w", gvk.Kind, desired.GetName(), err)
 	}
 	current, err := newLike(desired)
 	if err != nil {
-		return OperationNone, err
+		return ChildUnchanged, err
 	}
 	key := client.ObjectKeyFromObject(desired)
 	ck := childKey{gvk: gvk, key: key}
@@ -49,7 +49,7 @@ func (c *Children) EnsureCreated(ctx context.Context, owner, desired client.Obje
 		c.applied.seen(ck, current)
 	case !apierrors.IsNotFound(err):
 	case unseenCreatesFrom(ctx).unseen(ck):
-		return OperationNone, nil // ours, not in the cache yet (childunseen.go)
+		return ChildUnchanged, nil // ours, not in the cache yet (childunseen.go)
 	case c.applied.wasCreated(ck) && c.uncached != nil:
 		// Ours and not cached yet, or deleted since: a GET tells.
 		err = c.uncached.Get(ctx, key, current)
@@ -57,7 +57,7 @@ func (c *Children) EnsureCreated(ctx context.Context, owner, desired client.Obje
 	if apierrors.IsNotFound(err) {
 		digest, derr := appliedDigest(desired)
 		if derr != nil {
-			return OperationNone, derr
+			return ChildUnchanged, derr
 		}
 		op, cerr := c.create(ctx, desired, ck, digest, fieldOwner)
 		if !apierrors.IsAlreadyExists(cerr) {
@@ -70,16 +70,16 @@ func (c *Children) EnsureCreated(ctx context.Context, owner, desired client.Obje
 		}
 		err = reader.Get(ctx, key, current)
 		if apierrors.IsNotFound(err) {
-			return OperationNone, nil
+			return ChildUnchanged, nil
 		}
 	}
 	if err != nil {
-		return OperationNone, fmt.Errorf("reading %s %s: %w", gvk.Kind, desired.GetName(), err)
+		return ChildUnchanged, fmt.Errorf("reading %s %s: %w", gvk.Kind, desired.GetName(), err)
 	}
 	if ctl := metav1.GetControllerOf(current); ctl == nil {
-		return OperationNone, &ownership.NotControlledError{Object: current}
+		return ChildUnchanged, &ownership.NotControlledError{Object: current}
 	} else if ctl.UID != owner.GetUID() {
-		return OperationNone, &ownership.AlreadyControlledError{Object: current, Owner: *ctl}
+		return ChildUnchanged, &ownership.AlreadyControlledError{Object: current, Owner: *ctl}
 	}
-	return OperationNone, copyInto(current, desired)
+	return ChildUnchanged, copyInto(current, desired)
 }

@@ -20,10 +20,10 @@ import (
 	"github.com/opkit-dev/opkit/reconcile"
 )
 
-// TestEnsureCreated: a create-only child is created with one write and
+// TestEnsureChildCreated: a create-only child is created with one write and
 // never changed afterwards, even when desired changes; an object of its
 // name that the owner does not control is refused.
-func TestEnsureCreated(t *testing.T) {
+func TestEnsureChildCreated(t *testing.T) {
 	f := newFixture(t)
 	w := f.createWidget("w", testv1.WidgetSpec{})
 	ch := f.children()
@@ -31,19 +31,19 @@ func TestEnsureCreated(t *testing.T) {
 		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "w-once", Namespace: f.ns}, Data: map[string]string{"v": v}}
 	}
 	f.counter.Reset()
-	op, err := ch.EnsureCreated(t.Context(), w, desired("1"))
+	op, err := ch.EnsureChildCreated(t.Context(), w, desired("1"))
 	testkit.Must(t, err)
-	if op != reconcile.OperationCreated {
-		t.Errorf("first EnsureCreated: %s, want created", op)
+	if op != reconcile.ChildCreated {
+		t.Errorf("first EnsureChildCreated: %s, want created", op)
 	}
 	f.wantWrites(1)
 
 	f.counter.Reset()
 	live := desired("2")
-	op, err = ch.EnsureCreated(t.Context(), w, live)
+	op, err = ch.EnsureChildCreated(t.Context(), w, live)
 	testkit.Must(t, err)
-	if op != reconcile.OperationNone || live.Data["v"] != "1" {
-		t.Errorf("EnsureCreated with a changed desired: %s, live data %v; want none and the first data", op, live.Data)
+	if op != reconcile.ChildUnchanged || live.Data["v"] != "1" {
+		t.Errorf("EnsureChildCreated with a changed desired: %s, live data %v; want none and the first data", op, live.Data)
 	}
 	f.wantWrites(0)
 	if got := f.configMap("w-once").Data["v"]; got != "1" {
@@ -52,9 +52,9 @@ func TestEnsureCreated(t *testing.T) {
 
 	orphan := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "w-orphan", Namespace: f.ns}}
 	testkit.Must(t, env.Client.Create(t.Context(), orphan))
-	_, err = ch.EnsureCreated(t.Context(), w, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "w-orphan", Namespace: f.ns}})
+	_, err = ch.EnsureChildCreated(t.Context(), w, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "w-orphan", Namespace: f.ns}})
 	if !ownership.IsConflict(err) {
-		t.Errorf("EnsureCreated over an orphan = %v, want a NotControlledError", err)
+		t.Errorf("EnsureChildCreated over an orphan = %v, want a NotControlledError", err)
 	}
 }
 
@@ -86,30 +86,30 @@ func TestDependentCreateOnly(t *testing.T) {
 	}
 }
 
-// TestEnsureCreatedAfterADeletion: a create-only child deleted after its
+// TestEnsureChildCreatedAfterADeletion: a create-only child deleted after its
 // create is created again by the next call, as documented; one still
 // unseen by the watch of the pass's Reconciler is not read again.
-func TestEnsureCreatedAfterADeletion(t *testing.T) {
+func TestEnsureChildCreatedAfterADeletion(t *testing.T) {
 	configMaps := corev1.SchemeGroupVersion.WithKind("ConfigMap")
 	for _, tc := range []struct {
 		name    string
 		watched bool
 		delete  bool
-		wantOp  reconcile.Operation
+		wantOp  reconcile.ChildWrite
 		want    map[string]int
 	}{
-		{name: "deleted", delete: true, wantOp: reconcile.OperationCreated, want: map[string]int{http.MethodGet: 1, http.MethodPost: 1}},
-		{name: "deleted, watched, its event arrived", watched: true, delete: true, wantOp: reconcile.OperationCreated, want: map[string]int{http.MethodGet: 1, http.MethodPost: 1}},
-		{name: "not seen by the cache yet", wantOp: reconcile.OperationNone, want: map[string]int{http.MethodGet: 1}},
-		{name: "watched, no event yet", watched: true, wantOp: reconcile.OperationNone, want: map[string]int{}},
+		{name: "deleted", delete: true, wantOp: reconcile.ChildCreated, want: map[string]int{http.MethodGet: 1, http.MethodPost: 1}},
+		{name: "deleted, watched, its event arrived", watched: true, delete: true, wantOp: reconcile.ChildCreated, want: map[string]int{http.MethodGet: 1, http.MethodPost: 1}},
+		{name: "not seen by the cache yet", wantOp: reconcile.ChildUnchanged, want: map[string]int{http.MethodGet: 1}},
+		{name: "watched, no event yet", watched: true, wantOp: reconcile.ChildUnchanged, want: map[string]int{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
 			w := f.createWidget("w", testv1.WidgetSpec{})
 			ctx, observe, ch := f.blindPass(tc.watched, configMaps)
 			desired := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "w-once", Namespace: f.ns}}
-			if op, err := ch.EnsureCreated(ctx, w, desired); err != nil || op != reconcile.OperationCreated {
-				t.Fatalf("first EnsureCreated = %s, %v; want created", op, err)
+			if op, err := ch.EnsureChildCreated(ctx, w, desired); err != nil || op != reconcile.ChildCreated {
+				t.Fatalf("first EnsureChildCreated = %s, %v; want created", op, err)
 			}
 			if tc.delete {
 				testkit.Must(t, env.Client.Delete(t.Context(), desired))
@@ -118,8 +118,8 @@ func TestEnsureCreatedAfterADeletion(t *testing.T) {
 
 			f.counter.Reset()
 			again := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "w-once", Namespace: f.ns}}
-			if op, err := ch.EnsureCreated(ctx, w, again); err != nil || op != tc.wantOp {
-				t.Errorf("EnsureCreated again = %s, %v; want %s", op, err, tc.wantOp)
+			if op, err := ch.EnsureChildCreated(ctx, w, again); err != nil || op != tc.wantOp {
+				t.Errorf("EnsureChildCreated again = %s, %v; want %s", op, err, tc.wantOp)
 			}
 			if diff := cmp.Diff(tc.want, f.counter.Counts(), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("requests (-want +got):\n%s", diff)

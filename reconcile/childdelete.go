@@ -18,21 +18,21 @@ import (
 // owner is left alone and reported with *ownership.AlreadyControlledError,
 // one without a controller with *ownership.NotControlledError
 // (ownership.IsConflict reports either).
-func (c *Children) DeleteChild(ctx context.Context, owner, obj client.Object) (Operation, error) {
+func (c *Children) DeleteChild(ctx context.Context, owner, obj client.Object) (ChildWrite, error) {
 	if err := c.client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			return OperationNone, nil
+			return ChildUnchanged, nil
 		}
-		return OperationNone, fmt.Errorf("reading %s: %w", obj.GetName(), err)
+		return ChildUnchanged, fmt.Errorf("reading %s: %w", obj.GetName(), err)
 	}
 	if !obj.GetDeletionTimestamp().IsZero() {
-		return OperationNone, nil
+		return ChildUnchanged, nil
 	}
 	if !ownership.IsControlledBy(obj, owner) {
 		if ctl := metav1.GetControllerOf(obj); ctl != nil {
-			return OperationNone, &ownership.AlreadyControlledError{Object: obj, Owner: *ctl}
+			return ChildUnchanged, &ownership.AlreadyControlledError{Object: obj, Owner: *ctl}
 		}
-		return OperationNone, &ownership.NotControlledError{Object: obj}
+		return ChildUnchanged, &ownership.NotControlledError{Object: obj}
 	}
 	if gvk, err := apiutil.GVKForObject(obj, c.scheme); err == nil {
 		c.applied.forget(childKey{gvk: gvk, key: client.ObjectKeyFromObject(obj)})
@@ -44,7 +44,7 @@ func (c *Children) DeleteChild(ctx context.Context, owner, obj client.Object) (O
 		if gvk, gerr := apiutil.GVKForObject(obj, c.scheme); gerr == nil {
 			kind = gvk.Kind
 		}
-		return OperationNone, &ChildWriteError{Operation: OperationDeleted, Kind: kind, Key: client.ObjectKeyFromObject(obj), Err: err}
+		return ChildUnchanged, &ChildWriteError{Write: ChildDeleted, Kind: kind, Key: client.ObjectKeyFromObject(obj), Err: err}
 	}
-	return OperationDeleted, nil
+	return ChildDeleted, nil
 }

@@ -46,10 +46,10 @@ func WithOrphanAdoption() EnsureOption {
 // existing object of that name without a controller unless the call
 // passes WithOrphanAdoption. Either refusal writes nothing: report it (a
 // condition naming the object) rather than retrying quickly.
-func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object, opts ...EnsureOption) (Operation, error) {
+func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object, opts ...EnsureOption) (ChildWrite, error) {
 	w, err := c.newChildWrite(ctx, owner, desired, opts)
 	if err != nil {
-		return OperationNone, err
+		return ChildUnchanged, err
 	}
 	current, cached, err := w.read(ctx)
 	if current == nil && err == nil && c.uncached != nil {
@@ -63,20 +63,20 @@ func (c *Children) EnsureChild(ctx context.Context, owner, desired client.Object
 		current, err = w.get(ctx, c.uncached)
 	}
 	if err != nil {
-		return OperationNone, fmt.Errorf("reading %s %s: %w", w.gvk.Kind, desired.GetName(), err)
+		return ChildUnchanged, fmt.Errorf("reading %s %s: %w", w.gvk.Kind, desired.GetName(), err)
 	}
 	p, err := w.decide(ctx, current, cached)
 	if err != nil {
-		return OperationNone, err
+		return ChildUnchanged, err
 	}
-	if p.op == OperationNone {
-		return OperationNone, copyInto(p.live, desired)
+	if p.op == ChildUnchanged {
+		return ChildUnchanged, copyInto(p.live, desired)
 	}
 	return w.apply(ctx, p)
 }
 
-// childWrite is one EnsureChild call's child and what it compares it by.
-type childWrite struct {
+// ensureCall is one EnsureChild call's child and what it compares it by.
+type ensureCall struct {
 	c              *Children
 	owner, desired client.Object
 	opts           childOptions
@@ -88,8 +88,8 @@ type childWrite struct {
 	fieldOwner string
 }
 
-func (c *Children) newChildWrite(ctx context.Context, owner, desired client.Object, opts []EnsureOption) (*childWrite, error) {
-	w := &childWrite{c: c, owner: owner, desired: desired}
+func (c *Children) newChildWrite(ctx context.Context, owner, desired client.Object, opts []EnsureOption) (*ensureCall, error) {
+	w := &ensureCall{c: c, owner: owner, desired: desired}
 	for _, opt := range opts {
 		opt(&w.opts)
 	}
@@ -114,7 +114,7 @@ func (c *Children) newChildWrite(ctx context.Context, owner, desired client.Obje
 }
 
 // get reads the child through r, or nil if r has none.
-func (w *childWrite) get(ctx context.Context, r client.Reader) (client.Object, error) {
+func (w *ensureCall) get(ctx context.Context, r client.Reader) (client.Object, error) {
 	current, err := newLike(w.desired)
 	if err != nil {
 		return nil, err
@@ -133,7 +133,7 @@ func (w *childWrite) get(ctx context.Context, r client.Reader) (client.Object, e
 // read reads the child from the cache, or nil if there is none. With an
 // uncached reader, a child the cache has not seen since a pass created it
 // is the POST's response or read from the API server.
-func (w *childWrite) read(ctx context.Context) (current client.Object, cached bool, err error) {
+func (w *ensureCall) read(ctx context.Context) (current client.Object, cached bool, err error) {
 	current, err = w.get(ctx, w.c.client)
 	if current != nil || err != nil || w.c.uncached == nil {
 		return current, current != nil, err
@@ -156,8 +156,8 @@ func (w *childWrite) read(ctx context.Context) (current client.Object, cached bo
 
 // childPlan is what EnsureChild decided to write.
 type childPlan struct {
-	// op is OperationNone when live is the desired child already.
-	op   Operation
+	// op is ChildUnchanged when live is the desired child already.
+	op   ChildWrite
 	live client.Object
 	// current is the child an update changes; stale the resourceVersions
 	// the cache may still serve of it.
@@ -171,9 +171,9 @@ type childPlan struct {
 
 // decide says what makes current (nil: none) the desired child: nothing,
 // a create, or an update. It writes nothing.
-func (w *childWrite) decide(ctx context.Context, current client.Object, cached bool) (childPlan, error) {
+func (w *ensureCall) decide(ctx context.Context, current client.Object, cached bool) (childPlan, error) {
 	if current == nil {
-		return childPlan{op: OperationCreated}, nil
+		return childPlan{op: ChildCreated}, nil
 	}
 	ctl := metav1.GetControllerOf(current)
 	switch {
@@ -187,27 +187,27 @@ func (w *childWrite) decide(ctx context.Context, current client.Object, cached b
 		if cached {
 			w.c.applied.seen(w.ck, current)
 		}
-		return childPlan{op: OperationNone, live: current}, nil
+		return childPlan{op: ChildUnchanged, live: current}, nil
 	}
 	var stale []string
 	if rec, ok := w.c.applied.lookup(w.ck, current); ok {
 		// The cache has not seen our last apply yet.
 		if rec.digest == w.digest {
-			return childPlan{op: OperationNone, live: rec.applied.DeepCopyObject().(client.Object)}, nil
+			return childPlan{op: ChildUnchanged, live: rec.applied.DeepCopyObject().(client.Object)}, nil
 		}
 		stale = rec.staleRVs
 	}
-	return childPlan{op: OperationUpdated, current: current, stale: append(stale, current.GetResourceVersion()), postShape: postShape}, nil
+	return childPlan{op: ChildUpdated, current: current, stale: append(stale, current.GetResourceVersion()), postShape: postShape}, nil
 }
 
 // apply writes p with a server-side apply and makes desired the server's
 // response.
-func (w *childWrite) apply(ctx context.Context, p childPlan) (Operation, error) {
+func (w *ensureCall) apply(ctx context.Context, p childPlan) (ChildWrite, error) {
 	u, err := applyContent(w.desired, w.gvk.GroupVersion().String(), w.gvk.Kind)
 	if err != nil {
-		return OperationNone, err
+		return ChildUnchanged, err
 	}
-	if p.op == OperationUpdated && p.postShape != movedMark {
+	if p.op == ChildUpdated && p.postShape != movedMark {
 		// A POSTed child updated with the shape it was POSTed with keeps
 		// its fields in the POST's entry (childshape.go); any other update
 		// moves them first, once.
@@ -219,7 +219,7 @@ func (w *childWrite) apply(ctx context.Context, p childPlan) (Operation, error) 
 		if p.postShape == "" {
 			moved, err := w.c.upgradeManagedFields(ctx, p.current, w.fieldOwner)
 			if err != nil {
-				return OperationNone, &ChildWriteError{Operation: p.op, Kind: w.gvk.Kind, Key: w.ck.key, Err: err}
+				return ChildUnchanged, &ChildWriteError{Write: p.op, Kind: w.gvk.Kind, Key: w.ck.key, Err: err}
 			}
 			if moved {
 				p.postShape = movedMark
@@ -235,7 +235,7 @@ func (w *childWrite) apply(ctx context.Context, p childPlan) (Operation, error) 
 	u.SetLabels(labels)
 	if err := w.c.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
 		client.FieldOwner(w.fieldOwner), client.ForceOwnership); err != nil {
-		return OperationNone, &ChildWriteError{Operation: p.op, Kind: w.gvk.Kind, Key: w.ck.key, Err: err}
+		return ChildUnchanged, &ChildWriteError{Write: p.op, Kind: w.gvk.Kind, Key: w.ck.key, Err: err}
 	}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, w.desired); err != nil {
 		return p.op, fmt.Errorf("reading applied %s %s: %w", w.gvk.Kind, w.desired.GetName(), err)

@@ -16,18 +16,18 @@ import (
 // success makes desired the server's response. An existing object of
 // that name is reported with the API server's AlreadyExists error,
 // unwrapped, and nothing is written.
-func (c *Children) create(ctx context.Context, desired client.Object, ck childKey, digest, fieldOwner string) (Operation, error) {
+func (c *Children) create(ctx context.Context, desired client.Object, ck childKey, digest, fieldOwner string) (ChildWrite, error) {
 	obj, ok := desired.DeepCopyObject().(client.Object)
 	if !ok {
-		return OperationNone, fmt.Errorf("copying %T: not a client.Object", desired)
+		return ChildUnchanged, fmt.Errorf("copying %T: not a client.Object", desired)
 	}
 	content, err := applyContent(desired, ck.gvk.GroupVersion().String(), ck.gvk.Kind)
 	if err != nil {
-		return OperationNone, err
+		return ChildUnchanged, err
 	}
 	shape, err := fieldsShape(content.Object)
 	if err != nil {
-		return OperationNone, err
+		return ChildUnchanged, err
 	}
 	labels := maps.Clone(obj.GetLabels())
 	if labels == nil {
@@ -40,9 +40,9 @@ func (c *Children) create(ctx context.Context, desired client.Object, ck childKe
 	token := unseen.begin(ck)
 	if err := c.client.Create(ctx, obj, client.FieldOwner(fieldOwner)); err != nil {
 		if apierrors.IsAlreadyExists(err) {
-			return OperationNone, err
+			return ChildUnchanged, err
 		}
-		return OperationNone, &ChildWriteError{Operation: OperationCreated, Kind: ck.gvk.Kind, Key: ck.key, Err: err}
+		return ChildUnchanged, &ChildWriteError{Write: ChildCreated, Kind: ck.gvk.Kind, Key: ck.key, Err: err}
 	}
 	unseen.created(ck, token)
 	var response client.Object
@@ -51,9 +51,9 @@ func (c *Children) create(ctx context.Context, desired client.Object, ck childKe
 	}
 	c.applied.recordCreate(ck, obj.GetUID(), digest, response)
 	if err := copyInto(obj, desired); err != nil {
-		return OperationCreated, err
+		return ChildCreated, err
 	}
-	return OperationCreated, nil
+	return ChildCreated, nil
 }
 
 // upgradeManagedFields makes the fields fieldOwner set by a POST (an

@@ -30,13 +30,13 @@ func TestWritesForgottenOnceCached(t *testing.T) {
 	desired := func() *corev1.Secret {
 		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "child", Namespace: "ns"}, Data: map[string][]byte{"k": []byte("v")}}
 	}
-	if op, err := ch.EnsureChild(t.Context(), owner, desired()); err != nil || op != OperationCreated {
+	if op, err := ch.EnsureChild(t.Context(), owner, desired()); err != nil || op != ChildCreated {
 		t.Fatalf("first EnsureChild = %q, %v; want created", op, err)
 	}
 	if n := len(ch.applied.m); n != 1 {
 		t.Fatalf("%d records after the create, want 1", n)
 	}
-	if op, err := ch.EnsureChild(t.Context(), owner, desired()); err != nil || op != OperationNone {
+	if op, err := ch.EnsureChild(t.Context(), owner, desired()); err != nil || op != ChildUnchanged {
 		t.Fatalf("second EnsureChild = %q, %v; want no write", op, err)
 	}
 	if n := len(ch.applied.m); n != 0 {
@@ -44,7 +44,7 @@ func TestWritesForgottenOnceCached(t *testing.T) {
 	}
 	changed := desired()
 	changed.Data["k"] = []byte("w")
-	if op, err := ch.EnsureChild(t.Context(), owner, changed); err != nil || op != OperationUpdated {
+	if op, err := ch.EnsureChild(t.Context(), owner, changed); err != nil || op != ChildUpdated {
 		t.Fatalf("EnsureChild of a change = %q, %v; want updated", op, err)
 	}
 	if n := len(ch.applied.m); n != 1 {
@@ -52,7 +52,7 @@ func TestWritesForgottenOnceCached(t *testing.T) {
 	}
 	changed = desired()
 	changed.Data["k"] = []byte("w")
-	if op, err := ch.EnsureChild(t.Context(), owner, changed); err != nil || op != OperationNone {
+	if op, err := ch.EnsureChild(t.Context(), owner, changed); err != nil || op != ChildUnchanged {
 		t.Fatalf("EnsureChild after the update = %q, %v; want no write", op, err)
 	}
 	if n := len(ch.applied.m); n != 0 {

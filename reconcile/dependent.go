@@ -26,7 +26,7 @@ type Dependent[P Object, C client.Object] struct {
 	Build func(ctx context.Context, parent P) (C, error)
 	// Apply, instead of Build, returns the child as a client-go apply
 	// configuration: only the fields it sets are applied and owned (see
-	// Children.EnsureApplied). Set one of Build and Apply.
+	// Children.EnsureChildApplied). Set one of Build and Apply.
 	Apply func(ctx context.Context, parent P) (runtime.ApplyConfiguration, error)
 	// DependsOn names the dependents that must be ready before this one is
 	// applied. One that is not wanted does not hold it back.
@@ -43,7 +43,7 @@ type Dependent[P Object, C client.Object] struct {
 	// without the inputs only a wanted child has. nil calls Build.
 	ObjectKey func(parent P) client.ObjectKey
 	// CreateOnly creates the child once and never changes it
-	// (Children.EnsureCreated): for a Job or another one-shot object.
+	// (Children.EnsureChildCreated): for a Job or another one-shot object.
 	CreateOnly bool
 	// Adopt lets the Workflow take over an existing object of the child's
 	// name that has no controller (WithOrphanAdoption); without it such an
@@ -53,7 +53,7 @@ type Dependent[P Object, C client.Object] struct {
 	// child as the cache held it before (nil when it was created) and what
 	// the apply did: the place for events and for status read from the
 	// child.
-	Applied func(ctx context.Context, parent P, live, old C, op Operation)
+	Applied func(ctx context.Context, parent P, live, old C, op ChildWrite)
 	// Condition, if set, is a condition type of the parent that tracks the
 	// child: True once ready, False while not (with Ready's message, or
 	// reason Failed and the error when building or applying it failed),
@@ -158,13 +158,13 @@ func (d *Dependent[P, C]) reconcile(ctx context.Context, wp *workflowPass[P]) de
 	if d.Adopt {
 		opts = append(opts, WithOrphanAdoption())
 	}
-	var op Operation
+	var op ChildWrite
 	switch {
 	case d.CreateOnly:
-		op, err = wp.children.EnsureCreated(ctx, parent, desired)
+		op, err = wp.children.EnsureChildCreated(ctx, parent, desired)
 	case ac != nil:
 		var live client.Object
-		if live, op, err = wp.children.EnsureApplied(ctx, parent, ac, opts...); err == nil {
+		if live, op, err = wp.children.EnsureChildApplied(ctx, parent, ac, opts...); err == nil {
 			desired = live.(C)
 		}
 	default:

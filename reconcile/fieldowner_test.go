@@ -120,21 +120,21 @@ func TestChildWritesReportTheFailedOperation(t *testing.T) {
 	tests := []struct {
 		name    string
 		write   func() error
-		wantOp  reconcile.Operation
+		wantOp  reconcile.ChildWrite
 		wantErr func(error) bool
 	}{
 		{"create of an invalid child", func() error {
 			_, err := ch.EnsureChild(ctx, owner, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: f.ns}, Data: map[string]string{"not a key!": "v"}})
 			return err
-		}, reconcile.OperationCreated, apierrors.IsInvalid},
+		}, reconcile.ChildCreated, apierrors.IsInvalid},
 		{"update of an immutable child", func() error {
 			_, err := ch.EnsureChild(ctx, owner, cm("frozen", "v2"))
 			return err
-		}, reconcile.OperationUpdated, apierrors.IsInvalid},
+		}, reconcile.ChildUpdated, apierrors.IsInvalid},
 		{"delete", func() error {
 			_, err := deleter.DeleteChild(ctx, owner, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "frozen", Namespace: f.ns}})
 			return err
-		}, reconcile.OperationDeleted, func(err error) bool { return errors.Is(err, errDelete) }},
+		}, reconcile.ChildDeleted, func(err error) bool { return errors.Is(err, errDelete) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -143,8 +143,8 @@ func TestChildWritesReportTheFailedOperation(t *testing.T) {
 			if !errors.As(err, &we) {
 				t.Fatalf("err = %v, want a *ChildWriteError", err)
 			}
-			if we.Operation != tt.wantOp || we.Kind != "ConfigMap" || we.Key.Namespace != f.ns {
-				t.Errorf("ChildWriteError = {%s %s %s}, want {%s ConfigMap %s/...}", we.Operation, we.Kind, we.Key, tt.wantOp, f.ns)
+			if we.Write != tt.wantOp || we.Kind != "ConfigMap" || we.Key.Namespace != f.ns {
+				t.Errorf("ChildWriteError = {%s %s %s}, want {%s ConfigMap %s/...}", we.Write, we.Kind, we.Key, tt.wantOp, f.ns)
 			}
 			if !tt.wantErr(err) {
 				t.Errorf("the API server's error is not reachable through %v", err)

@@ -34,12 +34,12 @@ func TestEnsureChildUnstructured(t *testing.T) {
 	}
 	for _, step := range []struct {
 		value      string
-		want       reconcile.Operation
+		want       reconcile.ChildWrite
 		wantWrites int
 	}{
-		{"1", reconcile.OperationCreated, 1},
-		{"1", reconcile.OperationNone, 0},
-		{"2", reconcile.OperationUpdated, 1},
+		{"1", reconcile.ChildCreated, 1},
+		{"1", reconcile.ChildUnchanged, 0},
+		{"2", reconcile.ChildUpdated, 1},
 	} {
 		f.counter.Reset()
 		op, err := ch.EnsureChild(t.Context(), owner, desired(step.value))

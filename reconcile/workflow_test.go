@@ -147,7 +147,7 @@ func TestWorkflowOrder(t *testing.T) {
 	var order []string
 	record := func(d *widgetDep) *widgetDep {
 		d.Ready = nil
-		d.Applied = func(_ context.Context, _ *testv1.Widget, _, _ *corev1.ConfigMap, _ reconcile.Operation) {
+		d.Applied = func(_ context.Context, _ *testv1.Widget, _, _ *corev1.ConfigMap, _ reconcile.ChildWrite) {
 			mu.Lock()
 			defer mu.Unlock()
 			order = append(order, d.Name)

@@ -197,9 +197,9 @@ func (h *Hooks) Reconcile(ctx context.Context, m *v1beta1.Memcached) reconcile.R
 
 // deploymentApplied records the Deployment's progress in m's status, and
 // events when the apply scaled it or rolled out a new pod template.
-func (h *Hooks) deploymentApplied(ctx context.Context, m *v1beta1.Memcached, live, old *appsv1.Deployment, op reconcile.Operation) {
+func (h *Hooks) deploymentApplied(ctx context.Context, m *v1beta1.Memcached, live, old *appsv1.Deployment, op reconcile.ChildWrite) {
 	observeDeployment(m, live)
-	if op != reconcile.OperationUpdated || old == nil {
+	if op != reconcile.ChildUpdated || old == nil {
 		return
 	}
 	ctrl.LoggerFrom(ctx).Info("updated the Deployment", "memcached", klog.KObj(m), "deployment", klog.KObj(live))
