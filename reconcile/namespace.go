@@ -54,6 +54,9 @@ type namespaceGoingKey struct{}
 // through r per event; the manager's cache, with WithNamespaceDeletion's
 // informer, sends no request.
 func DropEventsInGoingNamespaces(rec events.EventRecorder, r client.Reader) events.EventRecorder {
+	if g, ok := rec.(goingNamespaces); ok {
+		return goingNamespaces{EventRecorder: g.EventRecorder, reader: r}
+	}
 	return goingNamespaces{EventRecorder: rec, reader: r}
 }
 
@@ -68,7 +71,7 @@ const eventReadTimeout = 5 * time.Second
 func (r goingNamespaces) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
 	if o, ok := regarding.(client.Object); ok && o.GetNamespace() != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), eventReadTimeout)
-		going, err := nsgoing.Deleting(ctx, r.reader, o.GetNamespace())
+		going, err := nsgoing.Terminating(ctx, r.reader, o.GetNamespace())
 		cancel()
 		if err == nil && going {
 			return
@@ -77,18 +80,27 @@ func (r goingNamespaces) Eventf(regarding, related runtime.Object, eventtype, re
 	r.EventRecorder.Eventf(regarding, related, eventtype, reason, action, note, args...)
 }
 
+// namespaceReadTimeout bounds a pass's namespace read: a cache whose
+// namespace informer cannot sync (no RBAC) would block it for good.
+const namespaceReadTimeout = 10 * time.Second
+
 // namespaceGoing reports whether obj's namespace is being deleted, when
 // the Reconciler watches namespaces.
 func (r *Reconciler[T]) namespaceGoing(ctx context.Context, obj T) (bool, error) {
 	if r.namespaces == nil || obj.GetNamespace() == "" {
 		return false, nil
 	}
-	return nsgoing.Deleting(ctx, r.namespaces, obj.GetNamespace())
+	ctx, cancel := context.WithTimeout(ctx, namespaceReadTimeout)
+	defer cancel()
+	return nsgoing.Terminating(ctx, r.namespaces, obj.GetNamespace())
 }
 
 // watchNamespaces makes b queue a namespace's objects of the kind when
 // its deletion starts, and r read namespaces from mgr's cache.
 func (r *Reconciler[T]) watchNamespaces(ctx context.Context, mgr ctrl.Manager, b *builder.Builder) error {
+	if m, err := mgr.GetRESTMapper().RESTMapping(r.gvk.GroupKind(), r.gvk.Version); err == nil && m.Scope.Name() == meta.RESTScopeNameRoot {
+		return nil // cluster-scoped: no namespace to go
+	}
 	if err := mgr.GetAPIReader().List(ctx, nsgoing.NewList(), client.Limit(1)); err != nil {
 		return fmt.Errorf("WithNamespaceDeletion needs get, list and watch on namespaces (a ClusterRole): %w", err)
 	}

@@ -17,6 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
@@ -54,9 +55,9 @@ func (h *podHooks) Finalize(ctx context.Context, w *testv1.Widget) reconcile.Res
 		return reconcile.Retry(err)
 	}
 	if err == nil && reconcile.NamespaceGoing(ctx) {
-		h.finalized.Store(1)
+		h.finalized.CompareAndSwap(0, 1)
 	} else {
-		h.finalized.CompareAndSwap(0, -1)
+		h.finalized.Store(-1)
 	}
 	if err == nil {
 		if _, err := ownership.RemoveFinalizer(ctx, h.client, pod, podKeep); client.IgnoreNotFound(err) != nil {
@@ -143,5 +144,36 @@ func TestDropEventsInGoingNamespaces(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"Normal Step while the namespace lives"}, got); diff != "" {
 		t.Errorf("events passed on (-want +got):\n%s", diff)
+	}
+}
+
+// TestNamespaceNotCachedYetIsNotGoing: a namespace the Reconciler's reader
+// has not seen (a cache behind a namespace created with the object, or
+// one whose selector leaves it out) is not a namespace being deleted: the
+// object exists, so its namespace does. The pass reconciles and keeps the
+// finalizer; before, NotFound read as gone and Finalize ran on a live
+// object.
+func TestNamespaceNotCachedYetIsNotGoing(t *testing.T) {
+	f := newFixture(t)
+	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	testkit.Must(t, err)
+	unseen := interceptor.NewClient(wc, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if m, ok := obj.(*metav1.PartialObjectMetadata); ok && m.Kind == "Namespace" {
+				return apierrors.NewNotFound(corev1.Resource("namespaces"), key.Name)
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	hooks := &finalizingHooks{widgetHooks: widgetHooks{children: f.children()}}
+	r, err := reconcile.New[*testv1.Widget](unseen, env.Scheme, hooks, reconcile.WithNamespaceDeletion())
+	testkit.Must(t, err)
+	f.createWidget("w", testv1.WidgetSpec{})
+	if _, err := f.pass(r, "w"); err != nil {
+		t.Fatal(err)
+	}
+	if hooks.finalized.Load() != 0 || hooks.reconcils.Load() != 1 || len(f.get("w").Finalizers) != 1 {
+		t.Errorf("Finalize ran %d times, Reconcile %d, finalizers %q; want Reconcile once and the finalizer kept",
+			hooks.finalized.Load(), hooks.reconcils.Load(), f.get("w").Finalizers)
 	}
 }

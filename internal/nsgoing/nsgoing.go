@@ -30,6 +30,21 @@ func Deleting(ctx context.Context, r client.Reader, ns string) (bool, error) {
 	return n.DeletionTimestamp != nil, nil
 }
 
+// Terminating reports whether namespace ns, where an object exists, is
+// being deleted, reading its metadata through r. A namespace r does not
+// hold (a cache that has not seen it yet, or whose selector leaves it
+// out) is not: the object's existence says the namespace exists.
+func Terminating(ctx context.Context, r client.Reader, ns string) (bool, error) {
+	n := New()
+	if err := r.Get(ctx, client.ObjectKey{Name: ns}, n); err != nil {
+		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("reading namespace %s: %w", ns, err)
+	}
+	return n.DeletionTimestamp != nil, nil
+}
+
 // New returns an empty Namespace's metadata, for a metadata-only read
 // or watch.
 func New() *metav1.PartialObjectMetadata {
