@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
@@ -66,8 +67,21 @@ type slotCache struct {
 type segment struct {
 	slots  []int
 	cache  cache.Cache
+	ctx    context.Context // ends when the segment stops
 	cancel context.CancelFunc
 	done   chan struct{}
+}
+
+// bound returns ctx ended also when s stops: a read that waits for an
+// informer of s to sync must not outlive s, whose informers then never
+// sync.
+func (s *segment) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(s.ctx, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+	}
 }
 
 type index struct {
@@ -226,8 +240,14 @@ func (c *slotCache) Get(ctx context.Context, key client.ObjectKey, obj client.Ob
 	if err != nil || !sharded {
 		return c.Cache.Get(ctx, key, obj, opts...)
 	}
-	for _, s := range c.held() {
-		if err := s.cache.Get(ctx, key, obj, opts...); !apierrors.IsNotFound(err) {
+	// Newest first: while a Release restarts a segment, the new one is
+	// the one whose events follow the read.
+	segs := c.held()
+	for i := len(segs) - 1; i >= 0; i-- {
+		rctx, done := segs[i].bound(ctx)
+		err := segs[i].cache.Get(rctx, key, obj, opts...)
+		done()
+		if !apierrors.IsNotFound(err) {
 			return err
 		}
 	}
@@ -244,16 +264,39 @@ func (c *slotCache) List(ctx context.Context, list client.ObjectList, opts ...cl
 		return c.Cache.List(ctx, list, opts...)
 	}
 	var all []runtime.Object
-	for _, s := range c.held() {
+	// Newest first, as Get; a Release restarting a segment lists the
+	// objects of the slots it keeps twice until the old one goes.
+	segs := c.held()
+	var seen map[types.NamespacedName]bool
+	if len(segs) > 1 {
+		seen = map[types.NamespacedName]bool{}
+	}
+	for i := len(segs) - 1; i >= 0; i-- {
 		l := list.DeepCopyObject().(client.ObjectList)
-		if err := s.cache.List(ctx, l, opts...); err != nil {
+		rctx, done := segs[i].bound(ctx)
+		err := segs[i].cache.List(rctx, l, opts...)
+		done()
+		if err != nil {
 			return err
 		}
 		items, err := apimeta.ExtractList(l)
 		if err != nil {
 			return err
 		}
-		all = append(all, items...)
+		for _, o := range items {
+			if seen != nil {
+				m, err := apimeta.Accessor(o)
+				if err != nil {
+					return err
+				}
+				key := types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}
+				if seen[key] {
+					continue
+				}
+				seen[key] = true
+			}
+			all = append(all, o)
+		}
 	}
 	return apimeta.SetList(list, all)
 }

@@ -232,3 +232,65 @@ func TestFailedReleaseEndsTheWorkOfWhatItGaveUp(t *testing.T) {
 		t.Error("slot 1 was given up, yet it starts work")
 	}
 }
+
+// A Release restarts the cache of the slots it keeps; a second Release
+// may replace that cache before it synced. A read of a kept slot's object
+// must not wait on the replaced cache, which stopped and never syncs: it
+// held its pass, and so the slot, until the member stopped.
+func TestReadOutlivesNoReplacedCache(t *testing.T) {
+	ns := env.Namespace(t)
+	ring := shard.Ring{Name: "widgets", Slots: 4}
+	var holdLists atomic.Bool
+	lists := make(chan struct{}) // closed: held lists go on
+	config := interceptedConfig(func(req *http.Request) *http.Response {
+		q := req.URL.Query() // a list, or a watch that lists first
+		listing := q.Get("watch") != "true" || q.Get("sendInitialEvents") == "true"
+		if holdLists.Load() && req.Method == http.MethodGet && listing && strings.HasSuffix(req.URL.Path, "/configmaps") {
+			select {
+			case <-lists:
+			case <-req.Context().Done():
+			}
+		}
+		return nil
+	})
+	b := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: ns, Labels: map[string]string{ring.SlotLabel(): "1"}}}
+	testkit.Must(t, env.Client.Create(t.Context(), b))
+	c, err := shard.NewSlotCache(ring, config, cache.Options{Scheme: env.Scheme, DefaultNamespaces: map[string]cache.Config{ns: {}}}, &corev1.ConfigMap{})
+	testkit.Must(t, err)
+	ctx := testkit.Run(t, c)
+	_, err = c.GetInformer(ctx, &corev1.ConfigMap{}) // a controller's watch
+	testkit.Must(t, err)
+	for err := c.Hold(ctx, 0, 1, 2); err != nil; err = c.Hold(ctx, 0, 1, 2) {
+		if !errors.Is(err, shard.ErrNotStarted) {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	holdLists.Store(true)
+	read, released := make(chan error, 1), make(chan error, 1)
+	go func() {
+		if err := c.Release(ctx, 0); err != nil {
+			released <- err
+			return
+		}
+		go func() {
+			rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			read <- c.Get(rctx, client.ObjectKeyFromObject(b), &corev1.ConfigMap{})
+		}()
+		time.Sleep(200 * time.Millisecond) // the read waits for its cache
+		released <- c.Release(ctx, 2)
+	}()
+	time.Sleep(time.Second)
+	close(lists)
+	select {
+	case err := <-read:
+		if err != nil {
+			t.Fatalf("reading b of slot 1, kept by both Releases: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("reading b of slot 1, kept by both Releases, still waits 5 s after lists went on")
+	}
+	testkit.Must(t, <-released)
+}

@@ -129,7 +129,7 @@ func (c *slotCache) start(ctx context.Context, slots []int) (*segment, error) {
 		}
 	}
 	sctx, cancel := context.WithCancel(c.ctx)
-	s := &segment{slots: slots, cache: sc, cancel: cancel, done: make(chan struct{})}
+	s := &segment{slots: slots, cache: sc, ctx: sctx, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		_ = sc.Start(sctx)
@@ -246,10 +246,11 @@ func (c *slotCache) untilFenced(ctx context.Context) (context.Context, context.C
 }
 
 // Release closes the gates of slots, waits for the passes they
-// admitted and the work those started, and stops caching them: each handler sees every object of
-// those slots deleted. A segment that held other slots too is replaced
-// by one of those, whose handlers see their objects added again; if
-// that fails, those slots are given up too, and the error returned.
+// admitted and the work those started, and stops caching them: each
+// handler sees every object of those slots deleted. A segment that held
+// other slots too is replaced, once the new one synced, by one of those,
+// whose handlers see their objects added again; if that fails, those
+// slots are given up too, and the error returned.
 func (c *slotCache) Release(ctx context.Context, slots ...int) error {
 	failed := c.giveUp(ctx, slots)
 	for _, old := range c.held() {
@@ -258,30 +259,51 @@ func (c *slotCache) Release(ctx context.Context, slots ...int) error {
 			continue
 		}
 		if len(keep) > 0 {
-			if _, err := c.add(ctx, keep); err != nil {
+			if err := c.restart(ctx, keep); err != nil {
 				failed = errors.Join(failed, err, c.giveUp(ctx, keep))
 				keep = nil
 			}
 		}
-		c.mu.Lock()
-		c.segments = slices.DeleteFunc(c.segments, func(s *segment) bool { return s == old })
-		var gone []func()
-		for _, i := range c.informers {
-			gone = append(gone, i.detach(old, func(o any) bool {
-				m, err := apimeta.Accessor(o)
-				if err != nil {
-					return false
-				}
-				n, ok := c.ring.slotOf(m.GetLabels())
-				return !ok || !slices.Contains(keep, n)
-			}))
-		}
-		c.mu.Unlock()
-		old.cancel()
-		<-old.done
-		for _, f := range gone {
-			f()
-		}
+		c.remove(old, func(o any) bool {
+			m, err := apimeta.Accessor(o)
+			if err != nil {
+				return false
+			}
+			n, ok := c.ring.slotOf(m.GetLabels())
+			return !ok || !slices.Contains(keep, n)
+		})
 	}
 	return failed
+}
+
+// restart adds a segment for slots, which another holds too, and waits
+// for it to sync: the other goes only then, so that reads never wait on
+// a segment that may be replaced before it synced.
+func (c *slotCache) restart(ctx context.Context, slots []int) error {
+	seg, err := c.add(ctx, slots)
+	if err != nil {
+		return err
+	}
+	if !seg.cache.WaitForCacheSync(ctx) {
+		c.remove(seg, nil)
+		return fmt.Errorf("shard: restarting the cache of slots %v: %w", slots, ctx.Err())
+	}
+	return nil
+}
+
+// remove stops seg and forgets it; each handler then sees the objects
+// of seg that released says are deleted (none if nil).
+func (c *slotCache) remove(seg *segment, released func(any) bool) {
+	c.mu.Lock()
+	c.segments = slices.DeleteFunc(c.segments, func(s *segment) bool { return s == seg })
+	var gone []func()
+	for _, i := range c.informers {
+		gone = append(gone, i.detach(seg, released))
+	}
+	c.mu.Unlock()
+	seg.cancel()
+	<-seg.done
+	for _, f := range gone {
+		f()
+	}
 }
