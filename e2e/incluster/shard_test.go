@@ -188,6 +188,11 @@ func (o operator) shardsConverge(ctx context.Context, t *testing.T, cfg *envconf
 			return nil
 		})
 	}
+	defer func() {
+		if t.Failed() {
+			o.shardLogs(ctx, t, cfg)
+		}
+	}()
 	harness.WaitFor(ctx, t, fmt.Sprintf("%d shards, every Memcached on its shard and Ready with %d pods", replicas, size), 3*time.Minute, time.Second, func(ctx context.Context) (bool, string) {
 		members := o.livePods(ctx, t, cfg)
 		if len(members) != replicas {
@@ -220,4 +225,19 @@ func (o operator) shardsConverge(ctx context.Context, t *testing.T, cfg *envconf
 		}
 		return harness.ShardChildrenLabelled(ctx, cfg, ns, shardRing.SlotLabel(), owner)
 	})
+}
+
+// shardLogs logs, for a failure, the slots each member's Lease lists and
+// the end of every operator pod's log.
+func (o operator) shardLogs(ctx context.Context, t *testing.T, cfg *envconf.Config) {
+	t.Helper()
+	ctx = context.WithoutCancel(ctx)
+	r := shardRing
+	r.Namespace = o.namespace
+	held, err := r.Holders(ctx, cfg.Client().Resources().GetControllerRuntimeClient())
+	t.Logf("the Leases' slots: %v (%v)", held, err)
+	for _, pod := range o.livePods(ctx, t, cfg) {
+		out, err := harness.Kubectl(ctx, cfg, "logs", "-n", o.namespace, pod, "--tail=150")
+		t.Logf("%s log (%v):\n%s", pod, err, out)
+	}
 }

@@ -30,6 +30,8 @@ const (
 	// takeover is how long a killed shard's Memcacheds may wait for a
 	// survivor: its Lease's duration (the default, 15 s) plus 10 s.
 	takeover = shard.DefaultLeaseDuration + 10*time.Second
+	// joinRounds is how often r3 leaves or joins with changes in flight.
+	joinRounds = 8
 )
 
 var ring = shard.Ring{Name: "memcached", Namespace: shardNamespace}
@@ -113,6 +115,30 @@ func TestMemcachedShards(t *testing.T) {
 			t.Logf("rebalanced over 4 %v after r3 started", time.Since(started).Round(100*time.Millisecond))
 			scaleAll(ctx, t, cfg, 1)
 			converged(ctx, t, cfg, 2*time.Minute, "r0", "r1", "r2", "r3")
+			return ctx
+		}).
+		Assess("changes made while a shard joins or leaves converge, whatever the offset", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			// r3 leaves and joins again, each time with every Memcached
+			// changed 0 to 3 s before or after: the changes land in the
+			// middle of the slots' moves.
+			joined := true
+			for i := range joinRounds {
+				offset := time.Duration(i%7) * 500 * time.Millisecond
+				move := shards[3].Terminate
+				if !joined {
+					move = shards[3].Restart
+				}
+				go func() { time.Sleep(offset); _ = move() }()
+				scaleAll(ctx, t, cfg, i%2)
+				time.Sleep(3*time.Second - offset)
+				joined = !joined
+				members := []string{"r0", "r1", "r2"}
+				if joined {
+					members = append(members, "r3")
+				}
+				converged(ctx, t, cfg, time.Minute, members...)
+				t.Logf("round %d (offset %v) converged", i, offset)
+			}
 			return ctx
 		}).
 		Teardown(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
