@@ -146,7 +146,8 @@ func ExampleReconciler_Reconcile() {
 func ExampleResult() {
 	for _, r := range []reconcile.Result{
 		reconcile.Done(),
-		reconcile.Waiting("PodsStarting", "2/3 pods ready", 0),
+		// Pods of a StatefulSet it does not watch: look again.
+		reconcile.Waiting("PodsStarting", "2/3 pods ready", 30*time.Second),
 		// An owned Deployment's status is watched: its change is the next
 		// pass, so there is nothing to poll.
 		reconcile.WaitingForChange("RollingOut", "1 of 3 pods updated"),

@@ -195,7 +195,10 @@ func TestResultConstructors(t *testing.T) {
 		{"zero value is done", reconcile.Result{}, reconcile.OutcomeDone, 0, "", "", false},
 		{"requeue after 0 is done", reconcile.RequeueAfter(0), reconcile.OutcomeDone, 0, "", "", false},
 		{"requeue after", reconcile.RequeueAfter(time.Minute), reconcile.OutcomeRequeueAfter, time.Minute, "", "", false},
-		{"waiting default delay", reconcile.Waiting("R", "m", -1), reconcile.OutcomeWaiting, reconcile.DefaultWaitingRequeue, "R", "m", false},
+		// A delay of 0 is no requeue, as for RequeueAfter and RecheckAfter.
+		{"waiting without a delay waits for a change", reconcile.Waiting("R", "m", 0), reconcile.OutcomeWaiting, 0, "R", "m", false},
+		{"waiting with a negative delay waits for a change", reconcile.Waiting("R", "m", -1), reconcile.OutcomeWaiting, 0, "R", "m", false},
+		{"waiting with a delay", reconcile.Waiting("R", "m", time.Minute), reconcile.OutcomeWaiting, time.Minute, "R", "m", false},
 		{"waiting for a change has no delay", reconcile.WaitingForChange("R", "m"), reconcile.OutcomeWaiting, 0, "R", "m", false},
 		{"retry nil is still an error", reconcile.Retry(nil), reconcile.OutcomeRetry, 0, "", "retry requested", true},
 		{"terminal nil is still an error", reconcile.Terminal("R", nil), reconcile.OutcomeTerminal, 0, "R", "terminal failure", true},

@@ -76,22 +76,17 @@ func RequeueAfter(d time.Duration) Result {
 // Waiting reports that the desired state is applied but not reached yet:
 // Reconciling=True with reason and message, Ready=Unknown (False while a
 // condition named with WithConditions is False), and a requeue after
-// d (a d <= 0 uses DefaultWaitingRequeue). Changes to owned children also
-// trigger a pass, so d is a safety net, not a poll interval.
+// d. Changes to owned children also trigger a pass, so d is a safety net,
+// not a poll interval. A d <= 0 requeues nothing, as for RequeueAfter: it
+// is WaitingForChange.
 //
 // The reason should be CamelCase (e.g. "PodsStarting"); invalid characters
 // are replaced as statusutil does.
 func Waiting(reason, message string, d time.Duration) Result {
-	if d <= 0 {
-		d = DefaultWaitingRequeue
-	}
-	return Result{kind: OutcomeWaiting, after: d, reason: reason, message: message}
+	return Result{kind: OutcomeWaiting, after: max(d, 0), reason: reason, message: message}
 }
 
-// DefaultWaitingRequeue is the requeue delay of Waiting results given d <= 0.
-const DefaultWaitingRequeue = 30 * time.Second
-
-// WaitingForChange is Waiting without the safety net: Reconciling=True with
+// WaitingForChange is Waiting with no delay: Reconciling=True with
 // reason and message, Ready as for Waiting, and no requeue. The next pass comes
 // from a watch event: the object, one of its children (WithOwns) or another
 // watched object changes.
@@ -102,7 +97,7 @@ const DefaultWaitingRequeue = 30 * time.Second
 // again when the rollout fails or exceeds its progress deadline. Waiting's
 // requeue would only find what the watch already delivered, and it costs a
 // pass per waiting object per delay: N objects rolling out for two minutes
-// are 4N passes at DefaultWaitingRequeue.
+// are 4N passes at a 30 s delay.
 //
 // Footgun: a wait on something no watch reports (an external system, a
 // member's health, an object the cache does not hold) must use Waiting with
