@@ -22,6 +22,7 @@ import (
 	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
 	"github.com/opkit-dev/opkit/internal/testenv"
 	"github.com/opkit-dev/opkit/reconcile"
+	"github.com/opkit-dev/opkit/statusutil"
 )
 
 // handwritten is the same controller written directly on controller-runtime,
@@ -83,7 +84,7 @@ func benchReconcilers(b *testing.B, c client.Client) map[string]crreconcile.Reco
 		b.Fatal(err)
 	}
 	r, err := reconcile.New[*testv1.Widget](c, env.Scheme, &finalizingHooks{widgetHooks: widgetHooks{children: ch}},
-		reconcile.WithName("bench"), reconcile.WithConditions("Available"))
+		reconcile.WithName("bench"), reconcile.WithSummary(statusutil.WithConditions("Available")))
 	if err != nil {
 		b.Fatal(err)
 	}

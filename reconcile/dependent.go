@@ -58,7 +58,7 @@ type Dependent[P Object, C client.Object] struct {
 	// child: True once ready, False while not (with Ready's message, or
 	// reason Failed and the error when building or applying it failed),
 	// Unknown while a dependency holds it back, True with reason NotWanted
-	// when unwanted. List it in WithConditions to make Ready follow it.
+	// when unwanted. Name it in WithSummary to make Ready follow it.
 	Condition string
 	// WaitReason is the reason of the Waiting result while this child is
 	// not ready (default ReasonWaitingForDependent).

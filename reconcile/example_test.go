@@ -51,7 +51,7 @@ func ExampleSetupWithManager() {
 	}
 	_, err = reconcile.SetupWithManager[*testv1.Widget](mgr, &mirrorHooks{children: children},
 		reconcile.WithOwns(&corev1.ConfigMap{}),
-		reconcile.WithConditions("Available"))
+		reconcile.WithSummary(statusutil.WithConditions("Available")))
 	if err != nil {
 		panic(err)
 	}
@@ -121,7 +121,7 @@ func ExampleReconciler_Reconcile() {
 
 	children, _ := reconcile.NewChildren(env.Client, env.Scheme)
 	r, err := reconcile.New[*testv1.Widget](env.Client, env.Scheme, &mirrorHooks{children: children},
-		reconcile.WithConditions("Available"))
+		reconcile.WithSummary(statusutil.WithConditions("Available")))
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -16,6 +16,7 @@ import (
 	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
 	"github.com/opkit-dev/opkit/internal/testkit"
 	"github.com/opkit-dev/opkit/reconcile"
+	"github.com/opkit-dev/opkit/statusutil"
 )
 
 // appliers returns the managers that applied obj's fields.
@@ -41,7 +42,7 @@ func TestChildrenApplyAsTheReconcilersFieldOwner(t *testing.T) {
 		seen, _ = reconcile.FieldOwnerFrom(ctx)
 		return reconcile.Result{}, false
 	}}
-	r := newReconciler(t, f, hooks, reconcile.WithFieldOwner("greeter"), reconcile.WithConditions("Available"))
+	r := newReconciler(t, f, hooks, reconcile.WithFieldOwner("greeter"), reconcile.WithSummary(statusutil.WithConditions("Available")))
 	if r.FieldOwner() != "greeter" {
 		t.Errorf("FieldOwner() = %q, want greeter", r.FieldOwner())
 	}

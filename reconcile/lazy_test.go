@@ -33,7 +33,7 @@ func (r *WidgetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 
 // newReconciler builds the opkit Reconciler from the struct's fields.
 func (r *WidgetReconciler) newReconciler() (*reconcile.Reconciler[*testv1.Widget], error) {
-	return reconcile.New[*testv1.Widget](r.Client, r.Scheme, publishHooks{}, reconcile.WithConditions("Available"))
+	return reconcile.New[*testv1.Widget](r.Client, r.Scheme, publishHooks{}, reconcile.WithSummary(statusutil.WithConditions("Available")))
 }
 
 // publishHooks reports Available with no children.

@@ -53,7 +53,7 @@ func TestWithManager(t *testing.T) {
 	_, err = reconcile.SetupWithManager[*testv1.Widget](mgr, hooks,
 		reconcile.WithName(name),
 		reconcile.WithOwns(&corev1.ConfigMap{}),
-		reconcile.WithConditions("Available"),
+		reconcile.WithSummary(statusutil.WithConditions("Available")),
 		// Secrets labelled widget=<name> trigger a pass of that widget.
 		reconcile.WithWatches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(
 			func(_ context.Context, o client.Object) []crreconcile.Request {
@@ -152,7 +152,7 @@ func TestResyncCostsNoPass(t *testing.T) {
 	_, err = reconcile.SetupWithManager[*testv1.Widget](mgr, hooks,
 		reconcile.WithName("resync-"+f.ns),
 		reconcile.WithOwns(&corev1.ConfigMap{}),
-		reconcile.WithConditions("Available"),
+		reconcile.WithSummary(statusutil.WithConditions("Available")),
 		reconcile.WithSkipNameValidation())
 	testkit.Must(t, err)
 	testkit.Run(t, mgr)

@@ -66,7 +66,7 @@ func TestNegativePolarityCondition(t *testing.T) {
 		}
 		return reconcile.Done(), true
 	}}
-	r := newReconciler(t, f, hooks, reconcile.WithNegativePolarityConditions("Degraded"))
+	r := newReconciler(t, f, hooks, reconcile.WithSummary(statusutil.WithNegativePolarityConditions("Degraded")))
 	f.createWidget("w", testv1.WidgetSpec{})
 	f.mustPass(r, "w")
 	ready := statusutil.Get(f.get("w"), statusutil.ConditionReady)
@@ -232,7 +232,7 @@ func TestResultConstructors(t *testing.T) {
 }
 
 // TestWaitingReady keeps Waiting's doc true: Ready is Unknown while a pass
-// waits, and False while a condition named with WithConditions is False.
+// waits, and False while a condition WithSummary names is False.
 func TestWaitingReady(t *testing.T) {
 	for _, tt := range []struct {
 		name      string
@@ -247,7 +247,7 @@ func TestWaitingReady(t *testing.T) {
 			r := newReconciler(t, f, &widgetHooks{onReconc: func(_ context.Context, w *testv1.Widget) (reconcile.Result, bool) {
 				statusutil.Set(w, metav1.Condition{Type: "Available", Status: tt.available, Reason: "Test"})
 				return reconcile.Waiting("PodsStarting", "2 of 3 pods started", time.Minute), true
-			}}, reconcile.WithConditions("Available"))
+			}}, reconcile.WithSummary(statusutil.WithConditions("Available")))
 			f.createWidget("w", testv1.WidgetSpec{})
 			if _, err := f.pass(r, "w"); err != nil {
 				t.Fatal(err)

@@ -208,20 +208,12 @@ func WithEventRecorder(r events.EventRecorder) Option {
 	return reconcilerOption(func(o *options) { o.recorder = r })
 }
 
-// WithConditions names the positive-polarity conditions (True is good, e.g.
-// Available) that the hooks set and that Ready summarises.
-func WithConditions(types ...string) Option {
-	return reconcilerOption(func(o *options) {
-		o.summary = append(o.summary, statusutil.WithConditions(types...))
-	})
-}
-
-// WithNegativePolarityConditions names the abnormal-true conditions (True is
-// bad, e.g. Degraded) that the hooks set and that Ready summarises.
-func WithNegativePolarityConditions(types ...string) Option {
-	return reconcilerOption(func(o *options) {
-		o.summary = append(o.summary, statusutil.WithNegativePolarityConditions(types...))
-	})
+// WithSummary says how Ready summarises the conditions the hooks set, as
+// statusutil.SetSummary takes it: statusutil.WithConditions (True is good,
+// e.g. Available), statusutil.WithNegativePolarityConditions (True is
+// bad, e.g. Degraded), statusutil.WithReadyReason.
+func WithSummary(opts ...statusutil.SummaryOption) Option {
+	return reconcilerOption(func(o *options) { o.summary = append(o.summary, opts...) })
 }
 
 // WithOwns makes SetupWithManager watch these child types and reconcile

@@ -75,7 +75,7 @@ func RequeueAfter(d time.Duration) Result {
 
 // Waiting reports that the desired state is applied but not reached yet:
 // Reconciling=True with reason and message, Ready=Unknown (False while a
-// condition named with WithConditions is False), and a requeue after
+// condition WithSummary names is False), and a requeue after
 // d. Changes to owned children also trigger a pass, so d is a safety net,
 // not a poll interval. A d <= 0 requeues nothing, as for RequeueAfter: it
 // is WaitingForChange.

@@ -44,7 +44,7 @@ func TestReconcilerOutcomesAsKstatusSeesThem(t *testing.T) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "kstatus-"}}
 	testkit.Must(t, env.Client.Create(ctx, ns))
 	hooks := &resultHooks{}
-	r, err := reconcile.New[*testv1.Widget](env.Client, env.Scheme, hooks, reconcile.WithConditions("Available"))
+	r, err := reconcile.New[*testv1.Widget](env.Client, env.Scheme, hooks, reconcile.WithSummary(statusutil.WithConditions("Available")))
 	testkit.Must(t, err)
 
 	w := &testv1.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: ns.Name}}

@@ -267,8 +267,8 @@ func (g *rig) startOperator() {
 	}
 	r, err := reconcile.New[*v1alpha1.EtcdCluster](cl, g.scheme, hooks,
 		reconcile.WithFieldOwner(controller.FieldOwner), reconcile.WithNamespaceDeletion(),
-		reconcile.WithConditions(v1alpha1.ConditionAvailable),
-		reconcile.WithNegativePolarityConditions(v1alpha1.ConditionDegraded))
+		reconcile.WithSummary(statusutil.WithConditions(v1alpha1.ConditionAvailable),
+			statusutil.WithNegativePolarityConditions(v1alpha1.ConditionDegraded)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +278,7 @@ func (g *rig) startOperator() {
 		t.Fatal(err)
 	}
 	br, err := reconcile.New[*v1alpha1.EtcdBackup](g.c, g.scheme, backupHooks,
-		reconcile.WithConditions(controller.ConditionComplete))
+		reconcile.WithSummary(statusutil.WithConditions(controller.ConditionComplete)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
 	"github.com/opkit-dev/opkit/operation"
 	"github.com/opkit-dev/opkit/reconcile"
+	"github.com/opkit-dev/opkit/statusutil"
 	"github.com/opkit-dev/opkit/webhook"
 )
 
@@ -129,8 +130,8 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	_, err = reconcile.SetupWithManager[*v1alpha1.EtcdCluster](mgr, clusters,
 		reconcile.WithFieldOwner(FieldOwner),
 		reconcile.WithOwns(&corev1.Pod{}, &corev1.PersistentVolumeClaim{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}),
-		reconcile.WithConditions(v1alpha1.ConditionAvailable),
-		reconcile.WithNegativePolarityConditions(v1alpha1.ConditionDegraded),
+		reconcile.WithSummary(statusutil.WithConditions(v1alpha1.ConditionAvailable),
+			statusutil.WithNegativePolarityConditions(v1alpha1.ConditionDegraded)),
 		reconcile.WithMaxConcurrentReconciles(concurrency),
 		reconcile.WithNamespaceDeletion(),
 		reconcile.WithEventRecorder(rec))
@@ -148,7 +149,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		return err
 	}
 	_, err = reconcile.SetupWithManager[*v1alpha1.EtcdBackup](mgr, backups, reconcile.WithFieldOwner(BackupFieldOwner),
-		reconcile.WithConditions(ConditionComplete), reconcile.WithEventRecorder(rec))
+		reconcile.WithSummary(statusutil.WithConditions(ConditionComplete)), reconcile.WithEventRecorder(rec))
 	if err != nil {
 		return fmt.Errorf("setting up the EtcdBackup controller: %w", err)
 	}

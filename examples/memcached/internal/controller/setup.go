@@ -25,6 +25,7 @@ import (
 	"github.com/opkit-dev/opkit/examples/memcached/api/v1beta1"
 	"github.com/opkit-dev/opkit/reconcile"
 	"github.com/opkit-dev/opkit/shard"
+	"github.com/opkit-dev/opkit/statusutil"
 	"github.com/opkit-dev/opkit/webhook"
 )
 
@@ -164,8 +165,8 @@ func ReconcilerOptions(rec events.EventRecorder) []reconcile.Option {
 	opts := []reconcile.Option{
 		reconcile.WithName(Name),
 		reconcile.WithFieldOwner(ManagedBy),
-		reconcile.WithConditions(v1beta1.ConditionAvailable),
-		reconcile.WithNegativePolarityConditions(v1beta1.ConditionDegraded),
+		reconcile.WithSummary(statusutil.WithConditions(v1beta1.ConditionAvailable),
+			statusutil.WithNegativePolarityConditions(v1beta1.ConditionDegraded)),
 	}
 	if rec != nil {
 		opts = append(opts, reconcile.WithEventRecorder(rec))
