@@ -25,10 +25,11 @@ import (
 // Pass the Reconciler's field owner (WithFieldOwner, or "opkit-<kind>" by
 // default; Reconciler.FieldOwner returns it).
 //
-// Footgun: with any other name the Reconciler reads that it owns no
-// condition, and its next status write drops every condition it does not
-// change in that pass (server-side apply removes the fields a manager
-// stops sending). Changing the field owner means changing both. The
+// Footgun: with any other name the Reconciler would read that it owns no
+// condition and drop, at its next status write, every condition that pass
+// does not set; once it reads its own status write without its entry, its
+// passes fail with ErrFieldOwnerMismatch instead, writing nothing.
+// Changing the field owner means changing both. The
 // cached status entry is not the API server's (no time, fewer fields):
 // read the object from the API server to see it whole. Updating a cached
 // copy sends its managedFields, which the API server takes as given:

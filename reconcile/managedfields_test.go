@@ -2,15 +2,22 @@ package reconcile_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	toolscache "k8s.io/client-go/tools/cache"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	testv1 "github.com/opkit-dev/opkit/internal/testapi/v1"
@@ -100,17 +107,18 @@ func TestKeepManagedFieldsOfKeepsStatusKeys(t *testing.T) {
 // TestKeepManagedFieldsOfWithTheReconciler: a Reconciler reading through
 // the transform of its own field owner keeps every condition it wrote
 // when a later pass changes only one, and another manager's condition
-// survives. The transform of another name (here the other manager's) is
-// the footgun its doc names: the conditions the pass did not change are
-// lost.
+// survives. With the transform of another name (here the other
+// manager's) the pass would drop the conditions it did not change: it
+// fails with ErrFieldOwnerMismatch instead, once it reads its own write
+// without its entry, and writes nothing.
 func TestKeepManagedFieldsOfWithTheReconciler(t *testing.T) {
 	tests := []struct {
-		name      string
-		keep      string
-		wantExtra bool
+		name    string
+		keep    string
+		wantErr error
 	}{
-		{"the Reconciler's field owner", "opkit-widget", true},
-		{"another name", "other-controller", false},
+		{"the Reconciler's field owner", "opkit-widget", nil},
+		{"another name", "other-controller", reconcile.ErrFieldOwnerMismatch},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -134,17 +142,23 @@ func TestKeepManagedFieldsOfWithTheReconciler(t *testing.T) {
 			r, err := reconcile.New[*testv1.Widget](c, env.Scheme, hooks)
 			testkit.Must(t, err)
 			req := crreconcile.Request{NamespacedName: client.ObjectKeyFromObject(created)}
-			for range 2 {
-				if _, err := r.Reconcile(t.Context(), req); err != nil {
-					t.Fatal(err)
-				}
+			if _, err := r.Reconcile(t.Context(), req); err != nil {
+				t.Fatal(err)
 			}
-			got := conditionTypes(f.get("w"))
-			if !got["External"] || !got["Available"] {
-				t.Errorf("conditions %v, want External (another manager's) and Available", got)
+			if _, err := r.Reconcile(t.Context(), req); !errors.Is(err, tt.wantErr) || (err == nil) != (tt.wantErr == nil) {
+				t.Fatalf("the second pass: err = %v, want %v", err, tt.wantErr)
 			}
-			if got["Extra"] != tt.wantExtra {
-				t.Errorf("Extra present = %v, want %v (conditions %v)", got["Extra"], tt.wantExtra, got)
+			w := f.get("w")
+			got := conditionTypes(w)
+			if !got["External"] || !got["Extra"] {
+				t.Errorf("conditions %v, want External (another manager's) and Extra (the first pass's)", got)
+			}
+			wantReason := "Changed"
+			if tt.wantErr != nil {
+				wantReason = "ChildCreated" // the first pass's: the second wrote nothing
+			}
+			if c := meta.FindStatusCondition(w.Status.Conditions, "Available"); c == nil || c.Reason != wantReason {
+				t.Errorf("Available %+v, want reason %s", c, wantReason)
 			}
 		})
 	}
@@ -221,5 +235,41 @@ func BenchmarkKeepManagedFieldsOf(b *testing.B) {
 		if _, err := transform(w); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestKeepManagedFieldsOfAnotherNameUnderAManager: the manager's cache
+// keeps another name's entries. The event of the Reconciler's first
+// status write shows the mismatch; the next pass, a spec change's,
+// writes nothing rather than drop the conditions it would not resend.
+func TestKeepManagedFieldsOfAnotherNameUnderAManager(t *testing.T) {
+	f := newFixture(t)
+	cfg, counter := env.CountingConfig()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: env.Scheme,
+		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{f.ns: {}},
+			ByObject: map[client.Object]cache.ByObject{&testv1.Widget{}: {Transform: reconcile.KeepManagedFieldsOf("someone-else")}}},
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	testkit.Must(t, err)
+	ch, err := reconcile.NewChildren(mgr.GetClient(), mgr.GetScheme())
+	testkit.Must(t, err)
+	_, err = reconcile.SetupWithManager[*testv1.Widget](mgr, &widgetHooks{children: ch},
+		reconcile.WithName("widget-"+f.ns), reconcile.WithOwns(&corev1.ConfigMap{}), reconcile.WithSkipNameValidation())
+	testkit.Must(t, err)
+	testkit.Run(t, mgr)
+
+	f.createWidget("w", testv1.WidgetSpec{Replicas: 1})
+	waitFor(t, f, "w", func(w *testv1.Widget) bool { return w.Status.ObservedGeneration == 1 })
+	time.Sleep(time.Second) // the status write's event
+	w := f.get("w")
+	w.Spec.Replicas = 2
+	counter.Reset()
+	testkit.Must(t, env.Client.Update(t.Context(), w))
+	time.Sleep(3 * time.Second)
+	if n := counter.WritesTo("/widgets"); n != 0 || f.get("w").Status.ObservedGeneration != 1 {
+		t.Errorf("the spec change's pass sent %d writes to widgets (observedGeneration %d), want none: the cache strips the Reconciler's entry",
+			n, f.get("w").Status.ObservedGeneration)
 	}
 }

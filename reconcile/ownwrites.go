@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -30,6 +31,10 @@ import (
 type ownWrites struct {
 	mu sync.Mutex
 	m  map[types.NamespacedName]ownWrite
+	// owner is the Reconciler's field owner; stripped is set once a read
+	// of our own write lacked its status entry.
+	owner    string
+	stripped string
 }
 
 type ownWrite struct {
@@ -49,6 +54,7 @@ func (w *ownWrites) overlay(key types.NamespacedName, obj client.Object, finaliz
 		return nil
 	}
 	if !predates(obj, rec.uid, rec.staleRVs, rec.written) {
+		w.check(rec, obj)
 		drop(&w.m, key)
 		return nil
 	}
@@ -104,8 +110,38 @@ func (w *ownWrites) seen(key types.NamespacedName, obj client.Object) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if rec, ok := w.m[key]; ok && !predates(obj, rec.uid, rec.staleRVs, rec.written) {
+		w.check(rec, obj)
 		drop(&w.m, key)
 	}
+}
+
+// check notes, reading obj, the version our last write left, when its
+// managedFields lack the status entry that write left: the cache keeps
+// another manager's entries (KeepManagedFieldsOf of another name), and a
+// status write would drop every condition the pass does not set. No
+// entries at all is a cache that strips them, which writeStatus handles.
+// w.mu is held.
+func (w *ownWrites) check(rec ownWrite, obj client.Object) {
+	if rec.written == nil || obj.GetUID() != rec.uid || obj.GetResourceVersion() != rec.written.GetResourceVersion() ||
+		len(obj.GetManagedFields()) == 0 {
+		return
+	}
+	hasEntry := func(o client.Object) bool {
+		return slices.ContainsFunc(o.GetManagedFields(), func(e metav1.ManagedFieldsEntry) bool {
+			return e.Manager == w.owner && e.Subresource == "status"
+		})
+	}
+	if hasEntry(rec.written) && !hasEntry(obj) {
+		w.stripped = w.owner
+	}
+}
+
+// strippedOwner returns the field owner whose entry the cache stripped
+// from our own write, or "".
+func (w *ownWrites) strippedOwner() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stripped
 }
 
 // predates says whether obj, read from the cache, is a version of the

@@ -181,7 +181,8 @@ func build[T Object](c client.Client, scheme *runtime.Scheme, hooks Hooks[T], de
 	case defaultRecorder != nil:
 		rec = defaultRecorder(o.name)
 	}
-	r := &Reconciler[T]{client: c, hooks: hooks, gvk: gvk, newObj: newObj, opts: o, recorder: rec, metrics: m, pass: &pass{fieldOwner: o.fieldOwner}}
+	r := &Reconciler[T]{client: c, hooks: hooks, gvk: gvk, newObj: newObj, opts: o, recorder: rec, metrics: m, pass: &pass{fieldOwner: o.fieldOwner},
+		writes: ownWrites{owner: o.fieldOwner}}
 	if o.namespaceDeletion {
 		r.namespaces = c
 		r.recorder = DropEventsInGoingNamespaces(rec, c)
@@ -230,6 +231,10 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req crreconcile.Request) 
 	// Versions this pass's writes supersede, for read-your-writes.
 	readRV := obj.GetResourceVersion()
 	stale := append(r.writes.overlay(req.NamespacedName, obj, r.opts.finalizer), readRV)
+	if m := r.writes.strippedOwner(); m != "" {
+		return ctrl.Result{}, fmt.Errorf("%w: the cache keeps no managedFields entry of %q, the Reconciler's (WithFieldOwner), in what its own status write left; "+
+			"a status write would drop the conditions it owns: give KeepManagedFieldsOf the Reconciler's field owner", ErrFieldOwnerMismatch, m)
+	}
 	before := obj.DeepCopyObject().(T)
 
 	going, err := r.namespaceGoing(ctx, obj)
