@@ -38,26 +38,26 @@ func (c *Children) EnsureChildApplied(ctx context.Context, owner client.Object, 
 // typed object of its kind.
 func (c *Children) fromApplyConfiguration(ac runtime.ApplyConfiguration) (*unstructured.Unstructured, client.Object, error) {
 	if ac == nil {
-		return nil, nil, fmt.Errorf("EnsureChildApplied: apply configuration is nil")
+		return nil, nil, fmt.Errorf("reconcile.EnsureChildApplied: apply configuration is nil")
 	}
 	b, err := json.Marshal(ac)
 	if err != nil {
-		return nil, nil, fmt.Errorf("EnsureChildApplied: encoding %T: %w", ac, err)
+		return nil, nil, fmt.Errorf("reconcile.EnsureChildApplied: encoding %T: %w", ac, err)
 	}
 	// UnmarshalJSON, not json.Unmarshal: integers must be int64, as
 	// in the cached object converted for the comparison.
 	u := &unstructured.Unstructured{}
 	if err := u.UnmarshalJSON(b); err != nil {
-		return nil, nil, fmt.Errorf("EnsureChildApplied: %T needs apiVersion and kind (build it with its generated constructor): %w", ac, err)
+		return nil, nil, fmt.Errorf("reconcile.EnsureChildApplied: %T needs apiVersion and kind (build it with its generated constructor): %w", ac, err)
 	}
 	gvk := u.GroupVersionKind()
 	obj, err := c.scheme.New(gvk)
 	if err != nil {
-		return nil, nil, fmt.Errorf("EnsureChildApplied: %w", err)
+		return nil, nil, fmt.Errorf("reconcile.EnsureChildApplied: %w", err)
 	}
 	typed, ok := obj.(client.Object)
 	if !ok {
-		return nil, nil, fmt.Errorf("EnsureChildApplied: %v is not a client.Object", gvk)
+		return nil, nil, fmt.Errorf("reconcile.EnsureChildApplied: %v is not a client.Object", gvk)
 	}
 	return u, typed, nil
 }

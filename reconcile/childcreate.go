@@ -24,18 +24,18 @@ import (
 // finished in the owner's status and stop calling (Dependent.Wanted).
 func (c *Children) EnsureChildCreated(ctx context.Context, owner, desired client.Object) (ChildWrite, error) {
 	if desired.GetName() == "" {
-		return ChildUnchanged, fmt.Errorf("EnsureChildCreated: desired %T has no metadata.name", desired)
+		return ChildUnchanged, fmt.Errorf("reconcile.EnsureChildCreated: desired %T has no metadata.name", desired)
 	}
 	if err := ownership.SetControllerReference(owner, desired, c.scheme); err != nil {
-		return ChildUnchanged, fmt.Errorf("EnsureChildCreated %s: %w", desired.GetName(), err)
+		return ChildUnchanged, fmt.Errorf("reconcile.EnsureChildCreated %s: %w", desired.GetName(), err)
 	}
 	gvk, err := apiutil.GVKForObject(desired, c.scheme)
 	if err != nil {
-		return ChildUnchanged, fmt.Errorf("EnsureChildCreated %s: %w", desired.GetName(), err)
+		return ChildUnchanged, fmt.Errorf("reconcile.EnsureChildCreated %s: %w", desired.GetName(), err)
 	}
 	fieldOwner, err := c.fieldOwnerFor(ctx)
 	if err != nil {
-		return ChildUnchanged, fmt.Errorf("EnsureChildCreated %s %s: %w", gvk.Kind, desired.GetName(), err)
+		return ChildUnchanged, fmt.Errorf("reconcile.EnsureChildCreated %s %s: %w", gvk.Kind, desired.GetName(), err)
 	}
 	current, err := newLike(desired)
 	if err != nil {

@@ -94,17 +94,17 @@ func (c *Children) newChildWrite(ctx context.Context, owner, desired client.Obje
 		opt(&w.opts)
 	}
 	if desired.GetName() == "" {
-		return nil, fmt.Errorf("EnsureChild: desired %T has no metadata.name", desired)
+		return nil, fmt.Errorf("reconcile.EnsureChild: desired %T has no metadata.name", desired)
 	}
 	if err := ownership.SetControllerReference(owner, desired, c.scheme); err != nil {
-		return nil, fmt.Errorf("EnsureChild %s: %w", desired.GetName(), err)
+		return nil, fmt.Errorf("reconcile.EnsureChild %s: %w", desired.GetName(), err)
 	}
 	var err error
 	if w.gvk, err = apiutil.GVKForObject(desired, c.scheme); err != nil {
-		return nil, fmt.Errorf("EnsureChild %s: %w", desired.GetName(), err)
+		return nil, fmt.Errorf("reconcile.EnsureChild %s: %w", desired.GetName(), err)
 	}
 	if w.fieldOwner, err = c.fieldOwnerFor(ctx); err != nil {
-		return nil, fmt.Errorf("EnsureChild %s %s: %w", w.gvk.Kind, desired.GetName(), err)
+		return nil, fmt.Errorf("reconcile.EnsureChild %s %s: %w", w.gvk.Kind, desired.GetName(), err)
 	}
 	if w.digest, err = appliedDigest(desired); err != nil {
 		return nil, err

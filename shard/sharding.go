@@ -36,21 +36,21 @@ func (s *Sharding) Setup(mgr ctrl.Manager, obj client.Object, owned []client.Obj
 	r reconcile.Reconciler) (reconcile.Reconciler, error) {
 	gvk, err := apiutil.GVKForObject(obj, mgr.GetScheme())
 	if err != nil {
-		return nil, fmt.Errorf("sharding: %w", err)
+		return nil, fmt.Errorf("shard: %w", err)
 	}
 	sh := &Sharder{Ring: s.ring, GVK: gvk, Children: s.children}
 	given := map[schema.GroupVersionKind]bool{}
 	for _, c := range s.children {
 		gvk, err := apiutil.GVKForObject(c.Object, mgr.GetScheme())
 		if err != nil {
-			return nil, fmt.Errorf("sharding: a child kind: %w", err)
+			return nil, fmt.Errorf("shard: a child kind: %w", err)
 		}
 		given[gvk] = true
 	}
 	for _, o := range owned {
 		gvk, err := apiutil.GVKForObject(o, mgr.GetScheme())
 		if err != nil {
-			return nil, fmt.Errorf("sharding: an owned kind: %w", err)
+			return nil, fmt.Errorf("shard: an owned kind: %w", err)
 		}
 		if !given[gvk] {
 			sh.Children = append(sh.Children, Child{Object: o, Selector: sel})

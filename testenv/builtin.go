@@ -21,7 +21,7 @@ import (
 func SetDeploymentAvailable(ctx context.Context, c client.Client, key client.ObjectKey) error {
 	var d appsv1.Deployment
 	if err := c.Get(ctx, key, &d); err != nil {
-		return fmt.Errorf("SetDeploymentAvailable: %w", err)
+		return fmt.Errorf("testenv.SetDeploymentAvailable: %w", err)
 	}
 	n := replicas(d.Spec.Replicas)
 	d.Status = appsv1.DeploymentStatus{
@@ -32,7 +32,7 @@ func SetDeploymentAvailable(ctx context.Context, c client.Client, key client.Obj
 		},
 	}
 	if err := c.Status().Update(ctx, &d); err != nil {
-		return fmt.Errorf("SetDeploymentAvailable: %w", err)
+		return fmt.Errorf("testenv.SetDeploymentAvailable: %w", err)
 	}
 	return nil
 }
@@ -42,7 +42,7 @@ func SetDeploymentAvailable(ctx context.Context, c client.Client, key client.Obj
 func SetStatefulSetReady(ctx context.Context, c client.Client, key client.ObjectKey) error {
 	var s appsv1.StatefulSet
 	if err := c.Get(ctx, key, &s); err != nil {
-		return fmt.Errorf("SetStatefulSetReady: %w", err)
+		return fmt.Errorf("testenv.SetStatefulSetReady: %w", err)
 	}
 	n := replicas(s.Spec.Replicas)
 	rev := fmt.Sprintf("%s-%d", s.Name, s.Generation)
@@ -51,7 +51,7 @@ func SetStatefulSetReady(ctx context.Context, c client.Client, key client.Object
 		AvailableReplicas: n, CurrentRevision: rev, UpdateRevision: rev,
 	}
 	if err := c.Status().Update(ctx, &s); err != nil {
-		return fmt.Errorf("SetStatefulSetReady: %w", err)
+		return fmt.Errorf("testenv.SetStatefulSetReady: %w", err)
 	}
 	return nil
 }
@@ -61,7 +61,7 @@ func SetStatefulSetReady(ctx context.Context, c client.Client, key client.Object
 func SetJobComplete(ctx context.Context, c client.Client, key client.ObjectKey) error {
 	var j batchv1.Job
 	if err := c.Get(ctx, key, &j); err != nil {
-		return fmt.Errorf("SetJobComplete: %w", err)
+		return fmt.Errorf("testenv.SetJobComplete: %w", err)
 	}
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
 	start := metav1.NewTime(now.Add(-time.Second))
@@ -73,7 +73,7 @@ func SetJobComplete(ctx context.Context, c client.Client, key client.ObjectKey) 
 		},
 	}
 	if err := c.Status().Update(ctx, &j); err != nil {
-		return fmt.Errorf("SetJobComplete: %w", err)
+		return fmt.Errorf("testenv.SetJobComplete: %w", err)
 	}
 	return nil
 }
