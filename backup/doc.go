@@ -43,6 +43,14 @@
 // custom resource status can embed to report the last successful backup and
 // the failed attempts since.
 //
+// # Backups as operations
+//
+// [Scheduled] and [Final] take an owner's scheduled and final backups as
+// recorded operations (package operation), held in [Status.Operation]: a
+// restarted operator finds each by the owner's UID and the operation's ID
+// in its manifest, the retention counts only the owner's scheduled backups,
+// and a final backup that fails is tried again, never skipped.
+//
 // # Footguns
 //
 //   - A Restorer must not make data live in [Restorer.Stage]: the stream is

@@ -5,6 +5,8 @@ import (
 	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/opkit-dev/opkit/operation"
 )
 
 // Status reports a custom resource's backups. Embed it in the status of a
@@ -44,6 +46,10 @@ type Status struct {
 	// successful backup; a success resets it to 0.
 	// +optional
 	ConsecutiveFailures int32 `json:"consecutiveFailures,omitempty"`
+	// Operation is the backup under way, or the final one taken, as
+	// Scheduled and Final record it.
+	// +optional
+	Operation *operation.Record `json:"operation,omitempty"`
 }
 
 // maxFailureMessage bounds LastFailureMessage, so that a long error (a
@@ -112,6 +118,9 @@ func (s *Status) DeepCopyInto(out *Status) {
 	}
 	if s.LastFailureTime != nil {
 		out.LastFailureTime = s.LastFailureTime.DeepCopy()
+	}
+	if s.Operation != nil {
+		out.Operation = s.Operation.DeepCopy()
 	}
 }
 

@@ -93,7 +93,7 @@ func TestGuideCodeIsTheExamples(t *testing.T) {
 		examples []string
 	}{
 		{"../README.md", []string{"../reconcile/example_test.go"}},
-		{"stateful.md", []string{"../guard/example_test.go", "../operation/example_test.go", "../backup/storetest/example_test.go"}},
+		{"stateful.md", []string{"../guard/example_test.go", "../operation/example_test.go", "../backup/storetest/example_test.go", "../backup/example_operation_test.go"}},
 		{"webhooks.md", []string{"../webhook/example_test.go"}},
 		{"sharding.md", []string{"../reconcile/example_test.go"}},
 	} {

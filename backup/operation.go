@@ -1,0 +1,219 @@
+package backup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/opkit-dev/opkit/operation"
+)
+
+// Keys of the manifest's Snapshot.Extra that Scheduled and Final write: a
+// restarted operator finds a backup by its owner and operation, and the
+// retention counts only the owner's own.
+const (
+	ExtraOwnerUID  = "backup.opkit.dev/owner-uid"
+	ExtraOperation = "backup.opkit.dev/operation"
+	ExtraTrigger   = "backup.opkit.dev/trigger"
+)
+
+// The operation types, and triggers, of Scheduled and Final.
+const (
+	TypeScheduled = "ScheduledBackup"
+	TypeFinal     = "FinalBackup"
+)
+
+// ReasonSnapshotFailed is the Reason of a Record whose backup failed: a
+// scheduled backup is not attempted again before its next time.
+const ReasonSnapshotFailed = "SnapshotFailed"
+
+// ErrBackupFailed is wrapped by the errors of Scheduled.Step and
+// Final.Step that report a failed backup.
+var ErrBackupFailed = errors.New("backup failed")
+
+// Scheduled takes an owner's scheduled backups as recorded operations
+// (package operation), one at a time, its Record in Status.Operation: a
+// restarted operator neither forgets one nor takes it twice.
+type Scheduled struct {
+	Runner   *operation.Runner
+	Schedule Schedule
+	Store    Store
+	Snapshot Snapshotter
+	// Retention, if set, is applied after each success to the backups
+	// this owner's schedule took, never to another owner's or a final
+	// one (its Match narrows them further).
+	Retention *Policy
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+}
+
+// Step starts the backup the schedule has due since st.LastRun() (the
+// owner's creation at first), advances the one st.Operation holds, and
+// records the outcome in st. It returns how soon it wants the next pass;
+// write st with the status after it. A failed backup is in st and the
+// error (ErrBackupFailed); the next waits for the next scheduled time.
+func (s Scheduled) Step(ctx context.Context, owner metav1.Object, st *Status) (time.Duration, error) {
+	now := clock(s.Now)
+	if st.Operation != nil && st.Operation.Type != TypeScheduled {
+		return 0, fmt.Errorf("backup: Scheduled.Step: status holds a %s operation; a deleting owner steps Final", st.Operation.Type)
+	}
+	if st.Operation == nil {
+		last := st.LastRun()
+		if last.IsZero() {
+			last = owner.GetCreationTimestamp().Time
+		}
+		due, after := s.Schedule.Next(last.UTC(), now.UTC())
+		if !due {
+			return after, nil
+		}
+		st.RecordAttempt(now)
+		st.Operation = &operation.Record{}
+		if err := operation.Start(st.Operation, TypeScheduled, now.UTC().Format("20060102T150405Z"), now); err != nil {
+			return 0, err
+		}
+	}
+	rec := st.Operation
+	next := s.Runner.Step(ctx, owner, rec, op(TypeScheduled, owner, s.Store, s.Snapshot, s.Now, 2))
+	switch rec.Phase {
+	case operation.Succeeded:
+		m, err := s.record(ctx, owner, st)
+		if err != nil {
+			return 0, err
+		}
+		if s.Retention != nil {
+			p, match := *s.Retention, s.Retention.Match
+			p.Match = func(o Manifest) bool { return takenBy(o, owner, TypeScheduled) && (match == nil || match(o)) }
+			if _, err := Prune(ctx, s.Store, p, now); err != nil {
+				return 0, fmt.Errorf("backup: applying the retention after %s: %w", m.ID, err)
+			}
+		}
+		_, after := s.Schedule.Next(st.LastRun().UTC(), now.UTC())
+		return after, nil
+	case operation.Failed:
+		st.Operation = nil
+		st.RecordFailure(now, errors.New(rec.Message))
+		_, after := s.Schedule.Next(st.LastRun().UTC(), now.UTC())
+		return after, fmt.Errorf("%w: scheduled backup %s: %s", ErrBackupFailed, rec.ID, rec.Message)
+	}
+	return next, nil
+}
+
+// record finds the backup st.Operation took and records it in st.
+func (s Scheduled) record(ctx context.Context, owner metav1.Object, st *Status) (Manifest, error) {
+	m, ok, err := FindTaken(ctx, s.Store, owner, st.Operation.ID)
+	switch {
+	case err != nil:
+		return Manifest{}, fmt.Errorf("backup: reading the backup %s took: %w", st.Operation.ID, err)
+	case !ok:
+		return Manifest{}, fmt.Errorf("backup: %s succeeded but its manifest is not in the store", st.Operation.ID)
+	}
+	st.Operation = nil
+	st.RecordSuccess(m)
+	return m, nil
+}
+
+// Final takes an owner's final backup, as a recorded operation in
+// Status.Operation, before the owner's data goes: call Step from Finalize
+// until it reports done, holding the data meanwhile (package guard).
+type Final struct {
+	Runner   *operation.Runner
+	Store    Store
+	Snapshot Snapshotter
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+}
+
+// Step cancels a scheduled backup under way, starts the final backup,
+// advances it, and reports done once it is in the store, recorded in st
+// (st.Operation stays, Succeeded, so that a later pass knows). A failed
+// attempt is in st and the error (ErrBackupFailed); the next Step starts
+// another: the deletion waits, it never goes on without the backup.
+func (f Final) Step(ctx context.Context, owner metav1.Object, st *Status) (done bool, after time.Duration, err error) {
+	now := clock(f.Now)
+	if rec := st.Operation; rec != nil && rec.Type != TypeFinal {
+		f.Runner.Cancel(owner)
+		st.Operation = nil
+	}
+	if st.Operation == nil {
+		st.Operation = &operation.Record{}
+		if err := operation.Start(st.Operation, TypeFinal, "final-"+now.UTC().Format("20060102T150405Z"), now); err != nil {
+			return false, 0, err
+		}
+	}
+	rec := st.Operation
+	if rec.Phase == operation.Succeeded {
+		return true, 0, nil
+	}
+	next := f.Runner.Step(ctx, owner, rec, op(TypeFinal, owner, f.Store, f.Snapshot, f.Now, 3))
+	switch rec.Phase {
+	case operation.Succeeded:
+		m, ok, err := FindTaken(ctx, f.Store, owner, rec.ID)
+		switch {
+		case err != nil:
+			return false, 0, fmt.Errorf("backup: reading the final backup %s: %w", rec.ID, err)
+		case !ok:
+			return false, 0, fmt.Errorf("backup: the final backup %s succeeded but its manifest is not in the store", rec.ID)
+		}
+		st.RecordSuccess(m)
+		return true, 0, nil
+	case operation.Failed:
+		st.Operation = nil
+		st.RecordFailure(now, errors.New(rec.Message))
+		return false, 0, fmt.Errorf("%w: final backup %s: %s", ErrBackupFailed, rec.ID, rec.Message)
+	}
+	return false, next, nil
+}
+
+// op is the operation of type typ backing owner up into store: its
+// manifest carries the owner's UID, the operation's ID and the trigger.
+func op(typ string, owner metav1.Object, store Store, snap Snapshotter, now func() time.Time, attempts int32) operation.Operation {
+	return operation.Operation{
+		Type:        typ,
+		MaxAttempts: attempts,
+		Run: func(ctx context.Context, id string, progress func(string)) error {
+			progress("taking the backup")
+			opts := []Option{WithExtra(map[string]string{ExtraOwnerUID: string(owner.GetUID()), ExtraOperation: id, ExtraTrigger: typ})}
+			if now != nil {
+				opts = append(opts, WithClock(now))
+			}
+			if _, err := Backup(ctx, store, snap, opts...); err != nil {
+				if ctx.Err() != nil {
+					return err // interrupted: Done decides
+				}
+				return operation.Permanent(ReasonSnapshotFailed, err)
+			}
+			return nil
+		},
+		Done: func(ctx context.Context, id string) (bool, error) {
+			_, ok, err := FindTaken(ctx, store, owner, id)
+			return ok, err
+		},
+	}
+}
+
+// FindTaken returns the backup of owner that operation id took, if it is
+// in store.
+func FindTaken(ctx context.Context, store Store, owner metav1.Object, id string) (Manifest, bool, error) {
+	found, err := Find(ctx, store, func(m Manifest) bool {
+		return m.Snapshot.Extra[ExtraOperation] == id && m.Snapshot.Extra[ExtraOwnerUID] == string(owner.GetUID())
+	})
+	if err != nil || len(found) == 0 {
+		return Manifest{}, false, err
+	}
+	return found[0], true, nil
+}
+
+// takenBy says whether m is a backup of owner of the operation type typ.
+func takenBy(m Manifest, owner metav1.Object, typ string) bool {
+	return m.Snapshot.Extra[ExtraOwnerUID] == string(owner.GetUID()) && m.Snapshot.Extra[ExtraTrigger] == typ
+}
+
+func clock(now func() time.Time) time.Time {
+	if now == nil {
+		return time.Now()
+	}
+	return now()
+}
