@@ -98,9 +98,6 @@ func (r *Reconciler[T]) namespaceGoing(ctx context.Context, obj T) (bool, error)
 // watchNamespaces makes b queue a namespace's objects of the kind when
 // its deletion starts, and r read namespaces from mgr's cache.
 func (r *Reconciler[T]) watchNamespaces(ctx context.Context, mgr ctrl.Manager, b *builder.Builder) error {
-	if m, err := mgr.GetRESTMapper().RESTMapping(r.gvk.GroupKind(), r.gvk.Version); err == nil && m.Scope.Name() == meta.RESTScopeNameRoot {
-		return nil // cluster-scoped: no namespace to go
-	}
 	if err := mgr.GetAPIReader().List(ctx, nsgoing.NewList(), client.Limit(1)); err != nil {
 		return fmt.Errorf("WithNamespaceDeletion needs get, list and watch on namespaces (a ClusterRole): %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -79,9 +80,10 @@ func SetupWithManager[T Object](mgr ctrl.Manager, hooks Hooks[T], opts ...SetupO
 		return nil, err
 	}
 
-	crdName := ""
+	crdName, namespaced := "", true
 	if m, err := mgr.GetRESTMapper().RESTMapping(r.gvk.GroupKind(), r.gvk.Version); err == nil {
 		crdName = m.Resource.Resource + "." + r.gvk.Group
+		namespaced = m.Scope.Name() != meta.RESTScopeNameRoot
 	}
 	if err := checkStatusSchema(mgr.GetConfig(), r.gvk, crdName); err != nil {
 		return nil, fmt.Errorf("reconcile.SetupWithManager: %w", err)
@@ -114,7 +116,7 @@ func SetupWithManager[T Object](mgr ctrl.Manager, hooks Hooks[T], opts ...SetupO
 	for _, src := range so.rawSources {
 		b = b.WatchesRawSource(src)
 	}
-	if so.namespaceDeletion {
+	if so.namespaceDeletion && namespaced { // a cluster-scoped kind has no namespace to go
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		err := r.watchNamespaces(ctx, mgr, b)
 		cancel()

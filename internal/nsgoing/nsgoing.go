@@ -17,17 +17,11 @@ import (
 // reading only its metadata through r. A reader that may not get
 // namespaces gets false.
 func Deleting(ctx context.Context, r client.Reader, ns string) (bool, error) {
-	n := New()
-	if err := r.Get(ctx, client.ObjectKey{Name: ns}, n); err != nil {
-		switch {
-		case apierrors.IsNotFound(err):
-			return true, nil
-		case apierrors.IsForbidden(err):
-			return false, nil
-		}
-		return false, fmt.Errorf("reading namespace %s: %w", ns, err)
+	going, found, err := read(ctx, r, ns)
+	if err != nil {
+		return false, err
 	}
-	return n.DeletionTimestamp != nil, nil
+	return going || !found, nil
 }
 
 // Terminating reports whether namespace ns, where an object exists, is
@@ -35,14 +29,24 @@ func Deleting(ctx context.Context, r client.Reader, ns string) (bool, error) {
 // hold (a cache that has not seen it yet, or whose selector leaves it
 // out) is not: the object's existence says the namespace exists.
 func Terminating(ctx context.Context, r client.Reader, ns string) (bool, error) {
+	going, _, err := read(ctx, r, ns)
+	return going, err
+}
+
+// read returns whether ns is being deleted, and whether r found it: a
+// reader that may not get namespaces takes it as there.
+func read(ctx context.Context, r client.Reader, ns string) (deleting, found bool, err error) {
 	n := New()
-	if err := r.Get(ctx, client.ObjectKey{Name: ns}, n); err != nil {
-		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
-			return false, nil
-		}
-		return false, fmt.Errorf("reading namespace %s: %w", ns, err)
+	switch err := r.Get(ctx, client.ObjectKey{Name: ns}, n); {
+	case err == nil:
+		return n.DeletionTimestamp != nil, true, nil
+	case apierrors.IsNotFound(err):
+		return false, false, nil
+	case apierrors.IsForbidden(err):
+		return false, true, nil
+	default:
+		return false, false, fmt.Errorf("reading namespace %s: %w", ns, err)
 	}
-	return n.DeletionTimestamp != nil, nil
 }
 
 // New returns an empty Namespace's metadata, for a metadata-only read
