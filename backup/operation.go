@@ -79,7 +79,7 @@ func (s Scheduled) Step(ctx context.Context, owner metav1.Object, st *Status) (t
 	next := s.Runner.Step(ctx, owner, rec, op(TypeScheduled, owner, s.Store, s.Snapshot, s.Now, 2))
 	switch rec.Phase {
 	case operation.Succeeded:
-		m, err := s.record(ctx, owner, st)
+		m, err := s.record(ctx, owner, st, now)
 		if err != nil {
 			return 0, err
 		}
@@ -101,16 +101,33 @@ func (s Scheduled) Step(ctx context.Context, owner metav1.Object, st *Status) (t
 	return next, nil
 }
 
-// record finds the backup st.Operation took and records it in st.
-func (s Scheduled) record(ctx context.Context, owner metav1.Object, st *Status) (Manifest, error) {
-	m, ok, err := FindTaken(ctx, s.Store, owner, st.Operation.ID)
-	switch {
-	case err != nil:
-		return Manifest{}, fmt.Errorf("backup: reading the backup %s took: %w", st.Operation.ID, err)
-	case !ok:
-		return Manifest{}, fmt.Errorf("backup: %s succeeded but its manifest is not in the store", st.Operation.ID)
+// record finds the backup st.Operation took and records it in st: a
+// backup gone from the store meanwhile is a failure.
+func (s Scheduled) record(ctx context.Context, owner metav1.Object, st *Status, now time.Time) (Manifest, error) {
+	m, err := taken(ctx, s.Store, owner, st, now)
+	if err != nil {
+		return Manifest{}, err
 	}
 	st.Operation = nil
+	return m, nil
+}
+
+// taken finds the backup st.Operation, Succeeded, took and records it in
+// st. A backup not in the store (pruned by another process, say) is
+// recorded failed, and st.Operation dropped; a store that cannot be read
+// leaves st as it is, for the next pass to look again.
+func taken(ctx context.Context, store Store, owner metav1.Object, st *Status, now time.Time) (Manifest, error) {
+	id := st.Operation.ID
+	m, ok, err := FindTaken(ctx, store, owner, id)
+	switch {
+	case err != nil:
+		return Manifest{}, fmt.Errorf("backup: reading the backup %s took: %w", id, err)
+	case !ok:
+		err := fmt.Errorf("%w: %s completed, but its backup is not in the store", ErrBackupFailed, id)
+		st.Operation = nil
+		st.RecordFailure(now, err)
+		return Manifest{}, err
+	}
 	st.RecordSuccess(m)
 	return m, nil
 }
@@ -127,14 +144,15 @@ type Final struct {
 }
 
 // Step cancels a scheduled backup under way, starts the final backup,
-// advances it, and reports done once it is in the store, recorded in st
+// advances it, and reports done while it is in the store, recorded in st
 // (st.Operation stays, Succeeded, so that a later pass knows). A failed
-// attempt is in st and the error (ErrBackupFailed); the next Step starts
-// another: the deletion waits, it never goes on without the backup.
+// attempt, or a backup gone from the store, is in st and the error
+// (ErrBackupFailed); the next Step starts another: the deletion waits, it
+// never goes on without the backup.
 func (f Final) Step(ctx context.Context, owner metav1.Object, st *Status) (done bool, after time.Duration, err error) {
 	now := clock(f.Now)
 	if rec := st.Operation; rec != nil && rec.Type != TypeFinal {
-		f.Runner.Cancel(owner)
+		f.Runner.CancelOperation(owner, rec.Type, rec.ID)
 		st.Operation = nil
 	}
 	if st.Operation == nil {
@@ -144,20 +162,13 @@ func (f Final) Step(ctx context.Context, owner metav1.Object, st *Status) (done 
 		}
 	}
 	rec := st.Operation
-	if rec.Phase == operation.Succeeded {
-		return true, 0, nil
-	}
 	next := f.Runner.Step(ctx, owner, rec, op(TypeFinal, owner, f.Store, f.Snapshot, f.Now, 3))
 	switch rec.Phase {
 	case operation.Succeeded:
-		m, ok, err := FindTaken(ctx, f.Store, owner, rec.ID)
-		switch {
-		case err != nil:
-			return false, 0, fmt.Errorf("backup: reading the final backup %s: %w", rec.ID, err)
-		case !ok:
-			return false, 0, fmt.Errorf("backup: the final backup %s succeeded but its manifest is not in the store", rec.ID)
+		// Looked up on every Step: done means the backup is there now.
+		if _, err := taken(ctx, f.Store, owner, st, now); err != nil {
+			return false, 0, err
 		}
-		st.RecordSuccess(m)
 		return true, 0, nil
 	case operation.Failed:
 		st.Operation = nil

@@ -210,3 +210,49 @@ func TestFinalCancelsTheScheduledOneAndNeverSkips(t *testing.T) {
 		t.Errorf("a Step after the final backup: done %v, %v; want done", done, err)
 	}
 }
+
+// A final backup gone from the store before a pass recorded it (another
+// process's prune, say) is taken again: Final never reports done without
+// it.
+func TestFinalNotDoneWithoutItsBackup(t *testing.T) {
+	clk := &fakeClock{t: time.Date(2026, 12, 7, 10, 30, 0, 0, time.UTC)}
+	fs := newFS(t)
+	rn := operation.NewRunner(clk.now)
+	f := backup.Final{Runner: rn, Store: fs, Snapshot: snapOf([]byte("last")), Now: clk.now}
+	a := owner("uid-a", clk.t.Add(-time.Hour))
+	var st backup.Status
+	for range 2 { // recorded, then launched
+		if done, _, err := f.Step(t.Context(), a, &st); done || err != nil {
+			t.Fatalf("done %v, %v before the backup ran", done, err)
+		}
+	}
+	if err := rn.Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := backup.List(t.Context(), fs)
+	if err != nil || len(ms) != 1 {
+		t.Fatalf("backups %v, %v; want the final one", ms, err)
+	}
+	if err := fs.Delete(t.Context(), backup.ManifestKeyFor(ms[0].ID)); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		if i == 10 {
+			t.Fatalf("no final backup after 10 passes: %+v", st)
+		}
+		clk.t = clk.t.Add(time.Second)
+		done, _, err := f.Step(t.Context(), a, &st)
+		if err != nil && !errors.Is(err, backup.ErrBackupFailed) {
+			t.Fatal(err)
+		}
+		if done {
+			break
+		}
+		if err := rn.Wait(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok, err := backup.FindTaken(t.Context(), fs, a, st.Operation.ID); !ok || err != nil {
+		t.Errorf("Final reported done, yet the backup of %s is not in the store (%v)", st.Operation.ID, err)
+	}
+}

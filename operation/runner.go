@@ -152,6 +152,20 @@ func (rn *Runner) Cancel(owner metav1.Object) {
 	}
 }
 
+// CancelOperation cancels owner's operation id of type typ and forgets
+// it, leaving owner's others running: for a Record the caller drops, so
+// no later Step reports it.
+func (rn *Runner) CancelOperation(owner metav1.Object, typ, id string) {
+	k := key{owner.GetUID(), typ, id}
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	if r, ok := rn.runs[k]; ok {
+		r.cancel()
+		delete(rn.runs, k)
+	}
+	delete(rn.armed, k)
+}
+
 // Step advances owner's operation r of op's type and returns how soon it
 // wants the next pass (0: not at all). Call it in every pass of owner and
 // write r back with the status: each change Step makes must be written

@@ -423,3 +423,41 @@ func TestWait(t *testing.T) {
 		t.Errorf("Wait returned before the run's effect (%d)", effects)
 	}
 }
+
+// TestCancelOperationLeavesTheOthers: cancelling one of an owner's
+// operations ends its run alone.
+func TestCancelOperationLeavesTheOthers(t *testing.T) {
+	runner := operation.NewRunner(nil)
+	ended := map[string]chan struct{}{"backup": make(chan struct{}), "resize": make(chan struct{})}
+	recs := map[string]*operation.Record{}
+	ops := map[string]operation.Operation{}
+	for typ, ch := range ended {
+		ops[typ] = operation.Operation{Type: typ, MaxAttempts: 1, Run: func(ctx context.Context, _ string, _ func(string)) error {
+			<-ctx.Done()
+			close(ch)
+			return ctx.Err()
+		}}
+		recs[typ] = &operation.Record{}
+		if err := operation.Start(recs[typ], typ, "x1", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		runner.Step(t.Context(), owner, recs[typ], ops[typ]) // arm
+		runner.Step(t.Context(), owner, recs[typ], ops[typ]) // launch
+	}
+	runner.CancelOperation(owner, "backup", "x1")
+	select {
+	case <-ended["backup"]:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the canceled backup still runs 5 s on")
+	}
+	select {
+	case <-ended["resize"]:
+		t.Fatal("CancelOperation of the backup ended the resize too")
+	case <-time.After(100 * time.Millisecond):
+	}
+	if d := runner.Step(t.Context(), owner, recs["resize"], ops["resize"]); d == 0 || recs["resize"].Phase != operation.Running {
+		t.Errorf("the resize after the backup's cancel: %+v, next pass in %s; want it running", recs["resize"], d)
+	}
+	runner.Cancel(owner)
+	<-ended["resize"]
+}
