@@ -132,9 +132,9 @@ var ErrNoFieldOwner = errors.New("no field owner: call EnsureChild from a Reconc
 
 // ErrFieldOwnerMismatch is returned (wrapped) by EnsureChild when the
 // Children's own field owner differs from the Reconciler's whose pass
-// calls it, and by a Reconciler's passes once its cache showed its own
-// status write without its field owner's managedFields entry
-// (KeepManagedFieldsOf of another name): they write nothing then.
+// calls it, and by a Reconciler's passes (not Finalize) once its cache
+// showed its own status write without its field owner's managedFields
+// entry (KeepManagedFieldsOf of another name): they write nothing then.
 var ErrFieldOwnerMismatch = errors.New("two field owners")
 
 // ChildWriteError is the error of a write EnsureChild or DeleteChild sent

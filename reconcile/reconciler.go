@@ -231,10 +231,6 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req crreconcile.Request) 
 	// Versions this pass's writes supersede, for read-your-writes.
 	readRV := obj.GetResourceVersion()
 	stale := append(r.writes.overlay(req.NamespacedName, obj, r.opts.finalizer), readRV)
-	if m := r.writes.strippedOwner(); m != "" {
-		return ctrl.Result{}, fmt.Errorf("%w: the cache keeps no managedFields entry of %q, the Reconciler's (WithFieldOwner), in what its own status write left; "+
-			"a status write would drop the conditions it owns: give KeepManagedFieldsOf the Reconciler's field owner", ErrFieldOwnerMismatch, m)
-	}
 	before := obj.DeepCopyObject().(T)
 
 	going, err := r.namespaceGoing(ctx, obj)
@@ -246,6 +242,12 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req crreconcile.Request) 
 		res, err := r.finalize(ctx, before, obj)
 		r.recordWrites(ctx, req.NamespacedName, obj, readRV, stale)
 		return res, err
+	}
+	// Not in Finalize: conditions dropped from a deleting object harm no
+	// one, and its deletion must not wait for the operator's fix.
+	if m := r.writes.strippedOwner(); m != "" {
+		return ctrl.Result{}, fmt.Errorf("%w: the cache keeps no managedFields entry of %q, the Reconciler's (WithFieldOwner), in what its own status write left; "+
+			"a status write would drop the conditions it owns: give KeepManagedFieldsOf the Reconciler's field owner, or drop the transform", ErrFieldOwnerMismatch, m)
 	}
 	if IsPaused(obj) {
 		return ctrl.Result{}, r.pause(ctx, req.NamespacedName, before, obj, readRV, stale)
