@@ -145,6 +145,14 @@ func (h *holder) step(ctx context.Context) error {
 		return err
 	}
 	if drop := minus(h.cache.Slots(), want); len(drop) > 0 {
+		// Their gates closed and their work ended, the slots are free:
+		// published before the cache of the slots kept restarts, which
+		// waits for a list.
+		if err := h.cache.giveUp(ctx, drop); err == nil {
+			if err := h.publish(ctx, minus(h.cache.Slots(), drop)); err != nil {
+				return err
+			}
+		}
 		_ = h.cache.Release(ctx, drop...) // what it still holds is published
 		return h.publish(ctx, h.cache.Slots())
 	}
