@@ -70,6 +70,30 @@ type segment struct {
 	ctx    context.Context // ends when the segment stops
 	cancel context.CancelFunc
 	done   chan struct{}
+	// restarting marks the segment a Release restarts slots in, until it
+	// synced: reads go to it first. synced is set once it synced.
+	restarting, synced atomic.Bool
+}
+
+// readOrder returns segs newest first, as reads go: a segment restarting
+// slots another still holds first, since its events follow the read;
+// then the synced ones; last those a Hold is still syncing, whose slots
+// no other segment holds, so that a read of another slot's object does
+// not wait for their list.
+func readOrder(segs []*segment) []*segment {
+	out := make([]*segment, 0, len(segs))
+	for _, pass := range []func(*segment) bool{
+		func(s *segment) bool { return s.restarting.Load() },
+		func(s *segment) bool { return !s.restarting.Load() && s.synced.Load() },
+		func(s *segment) bool { return !s.restarting.Load() && !s.synced.Load() },
+	} {
+		for i := len(segs) - 1; i >= 0; i-- {
+			if pass(segs[i]) {
+				out = append(out, segs[i])
+			}
+		}
+	}
+	return out
 }
 
 // bound returns ctx ended also when s stops: a read that waits for an
@@ -240,12 +264,9 @@ func (c *slotCache) Get(ctx context.Context, key client.ObjectKey, obj client.Ob
 	if err != nil || !sharded {
 		return c.Cache.Get(ctx, key, obj, opts...)
 	}
-	// Newest first: while a Release restarts a segment, the new one is
-	// the one whose events follow the read.
-	segs := c.held()
-	for i := len(segs) - 1; i >= 0; i-- {
-		rctx, done := segs[i].bound(ctx)
-		err := segs[i].cache.Get(rctx, key, obj, opts...)
+	for _, s := range readOrder(c.held()) {
+		rctx, done := s.bound(ctx)
+		err := s.cache.Get(rctx, key, obj, opts...)
 		done()
 		if !apierrors.IsNotFound(err) {
 			return err
@@ -264,17 +285,17 @@ func (c *slotCache) List(ctx context.Context, list client.ObjectList, opts ...cl
 		return c.Cache.List(ctx, list, opts...)
 	}
 	var all []runtime.Object
-	// Newest first, as Get; a Release restarting a segment lists the
-	// objects of the slots it keeps twice until the old one goes.
-	segs := c.held()
+	// In Get's order; a Release restarting a segment lists the objects
+	// of the slots it keeps twice until the old one goes.
+	segs := readOrder(c.held())
 	var seen map[types.NamespacedName]bool
 	if len(segs) > 1 {
 		seen = map[types.NamespacedName]bool{}
 	}
-	for i := len(segs) - 1; i >= 0; i-- {
+	for _, s := range segs {
 		l := list.DeepCopyObject().(client.ObjectList)
-		rctx, done := segs[i].bound(ctx)
-		err := segs[i].cache.List(rctx, l, opts...)
+		rctx, done := s.bound(ctx)
+		err := s.cache.List(rctx, l, opts...)
 		done()
 		if err != nil {
 			return err

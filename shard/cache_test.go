@@ -294,3 +294,52 @@ func TestReadOutlivesNoReplacedCache(t *testing.T) {
 	}
 	testkit.Must(t, <-released)
 }
+
+// A Hold syncing new slots holds up no read of the slots held already:
+// no other segment holds the new ones, so those reads need not wait for
+// their list.
+func TestHoldDelaysNoReadOfOtherSlots(t *testing.T) {
+	ns := env.Namespace(t)
+	ring := shard.Ring{Name: "widgets", Slots: 4}
+	var holdLists atomic.Bool
+	lists := make(chan struct{})
+	config := interceptedConfig(func(req *http.Request) *http.Response {
+		q := req.URL.Query()
+		listing := q.Get("watch") != "true" || q.Get("sendInitialEvents") == "true"
+		if holdLists.Load() && req.Method == http.MethodGet && listing && strings.HasSuffix(req.URL.Path, "/configmaps") {
+			select {
+			case <-lists:
+			case <-req.Context().Done():
+			}
+		}
+		return nil
+	})
+	b := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: ns, Labels: map[string]string{ring.SlotLabel(): "0"}}}
+	testkit.Must(t, env.Client.Create(t.Context(), b))
+	c, err := shard.NewSlotCache(ring, config, cache.Options{Scheme: env.Scheme, DefaultNamespaces: map[string]cache.Config{ns: {}}}, &corev1.ConfigMap{})
+	testkit.Must(t, err)
+	ctx := testkit.Run(t, c)
+	_, err = c.GetInformer(ctx, &corev1.ConfigMap{})
+	testkit.Must(t, err)
+	for err := c.Hold(ctx, 0); err != nil; err = c.Hold(ctx, 0) {
+		if !errors.Is(err, shard.ErrNotStarted) {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	holdLists.Store(true)
+	held := make(chan error, 1)
+	go func() { held <- c.Hold(ctx, 1) }()
+	t.Cleanup(func() {
+		close(lists)
+		if err := <-held; err != nil && ctx.Err() == nil { // t.Context() ends before cleanups
+			t.Error(err)
+		}
+	})
+	time.Sleep(200 * time.Millisecond) // the Hold's segment added, listing
+	rctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := c.Get(rctx, client.ObjectKeyFromObject(b), &corev1.ConfigMap{}); err != nil {
+		t.Errorf("reading b of slot 0 while slot 1's list is held: %v", err)
+	}
+}

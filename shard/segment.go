@@ -39,7 +39,7 @@ func (c *slotCache) Hold(ctx context.Context, slots ...int) error {
 	// Open before the handlers see the objects added: a pass they queue
 	// must be admitted.
 	c.setGates(want, true)
-	seg, err := c.add(ctx, want)
+	seg, err := c.add(ctx, want, false)
 	if err != nil {
 		return errors.Join(err, c.giveUp(ctx, want))
 	}
@@ -52,18 +52,20 @@ func (c *slotCache) Hold(ctx context.Context, slots ...int) error {
 	if !seg.cache.WaitForCacheSync(ctx) {
 		return fmt.Errorf("shard: waiting for slots %v: %w", want, ctx.Err())
 	}
+	seg.synced.Store(true)
 	return nil
 }
 
 // add starts a segment for slots and adds it, with every informer and
-// handler known.
-func (c *slotCache) add(ctx context.Context, slots []int) (*segment, error) {
+// handler known; restarting marks it as restarting slots another holds.
+func (c *slotCache) add(ctx context.Context, slots []int, restarting bool) (*segment, error) {
 	c.build.Lock()
 	defer c.build.Unlock()
 	seg, err := c.start(ctx, slots)
 	if err != nil {
 		return nil, err
 	}
+	seg.restarting.Store(restarting)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, i := range c.informers {
@@ -280,7 +282,7 @@ func (c *slotCache) Release(ctx context.Context, slots ...int) error {
 // for it to sync: the other goes only then, so that reads never wait on
 // a segment that may be replaced before it synced.
 func (c *slotCache) restart(ctx context.Context, slots []int) error {
-	seg, err := c.add(ctx, slots)
+	seg, err := c.add(ctx, slots, true)
 	if err != nil {
 		return err
 	}
@@ -288,6 +290,8 @@ func (c *slotCache) restart(ctx context.Context, slots []int) error {
 		c.remove(seg, nil)
 		return fmt.Errorf("shard: restarting the cache of slots %v: %w", slots, ctx.Err())
 	}
+	seg.synced.Store(true)
+	seg.restarting.Store(false)
 	return nil
 }
 
