@@ -240,19 +240,7 @@ func TestFailedReleaseEndsTheWorkOfWhatItGaveUp(t *testing.T) {
 func TestReadOutlivesNoReplacedCache(t *testing.T) {
 	ns := env.Namespace(t)
 	ring := shard.Ring{Name: "widgets", Slots: 4}
-	var holdLists atomic.Bool
-	lists := make(chan struct{}) // closed: held lists go on
-	config := interceptedConfig(func(req *http.Request) *http.Response {
-		q := req.URL.Query() // a list, or a watch that lists first
-		listing := q.Get("watch") != "true" || q.Get("sendInitialEvents") == "true"
-		if holdLists.Load() && req.Method == http.MethodGet && listing && strings.HasSuffix(req.URL.Path, "/configmaps") {
-			select {
-			case <-lists:
-			case <-req.Context().Done():
-			}
-		}
-		return nil
-	})
+	config, held := heldListsConfig()
 	b := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: ns, Labels: map[string]string{ring.SlotLabel(): "1"}}}
 	testkit.Must(t, env.Client.Create(t.Context(), b))
 	c, err := shard.NewSlotCache(ring, config, cache.Options{Scheme: env.Scheme, DefaultNamespaces: map[string]cache.Config{ns: {}}}, &corev1.ConfigMap{})
@@ -267,7 +255,7 @@ func TestReadOutlivesNoReplacedCache(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 
-	holdLists.Store(true)
+	held.hold()
 	read, released := make(chan error, 1), make(chan error, 1)
 	go func() {
 		if err := c.Release(ctx, 0); err != nil {
@@ -283,7 +271,7 @@ func TestReadOutlivesNoReplacedCache(t *testing.T) {
 		released <- c.Release(ctx, 2)
 	}()
 	time.Sleep(time.Second)
-	close(lists)
+	held.release()
 	select {
 	case err := <-read:
 		if err != nil {
@@ -301,19 +289,7 @@ func TestReadOutlivesNoReplacedCache(t *testing.T) {
 func TestHoldDelaysNoReadOfOtherSlots(t *testing.T) {
 	ns := env.Namespace(t)
 	ring := shard.Ring{Name: "widgets", Slots: 4}
-	var holdLists atomic.Bool
-	lists := make(chan struct{})
-	config := interceptedConfig(func(req *http.Request) *http.Response {
-		q := req.URL.Query()
-		listing := q.Get("watch") != "true" || q.Get("sendInitialEvents") == "true"
-		if holdLists.Load() && req.Method == http.MethodGet && listing && strings.HasSuffix(req.URL.Path, "/configmaps") {
-			select {
-			case <-lists:
-			case <-req.Context().Done():
-			}
-		}
-		return nil
-	})
+	config, held := heldListsConfig()
 	b := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: ns, Labels: map[string]string{ring.SlotLabel(): "0"}}}
 	testkit.Must(t, env.Client.Create(t.Context(), b))
 	c, err := shard.NewSlotCache(ring, config, cache.Options{Scheme: env.Scheme, DefaultNamespaces: map[string]cache.Config{ns: {}}}, &corev1.ConfigMap{})
@@ -327,12 +303,12 @@ func TestHoldDelaysNoReadOfOtherSlots(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	holdLists.Store(true)
-	held := make(chan error, 1)
-	go func() { held <- c.Hold(ctx, 1) }()
+	held.hold()
+	holding := make(chan error, 1)
+	go func() { holding <- c.Hold(ctx, 1) }()
 	t.Cleanup(func() {
-		close(lists)
-		if err := <-held; err != nil && ctx.Err() == nil { // t.Context() ends before cleanups
+		held.release()
+		if err := <-holding; err != nil && ctx.Err() == nil { // t.Context() ends before cleanups
 			t.Error(err)
 		}
 	})

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -263,20 +264,28 @@ func (c *shardCampaign) join() {
 // leave stops a replica rd draws: gracefully, or cut off from the API
 // server first, so that its Lease runs out.
 func (c *shardCampaign) leave(kill bool) {
-	if len(c.live) <= 1 {
-		return
+	if what := leaveOne(c.rd, &c.live, kill); what != "" {
+		c.logf("%s", what)
 	}
-	i := c.rd.IntN(len(c.live))
-	rep := c.live[i]
-	c.live = append(c.live[:i], c.live[i+1:]...)
+}
+
+// leaveOne stops a replica of live that rd draws, unless it is the last:
+// gracefully, or cut off from the API server first; it says which.
+func leaveOne(rd *rand.Rand, live *[]*campaignReplica, kill bool) string {
+	if len(*live) <= 1 {
+		return ""
+	}
+	i := rd.IntN(len(*live))
+	rep := (*live)[i]
+	*live = slices.Delete(*live, i, i+1)
+	what := rep.id + " leaves"
 	if kill {
-		c.logf("%s dies", rep.id)
+		what = rep.id + " dies"
 		rep.cut.Store(true)
-	} else {
-		c.logf("%s leaves", rep.id)
 	}
 	rep.stop()
 	<-rep.done
+	return what
 }
 
 // reconciler is replica's pass: it ensures the Widget's guard and runs

@@ -7,7 +7,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -187,18 +186,7 @@ func (c *changeCampaign) join() {
 
 // leave stops a replica rd draws, gracefully or cut off first.
 func (c *changeCampaign) leave(kill bool) {
-	if len(c.live) <= 1 {
-		return
+	if what := leaveOne(c.rd, &c.live, kill); what != "" {
+		c.log = append(c.log, what)
 	}
-	i := c.rd.IntN(len(c.live))
-	rep := c.live[i]
-	c.live = slices.Delete(c.live, i, i+1)
-	if kill {
-		c.log = append(c.log, rep.id+" dies")
-		rep.cut.Store(true)
-	} else {
-		c.log = append(c.log, rep.id+" leaves")
-	}
-	rep.stop()
-	<-rep.done
 }

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -72,4 +75,32 @@ func widgetPerSlot(t *testing.T, r shard.Ring) []*testv1.Widget {
 		widgets = append(widgets, w)
 	}
 	return widgets
+}
+
+// heldLists holds, once hold is called, the ConfigMap lists (and watches
+// that list first) of the config heldListsConfig returns, until release:
+// a cache started meanwhile cannot sync.
+type heldLists struct {
+	held     atomic.Bool
+	lists    chan struct{}
+	released sync.Once
+}
+
+func (h *heldLists) hold()    { h.held.Store(true) }
+func (h *heldLists) release() { h.released.Do(func() { close(h.lists) }) }
+
+// heldListsConfig is env's config whose ConfigMap lists h holds.
+func heldListsConfig() (*rest.Config, *heldLists) {
+	h := &heldLists{lists: make(chan struct{})}
+	return interceptedConfig(func(req *http.Request) *http.Response {
+		q := req.URL.Query() // a list, or a watch that lists first
+		listing := q.Get("watch") != "true" || q.Get("sendInitialEvents") == "true"
+		if h.held.Load() && req.Method == http.MethodGet && listing && strings.HasSuffix(req.URL.Path, "/configmaps") {
+			select {
+			case <-h.lists:
+			case <-req.Context().Done():
+			}
+		}
+		return nil
+	}), h
 }

@@ -384,27 +384,15 @@ func TestRenewalKeepsAClaimMadeMeanwhile(t *testing.T) {
 // restart waits for a list, which must not delay the takeover.
 func TestGivenUpSlotsFreeBeforeTheKeptCacheRestarts(t *testing.T) {
 	r := shard.Ring{Name: "widgets", Namespace: env.Namespace(t), LeaseDuration: 3 * time.Second, Slots: 12}
-	var holdLists atomic.Bool
-	lists := make(chan struct{})
-	config := interceptedConfig(func(req *http.Request) *http.Response {
-		q := req.URL.Query() // a list, or a watch that lists first
-		listing := q.Get("watch") != "true" || q.Get("sendInitialEvents") == "true"
-		if holdLists.Load() && req.Method == http.MethodGet && listing && strings.HasSuffix(req.URL.Path, "/configmaps") {
-			select {
-			case <-lists:
-			case <-req.Context().Done():
-			}
-		}
-		return nil
-	})
+	config, held := heldListsConfig()
 	ac, err := r.NewCache("a", &corev1.ConfigMap{})(config, cache.Options{Scheme: env.Scheme, DefaultNamespaces: map[string]cache.Config{r.Namespace: {}}})
 	testkit.Must(t, err)
 	a := &slotMember{id: "a", slots: ac.(interface{ Slots() []int }).Slots, stop: testkit.Start(t, "member a", ac)}
 	waitSlots(t, 15*time.Second, a, shard.Assign(r.Slots, "a")["a"])
 	_, err = ac.GetInformer(t.Context(), &corev1.ConfigMap{}) // a controller's watch: a restarted cache lists
 	testkit.Must(t, err)
-	holdLists.Store(true)
-	t.Cleanup(func() { close(lists) }) // before a stops: its Release waits for them
+	held.hold()
+	t.Cleanup(func() { held.release() }) // before a stops: its Release waits for them
 	share := shard.Assign(r.Slots, "a", "c")
 	c := startSlotMember(t, r, "c")
 	start := time.Now()
