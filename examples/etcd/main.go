@@ -63,11 +63,12 @@ func main() {
 	}
 }
 
-// subcommands run the steps of a physical restore in the seed pod's init
-// containers.
+// subcommands run the steps of a physical restore, and of a rebuild from a
+// surviving member, in a member pod's init containers.
 var subcommands = map[string]func(context.Context, []string, io.Writer) error{
-	seedrestore.CommandFetch:  seedrestore.RunFetch,
-	seedrestore.CommandFinish: seedrestore.RunFinish,
+	seedrestore.CommandFetch:       seedrestore.RunFetch,
+	seedrestore.CommandStageMember: seedrestore.RunStageMember,
+	seedrestore.CommandFinish:      seedrestore.RunFinish,
 }
 
 // The values of --member-access.

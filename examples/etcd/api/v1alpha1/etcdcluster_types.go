@@ -193,7 +193,9 @@ const (
 // operator then asks every surviving member for its raft index, restarts
 // the one with the highest (the lowest name among equals) with etcd's
 // --force-new-cluster, so that it forms a one-member cluster with its
-// data, restarts it once more without the flag, deletes the other
+// data, restarts it once more without the flag (with the operator's
+// --restore-image, on its data restored with the revision moved on: see
+// status.recovery.revisionBump), deletes the other
 // survivors' pods and claims (their data is older), and grows the cluster
 // back to spec.size one learner at a time. Writes the lost majority had
 // acknowledged and the survivor had not received are lost: that is what
@@ -255,11 +257,14 @@ type RecoveryStatus struct {
 	// only).
 	// +optional
 	EndTime *metav1.Time `json:"endTime,omitempty"`
-	// RevisionBump is how far the rebuild from Backup moved the revision
-	// past the backup's, with the revisions below marked compacted, so
-	// that watchers re-list instead of missing events; 0 when etcd could
-	// not (a logical restore, etcd before 3.5.10): watchers must then be
-	// restarted.
+	// RevisionBump is how far the rebuild moved the revision on, with the
+	// revisions below marked compacted, so that watchers re-list instead
+	// of missing events or seeing a revision twice: past the backup's for
+	// a rebuild from Backup; for a rebuild from Member, set once Member
+	// answers with --force-new-cluster, before its pod restarts on its
+	// data restored with the revision moved on. 0 when etcd could not (a
+	// logical restore, an operator without --restore-image, etcd before
+	// 3.5.10): watchers must then be restarted.
 	// +optional
 	RevisionBump int64 `json:"revisionBump,omitempty"`
 }

@@ -293,19 +293,7 @@ func (h *ClusterHooks) reconcile(ctx context.Context, c *v1alpha1.EtcdCluster, g
 	if err != nil {
 		return reconcile.Retry(err)
 	}
-	if r := c.Status.Recovery; r != nil && obs.planned.Reached && (r.Backup == "" || c.Status.Restored) {
-		// The member a rebuild began from answers as a one-member cluster
-		// (the planner restarts it without --force-new-cluster next), or
-		// the backup a rebuild chose is in the new seed: it grows next. The
-		// record stays: writes were discarded.
-		done := r.DeepCopy()
-		done.EndTime = &metav1.Time{Time: h.now()}
-		if r.Backup != "" {
-			done.RevisionBump = revisionBump(obs)
-		}
-		c.Status.LastRecovery = done
-		c.Status.Recovery = nil
-	}
+	advanceRecovery(c, obs, metav1.NewTime(h.now()), h.RestoreImage)
 	if err := h.holdChildren(ctx, c, obs, guard); err != nil {
 		return reconcile.Retry(err)
 	}
@@ -346,6 +334,11 @@ func (h *ClusterHooks) reconcile(ctx context.Context, c *v1alpha1.EtcdCluster, g
 	seed, res := h.restoreStep(ctx, c, obs)
 	if res != nil {
 		return *res
+	}
+	if rs := rebuildRestart(c, step, h.RestoreImage); rs != nil {
+		seed = rs
+		step.Reason = membership.ReasonRebuilding
+		step.Message = fmt.Sprintf("restarting %s on its data restored with the revision moved on by %d, so that no client sees a revision twice", step.Name, c.Status.Recovery.RevisionBump)
 	}
 
 	log.V(1).Info("membership step", "action", step.Action, "member", step.Name, "reason", step.Reason)

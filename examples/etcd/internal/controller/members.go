@@ -97,7 +97,8 @@ func (h *ClusterHooks) setPodLabel(ctx context.Context, pod *corev1.Pod, key, va
 // execute carries out one planned step: the etcd call first, then the
 // Kubernetes write. A failure between the two is finished by the planner on
 // the next pass.
-// A seed pod is created with seed's init containers when seed is not nil.
+// A seed pod, or the pod of a member a rebuild restarts, is created with
+// seed's init containers when seed is not nil.
 func (h *ClusterHooks) execute(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation, step membership.Step, seed *seedRestore) error {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
@@ -121,7 +122,7 @@ func (h *ClusterHooks) execute(ctx context.Context, c *v1alpha1.EtcdCluster, obs
 			// (membership.Plan does so only with persistent storage),
 			// where its data directory makes etcd ignore the initial
 			// cluster; it is built from the members last recorded.
-			return h.createMember(ctx, c, obs, step, recordedCluster(c), "existing", nil)
+			return h.createMember(ctx, c, obs, step, recordedCluster(c), "existing", seed)
 		}
 		ec, err := h.clientOn(ctx, obs, "")
 		if err != nil {
@@ -132,7 +133,7 @@ func (h *ClusterHooks) execute(ctx context.Context, c *v1alpha1.EtcdCluster, obs
 		if err != nil {
 			return err
 		}
-		return h.createMember(ctx, c, obs, step, initialCluster(list), "existing", nil)
+		return h.createMember(ctx, c, obs, step, initialCluster(list), "existing", seed)
 	case membership.ActionPromote:
 		ec, err := h.clientOn(ctx, obs, "")
 		if err != nil {

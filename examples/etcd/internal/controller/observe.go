@@ -75,7 +75,8 @@ func (h *ClusterHooks) observe(ctx context.Context, c *v1alpha1.EtcdCluster, gua
 		Bootstrapped: len(c.Status.Members) > 0, Timeouts: h.timeouts(), Claims: obs.claims, ClaimsDeleting: deleting,
 		Rebuild:     c.Spec.Recovery != nil && c.Spec.Recovery.QuorumLoss == v1alpha1.QuorumLossRebuild,
 		BackupStore: c.Spec.Backup != nil}
-	if r := c.Status.Recovery; r != nil {
+	if r := c.Status.Recovery; r != nil && r.RevisionBump == 0 {
+		// Once set, the member answered with --force-new-cluster.
 		p.RebuildingFrom = r.Member
 	}
 	for _, ms := range c.Status.Members {

@@ -53,12 +53,15 @@ const (
 )
 
 // seedRestore is what the init containers of a seed pod restored
-// physically need.
+// physically, or of a member restarted by a rebuild, need.
 type seedRestore struct {
 	// image is the operator's image.
 	image string
-	// source is the backup to restore.
+	// source is the backup to restore; nil for a rebuild.
 	source *restoreSource
+	// rebuild is the token of the rebuild (rebuildToken) that restores
+	// the member on its own data.
+	rebuild string
 }
 
 // DefaultStorageSize is the claim size when spec.storage sets none.
@@ -232,7 +235,11 @@ func memberPod(c *v1alpha1.EtcdCluster, member, version, initialCluster, state s
 	if tlsEnabled(c) {
 		addTLS(c, pod)
 	}
-	if restore != nil {
+	switch {
+	case restore == nil:
+	case restore.rebuild != "":
+		addRebuildInitContainers(c, pod, member, image, restore)
+	default:
 		addRestoreInitContainers(c, pod, member, image, initialCluster, restore)
 	}
 	return pod

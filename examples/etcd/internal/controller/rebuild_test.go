@@ -20,6 +20,7 @@ import (
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdtest"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/membership"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/seedrestore"
 	"github.com/opkit-dev/opkit/statusutil"
 )
 
@@ -320,5 +321,85 @@ func TestQuorumLossRebuildIsFenced(t *testing.T) {
 	}
 	if r := g.get("fq").Status.Recovery; r == nil || r.Member != "fq-1" {
 		t.Errorf("status.recovery = %+v once fq-0's pod is gone, want the rebuild from fq-1", r)
+	}
+}
+
+// TestQuorumLossRebuildMovesRevisionsOn: with the operator's image
+// (RestoreImage), the survivor that answered with --force-new-cluster is
+// restarted on its data restored with the revision moved on (its
+// revisions may have been used by the lost majority for other writes):
+// status.recovery.revisionBump is set first, the pod gets the rebuild's
+// three init containers, and the rebuild ends, recorded in
+// status.lastRecovery, once the survivor answers from that pod.
+func TestQuorumLossRebuildMovesRevisionsOn(t *testing.T) {
+	g := newRig(t)
+	g.hooks.RestoreImage = restoreImage
+	c := cluster("q", 3)
+	c.Spec.Recovery = &v1alpha1.RecoverySpec{QuorumLoss: v1alpha1.QuorumLossRebuild}
+	g.create(c)
+	g.converge("q", 20)
+	g.loseMember("q", "q-0")
+	g.loseMember("q", "q-2")
+	g.fake.LoseQuorum()
+	g.drain()
+	for range 2 { // the survivor's pod deleted, then created with the flag
+		if err := g.pass("q"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c = g.get("q")
+	if pod := g.podIfAny("q-1"); pod == nil || pod.Annotations[controller.AnnotationForceNewCluster] != "true" {
+		t.Fatalf("survivor pod %+v, want it with --force-new-cluster", pod)
+	}
+	g.fake.ForceNewCluster(controller.PeerURL(c, "q-1"))
+	g.kubelet("q")
+	if err := g.pass("q"); err != nil {
+		t.Fatal(err)
+	}
+	c = g.get("q")
+	r := c.Status.Recovery
+	if r == nil || r.Member != "q-1" || r.RevisionBump != seedrestore.RevisionBump || c.Status.LastRecovery != nil {
+		t.Fatalf("status.recovery = %+v, lastRecovery %+v once q-1 answered with --force-new-cluster; want the rebuild from q-1 going on, revisionBump %d",
+			r, c.Status.LastRecovery, seedrestore.RevisionBump)
+	}
+	token := fmt.Sprintf("q-1-%d-%d", r.RaftIndex, r.StartTime.Unix())
+	g.converge("q", 30)
+	c = g.get("q")
+	if r := c.Status.LastRecovery; r == nil || r.Member != "q-1" || r.RevisionBump != seedrestore.RevisionBump || r.EndTime == nil || c.Status.Recovery != nil {
+		t.Errorf("status.lastRecovery = %+v, recovery %+v after the rebuild; want the rebuild from q-1 ended, revisionBump %d",
+			r, c.Status.Recovery, seedrestore.RevisionBump)
+	}
+	pod := g.pod("q-1")
+	peer := controller.PeerURL(c, "q-1")
+	root := int64(0)
+	wantInit := []initContainer{
+		{Name: controller.InitContainerStageMember, Image: restoreImage,
+			Args:   []string{"stage-member-data", "--data-dir=/var/lib/etcd", "--rebuild=" + token},
+			Mounts: []string{"data:/var/lib/etcd"}, RunAsUser: &root},
+		{Name: controller.InitContainerRestore, Image: "gcr.io/etcd-development/etcd:v3.6.16", Command: []string{"etcdutl"},
+			Args: []string{"snapshot", "restore", "/var/lib/etcd/restore/snapshot.db", "--data-dir=/var/lib/etcd/restore/data",
+				"--name=q-1", "--initial-cluster=q-1=" + peer, "--initial-cluster-token=" + c.Status.ClusterToken,
+				"--initial-advertise-peer-urls=" + peer, "--bump-revision=1000000000", "--mark-compacted", "--skip-hash-check"},
+			Mounts: []string{"data:/var/lib/etcd"}},
+		{Name: controller.InitContainerFinish, Image: restoreImage,
+			Args:   []string{"finish-restore", "--data-dir=/var/lib/etcd", "--rebuild=" + token},
+			Mounts: []string{"data:/var/lib/etcd"}, RunAsUser: &root},
+	}
+	if diff := cmp.Diff(wantInit, initContainersOf(pod)); diff != "" {
+		t.Errorf("init containers of the survivor's pod (-want +got):\n%s", diff)
+	}
+	if got := pod.Annotations[controller.AnnotationRebuild]; got != token || slices.Contains(pod.Spec.Containers[0].Args, "--force-new-cluster") {
+		t.Errorf("survivor pod: annotation %q, args %q; want the rebuild %q, without --force-new-cluster", got, pod.Spec.Containers[0].Args, token)
+	}
+	if diff := cmp.Diff(voters("q-1", "q-3", "q-4"), g.etcdMembers()); diff != "" {
+		t.Errorf("etcd members (-want +got):\n%s", diff)
+	}
+	for _, name := range []string{"q-3", "q-4"} {
+		if p := g.pod(name); len(p.Spec.InitContainers) > 0 {
+			t.Errorf("pod %s, not the survivor, has init containers %+v", name, initContainersOf(p))
+		}
+	}
+	if events := strings.Join(g.drain(), "\n"); !strings.Contains(events, "restarting q-1 on its data restored with the revision moved on") {
+		t.Errorf("no event of the restart on restored data in:\n%s", events)
 	}
 }

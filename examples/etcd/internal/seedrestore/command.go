@@ -149,13 +149,14 @@ func secretFromDir(dir string) (*corev1.Secret, error) {
 }
 
 // RunFinish is the finish-restore subcommand: it parses args
-// (--data-dir=DIR) and runs Finish, writing one line about what it did to
-// out.
+// (--data-dir=DIR, and --rebuild=TOKEN for a rebuild) and runs Finish, or
+// FinishRebuild, writing one line about what it did to out.
 func RunFinish(_ context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet(CommandFinish, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	var dataDir string
+	var dataDir, token string
 	fs.StringVar(&dataDir, FlagDataDir, "", "the member's data directory (etcd's --data-dir)")
+	fs.StringVar(&token, FlagRebuild, "", "the rebuild the restore is for: replace the member's data once")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%s: %w", CommandFinish, err)
 	}
@@ -165,14 +166,53 @@ func RunFinish(_ context.Context, args []string, out io.Writer) error {
 	if dataDir == "" {
 		return fmt.Errorf("%s: --%s is required: the member's data directory", CommandFinish, FlagDataDir)
 	}
-	installed, err := Finish(dataDir)
+	finish := Finish
+	if token != "" {
+		finish = func(dataDir string) (bool, error) { return FinishRebuild(dataDir, token) }
+	}
+	installed, err := finish(dataDir)
 	if err != nil {
 		return fmt.Errorf("%s: %w", CommandFinish, err)
 	}
-	if installed {
+	switch {
+	case installed:
 		_, _ = fmt.Fprintf(out, "%s: the restored member is in place in %s\n", CommandFinish, dataDir)
-	} else {
+	case token != "":
+		_, _ = fmt.Fprintf(out, "%s: %s already holds the member rebuilt by %s; discarded the placeholder restore\n", CommandFinish, dataDir, token)
+	default:
 		_, _ = fmt.Fprintf(out, "%s: %s already held the member's data; discarded the placeholder restore\n", CommandFinish, dataDir)
+	}
+	return nil
+}
+
+// RunStageMember is the stage-member-data subcommand: it parses args
+// (--data-dir=DIR --rebuild=TOKEN) and runs StageMember, writing one line
+// about what it did to out.
+func RunStageMember(_ context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet(CommandStageMember, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var dataDir, token string
+	fs.StringVar(&dataDir, FlagDataDir, "", "the member's data directory (etcd's --data-dir)")
+	fs.StringVar(&token, FlagRebuild, "", "the rebuild the member's data is restored for")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%s: %w", CommandStageMember, err)
+	}
+	switch {
+	case fs.NArg() > 0:
+		return fmt.Errorf("%s: unexpected arguments %q", CommandStageMember, fs.Args())
+	case dataDir == "":
+		return fmt.Errorf("%s: --%s is required: the member's data directory", CommandStageMember, FlagDataDir)
+	case token == "":
+		return fmt.Errorf("%s: --%s is required: the rebuild's token", CommandStageMember, FlagRebuild)
+	}
+	staged, err := StageMember(dataDir, token)
+	if err != nil {
+		return fmt.Errorf("%s: %w", CommandStageMember, err)
+	}
+	if staged {
+		_, _ = fmt.Fprintf(out, "%s: staged the member's database of %s for rebuild %s\n", CommandStageMember, dataDir, token)
+	} else {
+		_, _ = fmt.Fprintf(out, "%s: %s already holds the member rebuilt by %s; wrote a placeholder snapshot\n", CommandStageMember, dataDir, token)
 	}
 	return nil
 }

@@ -27,6 +27,10 @@
 // empty etcd database, a few kilobytes) so that etcdutl has something to
 // restore, quickly, and Finish then discards the result. The backup is not
 // read again, so a seed restarts even after its backup was deleted.
+//
+// The same steps restore a surviving member's own data when the cluster is
+// rebuilt from it after a lost quorum, to move its revision on
+// (StageMember, FinishRebuild).
 package seedrestore
 
 import (

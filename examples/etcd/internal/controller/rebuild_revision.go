@@ -1,0 +1,126 @@
+package controller
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/membership"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/seedrestore"
+)
+
+// InitContainerStageMember runs the operator's stage-member-data in the
+// pod of a member restarted by a rebuild from it, before the restore and
+// finish-restore init containers (package internal/seedrestore).
+const InitContainerStageMember = "stage-member-data"
+
+// AnnotationRebuild carries the token of the rebuild whose init
+// containers restore the member on its own data.
+const AnnotationRebuild = "etcd.opkit.dev/rebuild"
+
+// advanceRecovery moves status.recovery on in a pass that reached the
+// cluster. A rebuild from a backup ends once the backup is in the seed. A
+// rebuild from a surviving member has two steps: once the member answers
+// with --force-new-cluster, status.recovery.revisionBump is set and its
+// pod is restarted on its data restored with the revision moved on
+// (rebuildRestart); once it answers from that pod, the rebuild ends. The
+// record stays in status.lastRecovery: writes were discarded.
+func advanceRecovery(c *v1alpha1.EtcdCluster, obs *observation, now metav1.Time, image string) {
+	r := c.Status.Recovery
+	if r == nil || !obs.planned.Reached {
+		return
+	}
+	done := r.DeepCopy()
+	switch {
+	case r.Backup != "":
+		if !c.Status.Restored {
+			return
+		}
+		done.RevisionBump = revisionBump(obs)
+	case r.RevisionBump == 0:
+		pod := obs.pods[r.Member]
+		if image != "" && pod != nil && canBumpRevision(pod.Labels[LabelVersion]) {
+			r.RevisionBump = seedrestore.RevisionBump
+			return
+		}
+		// Without the operator's image (--restore-image) there is no
+		// init container to restore with: watchers must be restarted.
+	default:
+		pod := obs.pods[r.Member]
+		if pod == nil || pod.Annotations[AnnotationRebuild] != rebuildToken(r) || obs.healthy[r.Member] == "" {
+			return
+		}
+	}
+	done.EndTime = &now
+	c.Status.LastRecovery = done
+	c.Status.Recovery = nil
+}
+
+// rebuildRestart returns the init containers' needs of step when it
+// recreates the pod of the member a rebuild began from, after it
+// answered with --force-new-cluster; nil otherwise.
+func rebuildRestart(c *v1alpha1.EtcdCluster, step membership.Step, image string) *seedRestore {
+	r := c.Status.Recovery
+	if r == nil || r.Backup != "" || r.RevisionBump == 0 || image == "" ||
+		step.Action != membership.ActionCreatePod || !step.OnData || step.Name != r.Member {
+		return nil
+	}
+	return &seedRestore{image: image, rebuild: rebuildToken(r)}
+}
+
+// rebuildToken names the rebuild r: the init containers restore a member's
+// data once per token.
+func rebuildToken(r *v1alpha1.RecoveryStatus) string {
+	var start int64
+	if r.StartTime != nil {
+		start = r.StartTime.Unix()
+	}
+	return fmt.Sprintf("%s-%d-%d", r.Member, r.RaftIndex, start)
+}
+
+// addRebuildInitContainers makes pod restore its member's own data before
+// etcd starts: the operator's stage-member-data stages the member's
+// database, the cluster's etcdutl restores it as a one-member cluster
+// with the revision moved on, and the operator's finish-restore puts it in
+// place of the member's data. All three are no-ops once the rebuild is
+// recorded in the data directory (a restarted pod).
+func addRebuildInitContainers(c *v1alpha1.EtcdCluster, pod *corev1.Pod, member, etcdImage string, r *seedRestore) {
+	pod.Annotations[AnnotationRebuild] = r.rebuild
+	dataMount := corev1.VolumeMount{Name: "data", MountPath: dataDir}
+	root := &corev1.SecurityContext{RunAsUser: ptr.To[int64](0), RunAsNonRoot: ptr.To(false)}
+	resources := c.Spec.PodTemplate.Resources
+	flags := []string{"--" + seedrestore.FlagDataDir + "=" + dataDir, "--" + seedrestore.FlagRebuild + "=" + r.rebuild}
+	peer := PeerURL(c, member)
+	pod.Spec.InitContainers = []corev1.Container{
+		{
+			Name:                     InitContainerStageMember,
+			Image:                    r.image,
+			Args:                     append([]string{seedrestore.CommandStageMember}, flags...),
+			Resources:                resources,
+			VolumeMounts:             []corev1.VolumeMount{dataMount},
+			SecurityContext:          root,
+			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		},
+		{
+			Name:                     InitContainerRestore,
+			Image:                    etcdImage,
+			Command:                  []string{"etcdutl"},
+			Args:                     seedrestore.RebuildArgs(dataDir, member, member+"="+peer, c.Status.ClusterToken, peer),
+			Resources:                resources,
+			VolumeMounts:             []corev1.VolumeMount{dataMount},
+			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		},
+		{
+			Name:                     InitContainerFinish,
+			Image:                    r.image,
+			Args:                     append([]string{seedrestore.CommandFinish}, flags...),
+			Resources:                resources,
+			VolumeMounts:             []corev1.VolumeMount{dataMount},
+			SecurityContext:          root,
+			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		},
+	}
+}
