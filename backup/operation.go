@@ -71,7 +71,7 @@ func (s Scheduled) Step(ctx context.Context, owner metav1.Object, st *Status) (t
 		}
 		st.RecordAttempt(now)
 		st.Operation = &operation.Record{}
-		if err := operation.Start(st.Operation, TypeScheduled, now.UTC().Format("20060102T150405Z"), now); err != nil {
+		if err := operation.Start(st.Operation, TypeScheduled, now.UTC().Format(idTime), now); err != nil {
 			return 0, err
 		}
 	}
@@ -93,10 +93,9 @@ func (s Scheduled) Step(ctx context.Context, owner metav1.Object, st *Status) (t
 		_, after := s.Schedule.Next(st.LastRun().UTC(), now.UTC())
 		return after, nil
 	case operation.Failed:
-		st.Operation = nil
-		st.RecordFailure(now, errors.New(rec.Message))
+		err := failed(st, "scheduled", now)
 		_, after := s.Schedule.Next(st.LastRun().UTC(), now.UTC())
-		return after, fmt.Errorf("%w: scheduled backup %s: %s", ErrBackupFailed, rec.ID, rec.Message)
+		return after, err
 	}
 	return next, nil
 }
@@ -157,7 +156,7 @@ func (f Final) Step(ctx context.Context, owner metav1.Object, st *Status) (done 
 	}
 	if st.Operation == nil {
 		st.Operation = &operation.Record{}
-		if err := operation.Start(st.Operation, TypeFinal, "final-"+now.UTC().Format("20060102T150405Z"), now); err != nil {
+		if err := operation.Start(st.Operation, TypeFinal, "final-"+now.UTC().Format(idTime), now); err != nil {
 			return false, 0, err
 		}
 	}
@@ -171,11 +170,22 @@ func (f Final) Step(ctx context.Context, owner metav1.Object, st *Status) (done 
 		}
 		return true, 0, nil
 	case operation.Failed:
-		st.Operation = nil
-		st.RecordFailure(now, errors.New(rec.Message))
-		return false, 0, fmt.Errorf("%w: final backup %s: %s", ErrBackupFailed, rec.ID, rec.Message)
+		return false, 0, failed(st, "final", now)
 	}
 	return false, next, nil
+}
+
+// idTime is the time in an operation's ID: sortable, and valid in an
+// object key.
+const idTime = "20060102T150405Z"
+
+// failed records st.Operation, Failed, as a failure in st, drops it, and
+// returns the error (ErrBackupFailed) naming the backup, of kind what.
+func failed(st *Status, what string, now time.Time) error {
+	rec := st.Operation
+	st.Operation = nil
+	st.RecordFailure(now, errors.New(rec.Message))
+	return fmt.Errorf("%w: %s backup %s: %s", ErrBackupFailed, what, rec.ID, rec.Message)
 }
 
 // op is the operation of type typ backing owner up into store: its
