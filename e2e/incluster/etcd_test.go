@@ -50,7 +50,7 @@ func TestEtcdOperatorInCluster(t *testing.T) {
 			deployed = !t.Failed()
 			return ctx
 		}).
-		Assess("a cluster's lifecycle and the samples' backups, at the same time", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+		Assess("a cluster's lifecycle, the samples' backups and a rebuild from a survivor, at the same time", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			if !deployed {
 				t.Fatal("the operator is not deployed")
 			}
@@ -62,6 +62,10 @@ func TestEtcdOperatorInCluster(t *testing.T) {
 			t.Run("backups", func(t *testing.T) {
 				t.Parallel()
 				testEnv.Test(t, etcdBackups(op))
+			})
+			t.Run("rebuild", func(t *testing.T) {
+				t.Parallel()
+				testEnv.Test(t, etcdSurvivorRebuild())
 			})
 			return ctx
 		}).
