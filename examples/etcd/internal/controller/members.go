@@ -171,7 +171,8 @@ func (h *ClusterHooks) execute(ctx context.Context, c *v1alpha1.EtcdCluster, obs
 	case membership.ActionUpgrade:
 		return h.deleteMember(ctx, c, step.Name, false)
 	case membership.ActionForceNewCluster:
-		if c.Status.Recovery == nil {
+		if r := c.Status.Recovery; r == nil || r.Member != step.Name || r.RevisionBump != 0 {
+			// A new rebuild: a record of another, left over, goes.
 			c.Status.Recovery = &v1alpha1.RecoveryStatus{Member: step.Name, RaftIndex: obs.planned.RaftIndexes[step.Name],
 				StartTime: ptr.To(metav1.NewTime(h.now()))}
 		}

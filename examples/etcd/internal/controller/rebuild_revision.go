@@ -50,8 +50,15 @@ func advanceRecovery(c *v1alpha1.EtcdCluster, obs *observation, now metav1.Time,
 		// init container to restore with: watchers must be restarted.
 	default:
 		pod := obs.pods[r.Member]
-		if pod == nil || pod.Annotations[AnnotationRebuild] != rebuildToken(r) || obs.healthy[r.Member] == "" {
+		if pod == nil || obs.healthy[r.Member] == "" || pod.Annotations[AnnotationForceNewCluster] == "true" {
 			return
+		}
+		if pod.Annotations[AnnotationRebuild] != rebuildToken(r) {
+			// Restarted without the rebuild's init containers (by an
+			// operator without the image, say): the revision was not
+			// moved on, and a restore now would split the member from
+			// any that joined since.
+			done.RevisionBump = 0
 		}
 	}
 	done.EndTime = &now
@@ -61,11 +68,14 @@ func advanceRecovery(c *v1alpha1.EtcdCluster, obs *observation, now metav1.Time,
 
 // rebuildRestart returns the init containers' needs of step when it
 // recreates the pod of the member a rebuild began from, after it
-// answered with --force-new-cluster; nil otherwise.
+// answered with --force-new-cluster; nil otherwise. The restore makes a
+// one-member cluster of the member's data: never while status.members
+// records another member, whatever status.recovery says.
 func rebuildRestart(c *v1alpha1.EtcdCluster, step membership.Step, image string) *seedRestore {
 	r := c.Status.Recovery
 	if r == nil || r.Backup != "" || r.RevisionBump == 0 || image == "" ||
-		step.Action != membership.ActionCreatePod || !step.OnData || step.Name != r.Member {
+		step.Action != membership.ActionCreatePod || !step.OnData || step.Name != r.Member ||
+		len(c.Status.Members) != 1 || c.Status.Members[0].Name != r.Member {
 		return nil
 	}
 	return &seedRestore{image: image, rebuild: rebuildToken(r)}

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/opkit-dev/opkit/backup"
@@ -401,5 +402,43 @@ func TestQuorumLossRebuildMovesRevisionsOn(t *testing.T) {
 	}
 	if events := strings.Join(g.drain(), "\n"); !strings.Contains(events, "restarting q-1 on its data restored with the revision moved on") {
 		t.Errorf("no event of the restart on restored data in:\n%s", events)
+	}
+}
+
+// TestStaleRecoveryRestoresNoMemberOfAGrownCluster: a status.recovery
+// with revisionBump left over (the survivor restarted under an operator
+// without --restore-image, say) while the cluster grew back to 3: q-1's
+// pod recreated on its data must not restore it as a one-member cluster,
+// which would split it from the others; the record ends, without a bump,
+// once q-1 answers from a pod without the rebuild.
+func TestStaleRecoveryRestoresNoMemberOfAGrownCluster(t *testing.T) {
+	g := newRig(t)
+	g.hooks.RestoreImage = restoreImage
+	g.create(cluster("q", 3))
+	g.converge("q", 20)
+	c := g.get("q")
+	c.Status.Recovery = &v1alpha1.RecoveryStatus{Member: "q-1", RaftIndex: 7, RevisionBump: seedrestore.RevisionBump,
+		StartTime: ptr.To(metav1.Now())}
+	// Applied as the operator writes its status: the record is its own.
+	c.TypeMeta = metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "EtcdCluster"}
+	c.ManagedFields = nil
+	if err := g.c.Status().Patch(t.Context(), c, client.Apply, client.FieldOwner(controller.FieldOwner), client.ForceOwnership); err != nil { //nolint:staticcheck // a typed apply of the whole status, as the reconciler's
+		t.Fatal(err)
+	}
+	if err := g.c.Delete(t.Context(), g.pod("q-1")); err != nil {
+		t.Fatal(err)
+	}
+	for range 6 {
+		if err := g.pass("q"); err != nil {
+			t.Log(err)
+		}
+		g.kubelet("q")
+		if p := g.podIfAny("q-1"); p != nil && len(p.Spec.InitContainers) > 0 {
+			t.Fatalf("q-1, a member of a 3-member cluster, recreated with init containers %+v", initContainersOf(p))
+		}
+	}
+	c = g.get("q")
+	if r := c.Status.LastRecovery; c.Status.Recovery != nil || r == nil || r.RevisionBump != 0 || r.EndTime == nil {
+		t.Errorf("status.recovery = %+v, lastRecovery %+v; want the record ended without a bump", c.Status.Recovery, r)
 	}
 }

@@ -209,10 +209,14 @@ func RunStageMember(_ context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", CommandStageMember, err)
 	}
-	if staged {
+	switch staged {
+	case StagedDatabase:
 		_, _ = fmt.Fprintf(out, "%s: staged the member's database of %s for rebuild %s\n", CommandStageMember, dataDir, token)
-	} else {
+	case StagedRebuilt:
 		_, _ = fmt.Fprintf(out, "%s: %s already holds the member rebuilt by %s; wrote a placeholder snapshot\n", CommandStageMember, dataDir, token)
+	case StagedBehindLog:
+		_, _ = fmt.Fprintf(out, "%s: the database in %s lacks entries of its write-ahead log (etcd did not stop gracefully); wrote a placeholder snapshot: etcd applies them on this start, and the member's next restart moves its revision on\n",
+			CommandStageMember, dataDir)
 	}
 	return nil
 }

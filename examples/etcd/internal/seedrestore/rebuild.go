@@ -18,8 +18,9 @@ import (
 // other writes; after this they are marked compacted instead.
 //
 // The database is staged after a run with --force-new-cluster and a
-// graceful stop: etcd has then applied its whole log to it, so nothing
-// the write-ahead log held is left behind.
+// graceful stop, which leaves etcd's whole log applied to it. After a kill
+// it may lack the last entries; StageMember then restores nothing
+// (StagedBehindLog) and etcd applies its log on this start.
 
 // CommandStageMember is the subcommand that runs StageMember.
 const CommandStageMember = "stage-member-data"
@@ -37,20 +38,34 @@ const RebuiltFile = "rebuilt"
 // replaces until the restored data is in place.
 const replacedDir = "replaced-member"
 
+// Staged says what StageMember staged.
+type Staged int
+
+const (
+	// StagedDatabase is the member's database, to restore.
+	StagedDatabase Staged = iota
+	// StagedRebuilt is a placeholder: the rebuild is in place already.
+	StagedRebuilt
+	// StagedBehindLog is a placeholder: the member's database lacks
+	// entries of its write-ahead log (etcd did not stop gracefully):
+	// etcd starts on its data as it is, applies them, and a later
+	// restart of the member stages its database.
+	StagedBehindLog
+)
+
 // StageMember stages the database of the member in dataDir as the
 // snapshot etcdutl restores for the rebuild named token, or a placeholder
-// once that rebuild's restore is in place (a restarted pod). It reports
-// whether it staged the member's database.
-func StageMember(dataDir, token string) (bool, error) {
+// (see Staged) whose restore FinishRebuild discards.
+func StageMember(dataDir, token string) (Staged, error) {
 	if dataDir == "" || token == "" {
-		return false, errors.New("the data directory and the rebuild token are required")
+		return 0, errors.New("the data directory and the rebuild token are required")
 	}
 	done, err := rebuilt(dataDir, token)
 	if err != nil {
-		return false, err
+		return 0, err
 	}
 	if done {
-		return false, placeholder(dataDir)
+		return StagedRebuilt, placeholder(dataDir)
 	}
 	staging := filepath.Join(dataDir, StagingDir)
 	member := filepath.Join(dataDir, MemberDir)
@@ -59,24 +74,38 @@ func StageMember(dataDir, token string) (bool, error) {
 	// member's, and is staged again.
 	if _, err := os.Stat(member); errors.Is(err, os.ErrNotExist) {
 		if err := os.Rename(filepath.Join(staging, replacedDir), member); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return false, fmt.Errorf("moving the member's data back into %s: %w", dataDir, err)
+			return 0, fmt.Errorf("moving the member's data back into %s: %w", dataDir, err)
 		}
 	}
 	db := filepath.Join(member, "snap", "db")
 	if _, err := os.Stat(db); err != nil {
-		return false, fmt.Errorf("no member database to rebuild from: %w", err)
+		return 0, fmt.Errorf("no member database to rebuild from: %w", err)
+	}
+	behind, err := behindLog(dataDir)
+	if err != nil {
+		return 0, err
+	}
+	if behind {
+		if err := placeholder(dataDir); err != nil {
+			return 0, err
+		}
+		return StagedBehindLog, writeFileSynced(filepath.Join(staging, behindFile), nil)
 	}
 	if err := os.RemoveAll(staging); err != nil {
-		return false, fmt.Errorf("removing the staging directory of an earlier attempt: %w", err)
+		return 0, fmt.Errorf("removing the staging directory of an earlier attempt: %w", err)
 	}
 	if err := os.MkdirAll(staging, 0o700); err != nil {
-		return false, fmt.Errorf("creating the staging directory: %w", err)
+		return 0, fmt.Errorf("creating the staging directory: %w", err)
 	}
 	if err := copyFile(db, SnapshotPath(dataDir)); err != nil {
-		return false, err
+		return 0, err
 	}
-	return true, nil
+	return StagedDatabase, nil
 }
+
+// behindFile, in StagingDir, tells FinishRebuild that StageMember found
+// the database behind its log and staged a placeholder.
+const behindFile = "behind-log"
 
 // FinishRebuild puts the member etcdutl restored for the rebuild named
 // token in place of the member's data in dataDir, records the rebuild in
@@ -94,22 +123,27 @@ func FinishRebuild(dataDir, token string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if done {
+	if _, err := os.Stat(filepath.Join(staging, behindFile)); done || err == nil {
 		if err := os.RemoveAll(staging); err != nil {
 			return false, fmt.Errorf("removing the staging directory: %w", err)
 		}
 		return false, nil
 	}
 	restored := filepath.Join(RestoreDataDir(dataDir), MemberDir)
-	if _, err := os.Stat(restored); err != nil {
-		return false, fmt.Errorf("no restored member at %s (did etcdutl snapshot restore run?): %w", restored, err)
-	}
 	member := filepath.Join(dataDir, MemberDir)
-	if err := os.Rename(member, filepath.Join(staging, replacedDir)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return false, fmt.Errorf("moving the member's data aside: %w", err)
-	}
-	if err := os.Rename(restored, member); err != nil {
-		return false, fmt.Errorf("moving the restored member into %s: %w", dataDir, err)
+	switch _, err := os.Stat(restored); {
+	case err == nil:
+		if err := os.Rename(member, filepath.Join(staging, replacedDir)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return false, fmt.Errorf("moving the member's data aside: %w", err)
+		}
+		if err := os.Rename(restored, member); err != nil {
+			return false, fmt.Errorf("moving the restored member into %s: %w", dataDir, err)
+		}
+	case swapped(dataDir):
+		// This step failed after the swap and the kubelet retries it
+		// alone: the restored member is in place, to be recorded.
+	default:
+		return false, fmt.Errorf("no restored member at %s (did etcdutl snapshot restore run?): %w", restored, err)
 	}
 	if err := syncDir(dataDir); err != nil {
 		return false, err
@@ -121,6 +155,15 @@ func FinishRebuild(dataDir, token string) (bool, error) {
 		return true, fmt.Errorf("removing the staging directory: %w", err)
 	}
 	return true, nil
+}
+
+// swapped reports whether FinishRebuild put a restored member in place of
+// the member's data in dataDir, which it moved aside, without recording
+// the rebuild yet.
+func swapped(dataDir string) bool {
+	_, errMember := os.Stat(filepath.Join(dataDir, MemberDir))
+	_, errAside := os.Stat(filepath.Join(dataDir, StagingDir, replacedDir))
+	return errMember == nil && errAside == nil
 }
 
 // RebuildArgs are the arguments of `etcdutl snapshot restore` for a

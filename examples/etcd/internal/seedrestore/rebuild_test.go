@@ -2,6 +2,7 @@ package seedrestore_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	bolt "go.etcd.io/bbolt"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdtest"
@@ -123,7 +125,8 @@ func TestIntegrationRebuildMovesRevisionsOn(t *testing.T) {
 }
 
 // TestRebuildStepsResume: the steps resume a FinishRebuild stopped after
-// moving the member's data aside, and do nothing to a member whose
+// moving the member's data aside (the pod restarted) or after the swap
+// (finish-restore retried alone), and do nothing to a member whose
 // rebuild is recorded.
 func TestRebuildStepsResume(t *testing.T) {
 	write := func(t *testing.T, path, data string) {
@@ -145,7 +148,8 @@ func TestRebuildStepsResume(t *testing.T) {
 	}
 	t.Run("moved aside", func(t *testing.T) {
 		dir := t.TempDir()
-		write(t, filepath.Join(dir, "restore/replaced-member/snap/db"), "member data")
+		writeDB(t, filepath.Join(dir, "restore/replaced-member/snap/db"))
+		want := read(t, filepath.Join(dir, "restore/replaced-member/snap/db"))
 		write(t, filepath.Join(dir, "restore/data/member/snap/db"), "restored")
 		if _, err := seedrestore.StageMember(dir, "r"); err != nil {
 			t.Fatal(err)
@@ -153,8 +157,8 @@ func TestRebuildStepsResume(t *testing.T) {
 		if diff := cmp.Diff([]string{"member/snap/db", "restore/snapshot.db"}, files(t, dir)); diff != "" {
 			t.Errorf("files (-want +got):\n%s", diff)
 		}
-		if got := read(t, seedrestore.SnapshotPath(dir)); got != "member data" {
-			t.Errorf("staged %q, want the member's data", got)
+		if got := read(t, seedrestore.SnapshotPath(dir)); got != want {
+			t.Error("staged something else than the member's database")
 		}
 	})
 	t.Run("recorded", func(t *testing.T) {
@@ -162,7 +166,7 @@ func TestRebuildStepsResume(t *testing.T) {
 		write(t, filepath.Join(dir, "member/snap/db"), "rebuilt data")
 		write(t, filepath.Join(dir, seedrestore.RebuiltFile), "r\n")
 		staged, err := seedrestore.StageMember(dir, "r")
-		if err != nil || staged {
+		if err != nil || staged != seedrestore.StagedRebuilt {
 			t.Fatalf("StageMember = %v, %v; want a placeholder", staged, err)
 		}
 		write(t, filepath.Join(dir, "restore/data/member/snap/db"), "placeholder restored")
@@ -177,9 +181,98 @@ func TestRebuildStepsResume(t *testing.T) {
 			t.Errorf("member data %q, want it untouched", got)
 		}
 	})
+	// The kubelet retries a failed init container alone: finish-restore
+	// failed after the swap, before the record.
+	t.Run("swapped, not recorded", func(t *testing.T) {
+		dir := t.TempDir()
+		write(t, filepath.Join(dir, "member/snap/db"), "restored")
+		write(t, filepath.Join(dir, "restore/replaced-member/snap/db"), "member data")
+		installed, err := seedrestore.FinishRebuild(dir, "r")
+		if err != nil || !installed {
+			t.Fatalf("FinishRebuild = %v, %v; want the swap recorded", installed, err)
+		}
+		if diff := cmp.Diff([]string{"member/snap/db", seedrestore.RebuiltFile}, files(t, dir)); diff != "" {
+			t.Errorf("files (-want +got):\n%s", diff)
+		}
+		if got := read(t, filepath.Join(dir, "member/snap/db")); got != "restored" {
+			t.Errorf("member data %q, want the restored", got)
+		}
+	})
 	t.Run("no member", func(t *testing.T) {
 		if _, err := seedrestore.StageMember(t.TempDir(), "r"); err == nil {
 			t.Error("StageMember of an empty directory succeeded")
 		}
 	})
+}
+
+// writeDB writes an etcd database at path that records consistent index
+// 5, with no write-ahead log beside it.
+func writeDB(t *testing.T, path string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists([]byte("meta"))
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte("consistent_index"), binary.BigEndian.AppendUint64(nil, 5))
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestIntegrationRebuildAfterAKill: the survivor is killed right after
+// writes acknowledged under --force-new-cluster, before its database
+// took them (etcd commits it every 100 ms; a graceful stop commits it
+// too). The steps then restore nothing: etcd starts on its data and
+// applies its log, every write there. The next restart, graceful, moves
+// the revision on with every write kept.
+func TestIntegrationRebuildAfterAKill(t *testing.T) {
+	ctx := t.Context()
+	ms := etcdtest.StartTLSCluster(t, "k", 3, nil)
+	survivor := ms[1]
+	for _, m := range ms {
+		m.Kill()
+	}
+	survivor.ExtraArgs = []string{"--force-new-cluster"}
+	survivor.Start(t, etcdtest.InitialCluster(ms...), "existing")
+	etcdtest.WaitHealthy(t, survivor, 20*time.Second)
+	forced := etcdtest.RawClient(t, survivor)
+	const n = 50
+	for i := range n {
+		if _, err := forced.Put(ctx, fmt.Sprintf("/ack/%02d", i), "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	survivor.Kill()
+	survivor.ExtraArgs = nil
+	count := func() (int64, int64) {
+		t.Helper()
+		survivor.Start(t, etcdtest.InitialCluster(survivor), "existing")
+		etcdtest.WaitHealthy(t, survivor, 20*time.Second)
+		resp, err := etcdtest.RawClient(t, survivor).Get(ctx, "/ack/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		survivor.Stop()
+		return resp.Count, resp.Header.Revision
+	}
+	rebuildSteps(t, survivor, "r")
+	if got, rev := count(); got != n || rev >= seedrestore.RevisionBump {
+		t.Errorf("after the kill and the steps: %d of %d acknowledged keys at revision %d; want all, the revision not moved on yet", got, n, rev)
+	}
+	rebuildSteps(t, survivor, "r")
+	if got, rev := count(); got != n || rev < seedrestore.RevisionBump {
+		t.Errorf("after a graceful stop and the steps: %d of %d acknowledged keys at revision %d; want all, past %d", got, n, rev, seedrestore.RevisionBump)
+	}
 }
