@@ -31,6 +31,7 @@ import (
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/controller"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
+	"github.com/opkit-dev/opkit/examples/etcd/internal/seedrestore"
 	"github.com/opkit-dev/opkit/operation"
 	"github.com/opkit-dev/opkit/reconcile"
 	"github.com/opkit-dev/opkit/statusutil"
@@ -129,6 +130,12 @@ type rig struct {
 	// them.
 	runner     *operation.Runner
 	stopRunner func()
+	// rebuilt holds the tokens of the rebuilds whose init containers
+	// moved the revision on (AnnotationRebuild); the first
+	// rebuildsBehindLog rebuild pods find the database behind its log
+	// and move nothing.
+	rebuilt           map[string]bool
+	rebuildsBehindLog int
 }
 
 // startRunner stops the operator's backup runs, if any, as a killed
@@ -380,11 +387,23 @@ func (g *rig) runPods(name string, start bool) {
 func (g *rig) startMember(cluster, pod string) {
 	g.t.Helper()
 	c := g.get(cluster)
-	g.fake.Start(pod, controller.PeerURL(c, pod), controller.InClusterClientURL(c, pod))
 	var p corev1.Pod
 	if err := g.c.Get(g.t.Context(), client.ObjectKey{Namespace: g.ns, Name: pod}, &p); err != nil {
 		g.t.Fatal(err)
 	}
+	// The init containers of a rebuild's restart (seedrestore).
+	if token := p.Annotations[controller.AnnotationRebuild]; token != "" && !g.rebuilt[token] {
+		if g.rebuildsBehindLog > 0 {
+			g.rebuildsBehindLog--
+		} else {
+			g.fake.MoveRevision(seedrestore.RevisionBump)
+			if g.rebuilt == nil {
+				g.rebuilt = map[string]bool{}
+			}
+			g.rebuilt[token] = true
+		}
+	}
+	g.fake.Start(pod, controller.PeerURL(c, pod), controller.InClusterClientURL(c, pod))
 	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
 	if err := g.c.Status().Update(g.t.Context(), &p); err != nil {
 		g.t.Fatal(err)

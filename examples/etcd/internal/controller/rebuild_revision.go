@@ -26,44 +26,55 @@ const AnnotationRebuild = "etcd.opkit.dev/rebuild"
 // rebuild from a surviving member has two steps: once the member answers
 // with --force-new-cluster, status.recovery.revisionBump is set and its
 // pod is restarted on its data restored with the revision moved on
-// (rebuildRestart); once it answers from that pod, the rebuild ends. The
+// (rebuildRestart); once it answers from that pod past the bump, the
+// rebuild ends. Answering below it, the member restored nothing (its
+// database was behind its log, see seedrestore.StagedBehindLog) and
+// advanceRecovery returns true: its pod is to be restarted once more. The
 // record stays in status.lastRecovery: writes were discarded.
-func advanceRecovery(c *v1alpha1.EtcdCluster, obs *observation, now metav1.Time, image string) {
+//
+// A cluster whose revision was past the bump already ends the rebuild on
+// its first answer, restored or not.
+func advanceRecovery(c *v1alpha1.EtcdCluster, obs *observation, now metav1.Time, image string) (restart bool) {
 	r := c.Status.Recovery
 	if r == nil || !obs.planned.Reached {
-		return
+		return false
 	}
 	done := r.DeepCopy()
 	switch {
 	case r.Backup != "":
 		if !c.Status.Restored {
-			return
+			return false
 		}
 		done.RevisionBump = revisionBump(obs)
 	case r.RevisionBump == 0:
 		pod := obs.pods[r.Member]
 		if image != "" && pod != nil && canBumpRevision(pod.Labels[LabelVersion]) {
 			r.RevisionBump = seedrestore.RevisionBump
-			return
+			return false
 		}
 		// Without the operator's image (--restore-image) there is no
 		// init container to restore with: watchers must be restarted.
 	default:
 		pod := obs.pods[r.Member]
-		if pod == nil || obs.healthy[r.Member] == "" || pod.Annotations[AnnotationForceNewCluster] == "true" {
-			return
+		st, answers := obs.statuses[r.Member]
+		if pod == nil || !answers || obs.healthy[r.Member] == "" || pod.Annotations[AnnotationForceNewCluster] == "true" {
+			return false
 		}
-		if pod.Annotations[AnnotationRebuild] != rebuildToken(r) {
+		switch {
+		case pod.Annotations[AnnotationRebuild] != rebuildToken(r):
 			// Restarted without the rebuild's init containers (by an
 			// operator without the image, say): the revision was not
 			// moved on, and a restore now would split the member from
 			// any that joined since.
 			done.RevisionBump = 0
+		case st.Revision < r.RevisionBump:
+			return true
 		}
 	}
 	done.EndTime = &now
 	c.Status.LastRecovery = done
 	c.Status.Recovery = nil
+	return false
 }
 
 // rebuildRestart returns the init containers' needs of step when it

@@ -331,8 +331,16 @@ func TestQuorumLossRebuildIsFenced(t *testing.T) {
 // revisions may have been used by the lost majority for other writes):
 // status.recovery.revisionBump is set first, the pod gets the rebuild's
 // three init containers, and the rebuild ends, recorded in
-// status.lastRecovery, once the survivor answers from that pod.
+// status.lastRecovery, once the survivor answers from that pod at a
+// revision moved on. Killed before, its database behind its log, the
+// survivor answers below it (the init containers restored nothing): it
+// is restarted once more.
 func TestQuorumLossRebuildMovesRevisionsOn(t *testing.T) {
+	t.Run("stopped gracefully", func(t *testing.T) { rebuildMovesRevisionsOn(t, 0) })
+	t.Run("killed, its database behind its log", func(t *testing.T) { rebuildMovesRevisionsOn(t, 1) })
+}
+
+func rebuildMovesRevisionsOn(t *testing.T, behindLog int) {
 	g := newRig(t)
 	g.hooks.RestoreImage = restoreImage
 	c := cluster("q", 3)
@@ -364,6 +372,7 @@ func TestQuorumLossRebuildMovesRevisionsOn(t *testing.T) {
 			r, c.Status.LastRecovery, seedrestore.RevisionBump)
 	}
 	token := fmt.Sprintf("q-1-%d-%d", r.RaftIndex, r.StartTime.Unix())
+	g.rebuildsBehindLog = behindLog
 	g.converge("q", 30)
 	c = g.get("q")
 	if r := c.Status.LastRecovery; r == nil || r.Member != "q-1" || r.RevisionBump != seedrestore.RevisionBump || r.EndTime == nil || c.Status.Recovery != nil {
@@ -400,8 +409,15 @@ func TestQuorumLossRebuildMovesRevisionsOn(t *testing.T) {
 			t.Errorf("pod %s, not the survivor, has init containers %+v", name, initContainersOf(p))
 		}
 	}
-	if events := strings.Join(g.drain(), "\n"); !strings.Contains(events, "restarting q-1 on its data restored with the revision moved on") {
+	events := strings.Join(g.drain(), "\n")
+	if !strings.Contains(events, "restarting q-1 on its data restored with the revision moved on") {
 		t.Errorf("no event of the restart on restored data in:\n%s", events)
+	}
+	if again := strings.Contains(events, "restarting q-1 once more"); again != (behindLog > 0) {
+		t.Errorf("restarted once more: %v, want %v; events:\n%s", again, behindLog > 0, events)
+	}
+	if rev := g.fake.Revision(); rev < seedrestore.RevisionBump {
+		t.Errorf("revision %d after the rebuild, want past %d", rev, seedrestore.RevisionBump)
 	}
 }
 

@@ -203,6 +203,14 @@ func (f *Fake) CatchUp(peerURL string) {
 	f.onMember(peerURL, func(m *fakeMember) { m.lagging = false })
 }
 
+// MoveRevision moves the store revision on by n, as a restore with
+// etcdutl's --bump-revision does.
+func (f *Fake) MoveRevision(n int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rev += n
+}
+
 // Revision returns the store revision: the number of keys written.
 func (f *Fake) Revision() int64 {
 	f.mu.Lock()
