@@ -458,3 +458,60 @@ func TestStaleRecoveryRestoresNoMemberOfAGrownCluster(t *testing.T) {
 		t.Errorf("status.recovery = %+v, lastRecovery %+v; want the record ended without a bump", c.Status.Recovery, r)
 	}
 }
+
+// TestRebuildInitFailureIsReported: an init container of the survivor's
+// restart that fails stalls the cluster with reason RestoreFailed, naming
+// it, its termination message and the way to run every step again, and
+// the cluster does not grow.
+func TestRebuildInitFailureIsReported(t *testing.T) {
+	g := newRig(t)
+	g.hooks.RestoreImage = restoreImage
+	c := cluster("q", 3)
+	c.Spec.Recovery = &v1alpha1.RecoverySpec{QuorumLoss: v1alpha1.QuorumLossRebuild}
+	g.create(c)
+	g.converge("q", 20)
+	g.loseMember("q", "q-0")
+	g.loseMember("q", "q-2")
+	g.fake.LoseQuorum()
+	for range 2 {
+		_ = g.pass("q")
+	}
+	g.fake.ForceNewCluster(controller.PeerURL(g.get("q"), "q-1"))
+	g.kubelet("q")
+	for range 4 { // revisionBump set; the forced pod deleted; the rebuild's pod created
+		_ = g.pass("q")
+		if p := g.podIfAny("q-1"); p != nil && p.Annotations[controller.AnnotationRebuild] != "" {
+			break
+		}
+	}
+	p := g.pod("q-1")
+	if p.Annotations[controller.AnnotationRebuild] == "" {
+		t.Fatalf("q-1's pod %+v, want the rebuild's", p.ObjectMeta)
+	}
+	g.fake.SetHealthy(controller.PeerURL(g.get("q"), "q-1"), false) // etcd waits for its init containers
+	p.Status.Phase = corev1.PodPending
+	p.Status.InitContainerStatuses = []corev1.ContainerStatus{
+		{Name: controller.InitContainerStageMember, Image: restoreImage,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0}}},
+		{Name: controller.InitContainerRestore, Image: "etcd",
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1,
+				Message: `Error: data-dir "/var/lib/etcd/restore/data" not empty or could not be read`}}},
+	}
+	if err := g.c.Status().Update(t.Context(), p); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		_ = g.pass("q")
+	}
+	c = g.get("q")
+	stalled := statusutil.Get(c, statusutil.ConditionStalled)
+	for _, want := range []string{"init container restore of pod q-1 exited with 1", "not empty", "delete pod q-1"} {
+		if stalled == nil || stalled.Status != metav1.ConditionTrue || stalled.Reason != controller.ReasonRestoreFailed || !strings.Contains(stalled.Message, want) {
+			t.Errorf("Stalled = %+v, want True, %s, mentioning %q", stalled, controller.ReasonRestoreFailed, want)
+		}
+	}
+	if names := g.names(&corev1.PodList{}); !slices.Equal(names, []string{"q-1"}) {
+		t.Errorf("pods %v, want q-1 alone", names)
+	}
+}

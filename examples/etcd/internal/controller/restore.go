@@ -133,19 +133,28 @@ func (h *ClusterHooks) checkPhysicalRestore(ctx context.Context, c *v1alpha1.Etc
 }
 
 // restoreInitFailed returns a stalling result when an init container of
-// the seed pod restored physically has failed, naming it and its
-// termination message (the end of its log), nil otherwise. The kubelet
-// retries it; the cluster carries on once the seed answers.
+// a pod that does not answer yet has failed, the seed restored physically
+// or a survivor restarted by a rebuild, naming it and its termination
+// message (the end of its log), nil otherwise. The kubelet retries it
+// alone; the cluster carries on once the member answers.
 func restoreInitFailed(obs *observation) *reconcile.Result {
-	for _, pod := range obs.pods {
-		if !restoredPhysically(pod) {
+	for _, name := range slices.Sorted(maps.Keys(obs.pods)) {
+		pod := obs.pods[name]
+		what := "physical restore"
+		switch {
+		case obs.healthy[name] != "":
+			continue
+		case pod.Annotations[AnnotationRebuild] != "":
+			what = "rebuild"
+		case !restoredPhysically(pod):
 			continue
 		}
 		for _, st := range pod.Status.InitContainerStatuses {
 			for _, t := range []*corev1.ContainerStateTerminated{st.State.Terminated, st.LastTerminationState.Terminated} {
 				if t != nil && t.ExitCode != 0 {
-					res := reconcile.Terminal(ReasonRestoreFailed, fmt.Errorf("physical restore: init container %s of pod %s exited with %d: %s",
-						st.Name, pod.Name, t.ExitCode, strings.TrimSpace(t.Message)))
+					res := reconcile.Terminal(ReasonRestoreFailed, fmt.Errorf(
+						"%s: init container %s of pod %s exited with %d: %s; the kubelet retries it alone: delete pod %s to run every step again",
+						what, st.Name, name, t.ExitCode, strings.TrimSpace(t.Message), name))
 					return &res
 				}
 			}
