@@ -247,7 +247,8 @@ type RecoveryStatus struct {
 	// cluster when no member kept its data.
 	// +optional
 	Backup string `json:"backup,omitempty"`
-	// Revision is the etcd revision Backup was taken at.
+	// Revision is the etcd revision Backup was taken at; for a rebuild
+	// from Member, the revision it answered at with --force-new-cluster.
 	// +optional
 	Revision int64 `json:"revision,omitempty"`
 	// StartTime is when the rebuild began.

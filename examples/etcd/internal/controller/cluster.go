@@ -302,10 +302,8 @@ func (h *ClusterHooks) reconcile(ctx context.Context, c *v1alpha1.EtcdCluster, g
 		emit(h.Recorder, c, normal, membership.ReasonRebuilding, "RestartPod", msg)
 		return reconcile.Waiting(membership.ReasonRebuilding, msg, stepRequeue)
 	}
-	if r := c.Status.Recovery; r != nil && r.Backup == "" && r.RevisionBump != 0 {
-		if res := restoreInitFailed(obs); res != nil {
-			return *res
-		}
+	if res := restoreInitFailed(c, obs); res != nil && c.Status.Recovery != nil {
+		return *res
 	}
 	if err := h.holdChildren(ctx, c, obs, guard); err != nil {
 		return reconcile.Retry(err)

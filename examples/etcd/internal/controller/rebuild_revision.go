@@ -26,14 +26,12 @@ const AnnotationRebuild = "etcd.opkit.dev/rebuild"
 // rebuild from a surviving member has two steps: once the member answers
 // with --force-new-cluster, status.recovery.revisionBump is set and its
 // pod is restarted on its data restored with the revision moved on
-// (rebuildRestart); once it answers from that pod past the bump, the
+// (rebuildRestart); once it answers from that pod past the revision it
+// answered at (status.recovery.revision) moved on by the bump, the
 // rebuild ends. Answering below it, the member restored nothing (its
 // database was behind its log, see seedrestore.StagedBehindLog) and
 // advanceRecovery returns true: its pod is to be restarted once more. The
 // record stays in status.lastRecovery: writes were discarded.
-//
-// A cluster whose revision was past the bump already ends the rebuild on
-// its first answer, restored or not.
 func advanceRecovery(c *v1alpha1.EtcdCluster, obs *observation, now metav1.Time, image string) (restart bool) {
 	r := c.Status.Recovery
 	if r == nil || !obs.planned.Reached {
@@ -48,7 +46,13 @@ func advanceRecovery(c *v1alpha1.EtcdCluster, obs *observation, now metav1.Time,
 		done.RevisionBump = revisionBump(obs)
 	case r.RevisionBump == 0:
 		pod := obs.pods[r.Member]
+		st, answers := obs.statuses[r.Member]
+		if !answers {
+			return false
+		}
 		if image != "" && pod != nil && canBumpRevision(pod.Labels[LabelVersion]) {
+			// The restart must answer past this revision moved on.
+			r.Revision = st.Revision
 			r.RevisionBump = seedrestore.RevisionBump
 			return false
 		}
@@ -67,7 +71,7 @@ func advanceRecovery(c *v1alpha1.EtcdCluster, obs *observation, now metav1.Time,
 			// moved on, and a restore now would split the member from
 			// any that joined since.
 			done.RevisionBump = 0
-		case st.Revision < r.RevisionBump:
+		case st.Revision < r.Revision+r.RevisionBump:
 			return true
 		}
 	}

@@ -336,13 +336,16 @@ func TestQuorumLossRebuildIsFenced(t *testing.T) {
 // survivor answers below it (the init containers restored nothing): it
 // is restarted once more.
 func TestQuorumLossRebuildMovesRevisionsOn(t *testing.T) {
-	t.Run("stopped gracefully", func(t *testing.T) { rebuildMovesRevisionsOn(t, 0) })
-	t.Run("killed, its database behind its log", func(t *testing.T) { rebuildMovesRevisionsOn(t, 1) })
+	t.Run("stopped gracefully", func(t *testing.T) { rebuildMovesRevisionsOn(t, 0, 0) })
+	t.Run("killed, its database behind its log", func(t *testing.T) { rebuildMovesRevisionsOn(t, 1, 0) })
+	// Rebuilt before: its revision is past a bump already.
+	t.Run("killed, its revision past the bump", func(t *testing.T) { rebuildMovesRevisionsOn(t, 1, 3*seedrestore.RevisionBump) })
 }
 
-func rebuildMovesRevisionsOn(t *testing.T, behindLog int) {
+func rebuildMovesRevisionsOn(t *testing.T, behindLog int, revision int64) {
 	g := newRig(t)
 	g.hooks.RestoreImage = restoreImage
+	g.fake.MoveRevision(revision)
 	c := cluster("q", 3)
 	c.Spec.Recovery = &v1alpha1.RecoverySpec{QuorumLoss: v1alpha1.QuorumLossRebuild}
 	g.create(c)
@@ -416,8 +419,8 @@ func rebuildMovesRevisionsOn(t *testing.T, behindLog int) {
 	if again := strings.Contains(events, "restarting q-1 once more"); again != (behindLog > 0) {
 		t.Errorf("restarted once more: %v, want %v; events:\n%s", again, behindLog > 0, events)
 	}
-	if rev := g.fake.Revision(); rev < seedrestore.RevisionBump {
-		t.Errorf("revision %d after the rebuild, want past %d", rev, seedrestore.RevisionBump)
+	if rev := g.fake.Revision(); rev < revision+seedrestore.RevisionBump {
+		t.Errorf("revision %d after the rebuild, want past %d", rev, revision+seedrestore.RevisionBump)
 	}
 }
 
@@ -513,5 +516,17 @@ func TestRebuildInitFailureIsReported(t *testing.T) {
 	}
 	if names := g.names(&corev1.PodList{}); !slices.Equal(names, []string{"q-1"}) {
 		t.Errorf("pods %v, want q-1 alone", names)
+	}
+
+	// Retried, the container succeeds; its failure stays on the pod as
+	// its last termination, and is history.
+	p = g.pod("q-1")
+	p.Status.InitContainerStatuses[1].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0}}
+	if err := g.c.Status().Update(t.Context(), p); err != nil {
+		t.Fatal(err)
+	}
+	_ = g.pass("q")
+	if cond := statusutil.Get(g.get("q"), statusutil.ConditionStalled); cond != nil && cond.Reason == controller.ReasonRestoreFailed {
+		t.Errorf("Stalled = %+v after the container succeeded on its retry", cond)
 	}
 }

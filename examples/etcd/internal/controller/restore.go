@@ -137,19 +137,26 @@ func (h *ClusterHooks) checkPhysicalRestore(ctx context.Context, c *v1alpha1.Etc
 // or a survivor restarted by a rebuild, naming it and its termination
 // message (the end of its log), nil otherwise. The kubelet retries it
 // alone; the cluster carries on once the member answers.
-func restoreInitFailed(obs *observation) *reconcile.Result {
+func restoreInitFailed(c *v1alpha1.EtcdCluster, obs *observation) *reconcile.Result {
+	var rebuild string
+	if r := c.Status.Recovery; r != nil && r.Backup == "" && r.RevisionBump != 0 {
+		rebuild = rebuildToken(r)
+	}
 	for _, name := range slices.Sorted(maps.Keys(obs.pods)) {
 		pod := obs.pods[name]
 		what := "physical restore"
 		switch {
 		case obs.healthy[name] != "":
 			continue
-		case pod.Annotations[AnnotationRebuild] != "":
+		case rebuild != "" && pod.Annotations[AnnotationRebuild] == rebuild:
 			what = "rebuild"
 		case !restoredPhysically(pod):
 			continue
 		}
 		for _, st := range pod.Status.InitContainerStatuses {
+			if t := st.State.Terminated; t != nil && t.ExitCode == 0 {
+				continue // its retry succeeded
+			}
 			for _, t := range []*corev1.ContainerStateTerminated{st.State.Terminated, st.LastTerminationState.Terminated} {
 				if t != nil && t.ExitCode != 0 {
 					res := reconcile.Terminal(ReasonRestoreFailed, fmt.Errorf(
@@ -231,7 +238,7 @@ func (h *ClusterHooks) restoreStep(ctx context.Context, c *v1alpha1.EtcdCluster,
 		res := reconcile.Waiting(ReasonRestored, restoredWhat(c, "")+" restored into the seed; the cluster grows once that is recorded", stepRequeue)
 		return nil, &res
 	case physical:
-		return nil, restoreInitFailed(obs)
+		return nil, restoreInitFailed(c, obs)
 	case len(obs.pods) == 0 && !obs.planned.Bootstrapped && h.RestoreImage != "":
 		// The backup must be known before the seed pod is created.
 		src, res := h.restoreSource(ctx, c)

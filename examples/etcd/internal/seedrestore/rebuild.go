@@ -91,6 +91,14 @@ func StageMember(dataDir, token string) (Staged, error) {
 		}
 		return StagedBehindLog, writeFileSynced(filepath.Join(staging, behindFile), nil)
 	}
+	// The restore makes a one-member cluster: of a member whose cluster
+	// has others, it would make a second cluster beside them.
+	switch n, err := members(db); {
+	case err != nil:
+		return 0, err
+	case n > 1:
+		return 0, fmt.Errorf("the member's database records %d members: a rebuild restores only the survivor of a cluster rebuilt with --force-new-cluster, alone", n)
+	}
 	if err := os.RemoveAll(staging); err != nil {
 		return 0, fmt.Errorf("removing the staging directory of an earlier attempt: %w", err)
 	}
@@ -123,7 +131,11 @@ func FinishRebuild(dataDir, token string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if _, err := os.Stat(filepath.Join(staging, behindFile)); done || err == nil {
+	_, err = os.Stat(filepath.Join(staging, behindFile))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return false, fmt.Errorf("reading what stage-member-data staged: %w", err)
+	}
+	if done || err == nil {
 		if err := os.RemoveAll(staging); err != nil {
 			return false, fmt.Errorf("removing the staging directory: %w", err)
 		}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,8 +73,12 @@ func TestIntegrationRebuildMovesRevisionsOn(t *testing.T) {
 	for i := range 30 {
 		seen = put(w, fmt.Sprintf("/lost/%02d", i), "acknowledged by the lost majority")
 	}
-	ms[0].Kill()
 	ms[2].Kill()
+	ms[0].Stop()
+	// The data of a member of the 3-member cluster is never restored.
+	if _, err := seedrestore.StageMember(ms[0].DataDir, "rebuild-1"); err == nil || !strings.Contains(err.Error(), "records 3 members") {
+		t.Errorf("StageMember of a member of 3: %v, want it refused", err)
+	}
 
 	survivor.ExtraArgs = []string{"--force-new-cluster"}
 	survivor.Start(t, etcdtest.InitialCluster(ms...), "existing")

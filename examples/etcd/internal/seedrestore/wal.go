@@ -30,6 +30,24 @@ func behindLog(dataDir string) (bool, error) {
 	return applied < last, nil
 }
 
+// members counts the members the etcd database at path records (bucket
+// members, one key per member).
+func members(path string) (int, error) {
+	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: 10 * time.Second})
+	if err != nil {
+		return 0, fmt.Errorf("opening the member's database: %w", err)
+	}
+	defer func() { _ = db.Close() }()
+	n := 0
+	err = db.View(func(tx *bolt.Tx) error {
+		if b := tx.Bucket([]byte("members")); b != nil {
+			n = b.Stats().KeyN
+		}
+		return nil
+	})
+	return n, err
+}
+
 // consistentIndex reads the index of the last entry applied to the etcd
 // database at path (bucket meta, key consistent_index).
 func consistentIndex(path string) (uint64, error) {
