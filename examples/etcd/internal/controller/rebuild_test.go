@@ -325,6 +325,20 @@ func TestQuorumLossRebuildIsFenced(t *testing.T) {
 	}
 }
 
+// loseQuorumOfRebuilt creates a 3-member cluster name with quorumLoss
+// Rebuild, converges it, and loses members 0 and 2 with their claims and
+// the quorum: member 1 survives.
+func (g *rig) loseQuorumOfRebuilt(name string) {
+	g.t.Helper()
+	c := cluster(name, 3)
+	c.Spec.Recovery = &v1alpha1.RecoverySpec{QuorumLoss: v1alpha1.QuorumLossRebuild}
+	g.create(c)
+	g.converge(name, 20)
+	g.loseMember(name, name+"-0")
+	g.loseMember(name, name+"-2")
+	g.fake.LoseQuorum()
+}
+
 // TestQuorumLossRebuildMovesRevisionsOn: with the operator's image
 // (RestoreImage), the survivor that answered with --force-new-cluster is
 // restarted on its data restored with the revision moved on (its
@@ -346,20 +360,14 @@ func rebuildMovesRevisionsOn(t *testing.T, behindLog int, revision int64) {
 	g := newRig(t)
 	g.hooks.RestoreImage = restoreImage
 	g.fake.MoveRevision(revision)
-	c := cluster("q", 3)
-	c.Spec.Recovery = &v1alpha1.RecoverySpec{QuorumLoss: v1alpha1.QuorumLossRebuild}
-	g.create(c)
-	g.converge("q", 20)
-	g.loseMember("q", "q-0")
-	g.loseMember("q", "q-2")
-	g.fake.LoseQuorum()
+	g.loseQuorumOfRebuilt("q")
 	g.drain()
 	for range 2 { // the survivor's pod deleted, then created with the flag
 		if err := g.pass("q"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	c = g.get("q")
+	c := g.get("q")
 	if pod := g.podIfAny("q-1"); pod == nil || pod.Annotations[controller.AnnotationForceNewCluster] != "true" {
 		t.Fatalf("survivor pod %+v, want it with --force-new-cluster", pod)
 	}
@@ -469,13 +477,7 @@ func TestStaleRecoveryRestoresNoMemberOfAGrownCluster(t *testing.T) {
 func TestRebuildInitFailureIsReported(t *testing.T) {
 	g := newRig(t)
 	g.hooks.RestoreImage = restoreImage
-	c := cluster("q", 3)
-	c.Spec.Recovery = &v1alpha1.RecoverySpec{QuorumLoss: v1alpha1.QuorumLossRebuild}
-	g.create(c)
-	g.converge("q", 20)
-	g.loseMember("q", "q-0")
-	g.loseMember("q", "q-2")
-	g.fake.LoseQuorum()
+	g.loseQuorumOfRebuilt("q")
 	for range 2 {
 		_ = g.pass("q")
 	}
@@ -507,7 +509,7 @@ func TestRebuildInitFailureIsReported(t *testing.T) {
 	for range 2 {
 		_ = g.pass("q")
 	}
-	c = g.get("q")
+	c := g.get("q")
 	stalled := statusutil.Get(c, statusutil.ConditionStalled)
 	for _, want := range []string{"init container restore of pod q-1 exited with 1", "not empty", "delete pod q-1"} {
 		if stalled == nil || stalled.Status != metav1.ConditionTrue || stalled.Reason != controller.ReasonRestoreFailed || !strings.Contains(stalled.Message, want) {

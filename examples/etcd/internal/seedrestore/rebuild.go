@@ -81,7 +81,11 @@ func StageMember(dataDir, token string) (Staged, error) {
 	if _, err := os.Stat(db); err != nil {
 		return 0, fmt.Errorf("no member database to rebuild from: %w", err)
 	}
-	behind, err := behindLog(dataDir)
+	facts, err := readDatabase(db)
+	if err != nil {
+		return 0, err
+	}
+	behind, err := behindLog(dataDir, facts.applied)
 	if err != nil {
 		return 0, err
 	}
@@ -93,11 +97,8 @@ func StageMember(dataDir, token string) (Staged, error) {
 	}
 	// The restore makes a one-member cluster: of a member whose cluster
 	// has others, it would make a second cluster beside them.
-	switch n, err := members(db); {
-	case err != nil:
-		return 0, err
-	case n > 1:
-		return 0, fmt.Errorf("the member's database records %d members: a rebuild restores only the survivor of a cluster rebuilt with --force-new-cluster, alone", n)
+	if facts.members > 1 {
+		return 0, fmt.Errorf("the member's database records %d members: a rebuild restores only the survivor of a cluster rebuilt with --force-new-cluster, alone", facts.members)
 	}
 	if err := os.RemoveAll(staging); err != nil {
 		return 0, fmt.Errorf("removing the staging directory of an earlier attempt: %w", err)

@@ -143,16 +143,7 @@ func Fetch(ctx context.Context, store backup.Store, id, dataDir string) (FetchRe
 	if has {
 		// A restarted pod: leave the member alone, give etcdutl a
 		// placeholder into an empty output directory.
-		if err := os.RemoveAll(RestoreDataDir(dataDir)); err != nil {
-			return FetchResult{}, fmt.Errorf("removing the previous restore output: %w", err)
-		}
-		if err := os.MkdirAll(staging, 0o700); err != nil {
-			return FetchResult{}, fmt.Errorf("creating the staging directory: %w", err)
-		}
-		if err := WritePlaceholder(SnapshotPath(dataDir)); err != nil {
-			return FetchResult{}, err
-		}
-		return FetchResult{}, nil
+		return FetchResult{}, placeholder(dataDir)
 	}
 	if store == nil {
 		return FetchResult{}, errors.New("no backup store given")

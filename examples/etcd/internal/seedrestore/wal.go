@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,15 +13,12 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// behindLog reports whether the database of the member in dataDir lacks
-// entries its write-ahead log holds: etcd did not stop gracefully (killed,
-// its node crashed) and its last entries are applied only once it starts
-// again. A copy of such a database would lose them.
-func behindLog(dataDir string) (bool, error) {
-	applied, err := consistentIndex(filepath.Join(dataDir, MemberDir, "snap", "db"))
-	if err != nil {
-		return false, err
-	}
+// behindLog reports whether a database that applied entries up to
+// applied lacks entries the write-ahead log of the member in dataDir
+// holds: etcd did not stop gracefully (killed, its node crashed) and its
+// last entries are applied only once it starts again. A copy of such a
+// database would lose them.
+func behindLog(dataDir string, applied uint64) (bool, error) {
 	last, err := lastLogIndex(filepath.Join(dataDir, MemberDir, "wal"))
 	if err != nil {
 		return false, err
@@ -30,46 +26,40 @@ func behindLog(dataDir string) (bool, error) {
 	return applied < last, nil
 }
 
-// members counts the members the etcd database at path records (bucket
-// members, one key per member).
-func members(path string) (int, error) {
-	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: 10 * time.Second})
-	if err != nil {
-		return 0, fmt.Errorf("opening the member's database: %w", err)
-	}
-	defer func() { _ = db.Close() }()
-	n := 0
-	err = db.View(func(tx *bolt.Tx) error {
-		if b := tx.Bucket([]byte("members")); b != nil {
-			n = b.Stats().KeyN
-		}
-		return nil
-	})
-	return n, err
+// database is what StageMember reads of a member's etcd database.
+type database struct {
+	// applied is the index of the last entry applied (bucket meta, key
+	// consistent_index).
+	applied uint64
+	// members counts the members it records (bucket members, a key
+	// each).
+	members int
 }
 
-// consistentIndex reads the index of the last entry applied to the etcd
-// database at path (bucket meta, key consistent_index).
-func consistentIndex(path string) (uint64, error) {
+// readDatabase reads the etcd database at path, read-only.
+func readDatabase(path string) (database, error) {
 	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: 10 * time.Second})
 	if err != nil {
-		return 0, fmt.Errorf("opening the member's database: %w", err)
+		return database{}, fmt.Errorf("opening the member's database: %w", err)
 	}
 	defer func() { _ = db.Close() }()
-	var index uint64
+	var d database
 	err = db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket([]byte("meta"))
-		if b == nil {
+		meta := tx.Bucket([]byte("meta"))
+		if meta == nil {
 			return errors.New("the member's database has no meta bucket")
 		}
-		v := b.Get([]byte("consistent_index"))
+		v := meta.Get([]byte("consistent_index"))
 		if len(v) != 8 {
 			return errors.New("the member's database records no consistent index")
 		}
-		index = binary.BigEndian.Uint64(v)
+		d.applied = binary.BigEndian.Uint64(v)
+		if b := tx.Bucket([]byte("members")); b != nil {
+			d.members = b.Stats().KeyN
+		}
 		return nil
 	})
-	return index, err
+	return d, err
 }
 
 // Record types and fields of etcd's write-ahead log (server/storage/wal).
