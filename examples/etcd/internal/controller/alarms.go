@@ -110,6 +110,22 @@ func podQuota(pod *corev1.Pod) int64 {
 	return DefaultQuotaBackendBytes.Value()
 }
 
+// defragNearQuota defragments a voting member whose database file reached
+// noSpaceHeadroom of the quota while the data is below, before it raises
+// NOSPACE: a member added after a recovery replays the raft log, which
+// still holds the history that filled the quota, and its file outgrows
+// the quota that the data is far below. nil when none is due.
+func (h *ClusterHooks) defragNearQuota(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation) *reconcile.Result {
+	quota := DefaultQuotaBackendBytes.Value()
+	if q := c.Spec.QuotaBackendBytes; q != nil {
+		quota = quotaBytes(q.Value())
+	}
+	for _, pod := range obs.pods {
+		quota = min(quota, podQuota(pod))
+	}
+	return h.defragStep(ctx, c, obs, defrag.Policy{Ceiling: quota / 100 * noSpaceHeadroom})
+}
+
 // noSpaceMargin is how many revisions a recovery's first compaction keeps
 // below the current one (etcd's revision-mode auto-compaction keeps as
 // many): watchers a little behind resume without relisting. Never more

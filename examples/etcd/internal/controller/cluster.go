@@ -358,8 +358,12 @@ func (h *ClusterHooks) reconcile(ctx context.Context, c *v1alpha1.EtcdCluster, g
 		// Writes wait on the recovery, which goes through the members
 		// that answer. A member added before the leader is defragmented
 		// may be sent its database file as it is, above the quota; other
-		// membership steps go first.
+		// membership steps go first. A member added since, its file above
+		// the quota, is defragmented before the next.
 		if res := h.recoverNoSpace(ctx, c, obs); res != nil {
+			return *res
+		}
+		if res := h.defragNearQuota(ctx, c, obs); res != nil {
 			return *res
 		}
 	}

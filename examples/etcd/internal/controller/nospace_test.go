@@ -63,8 +63,8 @@ func (s *schedule) noSpace() {
 	}
 }
 
-// alarms are the alarms etcd reports.
-func (s *schedule) alarms() []string {
+// alarmList is what etcd lists of its alarms.
+func (s *schedule) alarmList() []*etcdserverpb.AlarmMember {
 	s.g.t.Helper()
 	ctx, cancel := context.WithTimeout(s.g.t.Context(), 5*time.Second)
 	defer cancel()
@@ -72,11 +72,31 @@ func (s *schedule) alarms() []string {
 	if err != nil {
 		s.g.t.Fatal(err)
 	}
+	return resp.Alarms
+}
+
+// alarms are the alarms etcd reports, with the members that raised them.
+func (s *schedule) alarms() []string {
+	s.g.t.Helper()
 	var out []string
-	for _, a := range resp.Alarms {
+	for _, a := range s.alarmList() {
 		out = append(out, fmt.Sprintf("%x %s", a.MemberID, a.Alarm))
 	}
 	return out
+}
+
+// settle runs passes until one emits no event: the operator, which
+// requeues after each step, has nothing left to do.
+func (s *schedule) settle() {
+	s.g.t.Helper()
+	for range 10 {
+		n := len(s.log)
+		s.pass()
+		if len(s.log) == n {
+			return
+		}
+	}
+	s.violate("the operator still acts after 10 more passes")
 }
 
 // quotaSchedule is schedule index on a converged three-member cluster of
@@ -151,12 +171,25 @@ func TestNoSpaceAlarm(t *testing.T) {
 }
 
 // TestNoSpaceDefersScaling: a scale-up asked for while a cluster recovers
-// from NOSPACE waits until writes are back. Before, the learners joined
-// first, and in campaign schedule 019 they were sent the leader's
-// undefragmented database file, above the quota: NOSPACE again.
+// from NOSPACE waits until writes are back, and the members it adds take
+// writes. Before the first, the learners joined first, and in campaign
+// schedule 019 they were sent the leader's undefragmented database file,
+// above the quota: NOSPACE again. Before the second, the new members
+// replayed the raft log, which still holds the history that filled the
+// quota, and joined with files above it: the next write raised NOSPACE.
+//
+// A new member may also raise NOSPACE while it replays that log (when its
+// backend commits between two of the big puts; CI stop 89): etcd's own
+// doing, which no member added later can prevent. A second recovery is
+// allowed for that alone: every alarm after the first recovery must be
+// raised by a member added after it.
 func TestNoSpaceDefersScaling(t *testing.T) {
 	t.Parallel()
 	s := quotaSchedule(t, 1101)
+	original := map[uint64]bool{}
+	for _, m := range s.etcd.members() {
+		original[m.ID] = true
+	}
 	if ok, err := s.fill(); !ok {
 		t.Fatal(err)
 	}
@@ -164,10 +197,21 @@ func TestNoSpaceDefersScaling(t *testing.T) {
 	c.Spec.Size = 5
 	s.logf("scale to 5")
 	s.update(c)
+	rounds, raised := 0, false
 	for range s.budget(60) {
+		n, before := len(s.etcd.members()), s.alarmList()
+		if len(before) > 0 && !raised {
+			rounds++
+			for _, a := range before {
+				if rounds > 1 && original[a.MemberID] {
+					s.violate("NOSPACE raised again by %x, a member from before the scale-up: %v", a.MemberID, before)
+				}
+			}
+		}
+		raised = len(before) > 0
 		s.pass()
-		if n, a := len(s.etcd.members()), s.alarms(); n > 3 && len(a) > 0 {
-			s.violate("member added while etcd still raises %v: %d members", a, n)
+		if got := len(s.etcd.members()); got > n && raised {
+			s.violate("member added while etcd still raises %v: %d members", before, got)
 			break
 		}
 		if s.converged() {
@@ -181,9 +225,18 @@ func TestNoSpaceDefersScaling(t *testing.T) {
 	if a := s.alarms(); len(a) > 0 {
 		s.violate("alarms still raised: %v", a)
 	}
+	s.settle()
+	s.step = 2
+	s.write()
+	if len(s.acked) != 3 {
+		s.violate("%d of 3 writes acknowledged after the scale-up: %v", len(s.acked), s.acked)
+	}
+	if a := s.alarms(); len(a) > 0 {
+		s.violate("alarms raised by writes after the scale-up: %v", a)
+	}
 	log := strings.Join(s.log, "\n")
-	if n := strings.Count(log, "Warning "+controller.EventNoSpace); n != 1 {
-		s.violate("%d NOSPACE compactions, want 1", n)
+	if n := strings.Count(log, "Warning "+controller.EventNoSpace); n != max(rounds, 1) {
+		s.violate("%d NOSPACE compactions, want %d (one per round of alarms)", n, max(rounds, 1))
 	}
 	if len(s.violations) > 0 {
 		t.Errorf("violations:\n%s\nschedule:\n%s", strings.Join(s.violations, "\n"), log)

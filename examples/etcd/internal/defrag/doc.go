@@ -10,9 +10,10 @@
 //  1. Nothing while the cluster is degraded: a member unhealthy or
 //     unanswered, or a learner (a membership change under way).
 //  2. The members of a scheduled round (Pending, in the order Order gave:
-//     followers first, the leader last), then any member whose free pages
-//     reach Policy.ThresholdPercent of its file and Policy.MinReclaimable
-//     bytes, followers before the leader.
+//     followers first, the leader last), then any member whose file
+//     reached Policy.Ceiling (near its quota) with less in use, then any
+//     whose free pages reach Policy.ThresholdPercent of its file and
+//     Policy.MinReclaimable bytes; followers before the leader.
 //  3. Never the leader while others wait on it: when the leader's turn
 //     comes and another voting member is healthy, the step moves leadership
 //     to that member first (MoveLeader); the old leader is defragmented on

@@ -30,6 +30,10 @@ type Policy struct {
 	ThresholdPercent int32
 	// MinReclaimable is the least a threshold defragmentation must return.
 	MinReclaimable int64
+	// Ceiling defragments a member whose file is at or above these bytes
+	// while the data is below, before the threshold's members: at its
+	// quota a member raises NOSPACE at the next write. 0 never does.
+	Ceiling int64
 	// Round names, in messages, what the pending members are defragmented
 	// for; "its scheduled round" if empty.
 	Round string
@@ -48,6 +52,15 @@ func (p Policy) over(m Member) bool {
 	}
 	free := m.Reclaimable()
 	return free >= p.MinReclaimable && free*100 >= int64(p.ThresholdPercent)*m.DBSize
+}
+
+// atCeiling reports whether m's file reached p's ceiling while the data,
+// which every member holds, is below it: least is the smallest part in use
+// of a voting member's file. A member's own part in use is no measure
+// after it replays a compaction: bbolt counts the pages freed as in use
+// until its next write.
+func (p Policy) atCeiling(m Member, least int64) bool {
+	return p.Ceiling > 0 && m.DBSize >= p.Ceiling && least < p.Ceiling
 }
 
 // Action is what a Step does.
@@ -70,6 +83,7 @@ const (
 	ReasonNothingDue = "NothingDue"
 	ReasonScheduled  = "Scheduled"
 	ReasonThreshold  = "ThresholdReached"
+	ReasonNearQuota  = "NearQuota"
 )
 
 // Step is Plan's decision.
@@ -105,8 +119,9 @@ func Order(members []Member) []string {
 }
 
 // Plan returns the next step: the first member of pending that still
-// exists, else the first member over p's threshold (followers first); for
-// the leader, a move of leadership first (see the package doc).
+// exists, else the first member at p's ceiling, else the first over its
+// threshold (followers first); for the leader, a move of leadership first
+// (see the package doc).
 func Plan(p Policy, members []Member, pending []string) Step {
 	for _, m := range members {
 		switch {
@@ -118,9 +133,13 @@ func Plan(p Policy, members []Member, pending []string) Step {
 		}
 	}
 	byName := map[string]Member{}
+	least := int64(-1)
 	for _, m := range members {
 		if m.Healthy && !m.Learner {
 			byName[m.Name] = m
+			if least < 0 || m.DBSizeInUse < least {
+				least = m.DBSizeInUse
+			}
 		}
 	}
 	target, reason := "", ""
@@ -130,11 +149,13 @@ func Plan(p Policy, members []Member, pending []string) Step {
 			break
 		}
 	}
-	if target == "" {
+	for _, due := range []struct {
+		reason string
+		over   func(Member) bool
+	}{{ReasonNearQuota, func(m Member) bool { return p.atCeiling(m, least) }}, {ReasonThreshold, p.over}} {
 		for _, name := range Order(members) {
-			if m, ok := byName[name]; ok && p.over(m) {
-				target, reason = name, ReasonThreshold
-				break
+			if m, ok := byName[name]; ok && target == "" && due.over(m) {
+				target, reason = name, due.reason
 			}
 		}
 	}
@@ -146,8 +167,11 @@ func Plan(p Policy, members []Member, pending []string) Step {
 	if why == "" {
 		why = "its scheduled round"
 	}
-	if reason == ReasonThreshold {
+	switch reason {
+	case ReasonThreshold:
 		why = fmt.Sprintf("%d%% of its %d-byte database is free", m.Reclaimable()*100/m.DBSize, m.DBSize)
+	case ReasonNearQuota:
+		why = fmt.Sprintf("its database file of %d bytes reached %d, near the quota, and the data is %d bytes: at the quota etcd refuses writes", m.DBSize, p.Ceiling, least)
 	}
 	if m.Leader {
 		if to, ok := successor(members, target); ok {

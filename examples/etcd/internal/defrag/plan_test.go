@@ -66,6 +66,16 @@ func TestPlan(t *testing.T) {
 		}(), []string{"e-1", "e-0"}, Step{Action: ActionMoveLeader, Member: "e-0", To: "e-2", ToID: 3, Reason: ReasonScheduled}},
 		{"SkipUnhealthy passes over learners", Policy{SkipUnhealthy: true}, append(three(), Member{Name: "e-3", ID: 4, Healthy: true, Learner: true}),
 			[]string{"e-3"}, Step{Action: ActionNone, Reason: ReasonNothingDue}},
+		{"a file near the ceiling with little in use is due", Policy{Ceiling: 90 * mib}, three(), nil,
+			Step{Action: ActionDefragment, Member: "e-1", Reason: ReasonNearQuota}},
+		{"the ceiling goes before the threshold", Policy{Ceiling: 90 * mib, ThresholdPercent: 50, MinReclaimable: mib}, []Member{
+			member("e-0", 1, true, 20*mib, 18*mib), member("e-1", 2, false, 60*mib, 10*mib), member("e-2", 3, false, 95*mib, 80*mib)}, nil,
+			Step{Action: ActionDefragment, Member: "e-2", Reason: ReasonNearQuota}},
+		{"the ceiling goes by the least in use: a member's own counts freed pages until its next write", Policy{Ceiling: 90 * mib}, []Member{
+			member("e-0", 1, true, 20*mib, 18*mib), member("e-1", 2, false, 95*mib, 94*mib)}, nil,
+			Step{Action: ActionDefragment, Member: "e-1", Reason: ReasonNearQuota}},
+		{"no ceiling where the data fills it", Policy{Ceiling: 90 * mib}, []Member{member("e-0", 1, true, 100*mib, 95*mib)}, nil,
+			Step{Action: ActionNone, Reason: ReasonNothingDue}},
 		{"SkipUnhealthy with only unhealthy members pending", Policy{SkipUnhealthy: true, ThresholdPercent: 50, MinReclaimable: mib}, func() []Member {
 			ms := three()
 			ms[0].Healthy, ms[1].Healthy = false, false
