@@ -273,6 +273,44 @@ func TestDeleteChild(t *testing.T) {
 	}
 }
 
+// TestDeleteChildDeletesTheObjectSeen: a UID on the object names the one
+// the caller decided on. Before, DeleteChild read the object by name and
+// deleted what it found: a pass that observed a failed pod, then read a
+// cache that had caught up with its replacement, deleted the replacement.
+func TestDeleteChildDeletesTheObjectSeen(t *testing.T) {
+	f := newFixture(t)
+	ch := f.children()
+	owner := f.createWidget("owner", testv1.WidgetSpec{})
+	ctx := t.Context()
+	key := client.ObjectKey{Namespace: f.ns, Name: "replaced"}
+	seen := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace}}
+	if _, err := ch.EnsureChild(ctx, owner, seen); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Must(t, env.Client.Delete(ctx, seen))
+	replacement := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace}}
+	if _, err := ch.EnsureChild(ctx, owner, replacement); err != nil {
+		t.Fatal(err)
+	}
+
+	f.counter.Reset()
+	op, err := ch.DeleteChild(ctx, owner, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, UID: seen.UID}})
+	if err != nil || op != reconcile.ChildUnchanged {
+		t.Errorf("DeleteChild(UID of the object seen, since replaced) = %s, %v; want %s, no error", op, err, reconcile.ChildUnchanged)
+	}
+	f.wantWrites(0)
+	var got corev1.ConfigMap
+	testkit.Must(t, env.Client.Get(ctx, key, &got))
+	if got.UID != replacement.UID || !got.DeletionTimestamp.IsZero() {
+		t.Errorf("the replacement (UID %s) was deleted: read UID %s, deletionTimestamp %v", replacement.UID, got.UID, got.DeletionTimestamp)
+	}
+
+	op, err = ch.DeleteChild(ctx, owner, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, UID: replacement.UID}})
+	if err != nil || op != reconcile.ChildDeleted {
+		t.Errorf("DeleteChild(UID of the replacement) = %s, %v; want %s", op, err, reconcile.ChildDeleted)
+	}
+}
+
 // blindReader is a cache that cannot see anything, as a label-filtered
 // cache cannot see an object without the label.
 type blindReader struct{ client.Client }

@@ -14,18 +14,21 @@ import (
 
 // DeleteChild deletes obj (identified by its name and namespace) if it exists
 // and owner controls it. It reads through the cache first, so deleting a child
-// that is already gone sends no request. An object controlled by another
+// that is already gone sends no request. Set obj's UID to the one the
+// decision was made on: without it, a replacement created since under the
+// same name is deleted; with it, that is left (ChildUnchanged). An object controlled by another
 // owner is left alone and reported with *ownership.AlreadyControlledError,
 // one without a controller with *ownership.NotControlledError
 // (ownership.IsConflict reports either).
 func (c *Children) DeleteChild(ctx context.Context, owner, obj client.Object) (ChildWrite, error) {
+	seen := obj.GetUID()
 	if err := c.client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			return ChildUnchanged, nil
 		}
 		return ChildUnchanged, fmt.Errorf("reading %s: %w", obj.GetName(), err)
 	}
-	if !obj.GetDeletionTimestamp().IsZero() {
+	if !obj.GetDeletionTimestamp().IsZero() || (seen != "" && obj.GetUID() != seen) {
 		return ChildUnchanged, nil
 	}
 	if !ownership.IsControlledBy(obj, owner) {
@@ -39,6 +42,11 @@ func (c *Children) DeleteChild(ctx context.Context, owner, obj client.Object) (C
 	}
 	uid := obj.GetUID()
 	err := c.client.Delete(ctx, obj, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	if seen != "" && apierrors.IsConflict(err) {
+		// The cache still showed the object seen; the server has its
+		// replacement.
+		return ChildUnchanged, nil
+	}
 	if err != nil && !apierrors.IsNotFound(err) {
 		kind := obj.GetObjectKind().GroupVersionKind().Kind
 		if gvk, gerr := apiutil.GVKForObject(obj, c.scheme); gerr == nil {

@@ -295,7 +295,7 @@ func (h *ClusterHooks) reconcile(ctx context.Context, c *v1alpha1.EtcdCluster, g
 	}
 	if advanceRecovery(c, obs, metav1.NewTime(h.now()), h.RestoreImage) {
 		name := c.Status.Recovery.Member
-		if err := h.deleteMember(ctx, c, name, false); err != nil {
+		if err := h.deleteMember(ctx, c, obs, name, false); err != nil {
 			return reconcile.Retry(err)
 		}
 		msg := fmt.Sprintf("restarting %s once more: it answers below the revision bump, as its database lacked entries of its log (etcd did not stop gracefully) and was not restored; etcd has applied them now", name)

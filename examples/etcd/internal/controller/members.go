@@ -163,13 +163,13 @@ func (h *ClusterHooks) execute(ctx context.Context, c *v1alpha1.EtcdCluster, obs
 			return err
 		}
 		recordStep(c, step)
-		return h.deleteMember(ctx, c, step.Name, true)
+		return h.deleteMember(ctx, c, obs, step.Name, true)
 	case membership.ActionDeletePod:
 		// A failed pod of a known member keeps its data; a pod etcd no
 		// longer knows loses it.
-		return h.deleteMember(ctx, c, step.Name, step.ID == 0)
+		return h.deleteMember(ctx, c, obs, step.Name, step.ID == 0)
 	case membership.ActionUpgrade:
-		return h.deleteMember(ctx, c, step.Name, false)
+		return h.deleteMember(ctx, c, obs, step.Name, false)
 	case membership.ActionForceNewCluster:
 		if r := c.Status.Recovery; r == nil || r.Member != step.Name || r.RevisionBump != 0 {
 			// A new rebuild: a record of another, left over, goes.
@@ -178,7 +178,7 @@ func (h *ClusterHooks) execute(ctx context.Context, c *v1alpha1.EtcdCluster, obs
 		}
 		if _, ok := obs.pods[step.Name]; ok {
 			// Its pod runs without the flag: deleted first, its data kept.
-			return h.deleteMember(ctx, c, step.Name, false)
+			return h.deleteMember(ctx, c, obs, step.Name, false)
 		}
 		return h.createMember(ctx, c, obs, step, recordedCluster(c), "existing", nil, forceNewCluster)
 	}
@@ -285,12 +285,22 @@ func (h *ClusterHooks) createMember(ctx context.Context, c *v1alpha1.EtcdCluster
 	return nil
 }
 
-func (h *ClusterHooks) deleteMember(ctx context.Context, c *v1alpha1.EtcdCluster, name string, withData bool) error {
-	if _, err := h.Children.DeleteChild(ctx, c, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.Namespace}}); err != nil {
+// deleteMember deletes member name's pod, and its data claim if withData,
+// as obs saw them.
+func (h *ClusterHooks) deleteMember(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation, name string, withData bool) error {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.Namespace}}
+	if seen, ok := obs.pods[name]; ok {
+		// The pod the step was planned on, not one that replaced it since.
+		pod.UID = seen.UID
+	}
+	if _, err := h.Children.DeleteChild(ctx, c, pod); err != nil {
 		return fmt.Errorf("deleting pod %s: %w", name, err)
 	}
 	if withData && persistent(c) {
 		claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: dataClaimName(name), Namespace: c.Namespace}}
+		if seen, ok := obs.claimObjects[name]; ok {
+			claim.UID = seen.UID
+		}
 		if _, err := h.Children.DeleteChild(ctx, c, claim); err != nil {
 			return fmt.Errorf("deleting claim of %s: %w", name, err)
 		}
@@ -313,6 +323,9 @@ func (h *ClusterHooks) deleteOrphanClaims(ctx context.Context, c *v1alpha1.EtcdC
 			continue
 		}
 		claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: dataClaimName(name), Namespace: c.Namespace}}
+		if seen, ok := obs.claimObjects[name]; ok {
+			claim.UID = seen.UID
+		}
 		if _, err := h.Children.DeleteChild(ctx, c, claim); err != nil {
 			return fmt.Errorf("deleting orphaned claim of %s: %w", name, err)
 		}

@@ -152,7 +152,7 @@ func (h *ClusterHooks) releaseLostClaims(ctx context.Context, c *v1alpha1.EtcdCl
 		if node == "" {
 			continue
 		}
-		if err := h.deleteMember(ctx, c, name, true); err != nil {
+		if err := h.deleteMember(ctx, c, obs, name, true); err != nil {
 			return false, err
 		}
 		msg := fmt.Sprintf("member %s's data (claim %s) is on node %s, which %s: the claim is deleted and the member replaced",

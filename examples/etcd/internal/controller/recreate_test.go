@@ -255,3 +255,46 @@ func TestRecreateRefusesAClaimNotItsOwn(t *testing.T) {
 		t.Errorf("Reconciling = %+v, want reason %s naming the claim", rc, controller.ReasonChildConflict)
 	}
 }
+
+// TestStaleCacheDeletesNoReplacementPod: the operator's cache still lists
+// a failed pod that has been replaced since, so the pass plans to delete
+// it. Before, the deletion read the pod by name from a cache that had
+// caught up and deleted the replacement, a healthy member; it now deletes
+// only the pod that the plan was made on.
+func TestStaleCacheDeletesNoReplacementPod(t *testing.T) {
+	g := newRig(t)
+	g.create(cluster("s", 3))
+	g.converge("s", 30)
+	var stale corev1.PodList
+	if err := g.c.List(t.Context(), &stale, client.InNamespace(g.ns)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range stale.Items {
+		if p := &stale.Items[i]; p.Name == "s-1" {
+			p.Status.Phase = corev1.PodFailed
+		}
+	}
+	g.deletePodAndStop("s", "s-1")
+	g.converge("s", 30)
+	var replacement corev1.Pod
+	if err := g.c.Get(t.Context(), client.ObjectKey{Namespace: g.ns, Name: "s-1"}, &replacement); err != nil {
+		t.Fatal(err)
+	}
+
+	g.cache = interceptor.NewClient(g.c.(client.WithWatch), interceptor.Funcs{
+		List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if l, ok := list.(*corev1.PodList); ok {
+				stale.DeepCopyInto(l)
+				return nil
+			}
+			return cl.List(ctx, list, opts...)
+		},
+	})
+	g.startOperator()
+	_ = g.pass("s")
+	var got corev1.Pod
+	if err := g.c.Get(t.Context(), client.ObjectKey{Namespace: g.ns, Name: "s-1"}, &got); err != nil || got.UID != replacement.UID || got.DeletionTimestamp != nil {
+		t.Errorf("after a pass on a stale pod list: pod s-1 %v (UID %s, deletionTimestamp %v); want the replacement (UID %s) left running; events %q",
+			err, got.UID, got.DeletionTimestamp, replacement.UID, g.drain())
+	}
+}
