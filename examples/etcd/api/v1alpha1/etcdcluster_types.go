@@ -268,6 +268,12 @@ type RecoveryStatus struct {
 	// 3.5.10): watchers must then be restarted.
 	// +optional
 	RevisionBump int64 `json:"revisionBump,omitempty"`
+	// Restarts counts the restarts of Member's pod once more after it
+	// answered from its restored data below the revision bump (its
+	// database was behind its log). After two the rebuild ends without
+	// a bump, and event RevisionNotMoved says to restart the watchers.
+	// +optional
+	Restarts int32 `json:"restarts,omitempty"`
 }
 
 // TLSSpec chooses where a cluster's certificates come from: the operator

@@ -293,7 +293,12 @@ func (h *ClusterHooks) reconcile(ctx context.Context, c *v1alpha1.EtcdCluster, g
 	if err != nil {
 		return reconcile.Retry(err)
 	}
-	if advanceRecovery(c, obs, metav1.NewTime(h.now()), h.RestoreImage) {
+	restart, notMoved := advanceRecovery(c, obs, metav1.NewTime(h.now()), h.RestoreImage)
+	if notMoved != "" {
+		log.Info("rebuild ended without moving the revision on", "etcdcluster", klog.KObj(c), "member", c.Status.LastRecovery.Member)
+		emit(h.Recorder, c, warning, EventRevisionNotMoved, "Rebuild", notMoved)
+	}
+	if restart {
 		name := c.Status.Recovery.Member
 		if err := h.deleteMember(ctx, c, obs, name, false); err != nil {
 			return reconcile.Retry(err)

@@ -57,6 +57,9 @@ const (
 	// EventCorrupt (Warning): etcd raised CORRUPT; the operator makes no
 	// change to the cluster until a person has dealt with it.
 	EventCorrupt = "Corrupt"
+	// EventRevisionNotMoved (Warning): a rebuild from a survivor ended
+	// without moving the revision on; watchers must be restarted.
+	EventRevisionNotMoved = "RevisionNotMoved"
 )
 
 // emit emits one event about obj through rec, if there is one. note is

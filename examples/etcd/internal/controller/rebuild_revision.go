@@ -17,6 +17,11 @@ import (
 // finish-restore init containers (package internal/seedrestore).
 const InitContainerStageMember = "stage-member-data"
 
+// maxRebuildRestarts bounds the restarts of a rebuild's survivor that
+// answers below the bump: one is expected after a kill, as etcd applies
+// its log once it runs.
+const maxRebuildRestarts = 2
+
 // AnnotationRebuild carries the token of the rebuild whose init
 // containers restore the member on its own data.
 const AnnotationRebuild = "etcd.opkit.dev/rebuild"
@@ -30,31 +35,33 @@ const AnnotationRebuild = "etcd.opkit.dev/rebuild"
 // answered at (status.recovery.revision) moved on by the bump, the
 // rebuild ends. Answering below it, the member restored nothing (its
 // database was behind its log, see seedrestore.StagedBehindLog) and
-// advanceRecovery returns true: its pod is to be restarted once more. The
-// record stays in status.lastRecovery: writes were discarded.
-func advanceRecovery(c *v1alpha1.EtcdCluster, obs *observation, now metav1.Time, image string) (restart bool) {
+// advanceRecovery returns true: its pod is to be restarted once more, up to
+// maxRebuildRestarts times; then the rebuild ends without a bump and
+// notMoved says so. The record stays in status.lastRecovery: writes were
+// discarded.
+func advanceRecovery(c *v1alpha1.EtcdCluster, obs *observation, now metav1.Time, image string) (restart bool, notMoved string) {
 	r := c.Status.Recovery
 	if r == nil || !obs.planned.Reached {
-		return false
+		return false, ""
 	}
 	done := r.DeepCopy()
 	switch {
 	case r.Backup != "":
 		if !c.Status.Restored {
-			return false
+			return false, ""
 		}
 		done.RevisionBump = revisionBump(obs)
 	case r.RevisionBump == 0:
 		pod := obs.pods[r.Member]
 		st, answers := obs.statuses[r.Member]
 		if !answers {
-			return false
+			return false, ""
 		}
 		if image != "" && pod != nil && canBumpRevision(pod.Labels[LabelVersion]) {
 			// The restart must answer past this revision moved on.
 			r.Revision = st.Revision
 			r.RevisionBump = seedrestore.RevisionBump
-			return false
+			return false, ""
 		}
 		// Without the operator's image (--restore-image) there is no
 		// init container to restore with: watchers must be restarted.
@@ -62,7 +69,7 @@ func advanceRecovery(c *v1alpha1.EtcdCluster, obs *observation, now metav1.Time,
 		pod := obs.pods[r.Member]
 		st, answers := obs.statuses[r.Member]
 		if pod == nil || !answers || obs.healthy[r.Member] == "" || pod.Annotations[AnnotationForceNewCluster] == "true" {
-			return false
+			return false, ""
 		}
 		switch {
 		case pod.Annotations[AnnotationRebuild] != rebuildToken(r):
@@ -71,14 +78,22 @@ func advanceRecovery(c *v1alpha1.EtcdCluster, obs *observation, now metav1.Time,
 			// moved on, and a restore now would split the member from
 			// any that joined since.
 			done.RevisionBump = 0
+		case st.Revision < r.Revision+r.RevisionBump && r.Restarts < maxRebuildRestarts:
+			r.Restarts++
+			return true, ""
 		case st.Revision < r.Revision+r.RevisionBump:
-			return true
+			// Killed at every stop, say: more restarts of the only member
+			// would keep the cluster down and move nothing.
+			done.RevisionBump = 0
+			notMoved = fmt.Sprintf("the rebuild from %s ends without moving the revision on: after %d more restarts it still answers at revision %d, "+
+				"below %d (its database stayed behind its log). Restart every watcher: revisions its lost peers served may be served again for other writes",
+				r.Member, r.Restarts, st.Revision, r.Revision+r.RevisionBump)
 		}
 	}
 	done.EndTime = &now
 	c.Status.LastRecovery = done
 	c.Status.Recovery = nil
-	return false
+	return false, notMoved
 }
 
 // rebuildRestart returns the init containers' needs of step when it

@@ -356,7 +356,37 @@ func TestQuorumLossRebuildMovesRevisionsOn(t *testing.T) {
 	t.Run("killed, its revision past the bump", func(t *testing.T) { rebuildMovesRevisionsOn(t, 1, 3*seedrestore.RevisionBump) })
 }
 
-func rebuildMovesRevisionsOn(t *testing.T, behindLog int, revision int64) {
+// TestRebuildRestartsEnd: a survivor whose database stays behind its log
+// at every stop (killed each time) moves no revision on however often it
+// restarts. Before, the operator restarted the only member of the cluster
+// for good; it now gives up after two more restarts, records the rebuild
+// without a bump and warns that watchers must be restarted, and the
+// cluster grows back.
+func TestRebuildRestartsEnd(t *testing.T) {
+	g, _ := bumpedRebuild(t, 0)
+	g.rebuildsBehindLog = 100
+	g.converge("q", 40)
+	c := g.get("q")
+	if r := c.Status.LastRecovery; r == nil || r.Member != "q-1" || r.RevisionBump != 0 || r.EndTime == nil || c.Status.Recovery != nil {
+		t.Errorf("status.lastRecovery = %+v, recovery %+v; want the rebuild from q-1 ended without a bump", r, c.Status.Recovery)
+	}
+	if diff := cmp.Diff(voters("q-1", "q-3", "q-4"), g.etcdMembers()); diff != "" {
+		t.Errorf("etcd members (-want +got):\n%s", diff)
+	}
+	events := strings.Join(g.drain(), "\n")
+	if n := strings.Count(events, "restarting q-1 once more"); n != 2 {
+		t.Errorf("restarted once more %d times, want 2; events:\n%s", n, events)
+	}
+	if !strings.Contains(events, "Warning "+controller.EventRevisionNotMoved) {
+		t.Errorf("no %s warning in:\n%s", controller.EventRevisionNotMoved, events)
+	}
+}
+
+// bumpedRebuild loses the quorum of a 3-member cluster q, with the
+// revision at revision, and runs the rebuild from q-1 until its
+// revisionBump is set; it returns the rebuild's token.
+func bumpedRebuild(t *testing.T, revision int64) (*rig, string) {
+	t.Helper()
 	g := newRig(t)
 	g.hooks.RestoreImage = restoreImage
 	g.fake.MoveRevision(revision)
@@ -383,9 +413,14 @@ func rebuildMovesRevisionsOn(t *testing.T, behindLog int, revision int64) {
 			r, c.Status.LastRecovery, seedrestore.RevisionBump)
 	}
 	token := fmt.Sprintf("q-1-%d-%d", r.RaftIndex, r.StartTime.Unix())
+	return g, token
+}
+
+func rebuildMovesRevisionsOn(t *testing.T, behindLog int, revision int64) {
+	g, token := bumpedRebuild(t, revision)
 	g.rebuildsBehindLog = behindLog
 	g.converge("q", 30)
-	c = g.get("q")
+	c := g.get("q")
 	if r := c.Status.LastRecovery; r == nil || r.Member != "q-1" || r.RevisionBump != seedrestore.RevisionBump || r.EndTime == nil || c.Status.Recovery != nil {
 		t.Errorf("status.lastRecovery = %+v, recovery %+v after the rebuild; want the rebuild from q-1 ended, revisionBump %d",
 			r, c.Status.Recovery, seedrestore.RevisionBump)
