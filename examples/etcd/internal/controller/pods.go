@@ -289,13 +289,11 @@ const tlsVolume = "tls"
 // cluster's etcdutl restores it into a member data directory with the
 // member's identity, and the operator's finish-restore moves it where etcd
 // reads it. All three are no-ops on a restarted pod whose member has data
-// (see package internal/seedrestore). The operator's steps run as root,
-// as etcd does in its image, to write the data volume etcdutl writes.
+// (see package internal/seedrestore).
 func addRestoreInitContainers(c *v1alpha1.EtcdCluster, pod *corev1.Pod, member, etcdImage, initialCluster string, r *seedRestore) {
 	src := r.source
 	pod.Annotations[AnnotationRestoreBackup] = src.name
 	pod.Annotations[AnnotationRestoreRevision] = strconv.FormatInt(src.revision, 10)
-	dataMount := corev1.VolumeMount{Name: "data", MountPath: dataDir}
 	fetchArgs := []string{
 		seedrestore.CommandFetch,
 		"--" + seedrestore.FlagDataDir + "=" + dataDir,
@@ -315,24 +313,32 @@ func addRestoreInitContainers(c *v1alpha1.EtcdCluster, pod *corev1.Pod, member, 
 		fetchArgs = append(fetchArgs, "--"+seedrestore.FlagStoreDir+"="+mountPath)
 	}
 	pod.Spec.Volumes = append(pod.Spec.Volumes, store)
+	pod.Spec.InitContainers = restoreSteps(c, r, etcdImage,
+		corev1.Container{Name: InitContainerFetch, Args: fetchArgs, VolumeMounts: []corev1.VolumeMount{storeMount}},
+		seedrestore.RestoreArgs(dataDir, member, initialCluster, c.Status.ClusterToken, PeerURL(c, member), canBumpRevision(pod.Labels[LabelVersion])),
+		[]string{seedrestore.CommandFinish, "--" + seedrestore.FlagDataDir + "=" + dataDir})
+}
+
+// restoreSteps are the init containers of a restore into a member's data
+// directory: stage, of the operator's image (given its name, args and
+// mounts besides the data), etcdutl with restoreArgs, of the cluster's
+// etcd image, and finish-restore with finishArgs. The operator's steps run
+// as root, as etcd does in its image, to write the data volume etcdutl
+// writes.
+func restoreSteps(c *v1alpha1.EtcdCluster, r *seedRestore, etcdImage string, stage corev1.Container, restoreArgs, finishArgs []string) []corev1.Container {
+	dataMount := corev1.VolumeMount{Name: "data", MountPath: dataDir}
 	root := &corev1.SecurityContext{RunAsUser: ptr.To[int64](0), RunAsNonRoot: ptr.To(false)}
 	resources := c.Spec.PodTemplate.Resources
-	pod.Spec.InitContainers = []corev1.Container{
+	stage.Image, stage.Resources, stage.SecurityContext = r.image, resources, root
+	stage.VolumeMounts = append([]corev1.VolumeMount{dataMount}, stage.VolumeMounts...)
+	stage.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
+	return []corev1.Container{
+		stage,
 		{
-			Name:                     InitContainerFetch,
-			Image:                    r.image,
-			Args:                     fetchArgs,
-			Resources:                resources,
-			VolumeMounts:             []corev1.VolumeMount{dataMount, storeMount},
-			SecurityContext:          root,
-			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-		},
-		{
-			Name:    InitContainerRestore,
-			Image:   etcdImage,
-			Command: []string{"etcdutl"},
-			Args: seedrestore.RestoreArgs(dataDir, member, initialCluster, c.Status.ClusterToken, PeerURL(c, member),
-				canBumpRevision(pod.Labels[LabelVersion])),
+			Name:                     InitContainerRestore,
+			Image:                    etcdImage,
+			Command:                  []string{"etcdutl"},
+			Args:                     restoreArgs,
 			Resources:                resources,
 			VolumeMounts:             []corev1.VolumeMount{dataMount},
 			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
@@ -340,7 +346,7 @@ func addRestoreInitContainers(c *v1alpha1.EtcdCluster, pod *corev1.Pod, member, 
 		{
 			Name:                     InitContainerFinish,
 			Image:                    r.image,
-			Args:                     []string{seedrestore.CommandFinish, "--" + seedrestore.FlagDataDir + "=" + dataDir},
+			Args:                     finishArgs,
 			Resources:                resources,
 			VolumeMounts:             []corev1.VolumeMount{dataMount},
 			SecurityContext:          root,

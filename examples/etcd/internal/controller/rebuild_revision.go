@@ -5,7 +5,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/membership"
@@ -129,38 +128,10 @@ func rebuildToken(r *v1alpha1.RecoveryStatus) string {
 // recorded in the data directory (a restarted pod).
 func addRebuildInitContainers(c *v1alpha1.EtcdCluster, pod *corev1.Pod, member, etcdImage string, r *seedRestore) {
 	pod.Annotations[AnnotationRebuild] = r.rebuild
-	dataMount := corev1.VolumeMount{Name: "data", MountPath: dataDir}
-	root := &corev1.SecurityContext{RunAsUser: ptr.To[int64](0), RunAsNonRoot: ptr.To(false)}
-	resources := c.Spec.PodTemplate.Resources
 	flags := []string{"--" + seedrestore.FlagDataDir + "=" + dataDir, "--" + seedrestore.FlagRebuild + "=" + r.rebuild}
 	peer := PeerURL(c, member)
-	pod.Spec.InitContainers = []corev1.Container{
-		{
-			Name:                     InitContainerStageMember,
-			Image:                    r.image,
-			Args:                     append([]string{seedrestore.CommandStageMember}, flags...),
-			Resources:                resources,
-			VolumeMounts:             []corev1.VolumeMount{dataMount},
-			SecurityContext:          root,
-			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-		},
-		{
-			Name:                     InitContainerRestore,
-			Image:                    etcdImage,
-			Command:                  []string{"etcdutl"},
-			Args:                     seedrestore.RebuildArgs(dataDir, member, member+"="+peer, c.Status.ClusterToken, peer),
-			Resources:                resources,
-			VolumeMounts:             []corev1.VolumeMount{dataMount},
-			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-		},
-		{
-			Name:                     InitContainerFinish,
-			Image:                    r.image,
-			Args:                     append([]string{seedrestore.CommandFinish}, flags...),
-			Resources:                resources,
-			VolumeMounts:             []corev1.VolumeMount{dataMount},
-			SecurityContext:          root,
-			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-		},
-	}
+	pod.Spec.InitContainers = restoreSteps(c, r, etcdImage,
+		corev1.Container{Name: InitContainerStageMember, Args: append([]string{seedrestore.CommandStageMember}, flags...)},
+		seedrestore.RebuildArgs(dataDir, member, member+"="+peer, c.Status.ClusterToken, peer),
+		append([]string{seedrestore.CommandFinish}, flags...))
 }
