@@ -295,8 +295,8 @@ func TestDeleteChildDeletesTheObjectSeen(t *testing.T) {
 
 	f.counter.Reset()
 	op, err := ch.DeleteChild(ctx, owner, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, UID: seen.UID}})
-	if err != nil || op != reconcile.ChildUnchanged {
-		t.Errorf("DeleteChild(UID of the object seen, since replaced) = %s, %v; want %s, no error", op, err, reconcile.ChildUnchanged)
+	if !errors.Is(err, reconcile.ErrChildReplaced) || op != reconcile.ChildUnchanged {
+		t.Errorf("DeleteChild(UID of the object seen, since replaced) = %s, %v; want %s, ErrChildReplaced", op, err, reconcile.ChildUnchanged)
 	}
 	f.wantWrites(0)
 	var got corev1.ConfigMap

@@ -227,6 +227,7 @@ func (d *Dependent[P, C]) remove(ctx context.Context, wp *workflowPass[P]) (gone
 		}
 		obj = desired
 	}
+	obj.SetUID("") // whatever holds the name goes, not a UID Build copied
 	if _, err := wp.children.DeleteChild(ctx, wp.parent, obj); ownership.IsConflict(err) {
 		return true, true, nil
 	} else if err != nil {

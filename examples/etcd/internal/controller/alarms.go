@@ -123,7 +123,9 @@ func (h *ClusterHooks) defragNearQuota(ctx context.Context, c *v1alpha1.EtcdClus
 	for _, pod := range obs.pods {
 		quota = min(quota, podQuota(pod))
 	}
-	return h.defragStep(ctx, c, obs, defrag.Policy{Ceiling: quota / 100 * noSpaceHeadroom})
+	// A tenth of the quota back at least: data just below the ceiling
+	// would have a member defragmented on every pass for a few pages.
+	return h.defragStep(ctx, c, obs, defrag.Policy{Ceiling: quota / 100 * noSpaceHeadroom, MinReclaimable: quota / 10}, false)
 }
 
 // noSpaceMargin is how many revisions a recovery's first compaction keeps
@@ -202,7 +204,7 @@ func (h *ClusterHooks) recoverNoSpace(ctx context.Context, c *v1alpha1.EtcdClust
 		return &res
 	}
 	if len(c.Status.Defragmentation.Pending) > 0 {
-		if res := h.defragStep(ctx, c, obs, defrag.Policy{Round: "NOSPACE recovery", SkipUnhealthy: true}); res != nil {
+		if res := h.defragStep(ctx, c, obs, defrag.Policy{Round: "NOSPACE recovery", SkipUnhealthy: true}, true); res != nil {
 			return res
 		}
 		if left := slices.DeleteFunc(slices.Clone(c.Status.Defragmentation.Pending), func(n string) bool { return slices.Contains(silent, n) }); len(left) > 0 {

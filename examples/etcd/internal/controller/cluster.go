@@ -303,6 +303,7 @@ func (h *ClusterHooks) reconcile(ctx context.Context, c *v1alpha1.EtcdCluster, g
 		if err := h.deleteMember(ctx, c, obs, name, false); err != nil {
 			return reconcile.Retry(err)
 		}
+		c.Status.Recovery.Restarts++
 		msg := fmt.Sprintf("restarting %s once more: it answers below the revision bump, as its database lacked entries of its log (etcd did not stop gracefully) and was not restored; etcd has applied them now", name)
 		emit(h.Recorder, c, normal, membership.ReasonRebuilding, "RestartPod", msg)
 		return reconcile.Waiting(membership.ReasonRebuilding, msg, stepRequeue)
@@ -388,7 +389,7 @@ func (h *ClusterHooks) reconcile(ctx context.Context, c *v1alpha1.EtcdCluster, g
 			log.Info("creating the seed of a restored cluster", "etcdcluster", klog.KObj(c), "backup", restoredWhat(c, ""), "restore", path)
 		}
 		if err := h.execute(ctx, c, obs, step, seed); err != nil {
-			if errors.Is(err, etcdclient.ErrNotYet) {
+			if errors.Is(err, etcdclient.ErrNotYet) || errors.Is(err, reconcile.ErrChildReplaced) {
 				return reconcile.Waiting(step.Reason, fmt.Sprintf("%s: %v; trying again", step.Message, err), stepRequeue)
 			}
 			return childError(fmt.Errorf("%s %s: %w", step.Action, step.Name, err))

@@ -53,12 +53,13 @@ func (h *ClusterHooks) defragment(ctx context.Context, c *v1alpha1.EtcdCluster, 
 	if d.MinReclaimable != nil {
 		minReclaim = *d.MinReclaimable
 	}
-	return h.defragStep(ctx, c, obs, defrag.Policy{ThresholdPercent: d.ThresholdPercent, MinReclaimable: minReclaim.Value()})
+	return h.defragStep(ctx, c, obs, defrag.Policy{ThresholdPercent: d.ThresholdPercent, MinReclaimable: minReclaim.Value()}, true)
 }
 
-// defragStep takes the next step of defrag.Plan under p and the pending
-// members of status.defragmentation; nil when there is none or it failed.
-func (h *ClusterHooks) defragStep(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation, p defrag.Policy) *reconcile.Result {
+// defragStep takes the next step of defrag.Plan under p, with the pending
+// members of status.defragmentation if round; nil when there is none or
+// it failed.
+func (h *ClusterHooks) defragStep(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation, p defrag.Policy, round bool) *reconcile.Result {
 	st := &c.Status.Defragmentation
 	now := h.now().UTC()
 	members := defragMembers(obs)
@@ -67,7 +68,11 @@ func (h *ClusterHooks) defragStep(ctx context.Context, c *v1alpha1.EtcdCluster, 
 	st.Pending = slices.DeleteFunc(st.Pending, func(n string) bool {
 		return !slices.ContainsFunc(members, func(m defrag.Member) bool { return m.Name == n })
 	})
-	step := defrag.Plan(p, members, st.Pending)
+	var pending []string
+	if round {
+		pending = st.Pending
+	}
+	step := defrag.Plan(p, members, pending)
 	log := ctrl.LoggerFrom(ctx)
 	switch step.Action {
 	case defrag.ActionMoveLeader:

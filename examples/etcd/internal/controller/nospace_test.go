@@ -235,6 +235,9 @@ func TestNoSpaceDefersScaling(t *testing.T) {
 		s.violate("alarms raised by writes after the scale-up: %v", a)
 	}
 	log := strings.Join(s.log, "\n")
+	if rounds <= 1 && !strings.Contains(log, "(NearQuota)") {
+		s.violate("no member defragmented near the quota, and no second NOSPACE round: the new members' files were never above it")
+	}
 	if n := strings.Count(log, "Warning "+controller.EventNoSpace); n != max(rounds, 1) {
 		s.violate("%d NOSPACE compactions, want %d (one per round of alarms)", n, max(rounds, 1))
 	}

@@ -78,8 +78,7 @@ func advanceRecovery(c *v1alpha1.EtcdCluster, obs *observation, now metav1.Time,
 			// any that joined since.
 			done.RevisionBump = 0
 		case st.Revision < r.Revision+r.RevisionBump && r.Restarts < maxRebuildRestarts:
-			r.Restarts++
-			return true, ""
+			return true, "" // counted once the pod is deleted
 		case st.Revision < r.Revision+r.RevisionBump:
 			// Killed at every stop, say: more restarts of the only member
 			// would keep the cluster down and move nothing.

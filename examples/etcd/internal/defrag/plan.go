@@ -31,8 +31,9 @@ type Policy struct {
 	// MinReclaimable is the least a threshold defragmentation must return.
 	MinReclaimable int64
 	// Ceiling defragments a member whose file is at or above these bytes
-	// while the data is below, before the threshold's members: at its
-	// quota a member raises NOSPACE at the next write. 0 never does.
+	// while the data is MinReclaimable below, before the threshold's
+	// members: at its quota a member raises NOSPACE at the next write. 0
+	// never does.
 	Ceiling int64
 	// Round names, in messages, what the pending members are defragmented
 	// for; "its scheduled round" if empty.
@@ -55,12 +56,12 @@ func (p Policy) over(m Member) bool {
 }
 
 // atCeiling reports whether m's file reached p's ceiling while the data,
-// which every member holds, is below it: least is the smallest part in use
+// which every member holds, is below it by MinReclaimable: least is the smallest part in use
 // of a voting member's file. A member's own part in use is no measure
 // after it replays a compaction: bbolt counts the pages freed as in use
 // until its next write.
 func (p Policy) atCeiling(m Member, least int64) bool {
-	return p.Ceiling > 0 && m.DBSize >= p.Ceiling && least < p.Ceiling
+	return p.Ceiling > 0 && m.DBSize >= p.Ceiling && least < p.Ceiling && m.DBSize-least >= p.MinReclaimable
 }
 
 // Action is what a Step does.

@@ -74,6 +74,9 @@ func TestPlan(t *testing.T) {
 		{"the ceiling goes by the least in use: a member's own counts freed pages until its next write", Policy{Ceiling: 90 * mib}, []Member{
 			member("e-0", 1, true, 20*mib, 18*mib), member("e-1", 2, false, 95*mib, 94*mib)}, nil,
 			Step{Action: ActionDefragment, Member: "e-1", Reason: ReasonNearQuota}},
+		{"no ceiling for a few pages", Policy{Ceiling: 90 * mib, MinReclaimable: 10 * mib}, []Member{
+			member("e-0", 1, true, 92*mib, 85*mib), member("e-1", 2, false, 91*mib, 89*mib)}, nil,
+			Step{Action: ActionNone, Reason: ReasonNothingDue}},
 		{"no ceiling where the data fills it", Policy{Ceiling: 90 * mib}, []Member{member("e-0", 1, true, 100*mib, 95*mib)}, nil,
 			Step{Action: ActionNone, Reason: ReasonNothingDue}},
 		{"SkipUnhealthy with only unhealthy members pending", Policy{SkipUnhealthy: true, ThresholdPercent: 50, MinReclaimable: mib}, func() []Member {
