@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -136,6 +137,44 @@ type rig struct {
 	// and move nothing.
 	rebuilt           map[string]bool
 	rebuildsBehindLog int
+	// realControllers is set once kube-controller-manager runs for the
+	// test: its disruption controller then counts the budgets.
+	realControllers *atomic.Bool
+}
+
+// countBudgets does for the budgets of namespace what the disruption
+// controller does, which envtest does not run: without a count, the
+// Eviction API refuses every eviction. A pod is healthy when Ready and
+// not being deleted.
+func countBudgets(ctx context.Context, cl client.Client, namespace string) error {
+	var pdbs policyv1.PodDisruptionBudgetList
+	if err := cl.List(ctx, &pdbs, client.InNamespace(namespace)); err != nil {
+		return err
+	}
+	for i := range pdbs.Items {
+		pdb := &pdbs.Items[i]
+		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+		if err != nil {
+			return err
+		}
+		var pods corev1.PodList
+		if err := cl.List(ctx, &pods, client.InNamespace(namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+			return err
+		}
+		healthy := int32(0)
+		for j := range pods.Items {
+			if p := &pods.Items[j]; p.DeletionTimestamp == nil && isReady(p) {
+				healthy++
+			}
+		}
+		desired := int32(pdb.Spec.MinAvailable.IntValue())
+		pdb.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: pdb.Generation, ExpectedPods: int32(len(pods.Items)),
+			CurrentHealthy: healthy, DesiredHealthy: desired, DisruptionsAllowed: max(healthy-desired, 0)}
+		if err := cl.Status().Update(ctx, pdb); err != nil && !apierrors.IsConflict(err) {
+			return err
+		}
+	}
+	return nil
 }
 
 // startRunner stops the operator's backup runs, if any, as a killed
@@ -186,7 +225,16 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	fl := &faults{next: map[string]bool{}}
+	var realControllers atomic.Bool
 	c := interceptor.NewClient(direct, interceptor.Funcs{
+		SubResourceCreate: func(ctx context.Context, cl client.Client, sub string, obj, subResource client.Object, opts ...client.SubResourceCreateOption) error {
+			if sub == "eviction" && !realControllers.Load() {
+				if err := countBudgets(ctx, cl, obj.GetNamespace()); err != nil {
+					return err
+				}
+			}
+			return cl.SubResource(sub).Create(ctx, obj, subResource, opts...)
+		},
 		Apply: func(ctx context.Context, cl client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
 			if k, ok := obj.(interface{ GetKind() string }); ok {
 				if err := fl.take("apply", k.GetKind()); err != nil {
@@ -233,7 +281,8 @@ func newRig(t *testing.T) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &rig{t: t, c: c, fake: etcdclient.NewFake(), faults: fl, clock: &clock{now: time.Now()}, ns: ns.Name, fsRoot: t.TempDir()}
+	g := &rig{t: t, c: c, fake: etcdclient.NewFake(), faults: fl, clock: &clock{now: time.Now()}, ns: ns.Name, fsRoot: t.TempDir(),
+		realControllers: &realControllers}
 	// The hooks reach whatever g.fake is at the time, so that a test can
 	// replace the etcd cluster.
 	factory := etcdclient.FactoryFunc(func(ctx context.Context, endpoints []string, opts ...etcdclient.DialOption) (etcdclient.Client, error) {

@@ -73,6 +73,7 @@ func TestFinalBackupUnderEveryPropagationPolicy(t *testing.T) {
 // what decides where a cluster's data goes once it is deleted.
 func (g *rig) withRealControllers() {
 	g.t.Helper()
+	g.realControllers.Store(true)
 	env.StartControllerManager(g.t)
 }
 

@@ -1,17 +1,23 @@
 package controller_test
 
 import (
+	"context"
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/opkit-dev/opkit/examples/etcd/internal/controller"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/membership"
+	"github.com/opkit-dev/opkit/statusutil"
 )
 
 // drainNode returns what a drain through cluster's disruption budget may
@@ -124,4 +130,95 @@ func TestDisruptionBudgetKeepsAQuorumOfVoters(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRolloutRestartsThroughTheBudget: a drain evicts the leader's pod
+// (the budget allows one of three) while the operator's cache still lists
+// it, and a version upgrade asks for a rollout. Before, the rollout
+// deleted a follower's pod as well: two of three voters down at once. It
+// now restarts members through the Eviction API, so the budget, kept by
+// the real disruption controller, refuses the second disruption and the
+// rollout waits.
+func TestRolloutRestartsThroughTheBudget(t *testing.T) {
+	g := newRig(t)
+	g.withRealControllers()
+	g.create(cluster("ev", 3))
+	g.converge("ev", 30)
+	ctx := t.Context()
+	g.waitBudgetAllows("ev", 1)
+	var stale corev1.PodList
+	if err := g.c.List(ctx, &stale, client.InNamespace(g.ns)); err != nil {
+		t.Fatal(err)
+	}
+	leader := ""
+	for _, m := range g.fake.Members() {
+		if m.ID == g.fake.Leader() {
+			leader = m.Name
+		}
+	}
+	drained := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: leader, Namespace: g.ns}}
+	if err := g.c.SubResource("eviction").Create(ctx, drained, &policyv1.Eviction{ObjectMeta: drained.ObjectMeta}); err != nil {
+		t.Fatalf("draining %s: %v", leader, err)
+	}
+	g.cache = interceptor.NewClient(g.c.(client.WithWatch), interceptor.Funcs{
+		List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if l, ok := list.(*corev1.PodList); ok {
+				stale.DeepCopyInto(l)
+				return nil
+			}
+			return cl.List(ctx, list, opts...)
+		},
+	})
+	g.startOperator()
+	c := g.get("ev")
+	c.Spec.Version = "3.7.0"
+	if err := g.c.Update(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		_ = g.pass("ev")
+	}
+	var pods corev1.PodList
+	if err := g.c.List(ctx, &pods, client.InNamespace(g.ns)); err != nil {
+		t.Fatal(err)
+	}
+	var running []string
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil {
+			running = append(running, p.Name)
+		}
+	}
+	if len(running) < 2 {
+		t.Errorf("member pods left after a drain of %s and a rollout: %v; want 2 of 3 (a quorum); events %q", leader, running, g.drain())
+	}
+	if c := g.get("ev"); !strings.Contains(statusutil.Get(c, statusutil.ConditionReconciling).Message, "disruption budget") {
+		t.Errorf("Reconciling %+v, want the rollout waiting on the disruption budget", statusutil.Get(c, statusutil.ConditionReconciling))
+	}
+
+	// The drained member back, the rollout goes on to its end.
+	g.cache = nil
+	g.startOperator()
+	g.fake.SetHealthy(controller.PeerURL(c, leader), false)
+	g.converge("ev", 60)
+	for _, p := range g.pods("ev") {
+		if v := p.Labels[controller.LabelVersion]; v != "3.7.0" {
+			t.Errorf("pod %s runs %s after the rollout, want 3.7.0", p.Name, v)
+		}
+	}
+}
+
+// waitBudgetAllows waits until the real disruption controller counted
+// cluster's pods and its budget allows n disruptions.
+func (g *rig) waitBudgetAllows(cluster string, n int32) {
+	g.t.Helper()
+	var pdb policyv1.PodDisruptionBudget
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if err := g.c.Get(g.t.Context(), client.ObjectKey{Namespace: g.ns, Name: cluster}, &pdb); err != nil {
+			g.t.Fatal(err)
+		}
+		if pdb.Status.ObservedGeneration == pdb.Generation && pdb.Status.DisruptionsAllowed == n {
+			return
+		}
+	}
+	g.t.Fatalf("budget %s allows %d disruptions (status %+v), want %d", cluster, pdb.Status.DisruptionsAllowed, pdb.Status, n)
 }

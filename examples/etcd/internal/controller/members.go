@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -169,7 +171,7 @@ func (h *ClusterHooks) execute(ctx context.Context, c *v1alpha1.EtcdCluster, obs
 		// longer knows loses it.
 		return h.deleteMember(ctx, c, obs, step.Name, step.ID == 0)
 	case membership.ActionUpgrade:
-		return h.deleteMember(ctx, c, obs, step.Name, false)
+		return h.restartMember(ctx, c, obs, step.Name)
 	case membership.ActionForceNewCluster:
 		if r := c.Status.Recovery; r == nil || r.Member != step.Name || r.RevisionBump != 0 {
 			// A new rebuild: a record of another, left over, goes.
@@ -285,6 +287,34 @@ func (h *ClusterHooks) createMember(ctx context.Context, c *v1alpha1.EtcdCluster
 	return nil
 }
 
+// errBudget: the cluster's disruption budget allows no eviction now.
+var errBudget = errors.New("the disruption budget allows no eviction now")
+
+// restartMember restarts member name on its data. With three voters or
+// more it evicts the pod, so that the disruption budget, which a node
+// drain shares, decides: a member that a drain takes down meanwhile is not
+// joined by a second. With fewer, the budget never allows one, and a
+// restart loses the quorum anyway: the pod is deleted.
+func (h *ClusterHooks) restartMember(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation, name string) error {
+	seen, ok := obs.pods[name]
+	if n := voters(obs); !ok || membership.Quorum(n) >= n {
+		return h.deleteMember(ctx, c, obs, name, false)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.Namespace}}
+	eviction := &policyv1.Eviction{ObjectMeta: pod.ObjectMeta,
+		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &seen.UID}}}
+	err := h.Client.SubResource("eviction").Create(ctx, pod, eviction)
+	switch {
+	case apierrors.IsTooManyRequests(err):
+		return fmt.Errorf("%w: evicting %s: %w", errBudget, name, err)
+	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		return nil // gone, or replaced since it was seen
+	case err != nil:
+		return fmt.Errorf("evicting pod %s: %w", name, err)
+	}
+	return nil
+}
+
 // deleteMember deletes member name's pod, and its data claim if withData,
 // as obs saw them.
 func (h *ClusterHooks) deleteMember(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation, name string, withData bool) error {
@@ -294,6 +324,7 @@ func (h *ClusterHooks) deleteMember(ctx context.Context, c *v1alpha1.EtcdCluster
 		pod.UID = seen.UID
 	}
 	if _, err := h.Children.DeleteChild(ctx, c, pod); err != nil {
+		// Replaced since: its claim is the replacement's now.
 		return fmt.Errorf("deleting pod %s: %w", name, err)
 	}
 	if withData && persistent(c) {

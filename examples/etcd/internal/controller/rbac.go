@@ -31,6 +31,7 @@ package controller
 // +kubebuilder:rbac:groups=etcd.opkit.dev,resources=etcdclusters/status;etcdbackups/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=etcd.opkit.dev,resources=etcdclusters/finalizers;etcdbackups/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=pods;persistentvolumeclaims;services,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods/eviction,verbs=create
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;update;delete
 // +kubebuilder:rbac:groups="",resources=nodes;persistentvolumes,verbs=get
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
