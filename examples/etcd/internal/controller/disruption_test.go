@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -221,4 +222,45 @@ func (g *rig) waitBudgetAllows(cluster string, n int32) {
 		}
 	}
 	g.t.Fatalf("budget %s allows %d disruptions (status %+v), want %d", cluster, pdb.Status.DisruptionsAllowed, pdb.Status, n)
+}
+
+// TestDrainKeepsANotReadyVoter: a drain took one of three voters; another
+// is not Ready for a moment (a probe timed out under load) while it still
+// votes. The budget must refuse to let it go too: the quorum would be
+// lost. Before, the budget let any pod that is not Ready go
+// (unhealthyPodEvictionPolicy AlwaysAllow).
+func TestDrainKeepsANotReadyVoter(t *testing.T) {
+	g := newRig(t)
+	g.withRealControllers()
+	g.create(cluster("nr", 3))
+	g.converge("nr", 30)
+	ctx := t.Context()
+	g.waitBudgetAllows("nr", 1)
+	evict := func(name string) error {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: g.ns}}
+		return g.c.SubResource("eviction").Create(ctx, pod, &policyv1.Eviction{ObjectMeta: pod.ObjectMeta})
+	}
+	if err := evict("nr-0"); err != nil {
+		t.Fatalf("draining nr-0: %v", err)
+	}
+	var p corev1.Pod
+	if err := g.c.Get(ctx, client.ObjectKey{Namespace: g.ns, Name: "nr-1"}, &p); err != nil {
+		t.Fatal(err)
+	}
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+	if err := g.c.Status().Update(ctx, &p); err != nil {
+		t.Fatal(err)
+	}
+	var pdb policyv1.PodDisruptionBudget
+	for deadline := time.Now().Add(30 * time.Second); pdb.Status.CurrentHealthy != 1; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("budget status %+v, want 1 healthy pod", pdb.Status)
+		}
+		if err := g.c.Get(ctx, client.ObjectKey{Namespace: g.ns, Name: "nr"}, &pdb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := evict("nr-1"); !apierrors.IsTooManyRequests(err) {
+		t.Errorf("draining nr-1, a voter not Ready while nr-0 is gone: %v; want it refused (429)", err)
+	}
 }

@@ -294,10 +294,14 @@ var errBudget = errors.New("the disruption budget allows no eviction now")
 // more it evicts the pod, so that the disruption budget, which a node
 // drain shares, decides: a member that a drain takes down meanwhile is not
 // joined by a second. With fewer, the budget never allows one, and a
-// restart loses the quorum anyway: the pod is deleted.
+// restart loses the quorum anyway: the pod is deleted. So is the pod of
+// a member that neither answers nor is Ready, which the rollout repairs:
+// it holds up no quorum, and the budget, which counts only Ready pods
+// (a voter whose probe timed out under load is one), may have no room.
 func (h *ClusterHooks) restartMember(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation, name string) error {
 	seen, ok := obs.pods[name]
-	if n := voters(obs); !ok || membership.Quorum(n) >= n {
+	unwell := ok && obs.healthy[name] == "" && !podReady(seen)
+	if n := voters(obs); !ok || unwell || membership.Quorum(n) >= n {
 		return h.deleteMember(ctx, c, obs, name, false)
 	}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.Namespace}}

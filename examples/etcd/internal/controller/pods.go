@@ -132,10 +132,6 @@ func podDisruptionBudget(c *v1alpha1.EtcdCluster, obs *observation, step members
 		Spec: policyv1.PodDisruptionBudgetSpec{
 			MinAvailable: ptr.To(intstr.FromInt32(int32(minAvailable))),
 			Selector:     &metav1.LabelSelector{MatchLabels: selector},
-			// A member that is not Ready holds up no quorum: evicting it
-			// (the operator's restart that repairs it, say) is no
-			// disruption, however many others are down.
-			UnhealthyPodEvictionPolicy: ptr.To(policyv1.AlwaysAllow),
 		},
 	}
 }
