@@ -121,6 +121,10 @@ func campaign(t *testing.T, kind string, schedules, parallel int) {
 			t.Run(fmt.Sprintf("%03d", i), func(t *testing.T) {
 				s := newSchedule(t, kind, seed, i)
 				s.real = real
+				// The real disruption controller counts the budgets
+				// that the operator's restarts and the drains evict
+				// through.
+				s.g.realControllers.Store(real)
 				s.run(*campaignSteps)
 				if testing.Verbose() {
 					t.Logf("schedule:\n  %s", strings.Join(s.log, "\n  "))

@@ -1,7 +1,6 @@
 package controller_test
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -13,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/opkit-dev/opkit/examples/etcd/internal/controller"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/etcdclient"
@@ -141,12 +139,8 @@ func TestDisruptionBudgetKeepsAQuorumOfVoters(t *testing.T) {
 // the real disruption controller, refuses the second disruption and the
 // rollout waits.
 func TestRolloutRestartsThroughTheBudget(t *testing.T) {
-	g := newRig(t)
-	g.withRealControllers()
-	g.create(cluster("ev", 3))
-	g.converge("ev", 30)
+	g := budgetedCluster(t, "ev")
 	ctx := t.Context()
-	g.waitBudgetAllows("ev", 1)
 	var stale corev1.PodList
 	if err := g.c.List(ctx, &stale, client.InNamespace(g.ns)); err != nil {
 		t.Fatal(err)
@@ -161,16 +155,7 @@ func TestRolloutRestartsThroughTheBudget(t *testing.T) {
 	if err := g.c.SubResource("eviction").Create(ctx, drained, &policyv1.Eviction{ObjectMeta: drained.ObjectMeta}); err != nil {
 		t.Fatalf("draining %s: %v", leader, err)
 	}
-	g.cache = interceptor.NewClient(g.c.(client.WithWatch), interceptor.Funcs{
-		List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-			if l, ok := list.(*corev1.PodList); ok {
-				stale.DeepCopyInto(l)
-				return nil
-			}
-			return cl.List(ctx, list, opts...)
-		},
-	})
-	g.startOperator()
+	g.cacheKeepsPods(&stale)
 	c := g.get("ev")
 	c.Spec.Version = "3.7.0"
 	if err := g.c.Update(ctx, c); err != nil {
@@ -208,6 +193,19 @@ func TestRolloutRestartsThroughTheBudget(t *testing.T) {
 	}
 }
 
+// budgetedCluster converges a 3-member cluster name beside the real
+// kube-controller-manager, whose disruption controller counts its budget,
+// once that allows one disruption.
+func budgetedCluster(t *testing.T, name string) *rig {
+	t.Helper()
+	g := newRig(t)
+	g.withRealControllers()
+	g.create(cluster(name, 3))
+	g.converge(name, 30)
+	g.waitBudgetAllows(name, 1)
+	return g
+}
+
 // waitBudgetAllows waits until the real disruption controller counted
 // cluster's pods and its budget allows n disruptions.
 func (g *rig) waitBudgetAllows(cluster string, n int32) {
@@ -230,12 +228,8 @@ func (g *rig) waitBudgetAllows(cluster string, n int32) {
 // lost. Before, the budget let any pod that is not Ready go
 // (unhealthyPodEvictionPolicy AlwaysAllow).
 func TestDrainKeepsANotReadyVoter(t *testing.T) {
-	g := newRig(t)
-	g.withRealControllers()
-	g.create(cluster("nr", 3))
-	g.converge("nr", 30)
+	g := budgetedCluster(t, "nr")
 	ctx := t.Context()
-	g.waitBudgetAllows("nr", 1)
 	evict := func(name string) error {
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: g.ns}}
 		return g.c.SubResource("eviction").Create(ctx, pod, &policyv1.Eviction{ObjectMeta: pod.ObjectMeta})

@@ -190,6 +190,22 @@ func (g *rig) cacheKeepsClaims() (fresh func()) {
 	return func() { stale.Store(false) }
 }
 
+// cacheKeepsPods restarts the operator with a cache that lists pods as
+// stale lists them.
+func (g *rig) cacheKeepsPods(stale *corev1.PodList) {
+	g.t.Helper()
+	g.cache = interceptor.NewClient(g.c.(client.WithWatch), interceptor.Funcs{
+		List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if l, ok := list.(*corev1.PodList); ok {
+				stale.DeepCopyInto(l)
+				return nil
+			}
+			return cl.List(ctx, list, opts...)
+		},
+	})
+	g.startOperator()
+}
+
 // TestRecreatedMemberNeverGetsAnEmptyClaim: a member recreated under its
 // old ID must start on the claim that holds its data. Here the operator's
 // cache still lists the claim after it is gone, so the planner recreates
@@ -281,16 +297,7 @@ func TestStaleCacheDeletesNoReplacementPod(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	g.cache = interceptor.NewClient(g.c.(client.WithWatch), interceptor.Funcs{
-		List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-			if l, ok := list.(*corev1.PodList); ok {
-				stale.DeepCopyInto(l)
-				return nil
-			}
-			return cl.List(ctx, list, opts...)
-		},
-	})
-	g.startOperator()
+	g.cacheKeepsPods(&stale)
 	g.drain()
 	_ = g.pass("s")
 	if events := g.drain(); len(events) > 0 {
