@@ -85,6 +85,14 @@ func quotaBytes(n int64) int64 {
 	return n
 }
 
+// specQuota is the quota spec.quotaBackendBytes asks for.
+func specQuota(c *v1alpha1.EtcdCluster) int64 {
+	if q := c.Spec.QuotaBackendBytes; q != nil {
+		return quotaBytes(q.Value())
+	}
+	return DefaultQuotaBackendBytes.Value()
+}
+
 // noQuota stands for no quota: no database reaches it, and its share
 // (noSpaceHeadroom) does not overflow.
 const noQuota = math.MaxInt64 / 100
@@ -116,10 +124,7 @@ func podQuota(pod *corev1.Pod) int64 {
 // still holds the history that filled the quota, and its file outgrows
 // the quota that the data is far below. nil when none is due.
 func (h *ClusterHooks) defragNearQuota(ctx context.Context, c *v1alpha1.EtcdCluster, obs *observation) *reconcile.Result {
-	quota := DefaultQuotaBackendBytes.Value()
-	if q := c.Spec.QuotaBackendBytes; q != nil {
-		quota = quotaBytes(q.Value())
-	}
+	quota := specQuota(c)
 	for _, pod := range obs.pods {
 		quota = min(quota, podQuota(pod))
 	}
@@ -148,10 +153,7 @@ func (h *ClusterHooks) recoverNoSpace(ctx context.Context, c *v1alpha1.EtcdClust
 		return nil
 	}
 	log := ctrl.LoggerFrom(ctx)
-	quota := DefaultQuotaBackendBytes.Value()
-	if q := c.Spec.QuotaBackendBytes; q != nil {
-		quota = quotaBytes(q.Value())
-	}
+	quota := specQuota(c)
 	st := c.Status.NoSpace
 	if st == nil {
 		st = &v1alpha1.NoSpaceStatus{Since: metav1.Time{Time: h.now().UTC()}}

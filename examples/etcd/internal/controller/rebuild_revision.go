@@ -77,9 +77,11 @@ func advanceRecovery(c *v1alpha1.EtcdCluster, obs *observation, now metav1.Time,
 			// moved on, and a restore now would split the member from
 			// any that joined since.
 			done.RevisionBump = 0
-		case st.Revision < r.Revision+r.RevisionBump && r.Restarts < maxRebuildRestarts:
+		case st.Revision >= r.Revision+r.RevisionBump:
+			// Moved on: the rebuild ends with its bump.
+		case r.Restarts < maxRebuildRestarts:
 			return true, "" // counted once the pod is deleted
-		case st.Revision < r.Revision+r.RevisionBump:
+		default:
 			// Killed at every stop, say: more restarts of the only member
 			// would keep the cluster down and move nothing.
 			done.RevisionBump = 0

@@ -56,10 +56,10 @@ func (p Policy) over(m Member) bool {
 }
 
 // atCeiling reports whether m's file reached p's ceiling while the data,
-// which every member holds, is below it by MinReclaimable: least is the smallest part in use
-// of a voting member's file. A member's own part in use is no measure
-// after it replays a compaction: bbolt counts the pages freed as in use
-// until its next write.
+// which every member holds, is below it by MinReclaimable: least is the
+// smallest part in use of a voting member's file. A member's own part in
+// use is no measure after it replays a compaction: bbolt counts the pages
+// freed as in use until its next write.
 func (p Policy) atCeiling(m Member, least int64) bool {
 	return p.Ceiling > 0 && m.DBSize >= p.Ceiling && least < p.Ceiling && m.DBSize-least >= p.MinReclaimable
 }
