@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,10 +17,24 @@ import (
 	"github.com/opkit-dev/opkit/operation"
 )
 
-// fakeClock is a clock the test moves.
-type fakeClock struct{ t time.Time }
+// fakeClock is a clock the test moves. A Runner's operations read it from
+// their own goroutines, hence the lock.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
 
-func (c *fakeClock) now() time.Time { return c.t }
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
 
 // owner is an object created at created.
 func owner(uid string, created time.Time) *metav1.ObjectMeta {
@@ -90,7 +105,7 @@ func TestScheduledTakesRecordsAndPrunesOnlyItsOwn(t *testing.T) {
 		t.Fatalf("a Step before the next scheduled time: after %v, %v, operation %+v; want a wait and nothing started", after, err, st.Operation)
 	}
 
-	clk.t = clk.t.Add(time.Hour)
+	clk.advance(time.Hour)
 	if err := stepScheduled(t, s, a, &st); err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +207,7 @@ func TestFinalCancelsTheScheduledOneAndNeverSkips(t *testing.T) {
 		if done {
 			break
 		}
-		clk.t = clk.t.Add(time.Second) // another ID for the next attempt
+		clk.advance(time.Second) // another ID for the next attempt
 		if err := rn.Wait(t.Context()); err != nil {
 			t.Fatal(err)
 		}
@@ -240,7 +255,7 @@ func TestFinalNotDoneWithoutItsBackup(t *testing.T) {
 		if i == 10 {
 			t.Fatalf("no final backup after 10 passes: %+v", st)
 		}
-		clk.t = clk.t.Add(time.Second)
+		clk.advance(time.Second)
 		done, _, err := f.Step(t.Context(), a, &st)
 		if err != nil && !errors.Is(err, backup.ErrBackupFailed) {
 			t.Fatal(err)
