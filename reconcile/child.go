@@ -28,15 +28,16 @@ import (
 // after it; read it as opaque.
 const LabelAppliedDigest = "opkit.dev/applied-digest"
 
-// ChildWrite tells what EnsureChild or DeleteChild did.
+// ChildWrite tells what EnsureChild, DeleteChild or EvictChild did.
 type ChildWrite string
 
-// The operations of EnsureChild and DeleteChild.
+// The operations of EnsureChild, DeleteChild and EvictChild.
 const (
 	ChildUnchanged ChildWrite = "unchanged"
 	ChildCreated   ChildWrite = "created"
 	ChildUpdated   ChildWrite = "updated"
 	ChildDeleted   ChildWrite = "deleted"
+	ChildEvicted   ChildWrite = "evicted"
 )
 
 // Children writes the children of a reconciled object: the objects it
@@ -137,10 +138,10 @@ var ErrNoFieldOwner = errors.New("no field owner: call EnsureChild from a Reconc
 // entry (KeepManagedFieldsOf of another name): they write nothing then.
 var ErrFieldOwnerMismatch = errors.New("two field owners")
 
-// ChildWriteError is the error of a write EnsureChild or DeleteChild sent
-// and the API server refused: Write names the write that failed
-// (ChildCreated for a create, ChildUpdated for an update,
-// ChildDeleted for a delete). Reach it with errors.As; apierrors'
+// ChildWriteError is the error of a write EnsureChild, DeleteChild or
+// EvictChild sent and the API server refused: Write names the write that
+// failed (ChildCreated for a create, ChildUpdated for an update,
+// ChildDeleted for a delete, ChildEvicted for an eviction). Reach it with errors.As; apierrors'
 // predicates (IsConflict, IsForbidden, IsInvalid, ...) see through it.
 type ChildWriteError struct {
 	// Write is the write that failed.
@@ -155,7 +156,7 @@ type ChildWriteError struct {
 
 // Error implements error.
 func (e *ChildWriteError) Error() string {
-	verb := map[ChildWrite]string{ChildCreated: "creating", ChildUpdated: "updating", ChildDeleted: "deleting"}[e.Write]
+	verb := map[ChildWrite]string{ChildCreated: "creating", ChildUpdated: "updating", ChildDeleted: "deleting", ChildEvicted: "evicting"}[e.Write]
 	if verb == "" {
 		verb = "writing"
 	}
