@@ -389,7 +389,7 @@ func (h *ClusterHooks) reconcile(ctx context.Context, c *v1alpha1.EtcdCluster, g
 			log.Info("creating the seed of a restored cluster", "etcdcluster", klog.KObj(c), "backup", restoredWhat(c, ""), "restore", path)
 		}
 		if err := h.execute(ctx, c, obs, step, seed); err != nil {
-			if errors.Is(err, etcdclient.ErrNotYet) || errors.Is(err, errBudget) || errors.Is(err, reconcile.ErrChildReplaced) {
+			if errors.Is(err, etcdclient.ErrNotYet) || errors.Is(err, reconcile.ErrNoDisruptionAllowed) || errors.Is(err, reconcile.ErrChildReplaced) {
 				return reconcile.Waiting(step.Reason, fmt.Sprintf("%s: %v; trying again", step.Message, err), stepRequeue)
 			}
 			return childError(fmt.Errorf("%s %s: %w", step.Action, step.Name, err))

@@ -6,11 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/opkit-dev/opkit/examples/etcd/internal/controller"
@@ -256,5 +258,53 @@ func TestDrainKeepsANotReadyVoter(t *testing.T) {
 	}
 	if err := evict("nr-1"); !apierrors.IsTooManyRequests(err) {
 		t.Errorf("draining nr-1, a voter not Ready while nr-0 is gone: %v; want it refused (429)", err)
+	}
+}
+
+// TestRolloutLeavesAReplacedPod: a rollout decided on a pod list that no
+// longer holds the pod it restarts (a stale cache; the pod was replaced
+// since) restarts nothing and says so. Before, the eviction's conflict
+// counted as done: the pass reported the member restarted (event
+// Upgrading) while its replacement ran on.
+func TestRolloutLeavesAReplacedPod(t *testing.T) {
+	g := newRig(t)
+	g.create(cluster("rp", 3))
+	g.converge("rp", 30)
+	ctx := t.Context()
+	var stale corev1.PodList
+	if err := g.c.List(ctx, &stale, client.InNamespace(g.ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"rp-0", "rp-1", "rp-2"} {
+		g.deletePodAndStop("rp", name)
+		g.converge("rp", 30)
+	}
+	replacements := map[string]types.UID{}
+	for _, p := range g.pods("rp") {
+		replacements[p.Name] = p.UID
+	}
+
+	g.cacheKeepsPods(&stale)
+	c := g.get("rp")
+	c.Spec.Version = "3.7.0"
+	if err := g.c.Update(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	g.drain()
+	_ = g.pass("rp")
+	if events := g.drain(); len(events) > 0 {
+		t.Errorf("events of a pass that restarted nothing: %q", events)
+	}
+	got := map[string]types.UID{}
+	for _, p := range g.pods("rp") {
+		if p.DeletionTimestamp == nil {
+			got[p.Name] = p.UID
+		}
+	}
+	if diff := cmp.Diff(replacements, got); diff != "" {
+		t.Errorf("running pods after a rollout pass on a stale pod list (-replacements +got):\n%s", diff)
+	}
+	if r := statusutil.Get(g.get("rp"), statusutil.ConditionReconciling); !strings.Contains(r.Message, "replaced") {
+		t.Errorf("Reconciling %+v, want the rollout waiting on the replaced pod", r)
 	}
 }

@@ -9,8 +9,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -287,9 +285,6 @@ func (h *ClusterHooks) createMember(ctx context.Context, c *v1alpha1.EtcdCluster
 	return nil
 }
 
-// errBudget: the cluster's disruption budget allows no eviction now.
-var errBudget = errors.New("the disruption budget allows no eviction now")
-
 // restartMember restarts member name on its data. With three voters or
 // more it evicts the pod, so that the disruption budget, which a node
 // drain shares, decides: a member that a drain takes down meanwhile is not
@@ -304,16 +299,8 @@ func (h *ClusterHooks) restartMember(ctx context.Context, c *v1alpha1.EtcdCluste
 	if n := voters(obs); !ok || unwell || membership.Quorum(n) >= n {
 		return h.deleteMember(ctx, c, obs, name, false)
 	}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.Namespace}}
-	eviction := &policyv1.Eviction{ObjectMeta: pod.ObjectMeta,
-		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &seen.UID}}}
-	err := h.Client.SubResource("eviction").Create(ctx, pod, eviction)
-	switch {
-	case apierrors.IsTooManyRequests(err):
-		return fmt.Errorf("%w: evicting %s: %w", errBudget, name, err)
-	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
-		return nil // gone, or replaced since it was seen
-	case err != nil:
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.Namespace, UID: seen.UID}}
+	if _, err := h.Children.EvictChild(ctx, c, pod); err != nil {
 		return fmt.Errorf("evicting pod %s: %w", name, err)
 	}
 	return nil
