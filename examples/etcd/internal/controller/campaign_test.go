@@ -27,7 +27,6 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/opkit-dev/opkit/examples/etcd/api/v1alpha1"
 	"github.com/opkit-dev/opkit/examples/etcd/internal/controller"
@@ -162,13 +161,14 @@ type schedule struct {
 	// TLS and CA rotations, rr restores into a new cluster.
 	rx, rt, rr *rand.Rand
 	// rd draws how the cluster is deleted, when real is set: the real
-	// kube-controller-manager runs (garbage collector, namespaces).
-	rd    *rand.Rand
-	real  bool
-	name  string
-	index int
-	step  int
-	etcd  campaignEtcd
+	// kube-controller-manager runs (garbage collector, namespaces). rk
+	// draws the operator's deaths inside a pass or a backup.
+	rd, rk *rand.Rand
+	real   bool
+	name   string
+	index  int
+	step   int
+	etcd   campaignEtcd
 	// proc is etcd when it runs as processes, nil with the fake; load
 	// is then the clients' history, cli a client of every member.
 	// restoring runs the members of a cluster being restored.
@@ -228,7 +228,7 @@ func newSchedule(t *testing.T, kind string, seed uint64, i int) *schedule {
 	g := newRig(t)
 	s := &schedule{g: g, r: rand.New(rand.NewPCG(seed, uint64(i))), rx: rand.New(rand.NewPCG(seed, ^uint64(i))),
 		rt: rand.New(rand.NewPCG(^seed, uint64(i))), rr: rand.New(rand.NewPCG(^seed, ^uint64(i))),
-		rd: rand.New(rand.NewPCG(seed^0x9e3779b97f4a7c15, uint64(i))), name: "c", index: i, acked: map[string]string{},
+		rd: rand.New(rand.NewPCG(seed^0x9e3779b97f4a7c15, uint64(i))), rk: rand.New(rand.NewPCG(seed^0x5851f42d4c957f2d, ^uint64(i))), name: "c", index: i, acked: map[string]string{},
 		claimOf: map[uint64]types.UID{}, catchUp: map[string]int{}, paused: map[string]int{}, cut: map[string]int{}, started: time.Now()}
 	g.cache = interceptor.NewClient(g.c.(client.WithWatch), interceptor.Funcs{
 		List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
@@ -313,6 +313,7 @@ func (s *schedule) run(steps int) {
 		s.rotateCA()
 	}
 	s.calm = true
+	g.crash.restart()
 	s.stale, s.staleFor = nil, 0
 	for peer := range s.catchUp {
 		g.fake.CatchUp(peer)
@@ -327,7 +328,33 @@ func (s *schedule) run(steps int) {
 	s.converge()
 	s.write()
 	s.checkClients(true)
+	if s.rk.IntN(2) == 0 {
+		s.armCrash()
+	}
 	s.deleteCluster()
+}
+
+// armCrash makes the operator die at a write to come, of a pass or of a
+// backup's store, before or after sending it (rig.crash).
+func (s *schedule) armCrash() {
+	kind, n, after := "pass", s.rk.IntN(5), s.rk.IntN(2) == 0
+	if s.rk.IntN(3) == 0 {
+		kind, n = "backup", s.rk.IntN(3)
+	}
+	s.logf("the operator dies at the %s write of a %s to come, %s", ordinal(n+1), kind, map[bool]string{true: "after sending it", false: "before sending it"}[after])
+	s.g.crash.arm(kind, n, after)
+}
+
+func ordinal(n int) string {
+	switch n {
+	case 1:
+		return "1st"
+	case 2:
+		return "2nd"
+	case 3:
+		return "3rd"
+	}
+	return fmt.Sprintf("%dth", n)
 }
 
 // checkClients checks the clients' history of a schedule on etcd
@@ -457,6 +484,9 @@ func (s *schedule) act() {
 		case s.tls != nil && s.rt.IntN(2) == 0:
 			s.ops++
 			s.rotateCA()
+		case s.rk.IntN(2) == 0:
+			s.faults++
+			s.armCrash()
 		default:
 			s.logf("client writes only")
 		}
@@ -563,14 +593,14 @@ func (s *schedule) pass() {
 func (s *schedule) reconcile(name string) {
 	g := s.g
 	s.passes++
-	res, err := g.r.Reconcile(g.t.Context(), crreconcile.Request{NamespacedName: types.NamespacedName{Namespace: g.ns, Name: name}})
 	// A scheduled backup the pass launched ends before anything else
 	// happens, so that a schedule replays exactly.
-	if werr := g.runner.Wait(g.t.Context()); werr != nil {
-		g.t.Fatal(werr)
-	}
+	res, died, err := g.passOrDie(name)
 	for _, e := range g.drain() {
 		s.logf("  operator: %s", e)
+	}
+	if died != "" {
+		s.logf("  operator died at %s, restarted", died)
 	}
 	if err != nil {
 		s.logf("  pass failed: %v", err)
@@ -887,7 +917,15 @@ func (s *schedule) backup() {
 	want := maps.Clone(s.acked)
 	name := fmt.Sprintf("b%d", s.step)
 	g.createBackup(name, v1alpha1.EtcdBackupSpec{ClusterName: s.name, StoreRef: v1alpha1.StoreReference{PVCName: "backups"}})
-	if err := g.backupPass(name); err != nil {
+	err := g.backupPass(name)
+	if died := g.crash.died(); died != "" {
+		// Its passes are not the cluster's: the death comes to light here.
+		s.logf("on-demand backup %s: the operator died at %s, restarted", name, died)
+		g.crash.restart()
+		g.startOperator()
+		return
+	}
+	if err != nil {
 		s.logf("on-demand backup %s: %v", name, err)
 		return
 	}

@@ -106,6 +106,8 @@ type rig struct {
 	c      client.Client
 	fake   *etcdclient.Fake
 	faults *faults
+	// crash kills the operator at a write of a pass or a backup.
+	crash  *crash
 	clock  *clock
 	r      *reconcile.Reconciler[*v1alpha1.EtcdCluster]
 	br     *reconcile.Reconciler[*v1alpha1.EtcdBackup]
@@ -225,23 +227,40 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	fl := &faults{next: map[string]bool{}}
+	cr := &crash{}
 	var realControllers atomic.Bool
 	c := interceptor.NewClient(direct, interceptor.Funcs{
+		Create: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			return cr.passWrite(ctx, "create "+kindOf(obj)+" "+obj.GetName(), func() error { return cl.Create(ctx, obj, opts...) })
+		},
+		Update: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			return cr.passWrite(ctx, "update "+kindOf(obj)+" "+obj.GetName(), func() error { return cl.Update(ctx, obj, opts...) })
+		},
+		Patch: func(ctx context.Context, cl client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			return cr.passWrite(ctx, "patch "+kindOf(obj)+" "+obj.GetName(), func() error { return cl.Patch(ctx, obj, patch, opts...) })
+		},
+		SubResourceUpdate: func(ctx context.Context, cl client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			return cr.passWrite(ctx, sub+" update "+kindOf(obj)+" "+obj.GetName(), func() error { return cl.SubResource(sub).Update(ctx, obj, opts...) })
+		},
+		SubResourcePatch: func(ctx context.Context, cl client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			return cr.passWrite(ctx, sub+" patch "+kindOf(obj)+" "+obj.GetName(), func() error { return cl.SubResource(sub).Patch(ctx, obj, patch, opts...) })
+		},
 		SubResourceCreate: func(ctx context.Context, cl client.Client, sub string, obj, subResource client.Object, opts ...client.SubResourceCreateOption) error {
 			if sub == "eviction" && !realControllers.Load() {
 				if err := countBudgets(ctx, cl, obj.GetNamespace()); err != nil {
 					return err
 				}
 			}
-			return cl.SubResource(sub).Create(ctx, obj, subResource, opts...)
+			return cr.passWrite(ctx, sub+" of "+kindOf(obj)+" "+obj.GetName(), func() error { return cl.SubResource(sub).Create(ctx, obj, subResource, opts...) })
 		},
 		Apply: func(ctx context.Context, cl client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
-			if k, ok := obj.(interface{ GetKind() string }); ok {
+			k, _ := obj.(interface{ GetKind() string })
+			if k != nil {
 				if err := fl.take("apply", k.GetKind()); err != nil {
 					return err
 				}
 			}
-			return cl.Apply(ctx, obj, opts...)
+			return cr.passWrite(ctx, "apply "+applyName(obj), func() error { return cl.Apply(ctx, obj, opts...) })
 		},
 		SubResourceApply: func(ctx context.Context, cl client.Client, sub string, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
 			if k, ok := obj.(interface{ GetKind() string }); ok {
@@ -249,14 +268,14 @@ func newRig(t *testing.T) *rig {
 					return err
 				}
 			}
-			return cl.SubResource(sub).Apply(ctx, obj, opts...)
+			return cr.passWrite(ctx, sub+" apply "+applyName(obj), func() error { return cl.SubResource(sub).Apply(ctx, obj, opts...) })
 		},
 		Delete: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
 			kind := fmt.Sprintf("%T", obj)[len("*v1."):]
 			if err := fl.take("delete", kind); err != nil {
 				return err
 			}
-			return cl.Delete(ctx, obj, opts...)
+			return cr.passWrite(ctx, "delete "+kind+" "+obj.GetName(), func() error { return cl.Delete(ctx, obj, opts...) })
 		},
 	})
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "etcd-"}}
@@ -281,7 +300,7 @@ func newRig(t *testing.T) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &rig{t: t, c: c, fake: etcdclient.NewFake(), faults: fl, clock: &clock{now: time.Now()}, ns: ns.Name, fsRoot: t.TempDir(),
+	g := &rig{t: t, c: c, fake: etcdclient.NewFake(), faults: fl, crash: cr, clock: &clock{now: time.Now()}, ns: ns.Name, fsRoot: t.TempDir(),
 		realControllers: &realControllers}
 	// The hooks reach whatever g.fake is at the time, so that a test can
 	// replace the etcd cluster.
@@ -307,6 +326,7 @@ func (g *rig) startOperator() {
 	if g.stores != nil {
 		stores = g.stores
 	}
+	stores, factory := crashingStores(stores, g.crash), crashingFactory(g.factory, g.crash)
 	cl, children := g.c, g.children
 	if g.cache != nil {
 		var err error
@@ -316,7 +336,7 @@ func (g *rig) startOperator() {
 		cl = g.cache
 	}
 	runner := g.startRunner()
-	hooks, err := controller.NewClusterHooks(controller.ClusterConfig{Client: cl, APIReader: g.c, Children: children, Etcd: g.factory, Stores: stores,
+	hooks, err := controller.NewClusterHooks(controller.ClusterConfig{Client: cl, APIReader: g.c, Children: children, Etcd: factory, Stores: stores,
 		ScratchDir: t.TempDir(), Now: g.clock.Now, Recorder: g.events, Runner: runner})
 	if err != nil {
 		t.Fatal(err)
@@ -328,7 +348,7 @@ func (g *rig) startOperator() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	backupHooks, err := controller.NewBackupHooks(controller.BackupConfig{Client: g.c, Etcd: g.factory, Stores: stores, Now: g.clock.Now, Recorder: g.events,
+	backupHooks, err := controller.NewBackupHooks(controller.BackupConfig{Client: g.c, Etcd: factory, Stores: stores, Now: g.clock.Now, Recorder: g.events,
 		Runner: runner})
 	if err != nil {
 		t.Fatal(err)
@@ -369,11 +389,9 @@ func (g *rig) passAsync(name string) error {
 // pass runs one reconcile pass and returns its error.
 func (g *rig) pass(name string) error {
 	g.t.Helper()
-	_, err := g.r.Reconcile(g.t.Context(), crreconcile.Request{NamespacedName: types.NamespacedName{Namespace: g.ns, Name: name}})
-	// What the pass launched ends before the test goes on.
-	if werr := g.runner.Wait(g.t.Context()); werr != nil {
-		g.t.Fatal(werr)
-	}
+	// What the pass launched ends before the test goes on; an operator
+	// that died in it (g.crash) is restarted.
+	_, _, err := g.passOrDie(name)
 	return err
 }
 
