@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -361,4 +362,80 @@ func (g *rig) wantMembers(t *testing.T, cluster string, size int, context string
 	if pods := g.names(&corev1.PodList{}); len(pods) != size {
 		t.Errorf("after a death at %s: pods %v, want %d", context, pods, size)
 	}
+}
+
+// TestDeletionSurvivesADeathAtEveryWrite: the operator dies at each write
+// of a cluster's deletion in turn (a pass's, or a store write of the
+// final backup), before sending it or after its answer is lost. The
+// cluster must go with one final backup holding every key written
+// before the deletion.
+func TestDeletionSurvivesADeathAtEveryWrite(t *testing.T) {
+	for _, kind := range []string{"pass", "backup"} {
+		for _, after := range []bool{false, true} {
+			t.Run(kind+"/"+map[bool]string{false: "before", true: "after"}[after], func(t *testing.T) {
+				t.Parallel()
+				deaths := 0
+				for n := 0; ; n++ {
+					if !deleteDying(t, kind, n, after) {
+						break
+					}
+					deaths++
+				}
+				if deaths < 2 {
+					t.Errorf("%d deaths: the deletion made too few writes to test", deaths)
+				}
+				t.Logf("%d deaths, each followed by a deletion with its final backup", deaths)
+			})
+		}
+	}
+}
+
+// deleteDying deletes a new backed-up cluster with the operator set
+// to die at the (n+1)th write of kind, and checks how it went; it
+// reports whether the operator died.
+func deleteDying(t *testing.T, kind string, n int, after bool) bool {
+	t.Helper()
+	g := newRig(t)
+	c := g.createBackedUp("f", 3, 0, 30)
+	ec, err := g.fake.Factory().New(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	for i := range 5 {
+		k := fmt.Sprintf("/k/%d", i)
+		if err := ec.Put(t.Context(), []etcdclient.KeyValue{{Key: []byte(k), Value: []byte(k)}}); err != nil {
+			t.Fatal(err)
+		}
+		want[k] = k
+	}
+	if err := g.c.Delete(t.Context(), g.get("f")); err != nil {
+		t.Fatal(err)
+	}
+	g.crash.arm(kind, n, after)
+	died := ""
+	for i := 0; i < 100 && g.exists(c); i++ {
+		var at string
+		if _, at, _ = g.passOrDie("f"); at != "" && died == "" {
+			died = at
+		}
+		g.kubelet("f")
+	}
+	if g.exists(c) {
+		t.Fatalf("death at %q: the cluster is still there after 100 passes: %+v", died, g.get("f").Status.Conditions)
+	}
+	var finals []backup.Manifest
+	for _, m := range g.storedBackups("f") {
+		if m.Snapshot.Extra[controller.ExtraTrigger] == controller.TriggerFinal {
+			finals = append(finals, m)
+		}
+	}
+	if len(finals) != 1 {
+		t.Errorf("death at %q: %d final backups stored, want 1", died, len(finals))
+		return died != ""
+	}
+	if diff := cmp.Diff(want, g.backupKeys("f", finals[0])); diff != "" {
+		t.Errorf("death at %q: the final backup's keys (-written +backed up):\n%s", died, diff)
+	}
+	return died != ""
 }
