@@ -47,12 +47,14 @@ func (c *Children) DeleteChild(ctx context.Context, owner, obj client.Object) (C
 
 // EvictChild evicts pod through the Eviction API if it exists and owner
 // controls it, so that the pod's disruption budget decides, as it does for
-// a node drain. It reads, checks ownership and honours pod's UID as
-// DeleteChild does. A budget without room gives ErrNoDisruptionAllowed.
-// Footguns: a budget counts only Ready pods, so an unready pod may never
-// be let go (DeleteChild it); a pod two budgets select is never evicted
-// (500); and on a budget its controller has not counted yet, client-go
-// retries as the server asks, for up to 100 s.
+// a node drain. It reads and checks pod as DeleteChild does. A budget
+// without room gives ErrNoDisruptionAllowed; so does a replacement the
+// server finds (UID precondition) if it is unready under a budget, and
+// ErrChildReplaced otherwise. Footguns, from the API server (see
+// docs/reconciler.md): a 429 with Retry-After keeps client-go retrying
+// for up to 100 s; a Ready pod replaced behind a stale cache still uses
+// up a disruption for up to 2 minutes; a pod two budgets select is never
+// evicted (500).
 func (c *Children) EvictChild(ctx context.Context, owner client.Object, pod *corev1.Pod) (ChildWrite, error) {
 	seen := pod.GetUID()
 	if gone, err := c.readOwned(ctx, owner, pod); gone || err != nil {
