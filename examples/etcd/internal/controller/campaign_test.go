@@ -120,6 +120,7 @@ func campaign(t *testing.T, kind string, schedules, parallel int) {
 			t.Run(fmt.Sprintf("%03d", i), func(t *testing.T) {
 				s := newSchedule(t, kind, seed, i)
 				s.real = real
+				s.regression = seed == 1 && slices.Contains(regressions[kind], i)
 				// The real disruption controller counts the budgets
 				// that the operator's restarts and the drains evict
 				// through.
@@ -162,13 +163,20 @@ type schedule struct {
 	rx, rt, rr *rand.Rand
 	// rd draws how the cluster is deleted, when real is set: the real
 	// kube-controller-manager runs (garbage collector, namespaces). rk
-	// draws the operator's deaths inside a pass or a backup.
-	rd, rk *rand.Rand
-	real   bool
-	name   string
-	index  int
-	step   int
-	etcd   campaignEtcd
+	// draws the operator's deaths inside a pass or a backup, rp the
+	// member stranded for good (stuck: its pod, Pending until the
+	// liveness check at the end).
+	rd, rk, rp *rand.Rand
+	stuck      string
+	// regression is set for a schedule named for an earlier defect: it
+	// draws no deaths and strands no member, so that it replays as it
+	// did when it found the defect.
+	regression bool
+	real       bool
+	name       string
+	index      int
+	step       int
+	etcd       campaignEtcd
 	// proc is etcd when it runs as processes, nil with the fake; load
 	// is then the clients' history, cli a client of every member.
 	// restoring runs the members of a cluster being restored.
@@ -228,7 +236,8 @@ func newSchedule(t *testing.T, kind string, seed uint64, i int) *schedule {
 	g := newRig(t)
 	s := &schedule{g: g, r: rand.New(rand.NewPCG(seed, uint64(i))), rx: rand.New(rand.NewPCG(seed, ^uint64(i))),
 		rt: rand.New(rand.NewPCG(^seed, uint64(i))), rr: rand.New(rand.NewPCG(^seed, ^uint64(i))),
-		rd: rand.New(rand.NewPCG(seed^0x9e3779b97f4a7c15, uint64(i))), rk: rand.New(rand.NewPCG(seed^0x5851f42d4c957f2d, ^uint64(i))), name: "c", index: i, acked: map[string]string{},
+		rd: rand.New(rand.NewPCG(seed^0x9e3779b97f4a7c15, uint64(i))), rk: rand.New(rand.NewPCG(seed^0x5851f42d4c957f2d, ^uint64(i))),
+		rp: rand.New(rand.NewPCG(seed^0x2545f4914f6cdd1d, uint64(i))), name: "c", index: i, acked: map[string]string{},
 		claimOf: map[uint64]types.UID{}, catchUp: map[string]int{}, paused: map[string]int{}, cut: map[string]int{}, started: time.Now()}
 	g.cache = interceptor.NewClient(g.c.(client.WithWatch), interceptor.Funcs{
 		List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
@@ -325,10 +334,13 @@ func (s *schedule) run(steps int) {
 	for name := range s.cut {
 		s.heal(name)
 	}
+	if s.stuck != "" {
+		s.checkLiveness()
+	}
 	s.converge()
 	s.write()
 	s.checkClients(true)
-	if s.rk.IntN(2) == 0 {
+	if !s.regression && s.rk.IntN(2) == 0 {
 		s.armCrash()
 	}
 	s.deleteCluster()
@@ -484,9 +496,12 @@ func (s *schedule) act() {
 		case s.tls != nil && s.rt.IntN(2) == 0:
 			s.ops++
 			s.rotateCA()
-		case s.rk.IntN(2) == 0:
+		case !s.regression && s.rk.IntN(2) == 0:
 			s.faults++
 			s.armCrash()
+		case !s.regression && s.proc == nil && s.stuck == "" && s.intact() && s.voters() >= 3 && s.rp.IntN(2) == 0:
+			s.faults++
+			s.strand()
 		default:
 			s.logf("client writes only")
 		}
@@ -662,6 +677,9 @@ func (s *schedule) kubelet() {
 			}
 			s.setReady(p, e.ready(name))
 			continue
+		}
+		if name == s.stuck {
+			continue // Pending: its node is gone
 		}
 		claim := s.claimUID(p)
 		s.checkClaim(e, s.clusterOf(p), name, claim)
@@ -917,15 +935,7 @@ func (s *schedule) backup() {
 	want := maps.Clone(s.acked)
 	name := fmt.Sprintf("b%d", s.step)
 	g.createBackup(name, v1alpha1.EtcdBackupSpec{ClusterName: s.name, StoreRef: v1alpha1.StoreReference{PVCName: "backups"}})
-	err := g.backupPass(name)
-	if died := g.crash.died(); died != "" {
-		// Its passes are not the cluster's: the death comes to light here.
-		s.logf("on-demand backup %s: the operator died at %s, restarted", name, died)
-		g.crash.restart()
-		g.startOperator()
-		return
-	}
-	if err != nil {
+	if err := g.backupPass(name); err != nil {
 		s.logf("on-demand backup %s: %v", name, err)
 		return
 	}

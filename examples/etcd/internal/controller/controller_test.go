@@ -123,10 +123,9 @@ type rig struct {
 	// What startOperator builds the hooks from. cache, when set, is the
 	// client the hooks read and write through instead of c, as the
 	// manager's cached client; c stays their uncached reader.
-	scheme   *runtime.Scheme
-	children *reconcile.Children
-	factory  etcdclient.Factory
-	cache    client.Client
+	scheme  *runtime.Scheme
+	factory etcdclient.Factory
+	cache   client.Client
 	// stores, when set, resolves the stores instead of DefaultStores.
 	stores controller.StoreResolver
 	// runner runs the backups of the running operator; stopRunner ends
@@ -296,10 +295,6 @@ func newRig(t *testing.T) *rig {
 			}
 		}
 	})
-	children, err := reconcile.NewChildren(c, scheme)
-	if err != nil {
-		t.Fatal(err)
-	}
 	g := &rig{t: t, c: c, fake: etcdclient.NewFake(), faults: fl, crash: cr, clock: &clock{now: time.Now()}, ns: ns.Name, fsRoot: t.TempDir(),
 		realControllers: &realControllers}
 	// The hooks reach whatever g.fake is at the time, so that a test can
@@ -310,7 +305,7 @@ func newRig(t *testing.T) *rig {
 		g.dialMu.Unlock()
 		return g.fake.Factory().New(ctx, endpoints)
 	})
-	g.scheme, g.children, g.factory = scheme, children, factory
+	g.scheme, g.factory = scheme, factory
 	g.events = events.NewFakeRecorder(10000)
 	g.startOperator()
 	return g
@@ -327,13 +322,14 @@ func (g *rig) startOperator() {
 		stores = g.stores
 	}
 	stores, factory := crashingStores(stores, g.crash), crashingFactory(g.factory, g.crash)
-	cl, children := g.c, g.children
+	// Children remember what they applied: a restart forgets it.
+	cl, opts := g.c, []reconcile.ChildrenOption(nil)
 	if g.cache != nil {
-		var err error
-		if children, err = reconcile.NewChildren(g.cache, g.scheme, reconcile.WithUncachedReader(g.c)); err != nil {
-			t.Fatal(err)
-		}
-		cl = g.cache
+		cl, opts = g.cache, []reconcile.ChildrenOption{reconcile.WithUncachedReader(g.c)}
+	}
+	children, err := reconcile.NewChildren(cl, g.scheme, opts...)
+	if err != nil {
+		t.Fatal(err)
 	}
 	runner := g.startRunner()
 	hooks, err := controller.NewClusterHooks(controller.ClusterConfig{Client: cl, APIReader: g.c, Children: children, Etcd: factory, Stores: stores,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -35,8 +36,10 @@ import (
 type crash struct {
 	mu    sync.Mutex
 	armed map[string]*crashArm // "pass", "backup"
-	// at is the write it died at, "" while it lives.
-	at string
+	// dead is the write each kind died at. A pass and the backup it
+	// launched run at once: kept apart, neither's death cuts the other
+	// at a point the scheduler picks, so a schedule replays exactly.
+	dead map[string]string
 }
 
 type crashArm struct {
@@ -66,25 +69,25 @@ func (c *crash) arm(kind string, n int, after bool) {
 	c.armed[kind] = &crashArm{left: n, after: after}
 }
 
-// died returns the write the operator died at, "" if it lives.
+// died returns the writes the operator died at, "" if it lives.
 func (c *crash) died() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.at
+	return strings.Join(slices.Sorted(maps.Values(c.dead)), ", ")
 }
 
-// restart forgets the death and the arms left: a new operator.
+// restart forgets the deaths and the arms left: a new operator.
 func (c *crash) restart() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.at, c.armed = "", nil
+	c.dead, c.armed = nil, nil
 }
 
 // write runs send, the write what of kind, unless the operator dies
 // before it; it reports whether the operator is dead after it.
 func (c *crash) write(kind, what string, send func() error) (dead bool, err error) {
 	c.mu.Lock()
-	if c.at != "" {
+	if c.dead[kind] != "" {
 		c.mu.Unlock()
 		return true, nil
 	}
@@ -97,11 +100,10 @@ func (c *crash) write(kind, what string, send func() error) (dead bool, err erro
 		return false, send()
 	}
 	delete(c.armed, kind)
-	if a.after {
-		c.at = what + " (sent)"
-	} else {
-		c.at = what + " (not sent)"
+	if c.dead == nil {
+		c.dead = map[string]string{}
 	}
+	c.dead[kind] = what + map[bool]string{true: " (sent)", false: " (not sent)"}[a.after]
 	c.mu.Unlock()
 	if a.after {
 		_ = send()
@@ -116,7 +118,7 @@ func (c *crash) passWrite(ctx context.Context, what string, send func() error) e
 	}
 	dead, err := c.write("pass", what, send)
 	if dead {
-		panic(crashed{at: c.died()})
+		panic(crashed{at: what})
 	}
 	return err
 }
@@ -221,8 +223,15 @@ type crashingCleaner struct {
 	cleaner backup.IncompleteCleaner
 }
 
-func (s crashingCleaner) CleanIncomplete(ctx context.Context, prefix string, olderThan time.Time) (int, error) {
-	return s.cleaner.CleanIncomplete(ctx, prefix, olderThan)
+func (s crashingCleaner) CleanIncomplete(ctx context.Context, prefix string, olderThan time.Time) (n int, err error) {
+	dead, err := s.crash.write("backup", "store clean "+prefix, func() error {
+		n, err = s.cleaner.CleanIncomplete(ctx, prefix, olderThan)
+		return err
+	})
+	if dead {
+		return 0, errOperatorDead
+	}
+	return n, err
 }
 
 // kindOf names obj's kind for a crash's log.
@@ -247,8 +256,15 @@ func applyName(obj runtime.ApplyConfiguration) string {
 
 // passOrDie runs a pass of cluster name, marked inPass, and waits for
 // what it launched. A pass or backup that died (g.crash) restarts the
-// operator; died names the write it died at.
+// operator; died names the writes it died at.
 func (g *rig) passOrDie(name string) (res crreconcile.Result, died string, err error) {
+	g.t.Helper()
+	return g.reconcileOrDie(g.r, name)
+}
+
+// reconcileOrDie is passOrDie for r, the cluster's or the backups'
+// Reconciler.
+func (g *rig) reconcileOrDie(r crreconcile.Reconciler, name string) (res crreconcile.Result, died string, err error) {
 	g.t.Helper()
 	func() {
 		defer func() {
@@ -258,7 +274,7 @@ func (g *rig) passOrDie(name string) (res crreconcile.Result, died string, err e
 				}
 			}
 		}()
-		res, err = g.r.Reconcile(inPass(g.t.Context()), crreconcile.Request{NamespacedName: types.NamespacedName{Namespace: g.ns, Name: name}})
+		res, err = r.Reconcile(inPass(g.t.Context()), crreconcile.Request{NamespacedName: types.NamespacedName{Namespace: g.ns, Name: name}})
 	}()
 	if werr := g.runner.Wait(g.t.Context()); werr != nil {
 		g.t.Fatal(werr)

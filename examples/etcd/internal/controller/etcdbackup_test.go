@@ -45,21 +45,19 @@ func (g *rig) createBackup(name string, spec v1alpha1.EtcdBackupSpec) {
 // backupPass runs passes of the EtcdBackup reconciler while the backup's
 // attempt is under way, as the requeues of a manager would, and returns
 // the last pass's error: it ends Succeeded, Failed, waiting to start, or
-// on a failed pass.
+// on a failed pass. An operator that dies (g.crash) is restarted and the
+// passes go on.
 func (g *rig) backupPass(name string) error {
 	g.t.Helper()
 	key := client.ObjectKey{Namespace: g.ns, Name: name}
 	for range 1000 {
-		_, err := g.br.Reconcile(g.t.Context(), crreconcile.Request{NamespacedName: key})
+		_, _, err := g.reconcileOrDie(g.br, name)
 		var eb v1alpha1.EtcdBackup
 		if gerr := g.c.Get(g.t.Context(), key, &eb); gerr != nil {
 			g.t.Fatal(gerr)
 		}
 		if err != nil || eb.Status.Operation == nil || !eb.Status.Operation.Active() {
 			return err
-		}
-		if err := g.runner.Wait(g.t.Context()); err != nil {
-			g.t.Fatal(err)
 		}
 	}
 	g.t.Fatalf("EtcdBackup %s still running after 1000 passes", name)
