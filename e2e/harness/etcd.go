@@ -7,6 +7,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -91,14 +93,20 @@ func Voting(ms []*EtcdMember) map[string]string {
 // EtcdClient is an etcd client to the cluster's client Service, from this
 // process through its ClusterIP (kube-proxy). It outlives the step that
 // makes it: the caller closes it.
+//
+// It dials again at least every second (gRPC's default backs off to 120 s):
+// a write gap the tests measure is then the cluster's and the Service's,
+// not the client's backoff after dials to a dead member's endpoint.
 func EtcdClient(ctx context.Context, t *testing.T, cfg *envconf.Config, ns, cluster string) *clientv3.Client {
 	t.Helper()
 	var svc corev1.Service
 	if err := cfg.Client().Resources().Get(ctx, cluster+"-client", ns, &svc); err != nil {
 		t.Fatal(err)
 	}
+	redial := grpc.WithConnectParams(grpc.ConnectParams{MinConnectTimeout: time.Second,
+		Backoff: backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}})
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{svc.Spec.ClusterIP + ":2379"}, DialTimeout: 5 * time.Second,
-		Context: context.WithoutCancel(ctx)})
+		DialOptions: []grpc.DialOption{redial}, Context: context.WithoutCancel(ctx)})
 	if err != nil {
 		t.Fatal(err)
 	}
